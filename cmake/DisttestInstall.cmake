@@ -1,0 +1,24 @@
+# `cmake --install` produces a package that consumers find with
+# find_package(disttest CONFIG REQUIRED) and link as disttest::disttest.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS disttest EXPORT disttest-targets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY include/disttest DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT disttest-targets
+  NAMESPACE disttest::
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/disttest)
+configure_package_config_file(cmake/disttest-config.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/disttest-config.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/disttest)
+write_basic_package_version_file(
+  ${CMAKE_CURRENT_BINARY_DIR}/disttest-config-version.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES
+  ${CMAKE_CURRENT_BINARY_DIR}/disttest-config.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/disttest-config-version.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/disttest)
+# Build-tree export, for consumers pointed at the build directory.
+export(EXPORT disttest-targets NAMESPACE disttest::
+  FILE ${CMAKE_CURRENT_BINARY_DIR}/disttest-targets.cmake)
