@@ -1,0 +1,59 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The names of every environment variable disttest reads or writes, in one
+// place. Rank variables keep torchrun's names, so code under test that reads
+// RANK or WORLD_SIZE works the same under disttest, torchrun and DeepSpeed.
+//
+//   const char* rank = std::getenv(disttest::env::kRank);
+#ifndef DISTTEST_ENV_NAMES_H_
+#define DISTTEST_ENV_NAMES_H_
+
+namespace disttest::env {
+
+// --- The rank environment, set in every rank process. ---
+// Host of the rendezvous store (an IPv4/IPv6 literal or a host name).
+inline constexpr char kMasterAddr[] = "MASTER_ADDR";
+// TCP port of the rendezvous store.
+inline constexpr char kMasterPort[] = "MASTER_PORT";
+// Global rank, 0 <= RANK < WORLD_SIZE.
+inline constexpr char kRank[] = "RANK";
+// Rank among the processes of this node.
+inline constexpr char kLocalRank[] = "LOCAL_RANK";
+// Number of ranks in the job.
+inline constexpr char kWorldSize[] = "WORLD_SIZE";
+// Number of ranks on this node (DeepSpeed's name; torchrun's is
+// LOCAL_WORLD_SIZE, which disttest sets too).
+inline constexpr char kLocalSize[] = "LOCAL_SIZE";
+inline constexpr char kLocalWorldSize[] = "LOCAL_WORLD_SIZE";
+
+// --- The harness's own knobs (each flag --disttest_<name>). ---
+// Per-test timeout in seconds (a positive number); overrides
+// options().timeout.
+inline constexpr char kTimeout[] = "DISTTEST_TIMEOUT";
+// Keeps NCCL_DEBUG in rank processes (it is removed by default, because NCCL's
+// INFO lines from N ranks drown the test output).
+inline constexpr char kKeepNcclDebug[] = "DISTTEST_KEEP_NCCL_DEBUG";
+
+// --- Internal: set by the harness in re-executed (kExec) rank processes. ---
+// Full gtest name ("Suite.Name/2ranks") of the test this process runs as a
+// rank. Its presence makes DistributedTest run the body instead of spawning.
+inline constexpr char kInternalChildTest[] = "DISTTEST_INTERNAL_CHILD_TEST";
+// Name of the shared-memory queue this rank reports its results into.
+inline constexpr char kInternalResultQueue[] = "DISTTEST_INTERNAL_RESULT_QUEUE";
+
+// --- Variables removed from a rank's environment. ---
+// gtest's sharding, output and premature-exit protocol belong to the parent:
+// a child that inherits GTEST_TOTAL_SHARDS would run nothing on most shards,
+// and one that inherits GTEST_OUTPUT would overwrite the parent's XML.
+inline constexpr const char* kRemovedFromChild[] = {
+    "GTEST_TOTAL_SHARDS", "GTEST_SHARD_INDEX", "GTEST_SHARD_STATUS_FILE",
+    "GTEST_OUTPUT",       "XML_OUTPUT_FILE",   "TEST_PREMATURE_EXIT_FILE",
+    "GTEST_FILTER",       "GTEST_REPEAT",      "GTEST_SHUFFLE",
+    "GTEST_BRIEF",        "GTEST_FAIL_FAST",   "GTEST_LIST_TESTS",
+};
+// Removed unless DISTTEST_KEEP_NCCL_DEBUG is set.
+inline constexpr char kNcclDebug[] = "NCCL_DEBUG";
+
+}  // namespace disttest::env
+
+#endif  // DISTTEST_ENV_NAMES_H_

@@ -1,0 +1,125 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "disttest/env/rank_env.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "disttest/env/names.h"
+#include "disttest/error.h"
+
+extern char** environ;
+
+namespace disttest {
+namespace {
+
+const char* Require(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') {
+    throw ConfigError(
+        fmt::format("environment variable {} is not set; a rank process needs "
+                    "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT",
+                    name));
+  }
+  return value;
+}
+
+}  // namespace
+
+int ParseIntVariable(const char* name, const char* value, int min, int max) {
+  errno = 0;
+  char* end = nullptr;
+  long long parsed = std::strtoll(value, &end, 10);
+  if (*value == '\0' || end == value || *end != '\0' || errno == ERANGE) {
+    throw ConfigError(fmt::format(
+        "environment variable {}='{}' is not an integer", name, value));
+  }
+  if (parsed < min || parsed > max) {
+    throw ConfigError(
+        fmt::format("environment variable {}={} is out of range [{}, {}]", name,
+                    value, min, max));
+  }
+  return static_cast<int>(parsed);
+}
+
+std::optional<std::chrono::milliseconds> SecondsVariable(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  double seconds = std::strtod(value, &end);
+  if (end == value || *end != '\0' || errno == ERANGE ||
+      !std::isfinite(seconds) || seconds <= 0 || seconds > 1e7) {
+    throw ConfigError(fmt::format(
+        "environment variable {}='{}' is not a positive number of seconds",
+        name, value));
+  }
+  return std::chrono::milliseconds(
+      static_cast<long long>(std::ceil(seconds * 1000)));
+}
+
+RankEnv RankEnv::FromEnvironment() {
+  RankEnv env;
+  env.world_size = ParseIntVariable(env::kWorldSize, Require(env::kWorldSize),
+                                    1, kMaxWorldSize);
+  env.rank =
+      ParseIntVariable(env::kRank, Require(env::kRank), 0, env.world_size - 1);
+  const char* local_size = std::getenv(env::kLocalSize);
+  if (local_size == nullptr) local_size = std::getenv(env::kLocalWorldSize);
+  env.local_size =
+      local_size == nullptr
+          ? env.world_size
+          : ParseIntVariable(env::kLocalSize, local_size, 1, env.world_size);
+  const char* local_rank = std::getenv(env::kLocalRank);
+  env.local_rank = local_rank == nullptr
+                       ? env.rank % env.local_size
+                       : ParseIntVariable(env::kLocalRank, local_rank, 0,
+                                          env.local_size - 1);
+  env.master_addr = Require(env::kMasterAddr);
+  env.master_port =
+      ParseIntVariable(env::kMasterPort, Require(env::kMasterPort), 1, 65535);
+  return env;
+}
+
+std::vector<std::pair<std::string, std::string>> RankEnv::Variables() const {
+  return {{env::kMasterAddr, master_addr},
+          {env::kMasterPort, std::to_string(master_port)},
+          {env::kRank, std::to_string(rank)},
+          {env::kLocalRank, std::to_string(local_rank)},
+          {env::kWorldSize, std::to_string(world_size)},
+          {env::kLocalSize, std::to_string(local_size)},
+          {env::kLocalWorldSize, std::to_string(local_size)}};
+}
+
+std::string RankEnv::Label() const {
+  return fmt::format("rank {}/{}", rank, world_size);
+}
+
+std::vector<std::string> ChildEnvironment(
+    const RankEnv& rank,
+    const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::set<std::string> replaced(std::begin(env::kRemovedFromChild),
+                                 std::end(env::kRemovedFromChild));
+  if (std::getenv(env::kKeepNcclDebug) == nullptr) {
+    replaced.insert(env::kNcclDebug);
+  }
+  std::vector<std::pair<std::string, std::string>> added = rank.Variables();
+  added.insert(added.end(), extra.begin(), extra.end());
+  for (const auto& [name, value] : added) replaced.insert(name);
+
+  std::vector<std::string> result;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const char* eq = std::strchr(*entry, '=');
+    std::string name =
+        eq == nullptr ? std::string(*entry) : std::string(*entry, eq - *entry);
+    if (replaced.count(name) == 0) result.emplace_back(*entry);
+  }
+  for (const auto& [name, value] : added) result.push_back(name + "=" + value);
+  return result;
+}
+
+}  // namespace disttest

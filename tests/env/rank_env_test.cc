@@ -1,0 +1,154 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "disttest/env/rank_env.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+
+#include "disttest/error.h"
+
+namespace disttest {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Sets variables for one test and restores them after.
+class ScopedEnv {
+ public:
+  void Set(const char* name, const char* value) {
+    if (!saved_.count(name)) {
+      const char* old = std::getenv(name);
+      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+    }
+    if (value == nullptr) {
+      unsetenv(name);
+    } else {
+      setenv(name, value, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+class RankEnvTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_.Set("RANK", "1");
+    env_.Set("WORLD_SIZE", "4");
+    env_.Set("LOCAL_RANK", nullptr);
+    env_.Set("LOCAL_SIZE", nullptr);
+    env_.Set("LOCAL_WORLD_SIZE", nullptr);
+    env_.Set("MASTER_ADDR", "127.0.0.1");
+    env_.Set("MASTER_PORT", "29500");
+  }
+  std::string ErrorOf() {
+    try {
+      RankEnv::FromEnvironment();
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+  ScopedEnv env_;
+};
+
+TEST_F(RankEnvTest, ReadsTorchrunVariables) {
+  env_.Set("LOCAL_RANK", "1");
+  env_.Set("LOCAL_WORLD_SIZE", "2");
+  RankEnv e = RankEnv::FromEnvironment();
+  EXPECT_EQ(e.rank, 1);
+  EXPECT_EQ(e.world_size, 4);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_size, 2);
+  EXPECT_EQ(e.master_addr, "127.0.0.1");
+  EXPECT_EQ(e.master_port, 29500);
+  EXPECT_EQ(e.Label(), "rank 1/4");
+}
+
+TEST_F(RankEnvTest, LocalDefaultsToOneNode) {
+  RankEnv e = RankEnv::FromEnvironment();
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_size, 4);
+}
+
+TEST_F(RankEnvTest, MalformedValuesAreNamedWithTheValue) {
+  env_.Set("RANK", "x1");
+  EXPECT_EQ(ErrorOf(), "environment variable RANK='x1' is not an integer");
+  env_.Set("RANK", "4");
+  EXPECT_EQ(ErrorOf(), "environment variable RANK=4 is out of range [0, 3]");
+  env_.Set("RANK", "0");
+  env_.Set("WORLD_SIZE", "0");
+  EXPECT_EQ(ErrorOf(),
+            "environment variable WORLD_SIZE=0 is out of range [1, 1024]");
+  env_.Set("WORLD_SIZE", "99999999999999999999");
+  EXPECT_THAT(ErrorOf(), HasSubstr("WORLD_SIZE='99999999999999999999' is not "
+                                   "an integer"));
+  env_.Set("WORLD_SIZE", "2");
+  env_.Set("MASTER_PORT", "65536");
+  EXPECT_THAT(ErrorOf(), HasSubstr("MASTER_PORT=65536 is out of range"));
+  env_.Set("MASTER_PORT", "12 ");
+  EXPECT_THAT(ErrorOf(), HasSubstr("MASTER_PORT='12 ' is not an integer"));
+}
+
+TEST_F(RankEnvTest, MissingVariableIsNamed) {
+  env_.Set("MASTER_ADDR", nullptr);
+  EXPECT_THAT(ErrorOf(),
+              HasSubstr("environment variable MASTER_ADDR is not set"));
+}
+
+TEST_F(RankEnvTest, SecondsVariable) {
+  env_.Set("DISTTEST_TIMEOUT", nullptr);
+  EXPECT_FALSE(SecondsVariable("DISTTEST_TIMEOUT").has_value());
+  env_.Set("DISTTEST_TIMEOUT", "2.5");
+  EXPECT_EQ(SecondsVariable("DISTTEST_TIMEOUT"),
+            std::chrono::milliseconds(2500));
+  for (const char* bad : {"abc", "0", "-3", "1s", "nan", "inf"}) {
+    env_.Set("DISTTEST_TIMEOUT", bad);
+    EXPECT_THROW(SecondsVariable("DISTTEST_TIMEOUT"), ConfigError) << bad;
+  }
+}
+
+TEST_F(RankEnvTest, ChildEnvironmentReplacesRankAndDropsParentOnlyVariables) {
+  env_.Set("GTEST_TOTAL_SHARDS", "4");
+  env_.Set("GTEST_SHARD_INDEX", "2");
+  env_.Set("GTEST_OUTPUT", "xml:out.xml");
+  env_.Set("NCCL_DEBUG", "INFO");
+  env_.Set("DISTTEST_KEEP_NCCL_DEBUG", nullptr);
+  env_.Set("SOMETHING_ELSE", "kept");
+  RankEnv r;
+  r.rank = 3;
+  r.world_size = 4;
+  r.local_rank = 3;
+  r.local_size = 4;
+  r.master_port = 1234;
+  std::vector<std::string> child = ChildEnvironment(r, {{"EXTRA", "yes"}});
+  EXPECT_THAT(child, Contains("RANK=3"));
+  EXPECT_THAT(child, Not(Contains("RANK=1")));
+  EXPECT_THAT(child, Contains("MASTER_PORT=1234"));
+  EXPECT_THAT(child, Contains("LOCAL_SIZE=4"));
+  EXPECT_THAT(child, Contains("EXTRA=yes"));
+  EXPECT_THAT(child, Contains("SOMETHING_ELSE=kept"));
+  for (const std::string& e : child) {
+    EXPECT_THAT(e, Not(HasSubstr("GTEST_"))) << e;
+    EXPECT_THAT(e, Not(HasSubstr("NCCL_DEBUG"))) << e;
+  }
+  env_.Set("DISTTEST_KEEP_NCCL_DEBUG", "1");
+  EXPECT_THAT(ChildEnvironment(r, {}), Contains("NCCL_DEBUG=INFO"));
+}
+
+}  // namespace
+}  // namespace disttest
