@@ -1,0 +1,465 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// TcpStoreServer: a single-threaded, non-blocking key-value server. Each
+// connection has an input buffer parsed frame by frame and an output buffer
+// flushed as the socket accepts it. A connection whose request cannot be
+// answered yet (GET of a missing key, WAIT) is parked: later requests of that
+// connection stay buffered until a SET or ADD completes it, so requests are
+// answered in order. Connections are closed only at the end of a round
+// (ReapClosed), so no handler ever sees a connection vanish under it.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "disttest/error.h"
+#include "disttest/rendezvous/tcp_store.h"
+#include "rendezvous/wire.h"
+
+namespace disttest {
+
+using internal::FrameWriter;
+using internal::Op;
+using internal::Status;
+
+namespace {
+
+constexpr std::size_t kReadChunkBytes = 64 << 10;
+// Above this much unsent output the server stops taking requests from the
+// connection, so a client that never reads cannot make the server buffer
+// without bound.
+constexpr std::size_t kOutputHighWater = 4 << 20;
+// Buffers that grew for a large value are released once idle above this.
+constexpr std::size_t kKeepCapacityBytes = 1 << 20;
+
+// Owns an fd until released; closes it if construction throws half-way.
+class FdGuard {
+ public:
+  explicit FdGuard(int fd) : fd_(fd) {}
+  ~FdGuard() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdGuard(const FdGuard&) = delete;
+  FdGuard& operator=(const FdGuard&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+struct AddrInfoDeleter {
+  void operator()(addrinfo* ai) const { freeaddrinfo(ai); }
+};
+using AddrInfoPtr = std::unique_ptr<addrinfo, AddrInfoDeleter>;
+
+AddrInfoPtr ResolveListenAddress(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* result = nullptr;
+  const std::string service = std::to_string(port);
+  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(),
+                       &hints, &result);
+  if (rc != 0) {
+    throw StoreError(fmt::format("cannot resolve store address {}:{}: {}", host,
+                                 port, gai_strerror(rc)));
+  }
+  return AddrInfoPtr(result);
+}
+
+int LocalPort(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    throw fmt::system_error(errno, "cannot get store socket address");
+  }
+  if (addr.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+  }
+  return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+}
+
+std::vector<char> OkReply() {
+  FrameWriter w;
+  w.PutU8(static_cast<uint8_t>(Status::kOk));
+  return std::move(w).Finish();
+}
+
+std::vector<char> OkReplyU8(bool value) {
+  FrameWriter w;
+  w.PutU8(static_cast<uint8_t>(Status::kOk));
+  w.PutU8(value ? 1 : 0);
+  return std::move(w).Finish();
+}
+
+std::vector<char> OkReplyI64(int64_t value) {
+  FrameWriter w;
+  w.PutU8(static_cast<uint8_t>(Status::kOk));
+  w.PutI64(value);
+  return std::move(w).Finish();
+}
+
+std::vector<char> OkReplyBytes(const std::vector<char>& value) {
+  FrameWriter w;
+  w.PutU8(static_cast<uint8_t>(Status::kOk));
+  w.PutBytes(value.data(), value.size());
+  return std::move(w).Finish();
+}
+
+void ReleaseIfLarge(std::vector<char>& buffer) {
+  if (buffer.empty() && buffer.capacity() > kKeepCapacityBytes) {
+    std::vector<char>().swap(buffer);
+  }
+}
+
+}  // namespace
+
+struct TcpStoreServer::Connection {
+  explicit Connection(int fd) : fd(fd) {}
+
+  std::size_t pending_output() const { return out.size() - out_pos; }
+  // True while the connection must not start its next request.
+  bool blocked() const { return parked || pending_output() > kOutputHighWater; }
+
+  int fd;
+  bool dead = false;  // closed by ReapClosed() at the end of the round
+  std::vector<char> in;
+  std::size_t in_pos = 0;  // start of the first unprocessed byte of `in`
+  std::vector<char> out;
+  std::size_t out_pos = 0;  // start of the first unsent byte of `out`
+  // The parked GET (one key, wants_value) or WAIT.
+  bool parked = false;
+  bool wants_value = false;
+  std::vector<std::string> parked_keys;
+  std::size_t next_key = 0;  // keys before it were present when last checked
+  std::string waiting_on;    // while parked: the key waiters_ holds it under
+};
+
+TcpStoreServer::TcpStoreServer(const std::string& host, int port)
+    : host_(host) {
+  AddrInfoPtr ai = ResolveListenAddress(host, port);
+  FdGuard fd(::socket(ai->ai_family,
+                      ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                      ai->ai_protocol));
+  if (fd.get() < 0) {
+    throw fmt::system_error(errno, "cannot create store socket");
+  }
+  // Lets a restarted harness rebind a port that still has TIME_WAIT entries.
+  int one = 1;
+  if (setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+    throw fmt::system_error(errno, "cannot set SO_REUSEADDR on store socket");
+  }
+  if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
+    throw fmt::system_error(errno, "cannot bind store socket to {}:{}", host,
+                            port);
+  }
+  if (::listen(fd.get(), SOMAXCONN) != 0) {
+    throw fmt::system_error(errno, "cannot listen on store socket {}:{}", host,
+                            port);
+  }
+  port_ = LocalPort(fd.get());
+  listen_fd_ = fd.release();
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  for (auto& [fd, connection] : connections_) ::close(fd);
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+void TcpStoreServer::AppendPollFds(std::vector<pollfd>* fds) const {
+  fds->push_back(pollfd{listen_fd_, POLLIN, 0});
+  for (const auto& [fd, c] : connections_) {
+    short events = POLLIN;
+    if (c->pending_output() > 0) events |= POLLOUT;
+    fds->push_back(pollfd{fd, events, 0});
+  }
+}
+
+void TcpStoreServer::HandlePollFds(const pollfd* fds, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const pollfd& p = fds[i];
+    if (p.revents == 0) continue;
+    if (p.fd == listen_fd_) {
+      Accept();
+      continue;
+    }
+    auto it = connections_.find(p.fd);
+    if (it == connections_.end() || it->second->dead) continue;
+    Connection& c = *it->second;
+    if (p.revents & POLLNVAL) c.dead = true;
+    if (!c.dead && (p.revents & POLLOUT)) OnWritable(c);
+    // POLLHUP and POLLERR are handled by the read, which reports them.
+    if (!c.dead && (p.revents & (POLLIN | POLLHUP | POLLERR))) OnReadable(c);
+  }
+  while (!ready_.empty()) {
+    int fd = ready_.back();
+    ready_.pop_back();
+    auto it = connections_.find(fd);
+    if (it != connections_.end() && !it->second->dead) {
+      ProcessInput(*it->second);
+    }
+  }
+  ReapClosed();
+}
+
+void TcpStoreServer::PollOnce(int timeout_ms) {
+  std::vector<pollfd> fds;
+  AppendPollFds(&fds);
+  int n;
+  do {
+    n = ::poll(fds.data(), fds.size(), timeout_ms);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) throw fmt::system_error(errno, "cannot poll store sockets");
+  if (n > 0) HandlePollFds(fds.data(), fds.size());
+}
+
+void TcpStoreServer::Accept() {
+  for (;;) {
+    int fd =
+        ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      switch (errno) {
+        case EINTR:
+        case ECONNABORTED:
+        case EPROTO:
+          continue;
+        // Out of fds or memory: leave the connection in the backlog and
+        // retry on the next round rather than bring the harness down.
+        case EAGAIN:
+        case EMFILE:
+        case ENFILE:
+        case ENOBUFS:
+        case ENOMEM:
+          return;
+        default:
+          throw fmt::system_error(errno, "cannot accept store connection");
+      }
+    }
+    // Replies are small and latency-bound; Nagle would delay them.
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    connections_[fd] = std::make_unique<Connection>(fd);
+  }
+}
+
+void TcpStoreServer::OnReadable(Connection& c) {
+  for (;;) {
+    const std::size_t old_size = c.in.size();
+    c.in.resize(old_size + kReadChunkBytes);
+    const ssize_t n = ::recv(c.fd, c.in.data() + old_size, kReadChunkBytes, 0);
+    const int error = errno;
+    c.in.resize(old_size + (n > 0 ? n : 0));
+    if (n < 0 && error == EINTR) continue;
+    if (n < 0 && (error == EAGAIN || error == EWOULDBLOCK)) return;
+    if (n <= 0) {  // EOF or reset: forget the connection and what it parked
+      c.dead = true;
+      return;
+    }
+    ProcessInput(c);
+    if (c.dead) return;
+    // A blocked connection may buffer one maximal frame in advance; a
+    // well-behaved client never sends more than that before its reply.
+    if (c.in.size() - c.in_pos >
+        internal::kFrameHeaderBytes + internal::kMaxFrameBytes) {
+      c.dead = true;
+      return;
+    }
+  }
+}
+
+void TcpStoreServer::OnWritable(Connection& c) {
+  const bool was_blocked = c.blocked();
+  Flush(c);
+  if (!c.dead && was_blocked && !c.blocked()) ProcessInput(c);
+}
+
+void TcpStoreServer::ProcessInput(Connection& c) {
+  while (!c.dead && !c.blocked()) {
+    const std::size_t available = c.in.size() - c.in_pos;
+    if (available < internal::kFrameHeaderBytes) break;
+    const char* frame = c.in.data() + c.in_pos;
+    const std::size_t length = internal::DecodeFrameLength(frame);
+    if (length > internal::kMaxFrameBytes) {
+      c.dead = true;
+      return;
+    }
+    if (available < internal::kFrameHeaderBytes + length) break;
+    c.in_pos += internal::kFrameHeaderBytes + length;
+    HandleFrame(c, frame + internal::kFrameHeaderBytes, length);
+  }
+  // Compact so the buffer holds at most the unprocessed tail.
+  c.in.erase(c.in.begin(), c.in.begin() + c.in_pos);
+  c.in_pos = 0;
+  ReleaseIfLarge(c.in);
+}
+
+void TcpStoreServer::HandleFrame(Connection& c, const char* data,
+                                 std::size_t size) {
+  internal::Request request;
+  std::string error;
+  if (!internal::DecodeRequest(data, size, &request, &error)) {
+    // The client is not speaking this protocol; replying could confuse it
+    // further, so it only sees its connection close.
+    c.dead = true;
+    return;
+  }
+  switch (request.op) {
+    case Op::kSet:
+      HandleSet(c, std::move(request.key), std::move(request.value));
+      break;
+    case Op::kGet:
+      Park(c, {std::move(request.key)}, /*wants_value=*/true);
+      break;
+    case Op::kAdd:
+      HandleAdd(c, request.key, request.delta);
+      break;
+    case Op::kCheck: {
+      bool all = true;
+      for (const std::string& key : request.keys) all &= data_.count(key) > 0;
+      Reply(c, OkReplyU8(all));
+      break;
+    }
+    case Op::kWait:
+      Park(c, std::move(request.keys), /*wants_value=*/false);
+      break;
+    case Op::kDelete:
+      Reply(c, OkReplyU8(data_.erase(request.key) > 0));
+      break;
+  }
+}
+
+void TcpStoreServer::HandleSet(Connection& c, std::string key,
+                               std::vector<char> value) {
+  data_[key] = std::move(value);
+  Reply(c, OkReply());
+  WakeWaiters(key);
+}
+
+void TcpStoreServer::HandleAdd(Connection& c, const std::string& key,
+                               int64_t delta) {
+  int64_t value = 0;
+  auto it = data_.find(key);
+  if (it != data_.end()) {
+    const char* begin = it->second.data();
+    const char* end = begin + it->second.size();
+    auto [ptr, ec] = std::from_chars(begin, end, value);
+    if (ec != std::errc() || ptr != end || begin == end) {
+      Reply(c,
+            internal::EncodeErrorReply(fmt::format(
+                "cannot add to key '{}': its value is not an integer", key)));
+      return;
+    }
+  }
+  if (__builtin_add_overflow(value, delta, &value)) {
+    Reply(c, internal::EncodeErrorReply(fmt::format(
+                 "cannot add {} to key '{}': int64 overflow", delta, key)));
+    return;
+  }
+  const std::string text = std::to_string(value);
+  data_[key] = std::vector<char>(text.begin(), text.end());
+  Reply(c, OkReplyI64(value));
+  WakeWaiters(key);
+}
+
+void TcpStoreServer::Park(Connection& c, std::vector<std::string> keys,
+                          bool wants_value) {
+  c.parked = true;
+  c.wants_value = wants_value;
+  c.parked_keys = std::move(keys);
+  c.next_key = 0;
+  TryCompleteParked(c);
+}
+
+bool TcpStoreServer::TryCompleteParked(Connection& c) {
+  // Resume where the last check stopped; the keys before next_key were
+  // present then, and are checked again below only once all others are.
+  for (bool rescanned = false;; rescanned = true) {
+    for (; c.next_key < c.parked_keys.size(); ++c.next_key) {
+      const std::string& key = c.parked_keys[c.next_key];
+      if (data_.count(key) == 0) {
+        c.waiting_on = key;
+        waiters_[key].insert(c.fd);
+        return false;
+      }
+    }
+    if (rescanned || c.parked_keys.size() <= 1) break;
+    c.next_key = 0;  // a key seen earlier may have been deleted since
+  }
+  c.parked = false;
+  Reply(c, c.wants_value ? OkReplyBytes(data_[c.parked_keys[0]]) : OkReply());
+  c.parked_keys.clear();
+  return true;
+}
+
+void TcpStoreServer::WakeWaiters(const std::string& key) {
+  auto it = waiters_.find(key);
+  if (it == waiters_.end()) return;
+  std::set<int> fds = std::move(it->second);
+  waiters_.erase(it);
+  for (int fd : fds) {
+    auto conn = connections_.find(fd);
+    if (conn == connections_.end() || conn->second->dead) continue;
+    Connection& c = *conn->second;
+    if (TryCompleteParked(c)) ready_.push_back(fd);
+  }
+}
+
+void TcpStoreServer::Reply(Connection& c, std::vector<char> frame) {
+  if (c.pending_output() == 0) {
+    c.out = std::move(frame);
+    c.out_pos = 0;
+  } else {
+    c.out.insert(c.out.end(), frame.begin(), frame.end());
+  }
+  Flush(c);
+}
+
+void TcpStoreServer::Flush(Connection& c) {
+  while (c.pending_output() > 0) {
+    ssize_t n = ::send(c.fd, c.out.data() + c.out_pos, c.pending_output(),
+                       MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0) {  // the peer is gone (EPIPE, ECONNRESET)
+      c.dead = true;
+      return;
+    }
+    c.out_pos += n;
+  }
+  c.out.clear();
+  c.out_pos = 0;
+  ReleaseIfLarge(c.out);
+}
+
+void TcpStoreServer::ReapClosed() {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    Connection& c = *it->second;
+    if (!c.dead) {
+      ++it;
+      continue;
+    }
+    // A parked connection is registered under waiting_on (possibly "").
+    auto waiting = c.parked ? waiters_.find(c.waiting_on) : waiters_.end();
+    if (waiting != waiters_.end()) {
+      waiting->second.erase(c.fd);
+      if (waiting->second.empty()) waiters_.erase(waiting);
+    }
+    ::close(c.fd);
+    it = connections_.erase(it);
+  }
+}
+
+}  // namespace disttest

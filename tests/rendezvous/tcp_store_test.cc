@@ -1,0 +1,394 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "disttest/rendezvous/tcp_store.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "disttest/error.h"
+#include "rendezvous/wire.h"
+
+namespace disttest {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+// Runs a TcpStoreServer on 127.0.0.1:0 in its own thread. Inspection goes
+// through tasks run on that thread between polls, so tests never race the
+// server's data.
+class ServerThread {
+ public:
+  ServerThread() : server_("127.0.0.1", 0), thread_([this] { Loop(); }) {}
+  ~ServerThread() {
+    stop_ = true;
+    thread_.join();
+  }
+
+  int port() const { return server_.port(); }
+
+  std::size_t ConnectionCount() {
+    std::promise<std::size_t> count;
+    std::future<std::size_t> result = count.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back([&] { count.set_value(server_.connection_count()); });
+    }
+    return result.get();
+  }
+
+  // Polls ConnectionCount() until it is `n`; false after two seconds.
+  bool WaitForConnectionCount(std::size_t n) {
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(2);
+    while (ConnectionCount() != n) {
+      if (Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    return true;
+  }
+
+ private:
+  void Loop() {
+    while (!stop_) {
+      server_.PollOnce(10);
+      std::vector<std::function<void()>> tasks;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        tasks.swap(tasks_);
+      }
+      for (auto& task : tasks) task();
+    }
+  }
+
+  TcpStoreServer server_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<std::function<void()>> tasks_;
+  std::thread thread_;  // last: starts once everything above exists
+};
+
+// A blocking socket speaking the wire format by hand.
+class RawClient {
+ public:
+  explicit RawClient(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+              0);
+  }
+  ~RawClient() { ::close(fd_); }
+
+  void Send(const std::vector<char>& bytes) {
+    ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+  }
+
+  // Reads exactly `size` bytes; returns fewer on EOF, reset or 2 s timeout.
+  std::vector<char> Read(std::size_t size) {
+    std::vector<char> bytes;
+    char buf[4096];
+    while (bytes.size() < size) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 2000) <= 0) break;
+      ssize_t n =
+          ::recv(fd_, buf, std::min(sizeof(buf), size - bytes.size()), 0);
+      if (n <= 0) break;
+      bytes.insert(bytes.end(), buf, buf + n);
+    }
+    return bytes;
+  }
+
+  // True when the server closes the connection within two seconds.
+  bool ClosedByServer() {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 2000) <= 0) return false;
+    char c;
+    return ::recv(fd_, &c, 1, 0) <= 0;
+  }
+
+ private:
+  int fd_;
+};
+
+std::vector<char> Frame(internal::Op op, std::string key,
+                        std::string value = "") {
+  internal::Request request;
+  request.op = op;
+  request.key = std::move(key);
+  request.value.assign(value.begin(), value.end());
+  return internal::EncodeRequest(request);
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+class TcpStoreTest : public ::testing::Test {
+ protected:
+  std::string Endpoint() const {
+    return "127.0.0.1:" + std::to_string(server_.port());
+  }
+
+  ServerThread server_;
+  TcpStore a_{"127.0.0.1", server_.port(), milliseconds(5000)};
+  TcpStore b_{"127.0.0.1", server_.port(), milliseconds(5000)};
+};
+
+TEST_F(TcpStoreTest, SetThenGetReturnsValue) {
+  a_.set("k", "v");
+  EXPECT_EQ(a_.get_string("k"), "v");
+  EXPECT_EQ(b_.get_string("k"), "v");
+}
+
+TEST_F(TcpStoreTest, SetOverwritesValue) {
+  a_.set("k", "first");
+  b_.set("k", "second");
+  EXPECT_EQ(a_.get_string("k"), "second");
+}
+
+TEST_F(TcpStoreTest, GetBlocksUntilAnotherClientSets) {
+  std::atomic<bool> returned{false};
+  Clock::time_point returned_at;
+  std::string value;
+  std::thread getter([&] {
+    value = b_.get_string("late");
+    returned_at = Clock::now();
+    returned = true;
+  });
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_FALSE(returned);
+  const Clock::time_point set_at = Clock::now();
+  a_.set("late", "here");
+  getter.join();
+  EXPECT_EQ(value, "here");
+  EXPECT_GE(returned_at, set_at);
+}
+
+TEST_F(TcpStoreTest, GetTimesOutNamingKeyAndDuration) {
+  TcpStore client("127.0.0.1", server_.port(), milliseconds(200));
+  const Clock::time_point start = Clock::now();
+  std::string message;
+  try {
+    client.get("missing");
+    ADD_FAILURE() << "get of a missing key returned";
+  } catch (const TimeoutError& e) {
+    message = e.what();
+  }
+  const auto elapsed = Clock::now() - start;
+  EXPECT_EQ(message,
+            "store get of key 'missing' timed out after 200 ms "
+            "(store " +
+                Endpoint() + ")");
+  EXPECT_GE(elapsed, milliseconds(200));
+  EXPECT_LT(elapsed, milliseconds(400));
+}
+
+TEST_F(TcpStoreTest, ClientWorksAgainAfterTimeout) {
+  a_.set_timeout(milliseconds(50));
+  EXPECT_THROW(a_.get("k"), TimeoutError);
+  // The client closed its connection; the server forgets the parked get.
+  EXPECT_TRUE(server_.WaitForConnectionCount(0));
+  b_.set("k", "v");
+  a_.set_timeout(milliseconds(5000));
+  EXPECT_EQ(a_.get_string("k"), "v");
+  EXPECT_EQ(server_.ConnectionCount(), 2u);
+}
+
+TEST_F(TcpStoreTest, AddFromManyClientsIsExact) {
+  constexpr int kThreads = 4;
+  constexpr int kAddsPerThread = 200;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      TcpStore client("127.0.0.1", server_.port(), milliseconds(5000));
+      for (int i = 0; i < kAddsPerThread; ++i) client.add("counter", 1);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(a_.get_string("counter"), "800");
+  EXPECT_EQ(a_.add("counter", -801), -1);
+}
+
+TEST_F(TcpStoreTest, AddToTextFailsWithServerMessage) {
+  a_.set("text", "abc");
+  try {
+    a_.add("text", 1);
+    ADD_FAILURE() << "add to a non-integer succeeded";
+  } catch (const StoreError& e) {
+    EXPECT_TRUE(Contains(e.what(), "value is not an integer")) << e.what();
+  }
+  EXPECT_EQ(a_.get_string("text"), "abc");  // the connection is still fine
+}
+
+TEST_F(TcpStoreTest, CheckReportsWhetherAllKeysExist) {
+  EXPECT_TRUE(a_.check({}));
+  EXPECT_FALSE(a_.check({"x"}));
+  b_.set("x", "1");
+  EXPECT_TRUE(a_.check({"x"}));
+  EXPECT_FALSE(a_.check({"x", "y"}));
+}
+
+TEST_F(TcpStoreTest, WaitReturnsOnceAllKeysExist) {
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    b_.wait({"x", "y"});
+    returned = true;
+  });
+  a_.set("x", "1");
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_FALSE(returned);
+  a_.add("y", 1);  // add wakes waiters too
+  waiter.join();
+  EXPECT_TRUE(returned);
+  b_.wait({"x", "y"});  // already there: returns at once
+}
+
+TEST_F(TcpStoreTest, WaitTimesOutNamingKeys) {
+  b_.set("x", "1");
+  a_.set_timeout(milliseconds(100));
+  try {
+    a_.wait({"x", "y"});
+    ADD_FAILURE() << "wait for a missing key returned";
+  } catch (const TimeoutError& e) {
+    EXPECT_TRUE(Contains(e.what(),
+                         "wait for keys 'x', 'y' timed out after "
+                         "100 ms"))
+        << e.what();
+  }
+}
+
+TEST_F(TcpStoreTest, RemoveReportsWhetherKeyExisted) {
+  a_.set("k", "v");
+  EXPECT_TRUE(b_.remove("k"));
+  EXPECT_FALSE(b_.remove("k"));
+  EXPECT_FALSE(a_.check({"k"}));
+}
+
+TEST_F(TcpStoreTest, LargeValueRoundTrips) {
+  std::vector<char> value(8 << 20);
+  for (std::size_t i = 0; i < value.size(); ++i) value[i] = char(i * 131 + 7);
+  a_.set("big", value);
+  EXPECT_TRUE(b_.get("big") == value);
+}
+
+TEST_F(TcpStoreTest, TooLongKeyIsRejectedBeforeSending) {
+  try {
+    a_.set(std::string(5000, 'k'), "v");
+    ADD_FAILURE() << "a 5000-byte key was accepted";
+  } catch (const StoreError& e) {
+    EXPECT_TRUE(Contains(e.what(), "key of 5000 bytes exceeds the limit"))
+        << e.what();
+  }
+}
+
+TEST(TcpStoreConnectTest, NoListenerFailsWithinDeadline) {
+  // A port that was free a moment ago and has no listener now.
+  int port;
+  {
+    TcpStoreServer server("127.0.0.1", 0);
+    port = server.port();
+  }
+  TcpStore client("127.0.0.1", port, milliseconds(200));
+  const Clock::time_point start = Clock::now();
+  try {
+    client.set("k", "v");
+    ADD_FAILURE() << "set without a server succeeded";
+  } catch (const TimeoutError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cannot connect to store at 127.0.0.1:" + std::to_string(port) +
+                  " within 200 ms: Connection refused");
+  }
+  const auto elapsed = Clock::now() - start;
+  EXPECT_GE(elapsed, milliseconds(200));
+  EXPECT_LT(elapsed, milliseconds(400));
+}
+
+TEST_F(TcpStoreTest, BadFrameClosesOnlyThatConnection) {
+  const std::vector<std::vector<char>> bad_frames = {
+      {'\xff', '\xff', '\xff', '\xff'},       // larger than kMaxFrameBytes
+      {'\x01', '\x00', '\x00', '\x00', 'c'},  // unknown op
+      {'\x03', '\x00', '\x00', '\x00', '\x01', '\x09', '\x00'},  // truncated
+      Frame(internal::Op::kGet, std::string(5000, 'k')),         // key too long
+  };
+  a_.set("k", "v");
+  for (const std::vector<char>& frame : bad_frames) {
+    RawClient raw(server_.port());
+    raw.Send(frame);
+    EXPECT_TRUE(raw.ClosedByServer());
+    EXPECT_TRUE(server_.WaitForConnectionCount(1));
+    EXPECT_EQ(a_.get_string("k"), "v");
+  }
+}
+
+TEST_F(TcpStoreTest, FrameSentByteByByteIsReassembled) {
+  RawClient raw(server_.port());
+  for (char byte : Frame(internal::Op::kSet, "k", "slow")) {
+    raw.Send({byte});
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  EXPECT_EQ(raw.Read(5), (std::vector<char>{1, 0, 0, 0, 0}));  // ok, no data
+  EXPECT_EQ(a_.get_string("k"), "slow");
+}
+
+TEST_F(TcpStoreTest, ParkedGetHoldsBackLaterRequestsOfItsConnection) {
+  RawClient raw(server_.port());
+  std::vector<char> both = Frame(internal::Op::kGet, "p");
+  std::vector<char> set = Frame(internal::Op::kSet, "q", "1");
+  both.insert(both.end(), set.begin(), set.end());
+  raw.Send(both);
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_FALSE(a_.check({"q"}));  // the SET waits behind the parked GET
+  a_.set("p", "x");
+  // GET reply: length 6, ok, bytes "x"; then the SET reply: length 1, ok.
+  EXPECT_EQ(raw.Read(15),
+            (std::vector<char>{6, 0, 0, 0, 0, 1, 0, 0, 0, 'x', 1, 0, 0, 0, 0}));
+  EXPECT_TRUE(a_.check({"q"}));
+}
+
+TEST(WireTest, EveryTruncatedRequestIsRejected) {
+  internal::Request wait;
+  wait.op = internal::Op::kWait;
+  wait.keys = {"a", "bc"};
+  internal::Request add;
+  add.op = internal::Op::kAdd;
+  add.key = "n";
+  add.delta = -3;
+  for (const internal::Request& request : {wait, add}) {
+    const std::vector<char> frame = internal::EncodeRequest(request);
+    const char* payload = frame.data() + internal::kFrameHeaderBytes;
+    const std::size_t size = frame.size() - internal::kFrameHeaderBytes;
+    internal::Request out;
+    std::string error;
+    ASSERT_TRUE(internal::DecodeRequest(payload, size, &out, &error)) << error;
+    EXPECT_EQ(out.keys, request.keys);
+    EXPECT_EQ(out.delta, request.delta);
+    for (std::size_t n = 0; n < size; ++n) {
+      EXPECT_FALSE(internal::DecodeRequest(payload, n, &out, &error)) << n;
+    }
+  }
+}
+
+TEST(WireTest, ForgedKeyCountIsRejectedWithoutAllocating) {
+  const char payload[] = {5, '\xff', '\xff', '\xff', '\xff'};
+  internal::Request out;
+  std::string error;
+  EXPECT_FALSE(internal::DecodeRequest(payload, sizeof(payload), &out, &error));
+  EXPECT_TRUE(out.keys.empty());
+}
+
+}  // namespace
+}  // namespace disttest
