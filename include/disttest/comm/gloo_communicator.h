@@ -1,0 +1,74 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// GlooCommunicator: the CPU backend, Gloo's TCP transport over a Store.
+//
+//   disttest::TcpStore store(env.master_addr, env.master_port);
+//   auto comm = disttest::GlooCommunicator::Create(
+//       store, env.rank, env.world_size, {.hostname = "127.0.0.1"});
+//   comm->barrier();
+//
+// Create() is collective: every rank calls it with the same store and prefix.
+// The full mesh is built under `prefix` in the store, so several
+// communicators can share one store as long as their prefixes differ.
+// Fork caveat: Gloo starts an event-loop thread per device; create the
+// communicator in the process that uses it, never before fork().
+#ifndef DISTTEST_COMM_GLOO_COMMUNICATOR_H_
+#define DISTTEST_COMM_GLOO_COMMUNICATOR_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "disttest/comm/communicator.h"
+#include "disttest/rendezvous/store.h"
+
+namespace disttest {
+
+struct GlooOptions {
+  // Address the rank's sockets bind to; loopback keeps tests off the network.
+  std::string hostname = "127.0.0.1";
+  // Key prefix in the store for this communicator's rendezvous.
+  std::string prefix = "gloo";
+  // Bounds connecting and every operation.
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+};
+
+class GlooCommunicator : public Communicator {
+ public:
+  // Connects the full mesh; throws CommError "[rank 0/2] cannot connect the
+  // gloo mesh: ..." on failure.
+  static std::unique_ptr<GlooCommunicator> Create(Store& store, int rank,
+                                                  int size,
+                                                  const GlooOptions& options);
+  ~GlooCommunicator() override;
+
+  int rank() const override;
+  int size() const override;
+  const char* backend_name() const override { return "gloo"; }
+
+  using Communicator::allgather;
+  using Communicator::allreduce;
+  using Communicator::broadcast;
+  using Communicator::recv;
+  using Communicator::send;
+  void barrier() override;
+  void allreduce(void* data, std::size_t count, DataType type,
+                 ReduceOp op) override;
+  void broadcast(void* data, std::size_t count, DataType type,
+                 int root) override;
+  void allgather(const void* in, void* out, std::size_t count,
+                 DataType type) override;
+  void send(const void* data, std::size_t count, DataType type, int peer,
+            std::uint32_t tag) override;
+  void recv(void* data, std::size_t count, DataType type, int peer,
+            std::uint32_t tag) override;
+
+ private:
+  struct Impl;
+  explicit GlooCommunicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace disttest
+
+#endif  // DISTTEST_COMM_GLOO_COMMUNICATOR_H_

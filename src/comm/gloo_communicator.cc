@@ -1,0 +1,206 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "disttest/comm/gloo_communicator.h"
+
+#include <fmt/format.h>
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+
+#include <exception>
+
+#include "comm/gloo_store.h"
+#include "disttest/error.h"
+#include "disttest/rendezvous/prefix_store.h"
+
+namespace disttest {
+namespace {
+
+// Gloo's built-in collectives use slot prefixes 0x01..0x08; point-to-point
+// messages get their own so that a user tag never matches a collective.
+constexpr uint8_t kPointToPointSlotPrefix = 0x40;
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+
+template <typename T>
+ReduceFn ReduceFunction(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return static_cast<ReduceFn>(&gloo::sum<T>);
+    case ReduceOp::kProd:
+      return static_cast<ReduceFn>(&gloo::product<T>);
+    case ReduceOp::kMin:
+      return static_cast<ReduceFn>(&gloo::min<T>);
+    case ReduceOp::kMax:
+      return static_cast<ReduceFn>(&gloo::max<T>);
+  }
+  return nullptr;
+}
+
+// Calls f(static_cast<T*>(nullptr)) with T the C++ type of `type`.
+template <typename F>
+void VisitType(DataType type, F&& f) {
+  switch (type) {
+    case DataType::kInt8:
+      return f(static_cast<int8_t*>(nullptr));
+    case DataType::kUint8:
+      return f(static_cast<uint8_t*>(nullptr));
+    case DataType::kInt32:
+      return f(static_cast<int32_t*>(nullptr));
+    case DataType::kInt64:
+      return f(static_cast<int64_t*>(nullptr));
+    case DataType::kFloat32:
+      return f(static_cast<float*>(nullptr));
+    case DataType::kFloat64:
+      return f(static_cast<double*>(nullptr));
+  }
+}
+
+}  // namespace
+
+struct GlooCommunicator::Impl {
+  int rank = 0;
+  int size = 1;
+  std::chrono::milliseconds timeout{};
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> context;
+
+  // Runs `op`, turning any exception into a CommError that names the rank and
+  // the operation.
+  template <typename Op>
+  void Guard(const std::string& what, Op&& op) {
+    try {
+      op();
+    } catch (const std::exception& e) {
+      throw CommError(fmt::format("[rank {}/{}] {} failed: {}", rank, size,
+                                  what, e.what()));
+    }
+  }
+
+  std::string Describe(const char* op, std::size_t count, DataType type) const {
+    return fmt::format("{} of {} {}", op, count, Name(type));
+  }
+
+  void CheckPeer(const char* op, int peer) const {
+    if (peer < 0 || peer >= size || peer == rank) {
+      throw CommError(fmt::format("[rank {}/{}] {}: invalid peer rank {}", rank,
+                                  size, op, peer));
+    }
+  }
+};
+
+std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
+    Store& store, int rank, int size, const GlooOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->rank = rank;
+  impl->size = size;
+  impl->timeout = options.timeout;
+  impl->Guard("cannot connect the gloo mesh", [&] {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.hostname;
+    impl->device = gloo::transport::tcp::CreateDevice(attr);
+    PrefixStore prefixed(options.prefix, store);
+    prefixed.set_timeout(options.timeout);
+    internal::GlooStore adapter(prefixed);
+    impl->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    impl->context->setTimeout(options.timeout);
+    impl->context->connectFullMesh(adapter, impl->device);
+  });
+  return std::unique_ptr<GlooCommunicator>(
+      new GlooCommunicator(std::move(impl)));
+}
+
+GlooCommunicator::GlooCommunicator(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+GlooCommunicator::~GlooCommunicator() = default;
+
+int GlooCommunicator::rank() const { return impl_->rank; }
+int GlooCommunicator::size() const { return impl_->size; }
+
+void GlooCommunicator::barrier() {
+  impl_->Guard("barrier", [&] {
+    gloo::BarrierOptions opts(impl_->context);
+    gloo::barrier(opts);
+  });
+}
+
+void GlooCommunicator::allreduce(void* data, std::size_t count, DataType type,
+                                 ReduceOp op) {
+  if (count == 0) return;
+  std::string what = fmt::format(
+      "{} ({})", impl_->Describe("allreduce", count, type), Name(op));
+  impl_->Guard(what, [&] {
+    VisitType(type, [&]<typename T>(T*) {
+      gloo::AllreduceOptions opts(impl_->context);
+      opts.setOutput(static_cast<T*>(data), count);
+      opts.setReduceFunction(ReduceFunction<T>(op));
+      gloo::allreduce(opts);
+    });
+  });
+}
+
+void GlooCommunicator::broadcast(void* data, std::size_t count, DataType type,
+                                 int root) {
+  if (root < 0 || root >= impl_->size) {
+    throw CommError(fmt::format("[rank {}/{}] broadcast: invalid root rank {}",
+                                impl_->rank, impl_->size, root));
+  }
+  if (count == 0) return;
+  impl_->Guard(impl_->Describe("broadcast", count, type), [&] {
+    gloo::BroadcastOptions opts(impl_->context);
+    opts.setOutput(static_cast<uint8_t*>(data), count * SizeOf(type));
+    opts.setRoot(root);
+    gloo::broadcast(opts);
+  });
+}
+
+void GlooCommunicator::allgather(const void* in, void* out, std::size_t count,
+                                 DataType type) {
+  if (count == 0) return;
+  impl_->Guard(impl_->Describe("allgather", count, type), [&] {
+    std::size_t bytes = count * SizeOf(type);
+    gloo::AllgatherOptions opts(impl_->context);
+    // Gloo takes a non-const input pointer but only reads it.
+    opts.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), bytes);
+    opts.setOutput(static_cast<uint8_t*>(out), bytes * impl_->size);
+    gloo::allgather(opts);
+  });
+}
+
+void GlooCommunicator::send(const void* data, std::size_t count, DataType type,
+                            int peer, std::uint32_t tag) {
+  impl_->CheckPeer("send", peer);
+  std::string what =
+      fmt::format("{} to rank {} (tag {})",
+                  impl_->Describe("send", count, type), peer, tag);
+  impl_->Guard(what, [&] {
+    auto buf = impl_->context->createUnboundBuffer(const_cast<void*>(data),
+                                                   count * SizeOf(type));
+    buf->send(peer, gloo::Slot::build(kPointToPointSlotPrefix, tag));
+    if (!buf->waitSend(nullptr, impl_->timeout)) {
+      throw CommError("aborted");
+    }
+  });
+}
+
+void GlooCommunicator::recv(void* data, std::size_t count, DataType type,
+                            int peer, std::uint32_t tag) {
+  impl_->CheckPeer("recv", peer);
+  std::string what =
+      fmt::format("{} from rank {} (tag {})",
+                  impl_->Describe("recv", count, type), peer, tag);
+  impl_->Guard(what, [&] {
+    auto buf = impl_->context->createUnboundBuffer(data, count * SizeOf(type));
+    buf->recv(peer, gloo::Slot::build(kPointToPointSlotPrefix, tag));
+    if (!buf->waitRecv(nullptr, impl_->timeout)) {
+      throw CommError("aborted");
+    }
+  });
+}
+
+}  // namespace disttest

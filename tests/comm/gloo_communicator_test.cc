@@ -1,0 +1,189 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// GlooCommunicator on its own: W ranks as W threads of this process, each
+// with its own device and context, meeting through a TcpStoreServer on
+// loopback. No harness, no fork.
+#include "disttest/comm/gloo_communicator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <thread>
+
+#include "disttest/comm/create.h"
+#include "disttest/error.h"
+#include "disttest/rendezvous/tcp_store.h"
+
+namespace disttest {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Serves a store from a thread for the duration of a test.
+class StoreThread {
+ public:
+  StoreThread()
+      : server_("127.0.0.1", 0), thread_([this] {
+          while (!stop_) server_.PollOnce(5);
+        }) {}
+  ~StoreThread() {
+    stop_ = true;
+    thread_.join();
+  }
+  int port() const { return server_.port(); }
+
+ private:
+  TcpStoreServer server_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Runs body(comm) on `world` ranks (threads); rethrows the first failure.
+void RunRanks(int world, const std::function<void(Communicator&)>& body,
+              std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  StoreThread store;
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(world);
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        TcpStore client("127.0.0.1", store.port(), timeout);
+        GlooOptions options;
+        options.timeout = timeout;
+        auto comm =
+            CreateCommunicator(Backend::kGloo, client, r, world, options);
+        EXPECT_EQ(comm->rank(), r);
+        EXPECT_EQ(comm->size(), world);
+        EXPECT_STREQ(comm->backend_name(), "gloo");
+        body(*comm);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+template <typename T>
+void CheckReductions(Communicator& comm) {
+  const int n = comm.size(), r = comm.rank();
+  std::vector<T> v(5, static_cast<T>(r + 1));
+  comm.allreduce(v.data(), v.size(), ReduceOp::kSum);
+  for (T x : v) EXPECT_EQ(x, static_cast<T>(n * (n + 1) / 2));
+  T prod = static_cast<T>(r + 1);
+  comm.allreduce(&prod, 1, ReduceOp::kProd);
+  T expected = 1;
+  for (int i = 1; i <= n; ++i) expected = static_cast<T>(expected * i);
+  EXPECT_EQ(prod, expected);
+  T lo = static_cast<T>(10 - r), hi = static_cast<T>(10 - r);
+  comm.allreduce(&lo, 1, ReduceOp::kMin);
+  comm.allreduce(&hi, 1, ReduceOp::kMax);
+  EXPECT_EQ(lo, static_cast<T>(10 - (n - 1)));
+  EXPECT_EQ(hi, static_cast<T>(10));
+}
+
+class GlooCommunicatorTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(GlooCommunicatorTest, AllReduceEveryOpAndType) {
+  RunRanks(GetParam(), [](Communicator& comm) {
+    CheckReductions<float>(comm);
+    CheckReductions<double>(comm);
+    CheckReductions<std::int32_t>(comm);
+    CheckReductions<std::int64_t>(comm);
+  });
+}
+
+TEST_P(GlooCommunicatorTest, BroadcastFromEveryRoot) {
+  RunRanks(GetParam(), [](Communicator& comm) {
+    for (int root = 0; root < comm.size(); ++root) {
+      std::vector<double> v(3, comm.rank() == root ? root + 0.25 : -1.0);
+      comm.broadcast(v.data(), v.size(), root);
+      EXPECT_EQ(v, std::vector<double>(3, root + 0.25));
+    }
+  });
+}
+
+TEST_P(GlooCommunicatorTest, AllGatherPlacesEachRankAtItsOffset) {
+  RunRanks(GetParam(), [](Communicator& comm) {
+    std::int32_t mine[2] = {comm.rank(), -comm.rank()};
+    std::vector<std::int32_t> all(2 * comm.size());
+    comm.allgather(mine, all.data(), 2);
+    for (int r = 0; r < comm.size(); ++r) {
+      EXPECT_EQ(all[2 * r], r);
+      EXPECT_EQ(all[2 * r + 1], -r);
+    }
+  });
+}
+
+TEST_P(GlooCommunicatorTest, SendRecvMatchesByPeerAndTag) {
+  if (GetParam() < 2) GTEST_SKIP() << "needs two ranks";
+  RunRanks(GetParam(), [](Communicator& comm) {
+    comm.barrier();
+    if (comm.rank() == 0) {
+      std::int64_t a = 11, b = 22;
+      comm.send(&a, 1, 1, /*tag=*/1);
+      comm.send(&b, 1, 1, /*tag=*/2);
+    } else if (comm.rank() == 1) {
+      std::int64_t a = 0, b = 0;
+      comm.recv(&a, 1, 0, /*tag=*/1);
+      comm.recv(&b, 1, 0, /*tag=*/2);
+      EXPECT_EQ(a, 11);
+      EXPECT_EQ(b, 22);
+    }
+    comm.barrier();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooCommunicatorTest,
+                         ::testing::Values(1, 2, 3));
+
+TEST(GlooCommunicatorErrorsTest, InvalidPeerAndRootNameTheRankAndOperation) {
+  RunRanks(2, [](Communicator& comm) {
+    int x = 0;
+    try {
+      comm.send(&x, 1, comm.rank());
+      ADD_FAILURE() << "send to self did not throw";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("/2] send: invalid peer rank"));
+    }
+    EXPECT_THROW(comm.recv(&x, 1, 5), CommError);
+    EXPECT_THROW(comm.broadcast(&x, 1, 2), CommError);
+  });
+}
+
+TEST(GlooCommunicatorErrorsTest, RecvTimeoutNamesTheOperationAndPeer) {
+  RunRanks(
+      2,
+      [](Communicator& comm) {
+        if (comm.rank() == 1) {
+          int x = 0;
+          try {
+            comm.recv(&x, 1, 0, /*tag=*/9);
+            ADD_FAILURE() << "recv without a sender returned";
+          } catch (const CommError& e) {
+            EXPECT_THAT(e.what(),
+                        HasSubstr("[rank 1/2] recv of 1 int32 from rank 0 "
+                                  "(tag 9) failed"));
+          }
+        }
+      },
+      std::chrono::milliseconds(500));
+}
+
+TEST(GlooCommunicatorErrorsTest, NcclInACpuBuildIsAClearError) {
+  TcpStore store("127.0.0.1", 1, std::chrono::milliseconds(10));
+  try {
+    CreateCommunicator(Backend::kNccl, store, 0, 1, {});
+    FAIL() << "no exception";
+  } catch (const CommError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("backend nccl is not available"));
+  }
+}
+
+}  // namespace
+}  // namespace disttest
