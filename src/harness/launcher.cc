@@ -1,0 +1,191 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/launcher.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+
+#include "disttest/env/names.h"
+#include "disttest/error.h"
+#include "harness/rank_outcome.h"
+
+namespace disttest::internal {
+namespace {
+
+// Writes a fixed message to stderr with raw calls only (safe after fork).
+void RawError(const char* what) {
+  int saved = errno;
+  (void)!write(STDERR_FILENO, "disttest: ", 10);
+  (void)!write(STDERR_FILENO, what, std::strlen(what));
+  (void)!write(STDERR_FILENO, ": ", 2);
+  const char* reason = strerrordesc_np(saved);
+  if (reason != nullptr)
+    (void)!write(STDERR_FILENO, reason, std::strlen(reason));
+  (void)!write(STDERR_FILENO, "\n", 1);
+}
+
+std::vector<std::string> ReadCommandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)),
+                  std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i] == '\0') {
+      args.push_back(all.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return args;
+}
+
+bool StartsWith(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+// gtest flags that belong to the parent's run and would change what the
+// rank process runs or writes.
+bool IsParentOnlyFlag(const std::string& arg) {
+  static const char* const kFlags[] = {
+      "--gtest_filter",           "--gtest_output",
+      "--gtest_repeat",           "--gtest_shuffle",
+      "--gtest_random_seed",      "--gtest_list_tests",
+      "--gtest_fail_fast",        "--gtest_brief",
+      "--gtest_stream_result_to", "--gtest_also_run_disabled_tests",
+  };
+  for (const char* flag : kFlags) {
+    if (StartsWith(arg, flag)) return true;
+  }
+  return false;
+}
+
+class ForkLauncher : public Launcher {
+ public:
+  explicit ForkLauncher(RankEntry entry) : entry_(std::move(entry)) {}
+
+ protected:
+  [[noreturn]] void RunChild(const SpawnRequest& request) override {
+    // The parent is single-threaded (a DESIGN decision), so the allocator is
+    // usable here and setenv is safe.
+    for (const char* name : env::kRemovedFromChild) unsetenv(name);
+    if (std::getenv(env::kKeepNcclDebug) == nullptr) unsetenv(env::kNcclDebug);
+    for (const auto& [name, value] : request.rank.Variables()) {
+      setenv(name.c_str(), value.c_str(), 1);
+    }
+    setenv(env::kInternalResultQueue, request.result_queue.c_str(), 1);
+    // stdio now writes to a pipe: line buffering shows a hung rank's last
+    // words instead of keeping them in a buffer.
+    setvbuf(stdout, nullptr, _IOLBF, 0);
+    entry_();
+    _exit(kExitHarnessError);  // entry_ must not return.
+  }
+
+ private:
+  RankEntry entry_;
+};
+
+class ExecLauncher : public Launcher {
+ protected:
+  void Prepare(const SpawnRequest& request) override {
+    args_.clear();
+    for (std::string& arg : ReadCommandLine()) {
+      if (args_.empty() || !IsParentOnlyFlag(arg)) args_.push_back(arg);
+    }
+    if (args_.empty()) throw SpawnError("cannot read /proc/self/cmdline");
+    args_.push_back("--gtest_filter=" + request.test_name);
+    args_.push_back("--gtest_also_run_disabled_tests");
+    env_ = ChildEnvironment(
+        request.rank, {{env::kInternalChildTest, request.test_name},
+                       {env::kInternalResultQueue, request.result_queue}});
+    argv_ = Pointers(args_);
+    envp_ = Pointers(env_);
+  }
+
+  [[noreturn]] void RunChild(const SpawnRequest&) override {
+    // /proc/self/exe: the binary itself, whatever argv[0] and the cwd say.
+    execve("/proc/self/exe", argv_.data(), envp_.data());
+    RawError("cannot exec /proc/self/exe");
+    _exit(kExitExecFailed);
+  }
+
+ private:
+  static std::vector<char*> Pointers(std::vector<std::string>& strings) {
+    std::vector<char*> out;
+    for (std::string& s : strings) out.push_back(s.data());
+    out.push_back(nullptr);
+    return out;
+  }
+
+  std::vector<std::string> args_;
+  std::vector<std::string> env_;
+  std::vector<char*> argv_;
+  std::vector<char*> envp_;
+};
+
+}  // namespace
+
+pid_t Launcher::Spawn(const SpawnRequest& request) {
+  Prepare(request);
+  // Buffered output would otherwise be written twice: once by the parent and
+  // once by every child that inherits the buffer.
+  std::fflush(nullptr);
+  std::cout.flush();
+  std::cerr.flush();
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    throw SpawnError(fmt::format("cannot fork rank {}/{}: {}",
+                                 request.rank.rank, request.rank.world_size,
+                                 std::strerror(errno)));
+  }
+  if (pid == 0) StartChild(request, parent);
+  // Also set the group from the parent, so that it is in place before the
+  // parent could signal it, whichever process runs first.
+  setpgid(pid, request.pgid == 0 ? pid : request.pgid);
+  return pid;
+}
+
+void Launcher::StartChild(const SpawnRequest& request, pid_t parent) {
+  setpgid(0, request.pgid);
+  // A parent killed by SIGKILL or by ctest's timeout takes its ranks along.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
+    _exit(kExitHarnessError);
+  }
+  if (dup2(request.stdout_fd, STDOUT_FILENO) < 0 ||
+      dup2(request.stderr_fd, STDERR_FILENO) < 0) {
+    RawError("cannot redirect the rank's output");
+    _exit(kExitHarnessError);
+  }
+  if (request.stdout_fd > STDERR_FILENO) close(request.stdout_fd);
+  if (request.stderr_fd > STDERR_FILENO &&
+      request.stderr_fd != request.stdout_fd) {
+    close(request.stderr_fd);
+  }
+  for (int fd : request.close_in_child) close(fd);
+  RunChild(request);
+  _exit(kExitHarnessError);  // RunChild does not return.
+}
+
+std::unique_ptr<Launcher> MakeLauncher(LaunchMode mode, RankEntry fork_entry) {
+  if (mode == LaunchMode::kExec) return std::make_unique<ExecLauncher>();
+  return std::make_unique<ForkLauncher>(std::move(fork_entry));
+}
+
+std::string RerunCommand(const std::string& test_name) {
+  std::vector<std::string> args = ReadCommandLine();
+  std::string binary = args.empty() ? "<test binary>" : args[0];
+  return fmt::format("{} --gtest_filter='{}' --gtest_also_run_disabled_tests",
+                     binary, test_name);
+}
+
+}  // namespace disttest::internal

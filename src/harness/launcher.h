@@ -1,0 +1,69 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Launcher: starts one rank process. ForkLauncher (LaunchMode::kFork) runs
+// the rank in a fork of the test process; ExecLauncher (LaunchMode::kExec)
+// re-executes the test binary, filtered to this test, as the rank.
+//
+//   auto launcher = MakeLauncher(LaunchMode::kFork, [&] { RunRank(...); });
+//   pid_t pid = launcher->Spawn(request);
+//
+// Both differ only in RunChild(); the base class does what every rank needs
+// between fork() and the rank's code: join the test's process group, die with
+// the parent (PR_SET_PDEATHSIG), route stdout/stderr into the parent's pipes
+// and close the parent's descriptors. Between fork and exec only raw system
+// calls run; ExecLauncher builds argv and envp before forking.
+// Fork caveat: the parent must be single-threaded when it forks (kFork).
+#ifndef DISTTEST_SRC_HARNESS_LAUNCHER_H_
+#define DISTTEST_SRC_HARNESS_LAUNCHER_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "disttest/env/rank_env.h"
+#include "disttest/harness/options.h"
+
+namespace disttest::internal {
+
+struct SpawnRequest {
+  RankEnv rank;
+  std::string test_name;     // Full gtest name: "Suite.Name/2ranks".
+  std::string result_queue;  // Name of the rank's ResultChannel.
+  int stdout_fd = -1;        // Write ends of the parent's pipes.
+  int stderr_fd = -1;
+  pid_t pgid = 0;                   // 0: the child leads a new group.
+  std::vector<int> close_in_child;  // Parent-owned descriptors.
+};
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  // Starts the rank and returns its pid; throws SpawnError.
+  pid_t Spawn(const SpawnRequest& request);
+
+ protected:
+  // Runs in the parent before fork(): allocate what the child needs.
+  virtual void Prepare(const SpawnRequest& /*request*/) {}
+  // Runs in the child; never returns.
+  [[noreturn]] virtual void RunChild(const SpawnRequest& request) = 0;
+
+ private:
+  [[noreturn]] void StartChild(const SpawnRequest& request, pid_t parent);
+};
+
+// The rank's code, run in the forked child (kFork only).
+using RankEntry = std::function<void()>;
+
+std::unique_ptr<Launcher> MakeLauncher(LaunchMode mode, RankEntry fork_entry);
+
+// The command line that reruns exactly `test_name` in this binary, for
+// failure messages: "/path/to/bin --gtest_filter='Suite.Name/2ranks'".
+std::string RerunCommand(const std::string& test_name);
+
+}  // namespace disttest::internal
+
+#endif  // DISTTEST_SRC_HARNESS_LAUNCHER_H_

@@ -1,0 +1,45 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// RunRank: the whole life of a rank process, read top to bottom in
+// rank_main.cc: environment in, result queue open, store and communicator
+// up, barrier, the program (set-up, body, tear-down), report, _exit.
+//
+//   class MyProgram : public RankProgram { ... };
+//   RunRank(program, options);   // never returns
+//
+// It does not care how the process was started (forked, re-executed or, in
+// time, by an external launcher): everything it needs is in the environment
+// (RankEnv plus DISTTEST_INTERNAL_RESULT_QUEUE).
+#ifndef DISTTEST_SRC_HARNESS_RANK_MAIN_H_
+#define DISTTEST_SRC_HARNESS_RANK_MAIN_H_
+
+#include <functional>
+
+#include "disttest/comm/communicator.h"
+#include "disttest/env/rank_env.h"
+#include "disttest/harness/options.h"
+#include "harness/result_channel.h"
+
+namespace disttest::internal {
+
+enum class RankVerdict { kPassed, kFailed, kSkipped };
+
+using ReportFn = std::function<void(const RankMessage&)>;
+
+// What a rank runs once its communicator is up. Implemented by the gtest
+// glue; Run() must not throw.
+class RankProgram {
+ public:
+  virtual ~RankProgram() = default;
+  virtual RankVerdict Run(const RankEnv& env, Communicator* comm,
+                          const ReportFn& report) = 0;
+  // Where harness failures (rendezvous, communicator) are reported.
+  virtual const char* file() const = 0;
+  virtual int line() const = 0;
+};
+
+[[noreturn]] void RunRank(RankProgram& program, const Options& options);
+
+}  // namespace disttest::internal
+
+#endif  // DISTTEST_SRC_HARNESS_RANK_MAIN_H_

@@ -1,0 +1,194 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// A rank killed while it holds the queue's mutex would block every later
+// lock of it forever (boostorg/interprocess#163, #226). With this switch the
+// lock gives up after the duration below and throws, which TryReceive turns
+// into an error: the parent then relies on the exit status.
+#define BOOST_INTERPROCESS_ENABLE_TIMEOUT_WHEN_LOCKING
+#define BOOST_INTERPROCESS_TIMEOUT_WHEN_LOCKING_DURATION_MS 1000
+
+#include "harness/result_channel.h"
+
+#include <fmt/format.h>
+
+#include <boost/date_time/posix_time/posix_time_types.hpp>
+#include <boost/interprocess/ipc/message_queue.hpp>
+#include <boost/interprocess/permissions.hpp>
+#include <cstring>
+
+#include "disttest/error.h"
+
+namespace disttest::internal {
+namespace bip = boost::interprocess;
+
+struct ResultChannel::Queue {
+  template <typename... Args>
+  explicit Queue(Args&&... args) : mq(std::forward<Args>(args)...) {}
+  bip::message_queue mq;
+};
+
+namespace {
+
+void PutU32(std::vector<char>* out, uint32_t v) {
+  char b[4];
+  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  out->insert(out->end(), b, b + 4);
+}
+
+bool GetU32(const char*& p, const char* end, uint32_t* v) {
+  if (end - p < 4) return false;
+  *v = 0;
+  for (int i = 0; i < 4; ++i) {
+    *v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  }
+  p += 4;
+  return true;
+}
+
+bool GetString(const char*& p, const char* end, std::string* s) {
+  uint32_t n = 0;
+  if (!GetU32(p, end, &n) || static_cast<std::size_t>(end - p) < n) {
+    return false;
+  }
+  s->assign(p, n);
+  p += n;
+  return true;
+}
+
+constexpr std::size_t kHeaderBytes = 1 + 4 + 4 + 4;
+
+}  // namespace
+
+std::vector<char> EncodeRankMessage(const RankMessage& m,
+                                    std::size_t max_bytes) {
+  std::string file = m.file.substr(0, 1024);
+  std::string message = m.message;
+  std::size_t room = max_bytes > kHeaderBytes + file.size()
+                         ? max_bytes - kHeaderBytes - file.size()
+                         : 0;
+  if (message.size() > room) {
+    // The note is under 80 bytes whatever the numbers in it.
+    constexpr std::size_t kNoteBytes = 80;
+    std::size_t keep = room > kNoteBytes ? room - kNoteBytes : 0;
+    message = fmt::format(
+        "{}\n... [disttest: message truncated, {} of {} bytes shown]",
+        message.substr(0, keep), keep, message.size());
+  }
+  std::vector<char> out;
+  out.reserve(kHeaderBytes + file.size() + message.size());
+  out.push_back(static_cast<char>(m.kind));
+  PutU32(&out, static_cast<uint32_t>(m.line));
+  PutU32(&out, static_cast<uint32_t>(file.size()));
+  out.insert(out.end(), file.begin(), file.end());
+  PutU32(&out, static_cast<uint32_t>(message.size()));
+  out.insert(out.end(), message.begin(), message.end());
+  return out;
+}
+
+bool DecodeRankMessage(const char* data, std::size_t size, RankMessage* out,
+                       std::string* error) {
+  const char* p = data;
+  const char* end = data + size;
+  if (size < 1) {
+    *error = "empty result message";
+    return false;
+  }
+  auto kind = static_cast<uint8_t>(*p++);
+  if (kind > static_cast<uint8_t>(RankMessage::Kind::kDone)) {
+    *error = fmt::format("result message has unknown kind {}", kind);
+    return false;
+  }
+  uint32_t line = 0;
+  if (!GetU32(p, end, &line) || !GetString(p, end, &out->file) ||
+      !GetString(p, end, &out->message)) {
+    *error = fmt::format("result message of {} bytes is truncated", size);
+    return false;
+  }
+  if (p != end) {
+    *error = fmt::format("result message has {} trailing bytes", end - p);
+    return false;
+  }
+  out->kind = static_cast<RankMessage::Kind>(kind);
+  out->line = static_cast<int32_t>(line);
+  return true;
+}
+
+ResultChannel::ResultChannel(std::string name, std::unique_ptr<Queue> queue)
+    : name_(std::move(name)), queue_(std::move(queue)) {
+  buffer_.resize(kMaxMessageBytes);
+}
+
+ResultChannel::~ResultChannel() = default;
+
+std::unique_ptr<ResultChannel> ResultChannel::Create(const std::string& name) {
+  Remove(name);
+  try {
+    auto queue =
+        std::make_unique<Queue>(bip::create_only, name.c_str(), kCapacity,
+                                kMaxMessageBytes, bip::permissions(0600));
+    return std::unique_ptr<ResultChannel>(
+        new ResultChannel(name, std::move(queue)));
+  } catch (const bip::interprocess_exception& e) {
+    throw Error(fmt::format("cannot create result queue /dev/shm/{}: {}", name,
+                            e.what()));
+  }
+}
+
+std::unique_ptr<ResultChannel> ResultChannel::Open(const std::string& name) {
+  try {
+    auto queue = std::make_unique<Queue>(bip::open_only, name.c_str());
+    return std::unique_ptr<ResultChannel>(
+        new ResultChannel(name, std::move(queue)));
+  } catch (const bip::interprocess_exception& e) {
+    throw Error(fmt::format("cannot open result queue /dev/shm/{}: {}", name,
+                            e.what()));
+  }
+}
+
+bool ResultChannel::Remove(const std::string& name) {
+  return bip::message_queue::remove(name.c_str());
+}
+
+bool ResultChannel::Send(const RankMessage& m,
+                         std::chrono::milliseconds timeout) {
+  std::vector<char> bytes = EncodeRankMessage(m, kMaxMessageBytes);
+  auto deadline = boost::posix_time::microsec_clock::universal_time() +
+                  boost::posix_time::milliseconds(timeout.count());
+  try {
+    return queue_->mq.timed_send(bytes.data(), bytes.size(), 0, deadline);
+  } catch (const bip::interprocess_exception&) {
+    return false;
+  }
+}
+
+std::optional<RankMessage> ResultChannel::TryReceive(std::string* error) {
+  bip::message_queue::size_type received = 0;
+  unsigned int priority = 0;
+  try {
+    if (!queue_->mq.try_receive(buffer_.data(), buffer_.size(), received,
+                                priority)) {
+      return std::nullopt;
+    }
+  } catch (const bip::interprocess_exception& e) {
+    *error = fmt::format("cannot read result queue {}: {}", name_, e.what());
+    return std::nullopt;
+  }
+  RankMessage m;
+  if (!DecodeRankMessage(buffer_.data(), received, &m, error)) {
+    return std::nullopt;
+  }
+  return m;
+}
+
+std::string ResultQueueName(int pid, int seq, const std::string& test,
+                            int rank) {
+  std::string clean;
+  for (char c : test.substr(0, 80)) {
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+              c == '.' || c == '-';
+    clean.push_back(ok ? c : '_');
+  }
+  return fmt::format("disttest-{}-{}-{}-r{}", pid, seq, clean, rank);
+}
+
+}  // namespace disttest::internal

@@ -1,0 +1,89 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// ResultChannel: one rank's results, carried to the parent through a
+// Boost.Interprocess message_queue in shared memory.
+//
+//   auto ch = ResultChannel::Create(name);      // parent, before spawning
+//   auto ch = ResultChannel::Open(name);        // rank
+//   ch->Send({RankMessage::Kind::kFatalFailure, "a.cc", 12, "..."}, 5s);
+//   while (auto m = ch->TryReceive(&error)) ...  // parent, never blocks
+//
+// The queue is created 0600 under /dev/shm with "disttest" in its name and
+// removed by the parent when the test ends. The parent never blocks on it: a
+// writer that died holding the queue's lock cannot wedge the parent, because
+// the lock is taken with a bounded wait (BOOST_INTERPROCESS_ENABLE_TIMEOUT_
+// WHEN_LOCKING) and the exit status remains as the second, coarse channel.
+#ifndef DISTTEST_SRC_HARNESS_RESULT_CHANNEL_H_
+#define DISTTEST_SRC_HARNESS_RESULT_CHANNEL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace disttest::internal {
+
+struct RankMessage {
+  enum class Kind : uint8_t {
+    kSuccess = 0,  // gtest's SUCCEED(); kept for completeness.
+    kNonFatalFailure = 1,
+    kFatalFailure = 2,
+    kSkip = 3,
+    kDone = 4,  // The rank finished its body; message is its verdict.
+  };
+  Kind kind = Kind::kNonFatalFailure;
+  std::string file;  // Empty when unknown.
+  int32_t line = -1;
+  std::string message;
+};
+
+// Serialises `m` into at most `max_bytes` bytes, truncating the message
+// (with a note saying how much was cut) when it does not fit.
+std::vector<char> EncodeRankMessage(const RankMessage& m,
+                                    std::size_t max_bytes);
+// Parses one encoded message; false (with `error` set) on any malformed
+// input. Never reads outside [data, data + size).
+bool DecodeRankMessage(const char* data, std::size_t size, RankMessage* out,
+                       std::string* error);
+
+class ResultChannel {
+ public:
+  static constexpr std::size_t kMaxMessageBytes = 64 * 1024;
+  static constexpr std::size_t kCapacity = 64;
+
+  // Parent: removes any queue of the same name, then creates a new one, 0600.
+  static std::unique_ptr<ResultChannel> Create(const std::string& name);
+  // Rank: opens the queue its parent created.
+  static std::unique_ptr<ResultChannel> Open(const std::string& name);
+  // Removes the named queue; true if it existed.
+  static bool Remove(const std::string& name);
+
+  ~ResultChannel();
+
+  // Sends `m`, waiting at most `timeout` for room. False on timeout.
+  bool Send(const RankMessage& m, std::chrono::milliseconds timeout);
+  // Takes the next message without waiting; nullopt when the queue is empty.
+  // A malformed message is returned as nullopt with `error` set.
+  std::optional<RankMessage> TryReceive(std::string* error);
+
+  const std::string& name() const { return name_; }
+
+ private:
+  struct Queue;
+  ResultChannel(std::string name, std::unique_ptr<Queue> queue);
+
+  std::string name_;
+  std::unique_ptr<Queue> queue_;
+  std::vector<char> buffer_;
+};
+
+// "disttest-<pid>-<seq>-<test>-r<rank>" with the test name reduced to
+// [A-Za-z0-9_.-] and bounded in length.
+std::string ResultQueueName(int pid, int seq, const std::string& test,
+                            int rank);
+
+}  // namespace disttest::internal
+
+#endif  // DISTTEST_SRC_HARNESS_RESULT_CHANNEL_H_

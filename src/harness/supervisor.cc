@@ -1,0 +1,315 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/supervisor.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include "disttest/env/rank_env.h"
+#include "disttest/error.h"
+
+namespace disttest::internal {
+namespace {
+
+// Result queues have no descriptor to poll; the loop looks at them this
+// often while ranks run. Store requests, output and exits wake it at once.
+constexpr int kDrainTickMs = 10;
+
+// Test sequence number within this process: part of every queue name, so a
+// test that runs twice (--gtest_repeat) never meets its own old queues.
+int NextTestSequence() {
+  static int seq = 0;
+  return ++seq;
+}
+
+int PidFdOpen(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;  // The drain tick notices exits instead.
+#endif
+}
+
+std::pair<int, int> MakePipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    throw Error(
+        fmt::format("cannot create an output pipe: {}", std::strerror(errno)));
+  }
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  return {fds[0], fds[1]};
+}
+
+}  // namespace
+
+Supervisor::Supervisor(TestSpec spec, std::unique_ptr<Launcher> launcher)
+    : spec_(std::move(spec)), launcher_(std::move(launcher)) {}
+
+Supervisor::~Supervisor() { CleanUp(); }
+
+void Supervisor::Validate() const {
+  if (spec_.world_size < 1 || spec_.world_size > kMaxWorldSize) {
+    throw ConfigError(fmt::format(
+        "world size {} is invalid: DIST_TEST_F world sizes must be between 1 "
+        "and {}",
+        spec_.world_size, kMaxWorldSize));
+  }
+  if (spec_.options.timeout.count() <= 0) {
+    throw ConfigError(
+        fmt::format("options().timeout of {} ms is invalid: it must be > 0",
+                    spec_.options.timeout.count()));
+  }
+  if (spec_.options.failure_grace.count() < 0) {
+    throw ConfigError("options().failure_grace must not be negative");
+  }
+}
+
+std::vector<RankReport> Supervisor::Run() {
+  Validate();
+  deadline_ = Clock::now() + spec_.options.timeout;
+  server_ = std::make_unique<TcpStoreServer>(spec_.options.master_addr, 0);
+  int seq = NextTestSequence();
+  ranks_.resize(spec_.world_size);
+  for (int r = 0; r < spec_.world_size; ++r) {
+    ranks_[r].report.rank = r;
+    ranks_[r].channel =
+        ResultChannel::Create(ResultQueueName(getpid(), seq, spec_.name, r));
+  }
+  SpawnAll();
+  Supervise();
+  std::vector<RankReport> reports;
+  for (Rank& rank : ranks_) {
+    if (rank.out) rank.out->Finish();
+    if (rank.err) rank.err->Finish();
+  }
+  DrainChannels();
+  for (Rank& rank : ranks_) reports.push_back(std::move(rank.report));
+  CleanUp();
+  return reports;
+}
+
+void Supervisor::SpawnAll() {
+  for (int r = 0; r < spec_.world_size; ++r) {
+    try {
+      SpawnRank(r);
+    } catch (const std::exception& e) {
+      // The ranks already started are waiting for this one; end them now.
+      KillRemaining(fmt::format("rank {} could not be started", r));
+      ranks_[r].report.channel_errors.push_back(
+          fmt::format("could not be started: {}", e.what()));
+      ranks_[r].report.reaped = true;
+      for (int later = r + 1; later < spec_.world_size; ++later) {
+        ranks_[later].report.reaped = true;
+        ranks_[later].report.killed_because =
+            fmt::format("not started, because rank {} could not be", r);
+      }
+      return;
+    }
+  }
+}
+
+void Supervisor::SpawnRank(int r) {
+  Rank& rank = ranks_[r];
+  auto [out_read, out_write] = MakePipe();
+  rank.out = std::make_unique<OutputRelay>(out_read, stdout,
+                                           fmt::format("[rank {}] ", r));
+  auto [err_read, err_write] = MakePipe();
+  rank.err = std::make_unique<OutputRelay>(err_read, stderr,
+                                           fmt::format("[rank {}] ", r));
+  if (spec_.options.launch == LaunchMode::kExec) {
+    // gtest_main prints this banner before main() reaches the test.
+    rank.out->DropFirstLineIfStartsWith("Running main() from ");
+  }
+  SpawnRequest request;
+  request.rank.rank = r;
+  request.rank.world_size = spec_.world_size;
+  request.rank.local_rank = r;
+  request.rank.local_size = spec_.world_size;
+  request.rank.master_addr = spec_.options.master_addr;
+  request.rank.master_port = server_->port();
+  request.test_name = spec_.name;
+  request.result_queue = rank.channel->name();
+  request.stdout_fd = out_write;
+  request.stderr_fd = err_write;
+  request.pgid = pgid_;
+  std::vector<pollfd> server_fds;
+  server_->AppendPollFds(&server_fds);
+  for (const pollfd& p : server_fds) request.close_in_child.push_back(p.fd);
+  for (const Rank& other : ranks_) {
+    if (other.out && other.out->open())
+      request.close_in_child.push_back(other.out->fd());
+    if (other.err && other.err->open())
+      request.close_in_child.push_back(other.err->fd());
+    if (other.pidfd >= 0) request.close_in_child.push_back(other.pidfd);
+  }
+  pid_t pid = -1;
+  try {
+    pid = launcher_->Spawn(request);
+  } catch (...) {
+    close(out_write);
+    close(err_write);
+    throw;
+  }
+  close(out_write);
+  close(err_write);
+  rank.pid = pid;
+  if (pgid_ == 0) pgid_ = pid;
+  rank.pidfd = PidFdOpen(pid);
+}
+
+bool Supervisor::AnyRunning() const {
+  for (const Rank& rank : ranks_) {
+    if (rank.pid > 0 && !rank.report.reaped) return true;
+  }
+  return false;
+}
+
+int Supervisor::PollTimeoutMs(Clock::time_point now) const {
+  Clock::time_point next = deadline_;
+  if (grace_deadline_ && *grace_deadline_ < next) next = *grace_deadline_;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next - now);
+  return static_cast<int>(
+      std::clamp<long long>(left.count() + 1, 0, kDrainTickMs));
+}
+
+void Supervisor::Supervise() {
+  std::vector<pollfd> fds;
+  while (AnyRunning()) {
+    Clock::time_point now = Clock::now();
+    if (now >= deadline_) {
+      KillRemaining(fmt::format("the test timed out after {} ms",
+                                spec_.options.timeout.count()));
+      deadline_ = Clock::time_point::max();  // Now only reaping is left.
+    } else if (grace_deadline_ && now >= *grace_deadline_) {
+      KillRemaining(grace_reason_);
+    }
+    fds.clear();
+    server_->AppendPollFds(&fds);
+    std::size_t server_count = fds.size();
+    for (Rank& rank : ranks_) {
+      for (OutputRelay* relay : {rank.out.get(), rank.err.get()}) {
+        if (relay != nullptr && relay->open())
+          fds.push_back({relay->fd(), POLLIN, 0});
+      }
+      if (rank.pidfd >= 0 && !rank.report.reaped)
+        fds.push_back({rank.pidfd, POLLIN, 0});
+    }
+    int n = poll(fds.data(), fds.size(), PollTimeoutMs(now));
+    if (n < 0 && errno != EINTR) {
+      throw Error(fmt::format("poll failed: {}", std::strerror(errno)));
+    }
+    if (n > 0) {
+      server_->HandlePollFds(fds.data(), server_count);
+      for (Rank& rank : ranks_) {
+        for (OutputRelay* relay : {rank.out.get(), rank.err.get()}) {
+          if (relay == nullptr || !relay->open()) continue;
+          for (std::size_t i = server_count; i < fds.size(); ++i) {
+            if (fds[i].fd == relay->fd() && fds[i].revents != 0)
+              relay->OnReadable();
+          }
+        }
+      }
+    }
+    DrainChannels();
+    ReapExited();
+  }
+}
+
+void Supervisor::DrainChannels() {
+  for (Rank& rank : ranks_) {
+    if (!rank.channel) continue;
+    std::string error;
+    while (auto m = rank.channel->TryReceive(&error)) {
+      if (m->kind == RankMessage::Kind::kDone) {
+        rank.report.done = m->message;
+      } else {
+        rank.report.results.push_back(std::move(*m));
+      }
+    }
+    if (!error.empty()) rank.report.channel_errors.push_back(error);
+  }
+}
+
+void Supervisor::ReapExited() {
+  for (Rank& rank : ranks_) {
+    if (rank.pid <= 0 || rank.report.reaped) continue;
+    int status = 0;
+    pid_t got = waitpid(rank.pid, &status, WNOHANG);
+    if (got == rank.pid) {
+      rank.report.reaped = true;
+      rank.report.outcome = RankOutcome::FromWaitStatus(status);
+      OnRankEnded(rank);
+    } else if (got < 0 && errno != EINTR) {
+      rank.report.reaped = true;  // ECHILD: someone else reaped it.
+      rank.report.channel_errors.push_back(
+          fmt::format("could not be waited for: {}", std::strerror(errno)));
+    }
+  }
+}
+
+void Supervisor::OnRankEnded(Rank& rank) {
+  if (rank.pidfd >= 0) {
+    close(rank.pidfd);
+    rank.pidfd = -1;
+  }
+  const RankOutcome& o = rank.report.outcome;
+  bool passed = o.exited() && o.exit_code() == kExitPassed;
+  if (passed || grace_deadline_ || !rank.report.killed_because.empty()) return;
+  // Peers may be waiting for this rank in a collective that will never
+  // complete: give them a grace period, then end them.
+  DrainChannels();
+  std::string how =
+      o.exited() && o.exit_code() == kExitSkipped  ? std::string("skipped")
+      : o.exited() && o.exit_code() == kExitFailed ? std::string("failed")
+                                                   : o.str();
+  grace_deadline_ = Clock::now() + spec_.options.failure_grace;
+  grace_reason_ =
+      fmt::format("still running {} ms after rank {} {}",
+                  spec_.options.failure_grace.count(), rank.report.rank, how);
+}
+
+void Supervisor::KillRemaining(const std::string& reason) {
+  bool any = false;
+  for (Rank& rank : ranks_) {
+    if (rank.pid <= 0 || rank.report.reaped) continue;
+    any = true;
+    if (rank.report.killed_because.empty()) rank.report.killed_because = reason;
+    kill(rank.pid, SIGKILL);
+  }
+  // The group is certainly ours while one of its members is unreaped; it
+  // also holds whatever a rank started (kExec ranks may start processes).
+  if (any && pgid_ > 0) kill(-pgid_, SIGKILL);
+  grace_deadline_.reset();
+}
+
+void Supervisor::CleanUp() {
+  KillRemaining("the test ended");
+  for (Rank& rank : ranks_) {
+    if (rank.pid > 0 && !rank.report.reaped) {
+      int status = 0;
+      while (waitpid(rank.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      rank.report.reaped = true;
+      rank.report.outcome = RankOutcome::FromWaitStatus(status);
+    }
+    if (rank.pidfd >= 0) close(rank.pidfd);
+    rank.pidfd = -1;
+    rank.out.reset();
+    rank.err.reset();
+    if (rank.channel) {
+      ResultChannel::Remove(rank.channel->name());
+      rank.channel.reset();
+    }
+  }
+  server_.reset();
+}
+
+}  // namespace disttest::internal

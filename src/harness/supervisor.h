@@ -1,0 +1,90 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Supervisor: runs one distributed test from the parent's side.
+//
+//   Supervisor sup(spec, MakeLauncher(spec.options.launch, entry));
+//   std::vector<RankReport> ranks = sup.Run();
+//   std::vector<Finding> verdict = Judge(spec, ranks);
+//
+// Run() binds the store on MASTER_ADDR port 0 (kept open until the test
+// ends, so no other process can take the port), creates one result queue
+// per rank, spawns the ranks, and then serves everything from one
+// single-threaded poll loop: store requests, the ranks' output pipes, their
+// exits (pidfds) and, on a short tick, their result queues.
+//
+// Why the parent serves the store itself rather than rank 0: the parent
+// forks, so it must not run threads; it outlives every rank, so no rank has
+// to come up first and a dead rank 0 cannot take the store with it; and the
+// parent sees every request, which is where hang diagnosis belongs.
+//
+// When a rank ends in anything but a pass, the others get
+// options.failure_grace to finish, then are killed (they may be blocked in a
+// collective that cannot complete). At options.timeout every live rank is
+// killed. Nothing outlives Run(): every child is reaped, every queue removed,
+// every socket and pipe closed, also when Run() throws.
+#ifndef DISTTEST_SRC_HARNESS_SUPERVISOR_H_
+#define DISTTEST_SRC_HARNESS_SUPERVISOR_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "disttest/rendezvous/tcp_store.h"
+#include "harness/launcher.h"
+#include "harness/output_relay.h"
+#include "harness/result_channel.h"
+#include "harness/verdict.h"
+
+namespace disttest::internal {
+
+class Supervisor {
+ public:
+  Supervisor(TestSpec spec, std::unique_ptr<Launcher> launcher);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Runs the test to the end; throws ConfigError for an invalid spec (before
+  // anything is started) and Error when the harness itself cannot work.
+  std::vector<RankReport> Run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Rank {
+    pid_t pid = -1;
+    int pidfd = -1;
+    std::unique_ptr<OutputRelay> out;
+    std::unique_ptr<OutputRelay> err;
+    std::unique_ptr<ResultChannel> channel;
+    RankReport report;
+  };
+
+  void Validate() const;
+  void SpawnAll();
+  void SpawnRank(int r);
+  void Supervise();
+  int PollTimeoutMs(Clock::time_point now) const;
+  void DrainChannels();
+  void ReapExited();
+  void OnRankEnded(Rank& rank);
+  void KillRemaining(const std::string& reason);
+  void CleanUp();
+  bool AnyRunning() const;
+
+  TestSpec spec_;
+  std::unique_ptr<Launcher> launcher_;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::vector<Rank> ranks_;
+  pid_t pgid_ = 0;
+  Clock::time_point deadline_;
+  std::optional<Clock::time_point> grace_deadline_;
+  std::string grace_reason_;
+};
+
+}  // namespace disttest::internal
+
+#endif  // DISTTEST_SRC_HARNESS_SUPERVISOR_H_

@@ -1,0 +1,122 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/verdict.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace disttest::internal {
+namespace {
+
+std::string Label(const TestSpec& spec, int rank) {
+  return fmt::format("[rank {}/{}]", rank, spec.world_size);
+}
+
+// How a rank ended when that is itself a failure; nullopt when it ended the
+// way the harness ends a rank that ran its body to the end.
+std::optional<std::string> AbnormalEnd(const RankReport& r) {
+  if (!r.killed_because.empty()) {
+    return fmt::format("was killed by disttest: {}", r.killed_because);
+  }
+  if (!r.reaped) return std::string("was never reaped");
+  const RankOutcome& o = r.outcome;
+  if (o.signaled()) return o.str();
+  if (!r.done) {
+    if (o.exit_code() == kExitExecFailed) {
+      return fmt::format("{}: the test binary could not be re-executed",
+                         o.str());
+    }
+    return fmt::format("{} before the test body finished", o.str());
+  }
+  int expected = *r.done == kVerdictPassed    ? kExitPassed
+                 : *r.done == kVerdictSkipped ? kExitSkipped
+                                              : kExitFailed;
+  if (o.exit_code() != expected) {
+    return fmt::format("{} after reporting that it {}", o.str(), *r.done);
+  }
+  return std::nullopt;
+}
+
+void AddRankResults(const TestSpec& spec, const RankReport& r,
+                    std::vector<Finding>* out) {
+  for (const RankMessage& m : r.results) {
+    Finding f;
+    f.file = m.file.empty() ? spec.file : m.file;
+    f.line = m.file.empty() || m.line < 0 ? spec.line : m.line;
+    f.message = fmt::format("{} {}", Label(spec, r.rank), m.message);
+    if (m.kind == RankMessage::Kind::kFatalFailure) {
+      f.kind = Finding::Kind::kFatalFailure;
+    } else if (m.kind == RankMessage::Kind::kNonFatalFailure) {
+      f.kind = Finding::Kind::kFailure;
+    } else {
+      continue;  // Skips and successes are judged below.
+    }
+    out->push_back(std::move(f));
+  }
+  for (const std::string& e : r.channel_errors) {
+    out->push_back({Finding::Kind::kFailure, spec.file, spec.line,
+                    fmt::format("{} {}", Label(spec, r.rank), e)});
+  }
+  if (auto end = AbnormalEnd(r)) {
+    out->push_back({Finding::Kind::kFatalFailure, spec.file, spec.line,
+                    fmt::format("{} {}", Label(spec, r.rank), *end)});
+  }
+}
+
+const RankMessage* FirstSkip(const RankReport& r) {
+  for (const RankMessage& m : r.results) {
+    if (m.kind == RankMessage::Kind::kSkip) return &m;
+  }
+  return nullptr;
+}
+
+void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
+                std::vector<Finding>* out) {
+  std::vector<int> skipped;
+  for (const RankReport& r : ranks) {
+    if (r.done == kVerdictSkipped) skipped.push_back(r.rank);
+  }
+  if (skipped.empty()) return;
+  const RankMessage* first = FirstSkip(ranks[skipped.front()]);
+  std::string why = first != nullptr ? first->message : std::string();
+  std::string file =
+      first != nullptr && !first->file.empty() ? first->file : spec.file;
+  int line = first != nullptr && first->line >= 0 ? first->line : spec.line;
+  if (static_cast<int>(skipped.size()) == spec.world_size) {
+    out->push_back(
+        {Finding::Kind::kSkip, file, line,
+         fmt::format("all {} ranks skipped: {}", spec.world_size, why)});
+    return;
+  }
+  std::string which = fmt::format(
+      "{} {} of {} skipped ({}) while the other ranks ran",
+      skipped.size() == 1 ? "rank" : "ranks", fmt::join(skipped, ", "),
+      spec.world_size, why.empty() ? "no message" : "\"" + why + "\"");
+  if (spec.options.skip_policy == SkipPolicy::kAllowPartial) {
+    out->push_back({Finding::Kind::kNote, file, line, which});
+  } else {
+    out->push_back(
+        {Finding::Kind::kFailure, file, line,
+         which + "; a test must skip on every rank or on none (set "
+                 "options().skip_policy = disttest::SkipPolicy::kAllowPartial "
+                 "to allow it)"});
+  }
+}
+
+}  // namespace
+
+std::vector<Finding> Judge(const TestSpec& spec,
+                           const std::vector<RankReport>& ranks) {
+  std::vector<Finding> findings;
+  for (const RankReport& r : ranks) AddRankResults(spec, r, &findings);
+  bool failed = !findings.empty();
+  std::vector<Finding> skips;
+  JudgeSkips(spec, ranks, &skips);
+  for (Finding& f : skips) {
+    // A failure outranks a skip, as in gtest: report the skip as context.
+    if (failed && f.kind == Finding::Kind::kSkip) f.kind = Finding::Kind::kNote;
+    findings.push_back(std::move(f));
+  }
+  return findings;
+}
+
+}  // namespace disttest::internal

@@ -1,0 +1,65 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The verdict of one distributed test: what each rank reported and how each
+// rank ended, turned into the findings the parent re-raises.
+//
+//   std::vector<Finding> findings = Judge(spec, ranks);
+//   for (const Finding& f : findings) ...  // "[rank 1/4] Expected ..."
+//
+// Rules: every reported failure is re-raised at its file:line, prefixed
+// "[rank r/N]"; a rank that died, exited early or was killed is a fatal
+// failure naming it and the cause; a test is skipped only when every rank
+// skipped and none failed; some ranks skipping while others pass is a
+// failure unless SkipPolicy::kAllowPartial.
+#ifndef DISTTEST_SRC_HARNESS_VERDICT_H_
+#define DISTTEST_SRC_HARNESS_VERDICT_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "disttest/harness/options.h"
+#include "harness/rank_outcome.h"
+#include "harness/result_channel.h"
+
+namespace disttest::internal {
+
+// What the parent knows about the test it runs.
+struct TestSpec {
+  std::string name;  // "Suite.Name/2ranks"
+  std::string file;  // Where DIST_TEST_F stands.
+  int line = 0;
+  int world_size = 0;
+  Options options;
+};
+
+// Everything the parent learned about one rank.
+struct RankReport {
+  int rank = 0;
+  std::vector<RankMessage> results;  // In arrival order; no kDone.
+  std::optional<std::string> done;   // The kDone verdict, if it came.
+  bool reaped = false;
+  RankOutcome outcome;
+  std::string killed_because;  // Set when the harness killed the rank.
+  std::vector<std::string> channel_errors;
+};
+
+struct Finding {
+  enum class Kind { kFailure, kFatalFailure, kSkip, kNote };
+  Kind kind = Kind::kFailure;
+  std::string file;
+  int line = 0;
+  std::string message;
+};
+
+// The verdicts a rank's kDone message carries.
+inline constexpr char kVerdictPassed[] = "passed";
+inline constexpr char kVerdictFailed[] = "failed";
+inline constexpr char kVerdictSkipped[] = "skipped";
+
+std::vector<Finding> Judge(const TestSpec& spec,
+                           const std::vector<RankReport>& ranks);
+
+}  // namespace disttest::internal
+
+#endif  // DISTTEST_SRC_HARNESS_VERDICT_H_

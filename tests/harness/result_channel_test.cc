@@ -1,0 +1,134 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/result_channel.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace disttest::internal {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string UniqueName(const char* what) {
+  return ResultQueueName(
+      getpid(), 0,
+      ::testing::UnitTest::GetInstance()->current_test_info()->name(), what[0]);
+}
+
+TEST(ResultQueueNameTest, NamesPidTestAndRankAndCleansTheTestName) {
+  EXPECT_EQ(ResultQueueName(42, 7, "Suite.Name/2ranks", 1),
+            "disttest-42-7-Suite.Name_2ranks-r1");
+  std::string long_name(500, 'x');
+  EXPECT_LT(ResultQueueName(1, 1, long_name, 0).size(), 120u);
+}
+
+TEST(RankMessageTest, RoundTrips) {
+  RankMessage m{RankMessage::Kind::kFatalFailure, "a/b.cc", 42, "boom\nline"};
+  std::vector<char> bytes = EncodeRankMessage(m, 1024);
+  RankMessage back;
+  std::string error;
+  ASSERT_TRUE(DecodeRankMessage(bytes.data(), bytes.size(), &back, &error))
+      << error;
+  EXPECT_EQ(back.kind, m.kind);
+  EXPECT_EQ(back.file, m.file);
+  EXPECT_EQ(back.line, 42);
+  EXPECT_EQ(back.message, m.message);
+}
+
+TEST(RankMessageTest, OversizedMessageIsTruncatedWithANote) {
+  RankMessage m{RankMessage::Kind::kNonFatalFailure, "f.cc", 1,
+                std::string(10000, 'm')};
+  std::vector<char> bytes = EncodeRankMessage(m, 1000);
+  EXPECT_LE(bytes.size(), 1000u);
+  RankMessage back;
+  std::string error;
+  ASSERT_TRUE(DecodeRankMessage(bytes.data(), bytes.size(), &back, &error));
+  EXPECT_THAT(back.message, HasSubstr("message truncated"));
+  EXPECT_THAT(back.message, HasSubstr("of 10000 bytes shown"));
+}
+
+TEST(RankMessageTest, MalformedInputIsRejectedNeverOverread) {
+  RankMessage m{RankMessage::Kind::kSkip, "f.cc", 3, "why"};
+  std::vector<char> bytes = EncodeRankMessage(m, 1024);
+  std::string error;
+  RankMessage out;
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    // Every strict prefix is malformed (checked under ASan for overreads).
+    std::vector<char> prefix(bytes.begin(), bytes.begin() + n);
+    EXPECT_FALSE(DecodeRankMessage(prefix.data(), n, &out, &error)) << n;
+  }
+  std::vector<char> bad = bytes;
+  bad[0] = 99;
+  EXPECT_FALSE(DecodeRankMessage(bad.data(), bad.size(), &out, &error));
+  EXPECT_THAT(error, HasSubstr("unknown kind 99"));
+  bad = bytes;
+  bad.push_back('x');
+  EXPECT_FALSE(DecodeRankMessage(bad.data(), bad.size(), &out, &error));
+  EXPECT_THAT(error, HasSubstr("trailing"));
+  bad = bytes;
+  bad[5] = '\xff';  // File length far past the end.
+  EXPECT_FALSE(DecodeRankMessage(bad.data(), bad.size(), &out, &error));
+}
+
+TEST(ResultChannelTest, CarriesMessagesInOrderAndIsPrivateAndRemoved) {
+  std::string name = UniqueName("a");
+  auto parent = ResultChannel::Create(name);
+  struct stat st {};
+  ASSERT_EQ(stat(("/dev/shm/" + name).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto child = ResultChannel::Open(name);
+  std::string error;
+  EXPECT_FALSE(parent->TryReceive(&error).has_value());
+  EXPECT_TRUE(error.empty());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(child->Send({RankMessage::Kind::kNonFatalFailure, "f.cc", i,
+                             "m" + std::to_string(i)},
+                            std::chrono::milliseconds(100)));
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto m = parent->TryReceive(&error);
+    ASSERT_TRUE(m.has_value()) << error;
+    EXPECT_EQ(m->line, i);
+  }
+  EXPECT_TRUE(ResultChannel::Remove(name));
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + name));
+}
+
+TEST(ResultChannelTest, FullQueueTimesOutInsteadOfBlocking) {
+  std::string name = UniqueName("b");
+  auto ch = ResultChannel::Create(name);
+  for (std::size_t i = 0; i < ResultChannel::kCapacity; ++i) {
+    ASSERT_TRUE(ch->Send({RankMessage::Kind::kSkip, "", -1, "x"},
+                         std::chrono::milliseconds(100)));
+  }
+  EXPECT_FALSE(ch->Send({RankMessage::Kind::kSkip, "", -1, "x"},
+                        std::chrono::milliseconds(50)));
+  ResultChannel::Remove(name);
+}
+
+TEST(ResultChannelTest, CreateReplacesAStaleQueueOfTheSameName) {
+  std::string name = UniqueName("c");
+  auto stale = ResultChannel::Create(name);
+  ASSERT_TRUE(stale->Send({RankMessage::Kind::kSkip, "", -1, "old"},
+                          std::chrono::milliseconds(100)));
+  auto fresh = ResultChannel::Create(name);
+  std::string error;
+  EXPECT_FALSE(fresh->TryReceive(&error).has_value());
+  ResultChannel::Remove(name);
+}
+
+TEST(ResultChannelTest, OpeningAMissingQueueNamesIt) {
+  try {
+    ResultChannel::Open("disttest-does-not-exist");
+    FAIL() << "no exception";
+  } catch (const std::exception& e) {
+    EXPECT_THAT(e.what(), HasSubstr("/dev/shm/disttest-does-not-exist"));
+  }
+}
+
+}  // namespace
+}  // namespace disttest::internal

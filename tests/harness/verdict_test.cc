@@ -1,0 +1,145 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Judge() on made-up rank reports: every rule of the verdict, without
+// processes. The same rules are checked end to end in tests/self.
+#include "harness/verdict.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+namespace disttest::internal {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+using Kind = Finding::Kind;
+
+TestSpec Spec(int world_size) {
+  TestSpec spec;
+  spec.name = "S.T/" + std::to_string(world_size) + "ranks";
+  spec.file = "t.cc";
+  spec.line = 10;
+  spec.world_size = world_size;
+  return spec;
+}
+
+// A rank that ended as the harness ends it, with exit `code`.
+RankReport Ended(int rank, const char* verdict, int code) {
+  RankReport r;
+  r.rank = rank;
+  r.done = verdict;
+  r.reaped = true;
+  r.outcome = RankOutcome::FromWaitStatus(code << 8);
+  return r;
+}
+
+RankReport Passed(int rank) { return Ended(rank, kVerdictPassed, 0); }
+
+RankReport Skipped(int rank, const char* why) {
+  RankReport r = Ended(rank, kVerdictSkipped, kExitSkipped);
+  r.results.push_back({RankMessage::Kind::kSkip, "s.cc", 5, why});
+  return r;
+}
+
+TEST(JudgeTest, AllPassedIsClean) {
+  EXPECT_THAT(Judge(Spec(2), {Passed(0), Passed(1)}), SizeIs(0));
+}
+
+TEST(JudgeTest, FailureIsReraisedAtItsLocationWithTheRank) {
+  RankReport r1 = Ended(1, kVerdictFailed, kExitFailed);
+  r1.results.push_back({RankMessage::Kind::kNonFatalFailure, "x.cc", 7, "bad"});
+  auto f = Judge(Spec(2), {Passed(0), r1});
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].kind, Kind::kFailure);
+  EXPECT_EQ(f[0].file, "x.cc");
+  EXPECT_EQ(f[0].line, 7);
+  EXPECT_EQ(f[0].message, "[rank 1/2] bad");
+}
+
+TEST(JudgeTest, ResultWithoutLocationIsPlacedAtTheTest) {
+  RankReport r0 = Ended(0, kVerdictFailed, kExitFailed);
+  r0.results.push_back({RankMessage::Kind::kFatalFailure, "", -1, "boom"});
+  auto f = Judge(Spec(1), {r0});
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].kind, Kind::kFatalFailure);
+  EXPECT_EQ(f[0].file, "t.cc");
+  EXPECT_EQ(f[0].line, 10);
+}
+
+TEST(JudgeTest, SignalAndEarlyExitAndKillAreFatalAndNamed) {
+  RankReport sig;
+  sig.rank = 0;
+  sig.reaped = true;
+  sig.outcome = RankOutcome::FromWaitStatus(SIGSEGV);
+  RankReport early;
+  early.rank = 1;
+  early.reaped = true;
+  early.outcome = RankOutcome::FromWaitStatus(3 << 8);
+  RankReport killed;
+  killed.rank = 2;
+  killed.reaped = true;
+  killed.outcome = RankOutcome::FromWaitStatus(SIGKILL);
+  killed.killed_because = "the test timed out after 5 ms";
+  auto f = Judge(Spec(3), {sig, early, killed});
+  ASSERT_THAT(f, SizeIs(3));
+  EXPECT_EQ(f[0].message, "[rank 0/3] killed by signal 11 (SIGSEGV)");
+  EXPECT_EQ(f[1].message,
+            "[rank 1/3] exited with status 3 before the test body finished");
+  EXPECT_EQ(f[2].message,
+            "[rank 2/3] was killed by disttest: the test timed out after 5 ms");
+  for (const Finding& x : f) EXPECT_EQ(x.kind, Kind::kFatalFailure);
+}
+
+TEST(JudgeTest, ExitCodeThatContradictsTheReportIsAFailure) {
+  RankReport r = Ended(0, kVerdictPassed, 7);
+  auto f = Judge(Spec(1), {r});
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_THAT(f[0].message,
+              HasSubstr("exited with status 7 after reporting that it passed"));
+}
+
+TEST(JudgeTest, AllSkippedIsASkipWithTheMessage) {
+  auto f = Judge(Spec(2), {Skipped(0, "no gpu"), Skipped(1, "no gpu")});
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].kind, Kind::kSkip);
+  EXPECT_EQ(f[0].message, "all 2 ranks skipped: no gpu");
+  EXPECT_EQ(f[0].file, "s.cc");
+}
+
+TEST(JudgeTest, PartialSkipFailsByDefaultAndIsANoteWhenAllowed) {
+  TestSpec spec = Spec(4);
+  std::vector<RankReport> ranks = {Passed(0), Skipped(1, "why"), Passed(2),
+                                   Skipped(3, "why")};
+  auto f = Judge(spec, ranks);
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].kind, Kind::kFailure);
+  EXPECT_THAT(f[0].message,
+              HasSubstr("ranks 1, 3 of 4 skipped (\"why\") while the other "
+                        "ranks ran"));
+  spec.options.skip_policy = SkipPolicy::kAllowPartial;
+  f = Judge(spec, ranks);
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].kind, Kind::kNote);
+}
+
+TEST(JudgeTest, FailureOutranksSkip) {
+  RankReport r0 = Ended(0, kVerdictFailed, kExitFailed);
+  r0.results.push_back({RankMessage::Kind::kNonFatalFailure, "x.cc", 1, "no"});
+  r0.results.push_back({RankMessage::Kind::kSkip, "x.cc", 2, "then skip"});
+  auto f = Judge(Spec(1), {r0});
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].kind, Kind::kFailure);
+}
+
+TEST(JudgeTest, ChannelErrorsAreReported) {
+  RankReport r = Passed(0);
+  r.channel_errors.push_back("result message has unknown kind 9");
+  auto f = Judge(Spec(1), {r});
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].message, "[rank 0/1] result message has unknown kind 9");
+}
+
+}  // namespace
+}  // namespace disttest::internal
