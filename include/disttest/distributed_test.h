@@ -1,0 +1,96 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// DistributedTest and DIST_TEST_F: a GoogleTest test whose body runs once in
+// every rank, each rank its own process.
+//
+//   class Collectives : public disttest::DistributedTest {};
+//
+//   DIST_TEST_F(Collectives, AllReduceSums, 1, 2, 4) {  // one test per size
+//     std::vector<float> v(8, float(rank() + 1));
+//     comm().allreduce(v.data(), v.size(), disttest::ReduceOp::kSum);
+//     EXPECT_EQ(v[0], world_size() * (world_size() + 1) / 2.0f);
+//   }
+//
+// Each world size is its own gtest test, named "AllReduceSums/4ranks", so
+// --gtest_filter='Collectives.AllReduceSums/4ranks' runs just that one.
+// Without sizes a test runs at the fixture's kDefaultWorldSize (2); a
+// fixture may declare its own `static constexpr int kDefaultWorldSize = 4;`.
+//
+// Where each piece runs:
+//   parent (the gtest process): the fixture's constructor (set options()
+//     there), SetUp() and TearDown(); spawning, supervision and the verdict.
+//   every rank: SetUpRank(), the body, TearDownRank(). In kFork mode a rank
+//     starts as a copy of the fixture after SetUp(); in kExec mode the
+//     re-executed binary builds the fixture and runs SetUp() again itself.
+//     TearDown() never runs in a rank.
+// Every gtest assertion and GTEST_SKIP() works in a rank; results are
+// re-raised in the parent at their file:line as "[rank r/N] ...".
+//
+// Fork caveat: in kFork mode the gtest process forks, so it must not be
+// running threads of its own at that point; use LaunchMode::kExec otherwise.
+#ifndef DISTTEST_DISTRIBUTED_TEST_H_
+#define DISTTEST_DISTRIBUTED_TEST_H_
+
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+
+#include "disttest/comm/communicator.h"
+#include "disttest/env/rank_env.h"
+#include "disttest/harness/options.h"
+
+namespace disttest {
+
+namespace internal {
+struct TestAccess;
+}
+
+class DistributedTest : public ::testing::Test {
+ public:
+  // World size of a DIST_TEST_F written without sizes.
+  static constexpr int kDefaultWorldSize = 2;
+
+ protected:
+  DistributedTest() = default;
+
+  // How this test runs; set it in the fixture's constructor.
+  Options& options() { return options_; }
+  const Options& options() const { return options_; }
+
+  // In a rank: this rank's identity. In the parent, rank() and local_rank()
+  // are -1 and the sizes are the test's.
+  int rank() const;
+  int world_size() const;
+  int local_rank() const;
+  int local_size() const;
+
+  // The rank's communicator. Throws disttest::Error outside a rank or when
+  // options().init_distributed is false.
+  Communicator& comm();
+
+  // Run in every rank around the body (SetUp()/TearDown() run in the
+  // parent). A fatal failure or skip in SetUpRank() skips the body;
+  // TearDownRank() always runs.
+  virtual void SetUpRank() {}
+  virtual void TearDownRank() {}
+
+ private:
+  friend struct internal::TestAccess;
+  void TestBody() final;
+  // The DIST_TEST_F body.
+  virtual void RunDistributedBody() = 0;
+
+  Options options_;
+  int registered_world_size_ = kDefaultWorldSize;  // Parent's view.
+  const char* file_ = "";
+  int line_ = 0;
+  const RankEnv* rank_env_ = nullptr;  // Set only in a rank.
+  Communicator* comm_ = nullptr;       // Set only in a rank.
+};
+
+}  // namespace disttest
+
+#include "disttest/internal/registration.h"
+
+#endif  // DISTTEST_DISTRIBUTED_TEST_H_

@@ -1,0 +1,65 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Options: how a distributed test is run. A fixture sets them in its
+// constructor, which runs in the parent before any rank is spawned:
+//
+//   class Collectives : public disttest::DistributedTest {
+//    protected:
+//     Collectives() {
+//       options().backend = disttest::Backend::kGloo;
+//       options().launch = disttest::LaunchMode::kExec;
+//       options().timeout = std::chrono::seconds(30);
+//     }
+//   };
+//
+// Environment overrides (read when the test starts): DISTTEST_TIMEOUT
+// (seconds) replaces `timeout`.
+#ifndef DISTTEST_HARNESS_OPTIONS_H_
+#define DISTTEST_HARNESS_OPTIONS_H_
+
+#include <chrono>
+#include <string>
+
+#include "disttest/comm/communicator.h"
+
+namespace disttest {
+
+// How a rank process comes to be.
+enum class LaunchMode {
+  // Daemonic: fork() of the test process. Fast; the rank inherits the
+  // fixture as it was after SetUp(). The parent must not run threads.
+  kFork,
+  // Non-daemonic: fork() + exec() of the test binary itself, running only
+  // this test as this rank (like gtest's "threadsafe" death tests). Slower,
+  // safe with threads in the parent, and the rank may start processes.
+  kExec,
+};
+
+// What a test is when some ranks skip and the others pass.
+enum class SkipPolicy {
+  kFailOnPartial,  // A failure that names the skipping ranks (default).
+  kAllowPartial,   // Passes; the skips are printed.
+};
+
+struct Options {
+  Backend backend = Backend::kGloo;
+  LaunchMode launch = LaunchMode::kFork;
+  // Whole-test deadline: spawning, rendezvous, body and exit of every rank.
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  // When false, ranks start without a communicator (comm() throws); for
+  // tests of code that builds its own.
+  bool init_distributed = true;
+  SkipPolicy skip_policy = SkipPolicy::kFailOnPartial;
+  // After a rank fails fatally, dies or exits early, the others get this long
+  // to finish before they are killed (they may be blocked in a collective
+  // that will never complete).
+  std::chrono::milliseconds failure_grace = std::chrono::seconds(2);
+  // Address the store listens on and the ranks' sockets bind to.
+  std::string master_addr = "127.0.0.1";
+};
+
+const char* Name(LaunchMode mode);
+
+}  // namespace disttest
+
+#endif  // DISTTEST_HARNESS_OPTIONS_H_

@@ -1,0 +1,83 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// What DIST_TEST_F needs and users must not call.
+#ifndef DISTTEST_INTERNAL_REGISTRATION_H_
+#define DISTTEST_INTERNAL_REGISTRATION_H_
+
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace disttest::internal {
+
+struct TestAccess {
+  static void Configure(DistributedTest& test, int world_size, const char* file,
+                        int line) {
+    test.registered_world_size_ = world_size;
+    test.file_ = file;
+    test.line_ = line;
+  }
+  static void Bind(DistributedTest& test, const RankEnv* env,
+                   Communicator* comm) {
+    test.rank_env_ = env;
+    test.comm_ = comm;
+  }
+  static void SetUpRank(DistributedTest& test) { test.SetUpRank(); }
+  static void Body(DistributedTest& test) { test.RunDistributedBody(); }
+  static void TearDownRank(DistributedTest& test) { test.TearDownRank(); }
+  static const char* file(const DistributedTest& test) { return test.file_; }
+  static int line(const DistributedTest& test) { return test.line_; }
+  static int world_size(const DistributedTest& test) {
+    return test.registered_world_size_;
+  }
+  static const Options& options(const DistributedTest& test) {
+    return test.options_;
+  }
+};
+
+// "Name/4ranks": the world size is part of the gtest name.
+std::string DistributedTestName(const char* name, int world_size);
+
+// Registers one gtest test per world size (the fixture's default when
+// `sizes` is empty). Runs during static initialisation.
+template <typename Fixture, typename Test>
+bool RegisterDistributedTest(const char* suite, const char* name,
+                             const char* file, int line,
+                             std::initializer_list<int> sizes) {
+  std::vector<int> all(sizes);
+  if (all.empty()) all.push_back(Fixture::kDefaultWorldSize);
+  for (int n : all) {
+    ::testing::RegisterTest(suite, DistributedTestName(name, n).c_str(),
+                            nullptr, nullptr, file, line, [=]() -> Fixture* {
+                              auto* test = new Test();
+                              TestAccess::Configure(*test, n, file, line);
+                              return test;
+                            });
+  }
+  return true;
+}
+
+}  // namespace disttest::internal
+
+#define DISTTEST_CLASS_NAME_(fixture, name) fixture##_##name##_DistTest
+
+// DIST_TEST_F(Fixture, Name[, world sizes...]) { body }
+#define DIST_TEST_F(fixture, name, ...)                                  \
+  static_assert(sizeof(#name) > 1, "DIST_TEST_F needs a test name");     \
+  class DISTTEST_CLASS_NAME_(fixture, name) : public fixture {           \
+   public:                                                               \
+    DISTTEST_CLASS_NAME_(fixture, name)() = default;                     \
+                                                                         \
+   private:                                                              \
+    void RunDistributedBody() override;                                  \
+    static const bool disttest_registered_;                              \
+  };                                                                     \
+  const bool DISTTEST_CLASS_NAME_(fixture, name)::disttest_registered_ = \
+      ::disttest::internal::RegisterDistributedTest<                     \
+          fixture, DISTTEST_CLASS_NAME_(fixture, name)>(                 \
+          #fixture, #name, __FILE__, __LINE__, {__VA_ARGS__});           \
+  void DISTTEST_CLASS_NAME_(fixture, name)::RunDistributedBody()
+
+#endif  // DISTTEST_INTERNAL_REGISTRATION_H_

@@ -1,0 +1,138 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "child_process.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace disttest::testing {
+
+ChildRun RunChild(const std::vector<std::string>& args,
+                  const std::vector<std::pair<std::string, std::string>>& env,
+                  std::chrono::seconds timeout) {
+  ChildRun run;
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return run;
+  std::vector<char*> argv;
+  for (const std::string& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  run.pid = pid;
+  close(out[1]);
+  close(err[1]);
+  auto deadline = start + timeout;
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  std::string* sinks[2] = {&run.out, &run.err};
+  int open = 2;
+  while (open > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      run.timed_out = true;
+      kill(pid, SIGKILL);
+      break;
+    }
+    if (poll(fds, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) {
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[8192];
+      ssize_t n = read(fds[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        sinks[i]->append(buf, n);
+      } else if (n == 0 || errno != EINTR) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open;
+      }
+    }
+  }
+  for (pollfd& p : fds) {
+    if (p.fd >= 0) close(p.fd);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  run.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  if (WIFEXITED(status)) run.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) run.signal = WTERMSIG(status);
+  return run;
+}
+
+std::vector<std::string> ShmLeftovers(pid_t pid) {
+  std::vector<std::string> found;
+  std::string prefix = "disttest-" + std::to_string(pid) + "-";
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) found.push_back(name);
+  }
+  return found;
+}
+
+std::vector<std::string> KillOrphans() {
+  std::vector<std::string> found;
+  std::string self = std::to_string(getpid());
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string status = ReadFile("/proc/" + pid + "/status");
+    if (status.find("\nPPid:\t" + self + "\n") == std::string::npos) continue;
+    std::string cmdline = ReadFile("/proc/" + pid + "/cmdline");
+    for (char& c : cmdline) {
+      if (c == '\0') c = ' ';
+    }
+    found.push_back(pid + ": " + cmdline);
+    kill(std::stoi(pid), SIGKILL);
+    waitpid(std::stoi(pid), nullptr, 0);
+  }
+  return found;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string TestCaseXml(const std::string& xml, const std::string& name) {
+  std::size_t start = xml.find("<testcase name=\"" + name + "\"");
+  if (start == std::string::npos) return "";
+  std::size_t open_end = xml.find('>', start);
+  if (open_end == std::string::npos) return "";
+  if (xml[open_end - 1] == '/') return xml.substr(start, open_end + 1 - start);
+  std::size_t end = xml.find("</testcase>", open_end);
+  if (end == std::string::npos) return "";
+  return xml.substr(start, end + 11 - start);
+}
+
+std::string TempPath(const std::string& suffix) {
+  static int n = 0;
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/disttest-selftest-" +
+         std::to_string(getpid()) + "-" + std::to_string(++n) + suffix;
+}
+
+}  // namespace disttest::testing

@@ -1,0 +1,56 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Test helper: runs a binary with a deadline and captures what it printed,
+// and finds what a run left behind.
+//
+//   ChildRun run = RunChild({kChildBinary, "--gtest_filter=Verdicts.Passes*"},
+//                           {{"VERDICTS_LAUNCH", "exec"}});
+//   EXPECT_EQ(run.exit_code, 0) << run.out;
+#ifndef DISTTEST_TESTS_SELF_CHILD_PROCESS_H_
+#define DISTTEST_TESTS_SELF_CHILD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace disttest::testing {
+
+struct ChildRun {
+  pid_t pid = -1;
+  int exit_code = -1;  // -1 when it did not exit normally.
+  int signal = 0;
+  bool timed_out = false;
+  std::string out;
+  std::string err;
+  std::chrono::milliseconds elapsed{};
+};
+
+ChildRun RunChild(
+    const std::vector<std::string>& args,
+    const std::vector<std::pair<std::string, std::string>>& env = {},
+    std::chrono::seconds timeout = std::chrono::seconds(120));
+
+// /dev/shm entries whose name starts with "disttest-<pid>-".
+std::vector<std::string> ShmLeftovers(pid_t pid);
+
+// Descendants of RunChild's children that outlived them. RunChild makes this
+// process a child subreaper, so an orphaned rank is re-parented here rather
+// than to init, where a test running beside this one could not tell it from
+// its own. Each one found is described, killed and reaped.
+std::vector<std::string> KillOrphans();
+
+// The text of file `path` ("" when it cannot be read).
+std::string ReadFile(const std::string& path);
+
+// The <testcase name="name" .../> element of a gtest XML report, or "".
+std::string TestCaseXml(const std::string& xml, const std::string& name);
+
+// A fresh path under the temp directory, "disttest-selftest-<pid>-<n><suffix>".
+std::string TempPath(const std::string& suffix);
+
+}  // namespace disttest::testing
+
+#endif  // DISTTEST_TESTS_SELF_CHILD_PROCESS_H_

@@ -1,0 +1,247 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Verdict self-tests, in the way googletest tests itself: run a distributed
+// test that must pass, fail, skip, crash or hang in the child binary
+// verdicts_test_ (both launch modes), then check the exit status, the
+// "[rank r/N]" messages at the child's file:line, the XML, the time to the
+// verdict, and that nothing was left behind.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include "child_process.h"
+
+namespace disttest::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Line of the first source line of the child that contains `marker`.
+int LineOf(const std::string& marker) {
+  std::istringstream in(ReadFile(DISTTEST_VERDICTS_CHILD_SOURCE));
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find(marker) != std::string::npos) return n;
+  }
+  ADD_FAILURE() << "marker " << marker << " not in the child source";
+  return -1;
+}
+
+// "verdicts_test_.cc:42: Failure\n[rank 1/2] "
+std::string FailureAt(const std::string& marker, const std::string& label) {
+  return "verdicts_test_.cc:" + std::to_string(LineOf(marker)) + ": Failure\n" +
+         label + " ";
+}
+
+struct Verdict {
+  ChildRun run;
+  std::string xml;
+};
+
+class VerdictsTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  Verdict Run(const std::string& filter,
+              std::vector<std::pair<std::string, std::string>> env = {}) {
+    std::string xml_path = TempPath(".xml");
+    env.emplace_back("VERDICTS_LAUNCH", GetParam());
+    Verdict v;
+    v.run = RunChild({DISTTEST_VERDICTS_CHILD, "--gtest_filter=" + filter,
+                      "--gtest_output=xml:" + xml_path},
+                     env);
+    v.xml = ReadFile(xml_path);
+    std::filesystem::remove(xml_path);
+    EXPECT_FALSE(v.run.timed_out) << v.run.out << v.run.err;
+    EXPECT_THAT(ShmLeftovers(v.run.pid), ::testing::IsEmpty());
+    EXPECT_THAT(KillOrphans(), ::testing::IsEmpty());
+    return v;
+  }
+};
+
+TEST_P(VerdictsTest, PassingTestPassesAtEverySize) {
+  Verdict v = Run("Verdicts.Passes/*");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  for (const char* name : {"Passes/1ranks", "Passes/2ranks", "Passes/3ranks"}) {
+    std::string tc = TestCaseXml(v.xml, name);
+    EXPECT_THAT(tc, HasSubstr("result=\"completed\"")) << name << "\n" << v.xml;
+    EXPECT_THAT(tc, Not(HasSubstr("<failure"))) << name;
+  }
+}
+
+TEST_P(VerdictsTest, NonFatalFailureOnOneRankNamesOnlyThatRank) {
+  Verdict v = Run("Verdicts.FailsOnRank1Only/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr(FailureAt("marker-nonfatal", "[rank 1/2]")));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/2]")));
+  std::string tc = TestCaseXml(v.xml, "FailsOnRank1Only/2ranks");
+  EXPECT_THAT(tc, HasSubstr("<failure message="));
+  EXPECT_THAT(tc, HasSubstr("[rank 1/2]"));
+  EXPECT_THAT(v.run.out,
+              HasSubstr("rerun this test alone: " DISTTEST_VERDICTS_CHILD
+                        " --gtest_filter='Verdicts.FailsOnRank1Only/2ranks'"));
+}
+
+TEST_P(VerdictsTest, FatalFailureOnRankZeroEndsItsWaitingPeer) {
+  Verdict v = Run("Verdicts.FailsFatallyOnRank0/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr(FailureAt("marker-fatal", "[rank 0/2]")));
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[rank 1/2] was killed by disttest: still running "
+                        "300 ms after rank 0 failed"));
+  // The busy peer is ended after the grace, not at the 60 s timeout.
+  EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
+}
+
+TEST_P(VerdictsTest, PeerBlockedInACollectiveWithADeadRankFailsPromptly) {
+  Verdict v = Run("Verdicts.PeerOfADeadRankFailsInItsCollective/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out,
+              HasSubstr(FailureAt("marker-fatal-collective", "[rank 0/2]")));
+  // Gloo sees the closed connection, or the grace period ends the rank.
+  EXPECT_THAT(v.run.out,
+              ::testing::AnyOf(HasSubstr("[rank 1/2] the test body threw "
+                                         "disttest::CommError: [rank 1/2] "
+                                         "barrier failed"),
+                               HasSubstr("[rank 1/2] was killed by disttest")));
+  EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
+}
+
+TEST_P(VerdictsTest, SkipOnEveryRankSkipsTheTest) {
+  Verdict v = Run("Verdicts.SkipsOnEveryRank/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("all 2 ranks skipped: marker-skip-all"));
+  EXPECT_THAT(TestCaseXml(v.xml, "SkipsOnEveryRank/2ranks"),
+              HasSubstr("result=\"skipped\""));
+}
+
+TEST_P(VerdictsTest, SkipOnOneRankIsAFailureNamingIt) {
+  Verdict v = Run("Verdicts.SkipsOnOneRank/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out,
+              HasSubstr("rank 1 of 2 skipped (\"marker-skip-one\") while the "
+                        "other ranks ran"));
+}
+
+TEST_P(VerdictsTest, SkipOnOneRankPassesWhenThePolicyAllowsIt) {
+  Verdict v = Run("VerdictsAllowPartialSkip.SkipsOnOneRank/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("[ disttest ] note: rank 1 of 2 skipped"));
+}
+
+TEST_P(VerdictsTest, ExceptionIsAFatalFailureOfItsRank) {
+  Verdict v = Run("Verdicts.Throws/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] the test body threw "
+                                   "std::runtime_error: marker-throw"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/2]")));
+}
+
+TEST_P(VerdictsTest, ExitInTheBodyIsReportedWithItsStatus) {
+  Verdict v = Run("Verdicts.CallsExit3/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] exited with status 3 before "
+                                   "the test body finished"));
+}
+
+TEST_P(VerdictsTest, SignalIsReportedByName) {
+  Verdict v = Run("Verdicts.KilledBySignal/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 0/2] killed by signal 9 (SIGKILL)"));
+  // Its peer fails in the barrier (closed connection) or is ended after the
+  // grace period; either way promptly.
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] "));
+  EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
+}
+
+TEST_P(VerdictsTest, HangIsEndedAtTheTimeout) {
+  Verdict v = Run("VerdictsShortTimeout.Hangs/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] was killed by disttest: the "
+                                   "test timed out after 1000 ms"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/2]")));
+  EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
+}
+
+TEST_P(VerdictsTest, TimeoutComesFromTheEnvironment) {
+  Verdict v =
+      Run("VerdictsShortTimeout.Hangs/2ranks", {{"DISTTEST_TIMEOUT", "0.5"}});
+  EXPECT_THAT(v.run.out, HasSubstr("the test timed out after 500 ms"));
+}
+
+TEST_P(VerdictsTest, MalformedTimeoutIsAClearFailure) {
+  Verdict v = Run("Verdicts.Passes/2ranks", {{"DISTTEST_TIMEOUT", "soon"}});
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out,
+              HasSubstr("environment variable DISTTEST_TIMEOUT='soon' is not "
+                        "a positive number of seconds"));
+}
+
+TEST_P(VerdictsTest, OutputArrivesLineByLinePrefixedWithTheRank) {
+  Verdict v = Run("Verdicts.PrintsLines/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0);
+  for (int r = 0; r < 2; ++r) {
+    std::string rs = std::to_string(r);
+    EXPECT_THAT(v.run.out, HasSubstr("[rank " + rs +
+                                     "] marker-stdout from rank " + rs + "\n"));
+    EXPECT_THAT(v.run.err, HasSubstr("[rank " + rs +
+                                     "] marker-stderr from rank " + rs + "\n"));
+  }
+  // gtest_main's banner of a re-executed rank is not relayed.
+  EXPECT_THAT(v.run.out, Not(HasSubstr("] Running main() from")));
+}
+
+TEST_P(VerdictsTest, InvalidWorldSizeIsAClearFailure) {
+  Verdict v = Run("Verdicts.InvalidWorldSize/0ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("world size 0 is invalid: DIST_TEST_F "
+                                   "world sizes must be between 1 and 1024"));
+}
+
+TEST_P(VerdictsTest, RankEnvironmentIsSetAndParentOnlyVariablesRemoved) {
+  Verdict v = Run("Verdicts.ChildEnvironment/2ranks",
+                  {{"GTEST_TOTAL_SHARDS", "1"},
+                   {"GTEST_SHARD_INDEX", "0"},
+                   {"NCCL_DEBUG", "INFO"},
+                   {"XML_OUTPUT_FILE", "/nonexistent/x.xml"},
+                   {"TEST_PREMATURE_EXIT_FILE", TempPath(".premature")}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+}
+
+TEST_P(VerdictsTest, FatalFailureInSetUpRankSkipsTheBodyButNotTearDown) {
+  Verdict v = Run("VerdictsRankHooks.FatalSetUpSkipsBody/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out,
+              HasSubstr(FailureAt("marker-setup-fatal", "[rank 1/2]")));
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 0] marker-body rank 0"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 1] marker-body")));
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1] marker-teardown rank 1"));
+}
+
+TEST_P(VerdictsTest, CommWithoutInitDistributedSaysWhy) {
+  Verdict v = Run("VerdictsNoComm.*");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("comm() is not available: "
+                                   "options().init_distributed is false"));
+  EXPECT_THAT(TestCaseXml(v.xml, "RunsWithoutCommunicator/3ranks"),
+              Not(HasSubstr("<failure")));
+}
+
+TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
+  // Every case at once, failures, crashes and hangs included; Run() checks
+  // for leftover queues and processes.
+  Verdict v = Run("*");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ]"));
+}
+
+INSTANTIATE_TEST_SUITE_P(LaunchModes, VerdictsTest,
+                         ::testing::Values("fork", "exec"),
+                         [](const auto& info) {
+                           return std::string(info.param);
+                         });
+
+}  // namespace
+}  // namespace disttest::testing

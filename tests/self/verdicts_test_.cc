@@ -1,0 +1,146 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The child binary of the verdict self-tests: distributed tests that pass,
+// fail on one rank, fail fatally, skip, throw, exit, die and hang.
+// verdicts_test.cc runs each with --gtest_filter and checks what the parent
+// reported. Nothing here is run on its own by ctest.
+#include <disttest/disttest.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+namespace {
+
+class Verdicts : public disttest::DistributedTest {
+ protected:
+  Verdicts() {
+    // Keep fault tests quick: peers of a dead rank are ended after 300 ms.
+    options().failure_grace = std::chrono::milliseconds(300);
+    options().timeout = std::chrono::seconds(60);
+    if (const char* mode = std::getenv("VERDICTS_LAUNCH")) {
+      if (std::string(mode) == "exec") {
+        options().launch = disttest::LaunchMode::kExec;
+      }
+    }
+  }
+};
+
+DIST_TEST_F(Verdicts, Passes, 1, 2, 3) {
+  int one = 1;
+  comm().allreduce(&one, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(one, world_size());
+}
+
+DIST_TEST_F(Verdicts, FailsOnRank1Only) {
+  comm().barrier();
+  EXPECT_EQ(rank(), 0) << "marker-nonfatal";
+}
+
+DIST_TEST_F(Verdicts, FailsFatallyOnRank0) {
+  ASSERT_NE(rank(), 0) << "marker-fatal";
+  // Rank 1 is busy for long after rank 0 has failed: it is ended after the
+  // grace period, not at the timeout.
+  std::this_thread::sleep_for(std::chrono::seconds(50));
+}
+
+DIST_TEST_F(Verdicts, PeerOfADeadRankFailsInItsCollective) {
+  ASSERT_NE(rank(), 0) << "marker-fatal-collective";
+  comm().barrier();  // Rank 1 waits here for a rank that already left.
+}
+
+DIST_TEST_F(Verdicts, SkipsOnEveryRank) { GTEST_SKIP() << "marker-skip-all"; }
+
+DIST_TEST_F(Verdicts, SkipsOnOneRank) {
+  if (rank() == 1) GTEST_SKIP() << "marker-skip-one";
+}
+
+class VerdictsAllowPartialSkip : public Verdicts {
+ protected:
+  VerdictsAllowPartialSkip() {
+    options().skip_policy = disttest::SkipPolicy::kAllowPartial;
+  }
+};
+
+DIST_TEST_F(VerdictsAllowPartialSkip, SkipsOnOneRank) {
+  if (rank() == 1) GTEST_SKIP() << "marker-skip-allowed";
+}
+
+DIST_TEST_F(Verdicts, Throws) {
+  if (rank() == 1) throw std::runtime_error("marker-throw");
+}
+
+DIST_TEST_F(Verdicts, CallsExit3) {
+  if (rank() == 1) std::exit(3);
+}
+
+DIST_TEST_F(Verdicts, KilledBySignal) {
+  if (rank() == 0) raise(SIGKILL);
+  comm().barrier();
+}
+
+class VerdictsShortTimeout : public Verdicts {
+ protected:
+  VerdictsShortTimeout() { options().timeout = std::chrono::seconds(1); }
+};
+
+DIST_TEST_F(VerdictsShortTimeout, Hangs) {
+  if (rank() == 1) pause();
+}
+
+DIST_TEST_F(Verdicts, PrintsLines) {
+  std::printf("marker-stdout from rank %d\n", rank());
+  std::fprintf(stderr, "marker-stderr from rank %d\n", rank());
+}
+
+DIST_TEST_F(Verdicts, InvalidWorldSize, 0) {}
+
+DIST_TEST_F(Verdicts, ChildEnvironment, 2) {
+  for (const char* name :
+       {"GTEST_TOTAL_SHARDS", "GTEST_SHARD_INDEX", "GTEST_OUTPUT",
+        "XML_OUTPUT_FILE", "NCCL_DEBUG", "TEST_PREMATURE_EXIT_FILE"}) {
+    EXPECT_EQ(std::getenv(name), nullptr) << name << " leaked into a rank";
+  }
+  EXPECT_STREQ(std::getenv("MASTER_ADDR"), "127.0.0.1");
+  EXPECT_EQ(std::atoi(std::getenv("RANK")), rank());
+  EXPECT_EQ(std::atoi(std::getenv("LOCAL_RANK")), local_rank());
+  EXPECT_EQ(std::atoi(std::getenv("WORLD_SIZE")), 2);
+  EXPECT_EQ(std::atoi(std::getenv("LOCAL_SIZE")), 2);
+  int port = std::atoi(std::getenv("MASTER_PORT"));
+  EXPECT_GT(port, 0);
+  // Every rank sees the same port.
+  int max_port = port;
+  comm().allreduce(&max_port, 1, disttest::ReduceOp::kMax);
+  EXPECT_EQ(max_port, port);
+}
+
+class VerdictsRankHooks : public Verdicts {
+ protected:
+  void SetUpRank() override {
+    std::printf("marker-setup rank %d\n", rank());
+    ASSERT_NE(rank(), 1) << "marker-setup-fatal";
+  }
+  void TearDownRank() override {
+    std::printf("marker-teardown rank %d\n", rank());
+  }
+};
+
+DIST_TEST_F(VerdictsRankHooks, FatalSetUpSkipsBody) {
+  std::printf("marker-body rank %d\n", rank());
+}
+
+class VerdictsNoComm : public Verdicts {
+ protected:
+  VerdictsNoComm() { options().init_distributed = false; }
+};
+
+DIST_TEST_F(VerdictsNoComm, CommThrows) { comm().barrier(); }
+
+DIST_TEST_F(VerdictsNoComm, RunsWithoutCommunicator, 3) {
+  EXPECT_EQ(world_size(), 3);
+}
+
+}  // namespace
