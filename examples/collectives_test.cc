@@ -9,7 +9,7 @@
 // DISABLED_RankSpecificFailure shows what a failure on one rank looks like;
 // it is kept out of the default run:
 //
-//   ./build/examples/collectives_test --gtest_also_run_disabled_tests \
+//   ./build/examples/collectives_test --gtest_also_run_disabled_tests
 //       --gtest_filter='*RankSpecificFailure*'
 #include <disttest/disttest.h>
 

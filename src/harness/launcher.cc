@@ -161,6 +161,12 @@ void Launcher::StartChild(const SpawnRequest& request, pid_t parent) {
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
     _exit(kExitHarnessError);
   }
+  // Ranks never read the terminal: several processes would race for it.
+  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd >= 0) {
+    dup2(null_fd, STDIN_FILENO);
+    close(null_fd);
+  }
   if (dup2(request.stdout_fd, STDOUT_FILENO) < 0 ||
       dup2(request.stderr_fd, STDERR_FILENO) < 0) {
     RawError("cannot redirect the rank's output");
@@ -184,8 +190,9 @@ std::unique_ptr<Launcher> MakeLauncher(LaunchMode mode, RankEntry fork_entry) {
 std::string RerunCommand(const std::string& test_name) {
   std::vector<std::string> args = ReadCommandLine();
   std::string binary = args.empty() ? "<test binary>" : args[0];
-  return fmt::format("{} --gtest_filter='{}' --gtest_also_run_disabled_tests",
-                     binary, test_name);
+  bool disabled = test_name.find("DISABLED_") != std::string::npos;
+  return fmt::format("{} --gtest_filter='{}'{}", binary, test_name,
+                     disabled ? " --gtest_also_run_disabled_tests" : "");
 }
 
 }  // namespace disttest::internal

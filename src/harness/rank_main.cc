@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -69,6 +70,10 @@ std::unique_ptr<Communicator> Connect(const RankEnv& env,
 }  // namespace
 
 void RunRank(RankProgram& program, const Options& options) {
+  // A peer that died closes its sockets; writing to one must fail the
+  // operation with EPIPE (and a message naming the peer), not kill this rank
+  // with SIGPIPE. Gloo writes without MSG_NOSIGNAL.
+  std::signal(SIGPIPE, SIG_IGN);
   std::unique_ptr<ResultChannel> channel = OpenChannel();
   ReportFn report = [&](const RankMessage& m) {
     if (!channel->Send(m, kSendTimeout)) {

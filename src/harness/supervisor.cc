@@ -10,7 +10,9 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "disttest/env/rank_env.h"
 #include "disttest/error.h"
@@ -97,6 +99,7 @@ std::vector<RankReport> Supervisor::Run() {
 }
 
 void Supervisor::SpawnAll() {
+  WarnIfThreaded();
   for (int r = 0; r < spec_.world_size; ++r) {
     try {
       SpawnRank(r);
@@ -163,6 +166,24 @@ void Supervisor::SpawnRank(int r) {
   rank.pid = pid;
   if (pgid_ == 0) pgid_ = pid;
   rank.pidfd = PidFdOpen(pid);
+}
+
+void Supervisor::WarnIfThreaded() const {
+  if (spec_.options.launch != LaunchMode::kFork) return;
+  std::size_t threads = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++threads;
+  }
+  if (threads > 1) {
+    std::fprintf(stderr,
+                 "[ disttest ] warning: %s forks its ranks while the test "
+                 "process runs %zu threads; a forked rank has only the "
+                 "forking thread, and locks the others held stay locked. Use "
+                 "options().launch = disttest::LaunchMode::kExec.\n",
+                 spec_.name.c_str(), threads);
+  }
 }
 
 bool Supervisor::AnyRunning() const {

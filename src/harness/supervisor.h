@@ -64,6 +64,7 @@ class Supervisor {
   };
 
   void Validate() const;
+  void WarnIfThreaded() const;
   void SpawnAll();
   void SpawnRank(int r);
   void Supervise();

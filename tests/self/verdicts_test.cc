@@ -42,16 +42,28 @@ struct Verdict {
   std::string xml;
 };
 
-class VerdictsTest : public ::testing::TestWithParam<const char*> {
+// Which child binary, and how it launches its ranks.
+struct Setup {
+  const char* name;
+  const char* binary;
+  const char* launch;     // VERDICTS_LAUNCH: "fork" or "exec".
+  const char* extra_arg;  // The own-main binary insists on a flag.
+};
+
+void PrintTo(const Setup& setup, std::ostream* os) { *os << setup.name; }
+
+class VerdictsTest : public ::testing::TestWithParam<Setup> {
  protected:
   Verdict Run(const std::string& filter,
               std::vector<std::pair<std::string, std::string>> env = {}) {
     std::string xml_path = TempPath(".xml");
-    env.emplace_back("VERDICTS_LAUNCH", GetParam());
+    env.emplace_back("VERDICTS_LAUNCH", GetParam().launch);
+    std::vector<std::string> args = {GetParam().binary,
+                                     "--gtest_filter=" + filter,
+                                     "--gtest_output=xml:" + xml_path};
+    if (*GetParam().extra_arg != '\0') args.push_back(GetParam().extra_arg);
     Verdict v;
-    v.run = RunChild({DISTTEST_VERDICTS_CHILD, "--gtest_filter=" + filter,
-                      "--gtest_output=xml:" + xml_path},
-                     env);
+    v.run = RunChild(args, env);
     v.xml = ReadFile(xml_path);
     std::filesystem::remove(xml_path);
     EXPECT_FALSE(v.run.timed_out) << v.run.out << v.run.err;
@@ -79,9 +91,10 @@ TEST_P(VerdictsTest, NonFatalFailureOnOneRankNamesOnlyThatRank) {
   std::string tc = TestCaseXml(v.xml, "FailsOnRank1Only/2ranks");
   EXPECT_THAT(tc, HasSubstr("<failure message="));
   EXPECT_THAT(tc, HasSubstr("[rank 1/2]"));
-  EXPECT_THAT(v.run.out,
-              HasSubstr("rerun this test alone: " DISTTEST_VERDICTS_CHILD
-                        " --gtest_filter='Verdicts.FailsOnRank1Only/2ranks'"));
+  EXPECT_THAT(
+      v.run.out,
+      HasSubstr(std::string("rerun this test alone: ") + GetParam().binary +
+                " --gtest_filter='Verdicts.FailsOnRank1Only/2ranks'"));
 }
 
 TEST_P(VerdictsTest, FatalFailureOnRankZeroEndsItsWaitingPeer) {
@@ -237,11 +250,15 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ]"));
 }
 
-INSTANTIATE_TEST_SUITE_P(LaunchModes, VerdictsTest,
-                         ::testing::Values("fork", "exec"),
-                         [](const auto& info) {
-                           return std::string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    LaunchModes, VerdictsTest,
+    ::testing::Values(Setup{"fork", DISTTEST_VERDICTS_CHILD, "fork", ""},
+                      Setup{"exec", DISTTEST_VERDICTS_CHILD, "exec", ""},
+                      Setup{"OwnMainFork", DISTTEST_VERDICTS_OWN_MAIN_CHILD,
+                            "fork", "--user_flag=42"},
+                      Setup{"OwnMainExec", DISTTEST_VERDICTS_OWN_MAIN_CHILD,
+                            "exec", "--user_flag=42"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace disttest::testing
