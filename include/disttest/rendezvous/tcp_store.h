@@ -10,8 +10,9 @@
 // The server is single-threaded and non-blocking: it owns a listening socket
 // and one socket per client, and it is driven by its owner's poll loop through
 // AppendPollFds()/HandlePollFds(), or by PollOnce(). It starts no thread, so a
-// process that forks may host it (fork-safety: the server object must not be
-// used in a forked child; the child closes the fds, see CloseFdsInChild()).
+// process that forks may host it. A forked child must not use the server
+// object; it closes the server's descriptors (those AppendPollFds() lists,
+// all close-on-exec for an exec'd child).
 //
 // Blocking requests (get, wait) are parked on the server until their keys are
 // set; the client enforces its own deadline with poll() and never sleeps in a
