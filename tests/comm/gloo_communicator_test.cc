@@ -15,35 +15,17 @@
 #include "disttest/comm/create.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/tcp_store.h"
+#include "rendezvous/server_thread.h"
 
 namespace disttest {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Serves a store from a thread for the duration of a test.
-class StoreThread {
- public:
-  StoreThread()
-      : server_("127.0.0.1", 0), thread_([this] {
-          while (!stop_) server_.PollOnce(5);
-        }) {}
-  ~StoreThread() {
-    stop_ = true;
-    thread_.join();
-  }
-  int port() const { return server_.port(); }
-
- private:
-  TcpStoreServer server_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 // Runs body(comm) on `world` ranks (threads); rethrows the first failure.
 void RunRanks(int world, const std::function<void(Communicator&)>& body,
               std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
-  StoreThread store;
+  testing::ServerThread store;
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(world);
   for (int r = 0; r < world; ++r) {

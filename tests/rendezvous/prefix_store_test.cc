@@ -12,6 +12,7 @@
 
 #include "disttest/error.h"
 #include "disttest/rendezvous/tcp_store.h"
+#include "rendezvous/server_thread.h"
 
 namespace disttest {
 namespace {
@@ -121,27 +122,8 @@ TEST(PrefixStoreTest, CallsRunWithTheViewTimeoutAndRestoreTheBase) {
   EXPECT_EQ(base.timeout(), milliseconds(5000));  // restored, even on throw
 }
 
-// Serves a TcpStoreServer on 127.0.0.1:0 from a thread until destroyed.
-class ServerLoop {
- public:
-  ServerLoop()
-      : thread_([this] {
-          while (!stop_) server_.PollOnce(10);
-        }) {}
-  ~ServerLoop() {
-    stop_ = true;
-    thread_.join();
-  }
-  int port() const { return server_.port(); }
-
- private:
-  TcpStoreServer server_{"127.0.0.1", 0};
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 TEST(PrefixStoreTest, TimeoutOverTcpNamesThePrefixedKey) {
-  ServerLoop server;
+  testing::ServerThread server;
   TcpStore base("127.0.0.1", server.port(), milliseconds(5000));
   PrefixStore view("p", base);
   view.set_timeout(milliseconds(100));

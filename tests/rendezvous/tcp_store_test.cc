@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "disttest/error.h"
+#include "rendezvous/server_thread.h"
 #include "rendezvous/wire.h"
 
 namespace disttest {
@@ -25,59 +26,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
-
-// Runs a TcpStoreServer on 127.0.0.1:0 in its own thread. Inspection goes
-// through tasks run on that thread between polls, so tests never race the
-// server's data.
-class ServerThread {
- public:
-  ServerThread() : server_("127.0.0.1", 0), thread_([this] { Loop(); }) {}
-  ~ServerThread() {
-    stop_ = true;
-    thread_.join();
-  }
-
-  int port() const { return server_.port(); }
-
-  std::size_t ConnectionCount() {
-    std::promise<std::size_t> count;
-    std::future<std::size_t> result = count.get_future();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      tasks_.push_back([&] { count.set_value(server_.connection_count()); });
-    }
-    return result.get();
-  }
-
-  // Polls ConnectionCount() until it is `n`; false after two seconds.
-  bool WaitForConnectionCount(std::size_t n) {
-    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(2);
-    while (ConnectionCount() != n) {
-      if (Clock::now() > deadline) return false;
-      std::this_thread::sleep_for(milliseconds(5));
-    }
-    return true;
-  }
-
- private:
-  void Loop() {
-    while (!stop_) {
-      server_.PollOnce(10);
-      std::vector<std::function<void()>> tasks;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        tasks.swap(tasks_);
-      }
-      for (auto& task : tasks) task();
-    }
-  }
-
-  TcpStoreServer server_;
-  std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::vector<std::function<void()>> tasks_;
-  std::thread thread_;  // last: starts once everything above exists
-};
+using testing::ServerThread;
 
 // A blocking socket speaking the wire format by hand.
 class RawClient {

@@ -1,0 +1,78 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Test helper: a TcpStoreServer on 127.0.0.1:0 served from a thread.
+//
+//   ServerThread server;
+//   TcpStore client("127.0.0.1", server.port());
+#ifndef DISTTEST_TESTS_RENDEZVOUS_SERVER_THREAD_H_
+#define DISTTEST_TESTS_RENDEZVOUS_SERVER_THREAD_H_
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "disttest/rendezvous/tcp_store.h"
+
+namespace disttest::testing {
+
+// Runs a TcpStoreServer on 127.0.0.1:0 in its own thread. Inspection goes
+// through tasks run on that thread between polls, so tests never race the
+// server's data.
+class ServerThread {
+ public:
+  ServerThread() : server_("127.0.0.1", 0), thread_([this] { Loop(); }) {}
+  ~ServerThread() {
+    stop_ = true;
+    thread_.join();
+  }
+
+  int port() const { return server_.port(); }
+
+  std::size_t ConnectionCount() {
+    std::promise<std::size_t> count;
+    std::future<std::size_t> result = count.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back([&] { count.set_value(server_.connection_count()); });
+    }
+    return result.get();
+  }
+
+  // Polls ConnectionCount() until it is `n`; false after two seconds.
+  bool WaitForConnectionCount(std::size_t n) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (ConnectionCount() != n) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+
+ private:
+  void Loop() {
+    while (!stop_) {
+      server_.PollOnce(10);
+      std::vector<std::function<void()>> tasks;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        tasks.swap(tasks_);
+      }
+      for (auto& task : tasks) task();
+    }
+  }
+
+  TcpStoreServer server_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<std::function<void()>> tasks_;
+  std::thread thread_;  // last: starts once everything above exists
+};
+
+}  // namespace disttest::testing
+
+#endif  // DISTTEST_TESTS_RENDEZVOUS_SERVER_THREAD_H_
