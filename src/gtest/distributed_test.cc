@@ -8,6 +8,7 @@
 #include <cxxabi.h>
 #include <fmt/format.h>
 #include <gtest/gtest-spi.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include "disttest/error.h"
 #include "harness/launcher.h"
 #include "harness/rank_main.h"
+#include "harness/rank_outcome.h"
 #include "harness/supervisor.h"
 #include "harness/verdict.h"
 
@@ -32,8 +34,22 @@ std::string CurrentTestName() {
   return fmt::format("{}.{}", info->test_suite_name(), info->name());
 }
 
+// In a re-executed rank, results that gtest records outside the body (a
+// failure or skip in the fixture's SetUp() or a global environment, which run
+// again in the rank) would otherwise vanish with the printer: print them to
+// stderr, which the parent relays with the rank's label.
+class OutsideBodyResultPrinter : public ::testing::EmptyTestEventListener {
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (r.type() == ::testing::TestPartResult::kSuccess) return;
+    std::fprintf(stderr, "%s:%d: %s\n%s\n",
+                 r.file_name() != nullptr ? r.file_name() : "unknown file",
+                 r.line_number(), r.skipped() ? "Skipped" : "Failure",
+                 r.message());
+  }
+};
+
 // In a re-executed rank, gtest's own printer would print the run's banner,
-// "[ RUN ]" lines and a summary into the rank's output. It is removed before
+// "[ RUN ]" lines and a summary into the rank's output. It is replaced before
 // main() runs, and stdout is made line-buffered before anything is written.
 const bool kSilencedInExecRank = [] {
   if (std::getenv(env::kInternalChildTest) == nullptr) return false;
@@ -41,6 +57,7 @@ const bool kSilencedInExecRank = [] {
   ::testing::TestEventListeners& listeners =
       ::testing::UnitTest::GetInstance()->listeners();
   delete listeners.Release(listeners.default_result_printer());
+  listeners.Append(new OutsideBodyResultPrinter);
   return true;
 }();
 
@@ -218,10 +235,17 @@ void Supervise(DistributedTest& test) {
 
 void DistributedTest::TestBody() {
   const char* child = std::getenv(env::kInternalChildTest);
-  if (child != nullptr && internal::CurrentTestName() == child) {
-    internal::RunAsRank(*this);
-  }
-  internal::Supervise(*this);
+  if (child == nullptr) return internal::Supervise(*this);
+  std::string running = internal::CurrentTestName();
+  if (running == child) internal::RunAsRank(*this);
+  // A re-executed rank must run only its own test; spawning ranks of another
+  // one from here would nest whole tests inside a rank.
+  std::fprintf(stderr,
+               "disttest: this process was started as a rank of %s, but gtest "
+               "is running %s (does main() change --gtest_filter?)\n",
+               child, running.c_str());
+  std::fflush(stderr);
+  _exit(internal::kExitHarnessError);
 }
 
 int DistributedTest::rank() const {

@@ -178,8 +178,17 @@ void Launcher::StartChild(const SpawnRequest& request, pid_t parent) {
     close(request.stderr_fd);
   }
   for (int fd : request.close_in_child) close(fd);
-  RunChild(request);
-  _exit(kExitHarnessError);  // RunChild does not return.
+  // Nothing may unwind out of the child into the parent's code (it would
+  // run the rest of the parent's test as a second parent).
+  try {
+    RunChild(request);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "disttest: rank failed to start: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "disttest: rank failed to start\n");
+  }
+  std::fflush(stderr);
+  _exit(kExitHarnessError);
 }
 
 std::unique_ptr<Launcher> MakeLauncher(LaunchMode mode, RankEntry fork_entry) {
@@ -187,12 +196,39 @@ std::unique_ptr<Launcher> MakeLauncher(LaunchMode mode, RankEntry fork_entry) {
   return std::make_unique<ForkLauncher>(std::move(fork_entry));
 }
 
+namespace {
+
+// Quotes `arg` for a POSIX shell when it needs it.
+std::string ShellQuote(const std::string& arg) {
+  if (!arg.empty() &&
+      arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW"
+                            "XYZ0123456789_-./=:,+@%") == std::string::npos) {
+    return arg;
+  }
+  std::string out = "'";
+  for (char c : arg) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+}  // namespace
+
 std::string RerunCommand(const std::string& test_name) {
   std::vector<std::string> args = ReadCommandLine();
-  std::string binary = args.empty() ? "<test binary>" : args[0];
-  bool disabled = test_name.find("DISABLED_") != std::string::npos;
-  return fmt::format("{} --gtest_filter='{}'{}", binary, test_name,
-                     disabled ? " --gtest_also_run_disabled_tests" : "");
+  std::string command = args.empty() ? "<test binary>" : ShellQuote(args[0]);
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    if (!IsParentOnlyFlag(args[i])) command += " " + ShellQuote(args[i]);
+  }
+  command += " " + ShellQuote("--gtest_filter=" + test_name);
+  if (test_name.find("DISABLED_") != std::string::npos) {
+    command += " --gtest_also_run_disabled_tests";
+  }
+  return command;
 }
 
 }  // namespace disttest::internal

@@ -48,7 +48,8 @@ class Launcher {
  protected:
   // Runs in the parent before fork(): allocate what the child needs.
   virtual void Prepare(const SpawnRequest& /*request*/) {}
-  // Runs in the child; never returns.
+  // Runs in the child; never returns. An exception is caught by the caller
+  // and ends the child with kExitHarnessError.
   [[noreturn]] virtual void RunChild(const SpawnRequest& request) = 0;
 
  private:
@@ -60,8 +61,9 @@ using RankEntry = std::function<void()>;
 
 std::unique_ptr<Launcher> MakeLauncher(LaunchMode mode, RankEntry fork_entry);
 
-// The command line that reruns exactly `test_name` in this binary, for
-// failure messages: "/path/to/bin --gtest_filter='Suite.Name/2ranks'".
+// The command line that reruns exactly `test_name`: this binary with its own
+// arguments, less the gtest flags of this run, plus the filter:
+// "/path/to/bin --my_flag '--gtest_filter=Suite.Name/2ranks'".
 std::string RerunCommand(const std::string& test_name);
 
 }  // namespace disttest::internal

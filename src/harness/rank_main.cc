@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -52,15 +53,23 @@ std::unique_ptr<ResultChannel> OpenChannel() {
   }
 }
 
+// The deadline of every blocking operation in a rank: shorter than the
+// test's, so that a rank stuck in a collective reports which operation and
+// which peer before the parent's timeout kills it.
+std::chrono::milliseconds RankTimeout(std::chrono::milliseconds test) {
+  return test - std::min<std::chrono::milliseconds>(test / 10,
+                                                    std::chrono::seconds(5));
+}
+
 // Rendezvous, communicator and the first barrier. Throws on failure.
 std::unique_ptr<Communicator> Connect(const RankEnv& env,
                                       const Options& options,
                                       std::unique_ptr<TcpStore>* store) {
   *store = std::make_unique<TcpStore>(env.master_addr, env.master_port,
-                                      options.timeout);
+                                      RankTimeout(options.timeout));
   GlooOptions gloo;
   gloo.hostname = env.master_addr;
-  gloo.timeout = options.timeout;
+  gloo.timeout = RankTimeout(options.timeout);
   auto comm = CreateCommunicator(options.backend, **store, env.rank,
                                  env.world_size, gloo);
   comm->barrier();

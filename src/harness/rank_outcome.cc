@@ -22,6 +22,18 @@ RankOutcome RankOutcome::FromWaitStatus(int status) {
   return o;
 }
 
+RankOutcome RankOutcome::FromSigInfo(const siginfo_t& info) {
+  RankOutcome o;
+  if (info.si_code == CLD_EXITED) {
+    o.exited_ = true;
+  } else {
+    o.signaled_ = true;
+    o.core_dumped_ = info.si_code == CLD_DUMPED;
+  }
+  o.code_ = info.si_status;
+  return o;
+}
+
 std::string SignalName(int signal) {
   const char* abbrev = sigabbrev_np(signal);
   if (abbrev == nullptr) return fmt::format("signal {}", signal);

@@ -11,6 +11,8 @@
 #ifndef DISTTEST_SRC_HARNESS_RANK_OUTCOME_H_
 #define DISTTEST_SRC_HARNESS_RANK_OUTCOME_H_
 
+#include <signal.h>
+
 #include <string>
 
 namespace disttest::internal {
@@ -29,6 +31,8 @@ class RankOutcome {
  public:
   RankOutcome() = default;
   static RankOutcome FromWaitStatus(int status);
+  // From waitid()'s siginfo (si_code CLD_EXITED, CLD_KILLED or CLD_DUMPED).
+  static RankOutcome FromSigInfo(const siginfo_t& info);
 
   bool exited() const { return exited_; }
   int exit_code() const { return code_; }

@@ -40,6 +40,18 @@ int PidFdOpen(pid_t pid) {
 #endif
 }
 
+struct FdCloser {
+  explicit FdCloser(int f) : fd(f) {}
+  ~FdCloser() { close(fd); }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+  int fd;
+};
+
+// How long, after SIGKILL, the parent waits for a rank to be reapable. Only
+// a process stuck in uninterruptible sleep (a hung driver) takes longer.
+constexpr std::chrono::seconds kReapDeadline(10);
+
 std::pair<int, int> MakePipe() {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
@@ -87,12 +99,16 @@ std::vector<RankReport> Supervisor::Run() {
   }
   SpawnAll();
   Supervise();
-  std::vector<RankReport> reports;
+  // Kill the group and reap first: a process a rank started may still hold
+  // the output pipes, and its death lets the relays see end of file.
+  KillRemaining("the test ended");
+  ReapAll();
   for (Rank& rank : ranks_) {
     if (rank.out) rank.out->Finish();
     if (rank.err) rank.err->Finish();
   }
   DrainChannels();
+  std::vector<RankReport> reports;
   for (Rank& rank : ranks_) reports.push_back(std::move(rank.report));
   CleanUp();
   return reports;
@@ -106,13 +122,10 @@ void Supervisor::SpawnAll() {
     } catch (const std::exception& e) {
       // The ranks already started are waiting for this one; end them now.
       KillRemaining(fmt::format("rank {} could not be started", r));
-      ranks_[r].report.channel_errors.push_back(
-          fmt::format("could not be started: {}", e.what()));
-      ranks_[r].report.reaped = true;
+      ranks_[r].report.not_started = e.what();
       for (int later = r + 1; later < spec_.world_size; ++later) {
-        ranks_[later].report.reaped = true;
-        ranks_[later].report.killed_because =
-            fmt::format("not started, because rank {} could not be", r);
+        ranks_[later].report.not_started =
+            fmt::format("rank {} could not be started", r);
       }
       return;
     }
@@ -121,10 +134,14 @@ void Supervisor::SpawnAll() {
 
 void Supervisor::SpawnRank(int r) {
   Rank& rank = ranks_[r];
-  auto [out_read, out_write] = MakePipe();
+  // The relays own the read ends at once; the write ends are closed on every
+  // path out of this function.
+  auto [out_read, out_write_fd] = MakePipe();
+  FdCloser out_write(out_write_fd);
   rank.out = std::make_unique<OutputRelay>(out_read, stdout,
                                            fmt::format("[rank {}] ", r));
-  auto [err_read, err_write] = MakePipe();
+  auto [err_read, err_write_fd] = MakePipe();
+  FdCloser err_write(err_write_fd);
   rank.err = std::make_unique<OutputRelay>(err_read, stderr,
                                            fmt::format("[rank {}] ", r));
   if (spec_.options.launch == LaunchMode::kExec) {
@@ -140,8 +157,8 @@ void Supervisor::SpawnRank(int r) {
   request.rank.master_port = server_->port();
   request.test_name = spec_.name;
   request.result_queue = rank.channel->name();
-  request.stdout_fd = out_write;
-  request.stderr_fd = err_write;
+  request.stdout_fd = out_write.fd;
+  request.stderr_fd = err_write.fd;
   request.pgid = pgid_;
   std::vector<pollfd> server_fds;
   server_->AppendPollFds(&server_fds);
@@ -153,16 +170,7 @@ void Supervisor::SpawnRank(int r) {
       request.close_in_child.push_back(other.err->fd());
     if (other.pidfd >= 0) request.close_in_child.push_back(other.pidfd);
   }
-  pid_t pid = -1;
-  try {
-    pid = launcher_->Spawn(request);
-  } catch (...) {
-    close(out_write);
-    close(err_write);
-    throw;
-  }
-  close(out_write);
-  close(err_write);
+  pid_t pid = launcher_->Spawn(request);
   rank.pid = pid;
   if (pgid_ == 0) pgid_ = pid;
   rank.pidfd = PidFdOpen(pid);
@@ -188,7 +196,7 @@ void Supervisor::WarnIfThreaded() const {
 
 bool Supervisor::AnyRunning() const {
   for (const Rank& rank : ranks_) {
-    if (rank.pid > 0 && !rank.report.reaped) return true;
+    if (rank.pid > 0 && !rank.exited) return true;
   }
   return false;
 }
@@ -220,7 +228,7 @@ void Supervisor::Supervise() {
         if (relay != nullptr && relay->open())
           fds.push_back({relay->fd(), POLLIN, 0});
       }
-      if (rank.pidfd >= 0 && !rank.report.reaped)
+      if (rank.pidfd >= 0 && !rank.exited)
         fds.push_back({rank.pidfd, POLLIN, 0});
     }
     int n = poll(fds.data(), fds.size(), PollTimeoutMs(now));
@@ -240,13 +248,13 @@ void Supervisor::Supervise() {
       }
     }
     DrainChannels();
-    ReapExited();
+    ObserveExits();
   }
 }
 
 void Supervisor::DrainChannels() {
   for (Rank& rank : ranks_) {
-    if (!rank.channel) continue;
+    if (!rank.channel || rank.channel_broken) continue;
     std::string error;
     while (auto m = rank.channel->TryReceive(&error)) {
       if (m->kind == RankMessage::Kind::kDone) {
@@ -255,21 +263,27 @@ void Supervisor::DrainChannels() {
         rank.report.results.push_back(std::move(*m));
       }
     }
-    if (!error.empty()) rank.report.channel_errors.push_back(error);
+    if (!error.empty()) {
+      // A queue that failed once (a writer died holding its lock, or wrote
+      // garbage) is not read again; the exit status still says how it ended.
+      rank.channel_broken = true;
+      rank.report.channel_errors.push_back(error);
+    }
   }
 }
 
-void Supervisor::ReapExited() {
+void Supervisor::ObserveExits() {
   for (Rank& rank : ranks_) {
-    if (rank.pid <= 0 || rank.report.reaped) continue;
-    int status = 0;
-    pid_t got = waitpid(rank.pid, &status, WNOHANG);
-    if (got == rank.pid) {
-      rank.report.reaped = true;
-      rank.report.outcome = RankOutcome::FromWaitStatus(status);
+    if (rank.pid <= 0 || rank.exited) continue;
+    siginfo_t info{};
+    int rc = waitid(P_PID, rank.pid, &info, WEXITED | WNOHANG | WNOWAIT);
+    if (rc == 0 && info.si_pid == rank.pid) {
+      rank.exited = true;
+      rank.report.outcome = RankOutcome::FromSigInfo(info);
       OnRankEnded(rank);
-    } else if (got < 0 && errno != EINTR) {
-      rank.report.reaped = true;  // ECHILD: someone else reaped it.
+    } else if (rc < 0 && errno != EINTR) {
+      // ECHILD: someone else (a SIGCHLD handler of the test?) reaped it.
+      rank.exited = rank.reaped = true;
       rank.report.channel_errors.push_back(
           fmt::format("could not be waited for: {}", std::strerror(errno)));
     }
@@ -281,46 +295,66 @@ void Supervisor::OnRankEnded(Rank& rank) {
     close(rank.pidfd);
     rank.pidfd = -1;
   }
-  const RankOutcome& o = rank.report.outcome;
+  const RankOutcome& o = *rank.report.outcome;
   bool passed = o.exited() && o.exit_code() == kExitPassed;
   if (passed || grace_deadline_ || !rank.report.killed_because.empty()) return;
   // Peers may be waiting for this rank in a collective that will never
-  // complete: give them a grace period, then end them.
-  DrainChannels();
-  std::string how =
-      o.exited() && o.exit_code() == kExitSkipped  ? std::string("skipped")
-      : o.exited() && o.exit_code() == kExitFailed ? std::string("failed")
-                                                   : o.str();
-  grace_deadline_ = Clock::now() + spec_.options.failure_grace;
-  grace_reason_ =
-      fmt::format("still running {} ms after rank {} {}",
-                  spec_.options.failure_grace.count(), rank.report.rank, how);
+  // complete: give them a grace period, then end them. Ranks that skip
+  // usually all skip at once, so after a skip the others get longer before
+  // they count as stuck.
+  bool skipped = o.exited() && o.exit_code() == kExitSkipped;
+  std::string how = skipped                                      ? "skipped"
+                    : o.exited() && o.exit_code() == kExitFailed ? "failed"
+                                                                 : o.str();
+  auto grace = spec_.options.failure_grace * (skipped ? 5 : 1);
+  grace_deadline_ = Clock::now() + grace;
+  grace_reason_ = fmt::format("still running {} ms after rank {} {}",
+                              grace.count(), rank.report.rank, how);
 }
 
 void Supervisor::KillRemaining(const std::string& reason) {
-  bool any = false;
   for (Rank& rank : ranks_) {
-    if (rank.pid <= 0 || rank.report.reaped) continue;
-    any = true;
+    if (rank.pid <= 0 || rank.exited) continue;
     if (rank.report.killed_because.empty()) rank.report.killed_because = reason;
     kill(rank.pid, SIGKILL);
   }
-  // The group is certainly ours while one of its members is unreaped; it
-  // also holds whatever a rank started (kExec ranks may start processes).
-  if (any && pgid_ > 0) kill(-pgid_, SIGKILL);
+  // The group also holds whatever the ranks started. Its id is rank 0's pid,
+  // which stays ours until rank 0 is reaped (ObserveExits leaves it a
+  // zombie), so this never signals a stranger's group.
+  if (pgid_ > 0 && !ranks_.empty() && !ranks_[0].reaped) kill(-pgid_, SIGKILL);
   grace_deadline_.reset();
+}
+
+void Supervisor::ReapAll() {
+  Clock::time_point deadline = Clock::now() + kReapDeadline;
+  for (Rank& rank : ranks_) {
+    if (rank.pid <= 0 || rank.reaped) continue;
+    int status = 0;
+    pid_t got = 0;
+    while ((got = waitpid(rank.pid, &status, WNOHANG)) == 0 ||
+           (got < 0 && errno == EINTR)) {
+      if (Clock::now() >= deadline) break;
+      poll(nullptr, 0, 1);  // Only after SIGKILL, so only briefly.
+    }
+    if (got != rank.pid) {
+      rank.report.channel_errors.push_back(fmt::format(
+          "could not be reaped within {} s of SIGKILL (uninterruptible "
+          "sleep in a driver?)",
+          kReapDeadline.count()));
+      continue;
+    }
+    rank.reaped = true;
+    if (!rank.exited) {
+      rank.exited = true;
+      rank.report.outcome = RankOutcome::FromWaitStatus(status);
+    }
+  }
 }
 
 void Supervisor::CleanUp() {
   KillRemaining("the test ended");
+  ReapAll();
   for (Rank& rank : ranks_) {
-    if (rank.pid > 0 && !rank.report.reaped) {
-      int status = 0;
-      while (waitpid(rank.pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      rank.report.reaped = true;
-      rank.report.outcome = RankOutcome::FromWaitStatus(status);
-    }
     if (rank.pidfd >= 0) close(rank.pidfd);
     rank.pidfd = -1;
     rank.out.reset();

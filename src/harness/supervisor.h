@@ -20,8 +20,11 @@
 // When a rank ends in anything but a pass, the others get
 // options.failure_grace to finish, then are killed (they may be blocked in a
 // collective that cannot complete). At options.timeout every live rank is
-// killed. Nothing outlives Run(): every child is reaped, every queue removed,
-// every socket and pipe closed, also when Run() throws.
+// killed; a rank that skipped gives them five times as long, since skipping
+// ranks usually all skip at once. At options.timeout every live rank is
+// killed. Nothing outlives Run(): at the end the test's process group is
+// killed (processes a rank started go with it), every child is reaped, every
+// queue removed, every socket and pipe closed, also when Run() throws.
 #ifndef DISTTEST_SRC_HARNESS_SUPERVISOR_H_
 #define DISTTEST_SRC_HARNESS_SUPERVISOR_H_
 
@@ -57,6 +60,12 @@ class Supervisor {
   struct Rank {
     pid_t pid = -1;
     int pidfd = -1;
+    // Exited: its end was seen (waitid with WNOWAIT) but the process is kept
+    // as a zombie until CleanUp, so that rank 0's pid, which names the
+    // process group, cannot be reused while the group may still be killed.
+    bool exited = false;
+    bool reaped = false;
+    bool channel_broken = false;
     std::unique_ptr<OutputRelay> out;
     std::unique_ptr<OutputRelay> err;
     std::unique_ptr<ResultChannel> channel;
@@ -70,10 +79,11 @@ class Supervisor {
   void Supervise();
   int PollTimeoutMs(Clock::time_point now) const;
   void DrainChannels();
-  void ReapExited();
+  void ObserveExits();
   void OnRankEnded(Rank& rank);
   void KillRemaining(const std::string& reason);
   void CleanUp();
+  void ReapAll();
   bool AnyRunning() const;
 
   TestSpec spec_;

@@ -11,27 +11,57 @@ std::string Label(const TestSpec& spec, int rank) {
   return fmt::format("[rank {}/{}]", rank, spec.world_size);
 }
 
+bool HasResult(const RankReport& r, RankMessage::Kind a, RankMessage::Kind b) {
+  for (const RankMessage& m : r.results) {
+    if (m.kind == a || m.kind == b) return true;
+  }
+  return false;
+}
+
+// What a rank's exit status says when its final report never came.
+std::string EndWithoutReport(const RankOutcome& o) {
+  switch (o.exit_code()) {
+    case kExitHarnessError:
+      return fmt::format(
+          "{}: disttest could not set the rank up; its output above says why",
+          o.str());
+    case kExitExecFailed:
+      return fmt::format("{}: the test binary could not be re-executed",
+                         o.str());
+    case kExitFailed:
+    case kExitSkipped:
+      return fmt::format("{} (it {}), but its report was lost", o.str(),
+                         o.exit_code() == kExitFailed ? "failed" : "skipped");
+    default:
+      return fmt::format("{} before the test body finished", o.str());
+  }
+}
+
 // How a rank ended when that is itself a failure; nullopt when it ended the
 // way the harness ends a rank that ran its body to the end.
 std::optional<std::string> AbnormalEnd(const RankReport& r) {
+  if (!r.not_started.empty()) {
+    return fmt::format("was not started: {}", r.not_started);
+  }
   if (!r.killed_because.empty()) {
     return fmt::format("was killed by disttest: {}", r.killed_because);
   }
-  if (!r.reaped) return std::string("was never reaped");
-  const RankOutcome& o = r.outcome;
+  if (!r.outcome) return std::string("ended, but how is unknown");
+  const RankOutcome& o = *r.outcome;
   if (o.signaled()) return o.str();
-  if (!r.done) {
-    if (o.exit_code() == kExitExecFailed) {
-      return fmt::format("{}: the test binary could not be re-executed",
-                         o.str());
-    }
-    return fmt::format("{} before the test body finished", o.str());
-  }
+  if (!r.done) return EndWithoutReport(o);
   int expected = *r.done == kVerdictPassed    ? kExitPassed
                  : *r.done == kVerdictSkipped ? kExitSkipped
                                               : kExitFailed;
   if (o.exit_code() != expected) {
     return fmt::format("{} after reporting that it {}", o.str(), *r.done);
+  }
+  if (*r.done == kVerdictFailed &&
+      !HasResult(r, RankMessage::Kind::kFatalFailure,
+                 RankMessage::Kind::kNonFatalFailure)) {
+    return std::string(
+        "reported that it failed, but its failure messages were lost; its "
+        "output above may say why");
   }
   return std::nullopt;
 }

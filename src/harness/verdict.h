@@ -36,11 +36,11 @@ struct TestSpec {
 // Everything the parent learned about one rank.
 struct RankReport {
   int rank = 0;
-  std::vector<RankMessage> results;  // In arrival order; no kDone.
-  std::optional<std::string> done;   // The kDone verdict, if it came.
-  bool reaped = false;
-  RankOutcome outcome;
-  std::string killed_because;  // Set when the harness killed the rank.
+  std::vector<RankMessage> results;    // In arrival order; no kDone.
+  std::optional<std::string> done;     // The kDone verdict, if it came.
+  std::optional<RankOutcome> outcome;  // How it ended; empty if unknown.
+  std::string not_started;             // Why the rank was never started.
+  std::string killed_because;          // Set when the harness killed the rank.
   std::vector<std::string> channel_errors;
 };
 

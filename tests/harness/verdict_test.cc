@@ -30,7 +30,6 @@ RankReport Ended(int rank, const char* verdict, int code) {
   RankReport r;
   r.rank = rank;
   r.done = verdict;
-  r.reaped = true;
   r.outcome = RankOutcome::FromWaitStatus(code << 8);
   return r;
 }
@@ -71,15 +70,12 @@ TEST(JudgeTest, ResultWithoutLocationIsPlacedAtTheTest) {
 TEST(JudgeTest, SignalAndEarlyExitAndKillAreFatalAndNamed) {
   RankReport sig;
   sig.rank = 0;
-  sig.reaped = true;
   sig.outcome = RankOutcome::FromWaitStatus(SIGSEGV);
   RankReport early;
   early.rank = 1;
-  early.reaped = true;
   early.outcome = RankOutcome::FromWaitStatus(3 << 8);
   RankReport killed;
   killed.rank = 2;
-  killed.reaped = true;
   killed.outcome = RankOutcome::FromWaitStatus(SIGKILL);
   killed.killed_because = "the test timed out after 5 ms";
   auto f = Judge(Spec(3), {sig, early, killed});
@@ -131,6 +127,47 @@ TEST(JudgeTest, FailureOutranksSkip) {
   auto f = Judge(Spec(1), {r0});
   ASSERT_THAT(f, SizeIs(1));
   EXPECT_EQ(f[0].kind, Kind::kFailure);
+}
+
+TEST(JudgeTest, FailureWhoseMessagesWereLostIsStillAFailure) {
+  // The rank says it failed and exits so, but no failure reached the parent
+  // (its queue was full or broken): the test must not pass.
+  auto f = Judge(Spec(2), {Passed(0), Ended(1, kVerdictFailed, kExitFailed)});
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].kind, Kind::kFatalFailure);
+  EXPECT_THAT(f[0].message,
+              HasSubstr("[rank 1/2] reported that it failed, but its failure "
+                        "messages were lost"));
+}
+
+TEST(JudgeTest, ExitWithoutReportIsExplainedByItsCode) {
+  auto without_report = [](int code) {
+    RankReport r;
+    r.outcome = RankOutcome::FromWaitStatus(code << 8);
+    return Judge(Spec(1), {r}).at(0).message;
+  };
+  EXPECT_THAT(without_report(kExitHarnessError),
+              HasSubstr("disttest could not set the rank up"));
+  EXPECT_THAT(without_report(kExitExecFailed),
+              HasSubstr("could not be re-executed"));
+  EXPECT_THAT(without_report(kExitFailed),
+              HasSubstr("(it failed), but its report was lost"));
+  EXPECT_THAT(without_report(0),
+              HasSubstr("exited with status 0 before the test body finished"));
+}
+
+TEST(JudgeTest, RankNotStartedOrOfUnknownEndIsNamed) {
+  RankReport a;
+  a.rank = 0;
+  a.not_started = "cannot fork rank 0/2: Resource temporarily unavailable";
+  RankReport b;
+  b.rank = 1;
+  auto f = Judge(Spec(2), {a, b});
+  ASSERT_THAT(f, SizeIs(2));
+  EXPECT_EQ(f[0].message,
+            "[rank 0/2] was not started: cannot fork rank 0/2: Resource "
+            "temporarily unavailable");
+  EXPECT_EQ(f[1].message, "[rank 1/2] ended, but how is unknown");
 }
 
 TEST(JudgeTest, ChannelErrorsAreReported) {

@@ -99,6 +99,11 @@ std::vector<std::string> KillOrphans() {
     if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
     std::string status = ReadFile("/proc/" + pid + "/status");
     if (status.find("\nPPid:\t" + self + "\n") == std::string::npos) continue;
+    if (status.find("\nState:\tZ") != std::string::npos) {
+      // Already dead (killed with its group): reap it, it is not a leak.
+      waitpid(std::stoi(pid), nullptr, 0);
+      continue;
+    }
     std::string cmdline = ReadFile("/proc/" + pid + "/cmdline");
     for (char& c : cmdline) {
       if (c == '\0') c = ' ';

@@ -39,7 +39,8 @@ std::vector<std::string> ShmLeftovers(pid_t pid);
 // Descendants of RunChild's children that outlived them. RunChild makes this
 // process a child subreaper, so an orphaned rank is re-parented here rather
 // than to init, where a test running beside this one could not tell it from
-// its own. Each one found is described, killed and reaped.
+// its own. Each live one found is described, killed and reaped; dead ones
+// (zombies) are only reaped.
 std::vector<std::string> KillOrphans();
 
 // The text of file `path` ("" when it cannot be read).

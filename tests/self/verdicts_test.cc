@@ -91,10 +91,14 @@ TEST_P(VerdictsTest, NonFatalFailureOnOneRankNamesOnlyThatRank) {
   std::string tc = TestCaseXml(v.xml, "FailsOnRank1Only/2ranks");
   EXPECT_THAT(tc, HasSubstr("<failure message="));
   EXPECT_THAT(tc, HasSubstr("[rank 1/2]"));
-  EXPECT_THAT(
-      v.run.out,
-      HasSubstr(std::string("rerun this test alone: ") + GetParam().binary +
-                " --gtest_filter='Verdicts.FailsOnRank1Only/2ranks'"));
+  // The rerun command is this binary with the user's own arguments and
+  // exactly this test.
+  std::string user_args =
+      *GetParam().extra_arg ? std::string(GetParam().extra_arg) + " " : "";
+  EXPECT_THAT(v.run.out,
+              HasSubstr(std::string("rerun this test alone: ") +
+                        GetParam().binary + " " + user_args +
+                        "--gtest_filter=Verdicts.FailsOnRank1Only/2ranks\n"));
 }
 
 TEST_P(VerdictsTest, FatalFailureOnRankZeroEndsItsWaitingPeer) {
@@ -128,6 +132,18 @@ TEST_P(VerdictsTest, SkipOnEveryRankSkipsTheTest) {
   EXPECT_THAT(v.run.out, HasSubstr("all 2 ranks skipped: marker-skip-all"));
   EXPECT_THAT(TestCaseXml(v.xml, "SkipsOnEveryRank/2ranks"),
               HasSubstr("result=\"skipped\""));
+}
+
+TEST_P(VerdictsTest, RanksThatSkipAtDifferentTimesStillSkipTheTest) {
+  Verdict v = Run("Verdicts.SkipsOnEveryRankAtDifferentTimes/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("all 2 ranks skipped: marker-skip-late"));
+}
+
+TEST_P(VerdictsTest, ProcessesStartedByARankEndWithTheTest) {
+  // Run() fails if the `sleep 600` a rank started is still alive.
+  Verdict v = Run("Verdicts.StartsAProcessThatOutlivesTheRank/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
 }
 
 TEST_P(VerdictsTest, SkipOnOneRankIsAFailureNamingIt) {
@@ -165,7 +181,12 @@ TEST_P(VerdictsTest, SignalIsReportedByName) {
   EXPECT_THAT(v.run.out, HasSubstr("[rank 0/2] killed by signal 9 (SIGKILL)"));
   // Its peer fails in the barrier (closed connection) or is ended after the
   // grace period; either way promptly.
-  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] "));
+  EXPECT_THAT(v.run.out,
+              ::testing::AnyOf(
+                  HasSubstr("[rank 1/2] the test body threw "
+                            "disttest::CommError: [rank 1/2] barrier failed"),
+                  HasSubstr("[rank 1/2] was killed by disttest: still "
+                            "running 300 ms after rank 0 killed by signal 9")));
   EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
 }
 
@@ -223,6 +244,20 @@ TEST_P(VerdictsTest, RankEnvironmentIsSetAndParentOnlyVariablesRemoved) {
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
 }
 
+TEST_P(VerdictsTest, GtestOutputVariableDoesNotReachTheRanks) {
+  // With GTEST_OUTPUT inherited, every rank of an exec-mode test would write
+  // (and overwrite) the report; only the parent may.
+  std::string xml = TempPath(".env.xml");
+  Verdict v =
+      Run("Verdicts.ChildEnvironment/2ranks", {{"GTEST_OUTPUT", "xml:" + xml}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  std::string report = ReadFile(xml);
+  std::filesystem::remove(xml);
+  // The parent wrote it (the driver's --gtest_output flag wins over the
+  // variable for the parent), so the variable's file must not exist at all.
+  EXPECT_EQ(report, "");
+}
+
 TEST_P(VerdictsTest, FatalFailureInSetUpRankSkipsTheBodyButNotTearDown) {
   Verdict v = Run("VerdictsRankHooks.FatalSetUpSkipsBody/2ranks");
   EXPECT_EQ(v.run.exit_code, 1);
@@ -247,7 +282,9 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // for leftover queues and processes.
   Verdict v = Run("*");
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ]"));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 8 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 2 tests"));
+  EXPECT_THAT(v.run.out, HasSubstr("11 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

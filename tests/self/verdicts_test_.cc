@@ -91,6 +91,21 @@ DIST_TEST_F(VerdictsShortTimeout, Hangs) {
   if (rank() == 1) pause();
 }
 
+DIST_TEST_F(Verdicts, SkipsOnEveryRankAtDifferentTimes) {
+  // Rank 1 skips a second after rank 0: longer than the failure grace
+  // (300 ms), well within the grace after a skip (1500 ms).
+  if (rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(1));
+  GTEST_SKIP() << "marker-skip-late";
+}
+
+DIST_TEST_F(Verdicts, StartsAProcessThatOutlivesTheRank) {
+  // A passing rank leaves a background process behind; the harness must end
+  // it with the test.
+  if (rank() == 1) {
+    ASSERT_EQ(std::system("sleep 600 &"), 0);
+  }
+}
+
 DIST_TEST_F(Verdicts, PrintsLines) {
   std::printf("marker-stdout from rank %d\n", rank());
   std::fprintf(stderr, "marker-stderr from rank %d\n", rank());
@@ -108,6 +123,8 @@ DIST_TEST_F(Verdicts, ChildEnvironment, 2) {
   EXPECT_EQ(std::atoi(std::getenv("RANK")), rank());
   EXPECT_EQ(std::atoi(std::getenv("LOCAL_RANK")), local_rank());
   EXPECT_EQ(std::atoi(std::getenv("WORLD_SIZE")), 2);
+  EXPECT_EQ(std::getenv("DISTTEST_INTERNAL_CHILD_TEST"), nullptr);
+  EXPECT_EQ(std::getenv("DISTTEST_INTERNAL_RESULT_QUEUE"), nullptr);
   EXPECT_EQ(std::atoi(std::getenv("LOCAL_SIZE")), 2);
   int port = std::atoi(std::getenv("MASTER_PORT"));
   EXPECT_GT(port, 0);

@@ -6,8 +6,9 @@
 //                                            rank, world_size, {});
 //
 // Collective: every rank calls it with the same store and options.
-// Backend::kNccl in a build without NCCL throws CommError:
+// Backend::kNccl throws CommError until the NCCL backend lands:
 //   "backend nccl is not available: disttest was built without CUDA and NCCL"
+// Backend::kAuto means Gloo until then.
 #ifndef DISTTEST_COMM_CREATE_H_
 #define DISTTEST_COMM_CREATE_H_
 

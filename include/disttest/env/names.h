@@ -26,7 +26,8 @@ inline constexpr char kWorldSize[] = "WORLD_SIZE";
 inline constexpr char kLocalSize[] = "LOCAL_SIZE";
 inline constexpr char kLocalWorldSize[] = "LOCAL_WORLD_SIZE";
 
-// --- The harness's own knobs (each flag --disttest_<name>). ---
+// --- The harness's own knobs (environment variables only, so that any
+// main() and any launcher pass them through unchanged). ---
 // Per-test timeout in seconds (a positive number); overrides
 // options().timeout.
 inline constexpr char kTimeout[] = "DISTTEST_TIMEOUT";

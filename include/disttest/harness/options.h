@@ -50,9 +50,10 @@ struct Options {
   // tests of code that builds its own.
   bool init_distributed = true;
   SkipPolicy skip_policy = SkipPolicy::kFailOnPartial;
-  // After a rank fails fatally, dies or exits early, the others get this long
-  // to finish before they are killed (they may be blocked in a collective
-  // that will never complete).
+  // After a rank ends in anything but a pass (a failure, a crash, an early
+  // exit), the others get this long to finish before they are killed: they
+  // may be blocked in a collective that will never complete. After a skip
+  // they get five times as long.
   std::chrono::milliseconds failure_grace = std::chrono::seconds(2);
   // Address the store listens on and the ranks' sockets bind to.
   std::string master_addr = "127.0.0.1";
