@@ -99,18 +99,23 @@ std::vector<std::string> KillOrphans() {
     if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
     std::string status = ReadFile("/proc/" + pid + "/status");
     if (status.find("\nPPid:\t" + self + "\n") == std::string::npos) continue;
-    if (status.find("\nState:\tZ") != std::string::npos) {
-      // Already dead (killed with its group): reap it, it is not a leak.
-      waitpid(std::stoi(pid), nullptr, 0);
-      continue;
-    }
+    // A process the harness killed with its group may still be dying: give
+    // it a moment. One still alive after that was left behind.
+    pid_t child = std::stoi(pid);
     std::string cmdline = ReadFile("/proc/" + pid + "/cmdline");
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    bool dead = false;
+    while (!dead && std::chrono::steady_clock::now() < deadline) {
+      dead = waitpid(child, nullptr, WNOHANG) == child;
+      if (!dead) poll(nullptr, 0, 5);
+    }
+    if (dead) continue;
     for (char& c : cmdline) {
       if (c == '\0') c = ' ';
     }
     found.push_back(pid + ": " + cmdline);
-    kill(std::stoi(pid), SIGKILL);
-    waitpid(std::stoi(pid), nullptr, 0);
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
   }
   return found;
 }

@@ -39,8 +39,9 @@ std::vector<std::string> ShmLeftovers(pid_t pid);
 // Descendants of RunChild's children that outlived them. RunChild makes this
 // process a child subreaper, so an orphaned rank is re-parented here rather
 // than to init, where a test running beside this one could not tell it from
-// its own. Each live one found is described, killed and reaped; dead ones
-// (zombies) are only reaped.
+// its own. One that dies within two seconds (it was killed with its group
+// and is still exiting) is only reaped; one alive after that is described,
+// killed and reaped.
 std::vector<std::string> KillOrphans();
 
 // The text of file `path` ("" when it cannot be read).
