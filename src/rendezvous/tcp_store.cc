@@ -3,14 +3,18 @@
 // TcpStore: the store client. One request is in flight at a time: send a
 // frame, then wait for the reply frame. The socket is non-blocking and every
 // wait is a poll() against the request's deadline, so a blocking get or wait
-// costs no CPU and ends exactly at the deadline, with no sleep loop.
+// costs no CPU and ends exactly at the deadline, with no sleep loop. With a
+// token, every new connection opens with a HELLO frame sent just ahead of
+// the request that needed the connection.
 #include "disttest/rendezvous/tcp_store.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -222,17 +226,20 @@ std::vector<char> Encode(const Request& request, std::string_view what) {
       fmt::format("store {} sent a malformed reply to {}", endpoint, what));
 }
 
+// `closed_hint` is appended when the server closed the connection.
 [[noreturn]] void ThrowIoFailure(const IoStatus& io, std::string_view what,
                                  milliseconds timeout,
-                                 std::string_view endpoint) {
+                                 std::string_view endpoint,
+                                 std::string_view closed_hint) {
   switch (io.result) {
     case IoResult::kTimedOut:
       throw TimeoutError(
           fmt::format("store {} timed out after {} ms (store {})", what,
                       timeout.count(), endpoint));
     case IoResult::kClosed:
-      throw StoreError(fmt::format("store connection to {} closed during {}",
-                                   endpoint, what));
+      throw StoreError(
+          fmt::format("store at {} closed the connection during {}{}", endpoint,
+                      what, closed_hint));
     case IoResult::kMalformed:
       ThrowMalformedReply(endpoint, what);
     default:
@@ -257,7 +264,47 @@ void CheckStatus(const std::vector<char>& payload, std::string_view what,
   throw StoreError(fmt::format("store {} failed: {}", what, message));
 }
 
+// Why a server closes a connection during its first request: it checks the
+// token, or its absence, on the first frame.
+std::string_view ClosedHint(bool fresh, bool has_token) {
+  if (!fresh) return "";
+  return has_token ? " (a wrong store token closes it at once)"
+                   : " (a store that requires a token closes it at once)";
+}
+
+// Fills `buf` from getrandom(2), or from /dev/urandom on kernels without it.
+void ReadRandom(unsigned char* buf, std::size_t size) {
+  int fd = -1;  // /dev/urandom, once getrandom is found missing
+  for (std::size_t done = 0; done < size;) {
+    const ssize_t n = fd < 0 ? ::getrandom(buf + done, size - done, 0)
+                             : ::read(fd, buf + done, size - done);
+    if (n > 0) done += n;
+    if (n > 0 || (n < 0 && errno == EINTR)) continue;
+    if (n < 0 && errno == ENOSYS && fd < 0) {
+      fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) continue;
+    }
+    const int error = n == 0 ? EIO : errno;
+    if (fd >= 0) ::close(fd);
+    throw fmt::system_error(error,
+                            "cannot read random bytes for the store token");
+  }
+  if (fd >= 0) ::close(fd);
+}
+
 }  // namespace
+
+std::string GenerateStoreToken() {
+  unsigned char bytes[16];
+  ReadRandom(bytes, sizeof(bytes));
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) {
+    token += kHex[b >> 4];
+    token += kHex[b & 0xf];
+  }
+  return token;
+}
 
 // A reply whose status was ok; data() reads what follows the status byte.
 struct TcpStore::Reply {
@@ -266,12 +313,19 @@ struct TcpStore::Reply {
   std::vector<char> payload;
 };
 
-TcpStore::TcpStore(std::string host, int port, milliseconds timeout)
+TcpStore::TcpStore(std::string host, int port, milliseconds timeout,
+                   std::string token)
     : host_(std::move(host)), port_(port) {
   const bool ipv6 = host_.find(':') != std::string::npos;
   endpoint_ = ipv6 ? fmt::format("[{}]:{}", host_, port_)
                    : fmt::format("{}:{}", host_, port_);
   set_timeout(timeout);
+  if (!token.empty()) {
+    Request hello;
+    hello.op = Op::kHello;
+    hello.token = std::move(token);
+    hello_ = Encode(hello, "token");
+  }
 }
 
 TcpStore::~TcpStore() { Disconnect(); }
@@ -334,11 +388,17 @@ int TcpStore::TryConnect(Clock::time_point deadline) {
 TcpStore::Reply TcpStore::Call(const std::vector<char>& request,
                                std::string_view what) {
   const Clock::time_point deadline = DeadlineAfter(timeout());
-  if (fd_ < 0) Connect(deadline);
+  const bool fresh = fd_ < 0;  // then HELLO goes first, if there is a token
+  if (fresh) Connect(deadline);
   Reply reply;
   IoStatus io;
   try {
-    io = SendAll(fd_, request.data(), request.size(), deadline);
+    if (fresh && !hello_.empty()) {
+      io = SendAll(fd_, hello_.data(), hello_.size(), deadline);
+    }
+    if (io.result == IoResult::kOk) {
+      io = SendAll(fd_, request.data(), request.size(), deadline);
+    }
     if (io.result == IoResult::kOk) {
       io = ReceiveFrame(fd_, deadline, &reply.payload);
     }
@@ -349,7 +409,8 @@ TcpStore::Reply TcpStore::Call(const std::vector<char>& request,
   if (io.result != IoResult::kOk) {
     // A late reply could still arrive; only a new connection is in sync.
     Disconnect();
-    ThrowIoFailure(io, what, timeout(), endpoint_);
+    ThrowIoFailure(io, what, timeout(), endpoint_,
+                   ClosedHint(fresh, !hello_.empty()));
   }
   CheckStatus(reply.payload, what, endpoint_);
   return reply;

@@ -7,6 +7,11 @@
 // connection stay buffered until a SET or ADD completes it, so requests are
 // answered in order. Connections are closed only at the end of a round
 // (ReapClosed), so no handler ever sees a connection vanish under it.
+//
+// A server with a token serves a connection only once its first frame is a
+// HELLO with that token. Until then the connection may send no frame larger
+// than a HELLO; any other first frame marks it dead, which stops the
+// processing of everything buffered behind it.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netdb.h>
@@ -128,14 +133,16 @@ void ReleaseIfLarge(std::vector<char>& buffer) {
 }  // namespace
 
 struct TcpStoreServer::Connection {
-  explicit Connection(int fd) : fd(fd) {}
+  Connection(int fd, bool authenticated)
+      : fd(fd), authenticated(authenticated) {}
 
   std::size_t pending_output() const { return out.size() - out_pos; }
   // True while the connection must not start its next request.
   bool blocked() const { return parked || pending_output() > kOutputHighWater; }
 
   int fd;
-  bool dead = false;  // closed by ReapClosed() at the end of the round
+  bool dead = false;   // closed by ReapClosed() at the end of the round
+  bool authenticated;  // it presented the token, or the server has none
   std::vector<char> in;
   std::size_t in_pos = 0;  // start of the first unprocessed byte of `in`
   std::vector<char> out;
@@ -148,8 +155,14 @@ struct TcpStoreServer::Connection {
   std::string waiting_on;    // while parked: the key waiters_ holds it under
 };
 
-TcpStoreServer::TcpStoreServer(const std::string& host, int port)
-    : host_(host) {
+TcpStoreServer::TcpStoreServer(const std::string& host, int port,
+                               std::string token)
+    : host_(host), token_(std::move(token)) {
+  if (token_.size() > internal::kMaxTokenBytes) {
+    throw StoreError(
+        fmt::format("store token of {} bytes exceeds the limit of {} bytes",
+                    token_.size(), internal::kMaxTokenBytes));
+  }
   AddrInfoPtr ai = ResolveListenAddress(host, port);
   FdGuard fd(::socket(ai->ai_family,
                       ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
@@ -251,7 +264,7 @@ void TcpStoreServer::Accept() {
     // Replies are small and latency-bound; Nagle would delay them.
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    connections_[fd] = std::make_unique<Connection>(fd);
+    connections_[fd] = std::make_unique<Connection>(fd, token_.empty());
   }
 }
 
@@ -292,7 +305,9 @@ void TcpStoreServer::ProcessInput(Connection& c) {
     if (available < internal::kFrameHeaderBytes) break;
     const char* frame = c.in.data() + c.in_pos;
     const std::size_t length = internal::DecodeFrameLength(frame);
-    if (length > internal::kMaxFrameBytes) {
+    const std::size_t limit =
+        c.authenticated ? internal::kMaxFrameBytes : internal::kMaxHelloBytes;
+    if (length > limit) {
       c.dead = true;
       return;
     }
@@ -316,6 +331,16 @@ void TcpStoreServer::HandleFrame(Connection& c, const char* data,
     c.dead = true;
     return;
   }
+  if (!c.authenticated) {
+    // Unanswered, so that a stranger learns nothing but the closed socket.
+    if (request.op != Op::kHello ||
+        !internal::TokensEqual(token_, request.token)) {
+      c.dead = true;
+      return;
+    }
+    c.authenticated = true;
+    return;
+  }
   switch (request.op) {
     case Op::kSet:
       HandleSet(c, std::move(request.key), std::move(request.value));
@@ -337,6 +362,8 @@ void TcpStoreServer::HandleFrame(Connection& c, const char* data,
       break;
     case Op::kDelete:
       Reply(c, OkReplyU8(data_.erase(request.key) > 0));
+      break;
+    case Op::kHello:  // already served, or the server has no token
       break;
   }
 }

@@ -17,6 +17,13 @@
 //   CHECK   keys             uint8 1 when all exist
 //   WAIT    keys             -             (parked until all exist)
 //   DELETE  key              uint8 1 when the key existed
+//   HELLO   token            none: never answered
+//
+// HELLO opens a connection to a server started with a token: such a server
+// closes, without a reply and without executing anything it sent, every
+// connection whose first frame is not a HELLO carrying its token. A server
+// without a token ignores HELLO. The client sends HELLO and its first request
+// back to back, so the handshake costs no round trip.
 //
 // DecodeRequest() is bounds-checked so that it can take arbitrary bytes (a
 // fuzzer, a port scanner) without reading out of bounds or allocating more
@@ -32,6 +39,7 @@
 #include <vector>
 
 #include "disttest/rendezvous/tcp_store.h"
+#include "rendezvous/frame.h"
 
 namespace disttest::internal {
 
@@ -42,14 +50,18 @@ enum class Op : uint8_t {
   kCheck = 4,
   kWait = 5,
   kDelete = 6,
+  kHello = 7,
 };
 
 enum class Status : uint8_t { kOk = 0, kError = 1 };
 
-inline constexpr std::size_t kFrameHeaderBytes = 4;
 inline constexpr std::size_t kMaxFrameBytes = TcpStoreServer::kMaxFrameBytes;
 inline constexpr std::size_t kMaxKeyBytes = 4096;
 inline constexpr std::size_t kMaxKeysPerRequest = 4096;
+inline constexpr std::size_t kMaxTokenBytes = 1024;
+// The largest frame a connection may send before its HELLO is accepted, so
+// that a stranger cannot make the server buffer kMaxFrameBytes.
+inline constexpr std::size_t kMaxHelloBytes = 1 + 4 + kMaxTokenBytes;
 
 // A decoded request. Which fields are meaningful depends on `op`.
 struct Request {
@@ -58,121 +70,8 @@ struct Request {
   std::vector<char> value;        // SET
   int64_t delta = 0;              // ADD
   std::vector<std::string> keys;  // CHECK, WAIT
+  std::string token;              // HELLO
 };
-
-// Builds one frame; the length header is filled in by Finish().
-class FrameWriter {
- public:
-  // Reserving ahead also keeps GCC 12's -Warray-bounds from misfiring on
-  // the first push_back after a 4-byte allocation.
-  FrameWriter() {
-    buf_.reserve(kFrameHeaderBytes + 64);
-    buf_.resize(kFrameHeaderBytes);
-  }
-
-  void PutU8(uint8_t v) { buf_.push_back(static_cast<char>(v)); }
-  void PutU32(uint32_t v) { PutLittleEndian(v, 4); }
-  void PutI64(int64_t v) { PutLittleEndian(static_cast<uint64_t>(v), 8); }
-  void PutBytes(const char* data, std::size_t size) {
-    PutU32(static_cast<uint32_t>(size));
-    buf_.insert(buf_.end(), data, data + size);
-  }
-  void PutString(std::string_view s) { PutBytes(s.data(), s.size()); }
-
-  std::size_t payload_size() const { return buf_.size() - kFrameHeaderBytes; }
-
-  std::vector<char> Finish() && {
-    uint64_t size = payload_size();
-    for (std::size_t i = 0; i < kFrameHeaderBytes; ++i) {
-      buf_[i] = static_cast<char>(size >> (8 * i));
-    }
-    return std::move(buf_);
-  }
-
- private:
-  void PutLittleEndian(uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i)
-      buf_.push_back(static_cast<char>(v >> (8 * i)));
-  }
-
-  std::vector<char> buf_;
-};
-
-// Reads little-endian integers and length-prefixed strings from a buffer;
-// every read fails (returns false) rather than run past the end.
-class Reader {
- public:
-  Reader(const char* data, std::size_t size) : data_(data), size_(size) {}
-
-  bool ReadU8(uint8_t* v) {
-    uint64_t u;
-    if (!ReadLittleEndian(1, &u)) return false;
-    *v = static_cast<uint8_t>(u);
-    return true;
-  }
-  bool ReadU32(uint32_t* v) {
-    uint64_t u;
-    if (!ReadLittleEndian(4, &u)) return false;
-    *v = static_cast<uint32_t>(u);
-    return true;
-  }
-  bool ReadI64(int64_t* v) {
-    uint64_t u;
-    if (!ReadLittleEndian(8, &u)) return false;
-    *v = static_cast<int64_t>(u);
-    return true;
-  }
-  bool ReadString(std::string* s) {
-    const char* p;
-    std::size_t n;
-    if (!ReadSized(&p, &n)) return false;
-    s->assign(p, n);
-    return true;
-  }
-  bool ReadBytes(std::vector<char>* v) {
-    const char* p;
-    std::size_t n;
-    if (!ReadSized(&p, &n)) return false;
-    v->assign(p, p + n);
-    return true;
-  }
-  bool AtEnd() const { return pos_ == size_; }
-
- private:
-  // pos_ <= size_ always holds, so `size_ - pos_` cannot wrap.
-  bool Take(std::size_t n, const char** p) {
-    if (n > size_ - pos_) return false;
-    *p = data_ + pos_;
-    pos_ += n;
-    return true;
-  }
-  bool ReadLittleEndian(int bytes, uint64_t* v) {
-    const char* p;
-    if (!Take(bytes, &p)) return false;
-    *v = 0;
-    for (int i = 0; i < bytes; ++i) {
-      *v |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
-    }
-    return true;
-  }
-  bool ReadSized(const char** p, std::size_t* n) {
-    uint32_t size;
-    if (!ReadU32(&size) || !Take(size, p)) return false;
-    *n = size;
-    return true;
-  }
-
-  const char* data_;
-  std::size_t size_;
-  std::size_t pos_ = 0;
-};
-
-// Reads the payload length from a frame header (kFrameHeaderBytes bytes).
-inline uint32_t DecodeFrameLength(const char* header) {
-  uint32_t length = 0;
-  Reader(header, kFrameHeaderBytes).ReadU32(&length);
-  return length;
-}
 
 // Checks the limits on keys and sizes. Shared by the client (which rejects a
 // request before sending it) and the server (which drops the connection).
@@ -184,6 +83,11 @@ inline bool ValidateRequest(const Request& request, std::string* error) {
     return false;
   };
   if (!key_ok(request.key)) return false;
+  if (request.token.size() > kMaxTokenBytes) {
+    *error = "token of " + std::to_string(request.token.size()) +
+             " bytes exceeds the limit of " + std::to_string(kMaxTokenBytes);
+    return false;
+  }
   if (request.keys.size() > kMaxKeysPerRequest) {
     *error = std::to_string(request.keys.size()) +
              " keys exceed the limit of " + std::to_string(kMaxKeysPerRequest);
@@ -221,6 +125,9 @@ inline std::vector<char> EncodeRequest(const Request& request) {
       w.PutU32(static_cast<uint32_t>(request.keys.size()));
       for (const std::string& key : request.keys) w.PutString(key);
       break;
+    case Op::kHello:
+      w.PutString(request.token);
+      break;
     case Op::kGet:
     case Op::kDelete:
     default:
@@ -232,8 +139,12 @@ inline std::vector<char> EncodeRequest(const Request& request) {
 
 inline bool ReadKeys(Reader& r, std::vector<std::string>* keys) {
   uint32_t count;
-  // Checked before reserving so that a forged count allocates nothing.
-  if (!r.ReadU32(&count) || count > kMaxKeysPerRequest) return false;
+  // Checked before reserving so that a forged count allocates nothing: each
+  // key takes at least its 4-byte length.
+  if (!r.ReadU32(&count) || count > kMaxKeysPerRequest ||
+      count > r.remaining() / 4) {
+    return false;
+  }
   keys->resize(count);
   for (std::string& key : *keys) {
     if (!r.ReadString(&key)) return false;
@@ -268,6 +179,9 @@ inline bool DecodeRequest(const char* data, std::size_t size, Request* out,
     case Op::kWait:
       ok = ReadKeys(r, &out->keys);
       break;
+    case Op::kHello:
+      ok = r.ReadString(&out->token);
+      break;
     default:
       *error = "unknown op " + std::to_string(op);
       return false;
@@ -277,6 +191,18 @@ inline bool DecodeRequest(const char* data, std::size_t size, Request* out,
     return false;
   }
   return ValidateRequest(*out, error);
+}
+
+// Compares a received token with the expected one in time that depends only
+// on the lengths, so that timing does not reveal how much of a guess was
+// right.
+inline bool TokensEqual(std::string_view expected, std::string_view given) {
+  unsigned char diff = expected.size() == given.size() ? 0 : 1;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const char g = i < given.size() ? given[i] : 0;
+    diff |= static_cast<unsigned char>(expected[i] ^ g);
+  }
+  return diff == 0;
 }
 
 inline std::vector<char> EncodeErrorReply(std::string_view message) {

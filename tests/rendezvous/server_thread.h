@@ -2,7 +2,7 @@
 //
 // Test helper: a TcpStoreServer on 127.0.0.1:0 served from a thread.
 //
-//   ServerThread server;
+//   ServerThread server;                       // or server(token)
 //   TcpStore client("127.0.0.1", server.port());
 #ifndef DISTTEST_TESTS_RENDEZVOUS_SERVER_THREAD_H_
 #define DISTTEST_TESTS_RENDEZVOUS_SERVER_THREAD_H_
@@ -12,7 +12,9 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "disttest/rendezvous/tcp_store.h"
@@ -24,7 +26,10 @@ namespace disttest::testing {
 // server's data.
 class ServerThread {
  public:
-  ServerThread() : server_("127.0.0.1", 0), thread_([this] { Loop(); }) {}
+  // A non-empty `token` is the server's store token.
+  explicit ServerThread(std::string token = "")
+      : server_("127.0.0.1", 0, std::move(token)),
+        thread_([this] { Loop(); }) {}
   ~ServerThread() {
     stop_ = true;
     thread_.join();

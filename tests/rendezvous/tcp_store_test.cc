@@ -337,6 +337,139 @@ TEST(WireTest, ForgedKeyCountIsRejectedWithoutAllocating) {
   std::string error;
   EXPECT_FALSE(internal::DecodeRequest(payload, sizeof(payload), &out, &error));
   EXPECT_TRUE(out.keys.empty());
+  // 4096 keys (the limit) cannot fit in what is left of a 5-byte payload.
+  const char short_payload[] = {5, '\x00', '\x10', '\x00', '\x00'};
+  EXPECT_FALSE(internal::DecodeRequest(short_payload, sizeof(short_payload),
+                                       &out, &error));
+  EXPECT_TRUE(out.keys.empty());
+}
+
+TEST(WireTest, HelloRoundTripsAndLongTokenIsRejected) {
+  internal::Request hello;
+  hello.op = internal::Op::kHello;
+  hello.token = "secret";
+  const std::vector<char> frame = internal::EncodeRequest(hello);
+  internal::Request out;
+  std::string error;
+  ASSERT_TRUE(
+      internal::DecodeRequest(frame.data() + 4, frame.size() - 4, &out, &error))
+      << error;
+  EXPECT_EQ(out.op, internal::Op::kHello);
+  EXPECT_EQ(out.token, "secret");
+  hello.token.assign(internal::kMaxTokenBytes + 1, 't');
+  EXPECT_FALSE(internal::ValidateRequest(hello, &error));
+  EXPECT_TRUE(Contains(error, "token of 1025 bytes exceeds")) << error;
+}
+
+TEST(WireTest, TokensEqualComparesWholeTokens) {
+  EXPECT_TRUE(internal::TokensEqual("abc", "abc"));
+  EXPECT_FALSE(internal::TokensEqual("abc", "abd"));
+  EXPECT_FALSE(internal::TokensEqual("abc", "ab"));
+  EXPECT_FALSE(internal::TokensEqual("abc", "abcd"));
+  EXPECT_FALSE(internal::TokensEqual("abc", ""));
+  EXPECT_FALSE(internal::TokensEqual("ab", std::string("ab\0", 3)));
+}
+
+TEST(StoreTokenTest, GeneratedTokensAreHexAndDiffer) {
+  const std::string a = GenerateStoreToken();
+  const std::string b = GenerateStoreToken();
+  EXPECT_EQ(a.size(), 32u);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos) << a;
+  EXPECT_NE(a, b);
+}
+
+class TokenStoreTest : public ::testing::Test {
+ protected:
+  std::string Endpoint() const {
+    return "127.0.0.1:" + std::to_string(server_.port());
+  }
+
+  // Runs `request` and returns the StoreError's message ("" when none).
+  static std::string Refusal(const std::function<void()>& request) {
+    try {
+      request();
+    } catch (const StoreError& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  const std::string token_ = GenerateStoreToken();
+  ServerThread server_{token_};
+  TcpStore good_{"127.0.0.1", server_.port(), milliseconds(5000), token_};
+};
+
+TEST_F(TokenStoreTest, RightTokenIsServed) {
+  good_.set("k", "v");
+  TcpStore other("127.0.0.1", server_.port(), milliseconds(5000), token_);
+  EXPECT_EQ(other.get_string("k"), "v");
+  EXPECT_EQ(other.add("n", 2), 2);
+}
+
+TEST_F(TokenStoreTest, WrongTokenIsRefusedAndItsSetNeverLands) {
+  TcpStore wrong("127.0.0.1", server_.port(), milliseconds(5000),
+                 GenerateStoreToken());
+  EXPECT_EQ(Refusal([&] { wrong.set("k", "v"); }),
+            "store at " + Endpoint() +
+                " closed the connection during set of key 'k' (a wrong store "
+                "token closes it at once)");
+  EXPECT_FALSE(good_.check({"k"}));
+  good_.set("k", "good");
+  EXPECT_EQ(good_.get_string("k"), "good");
+  // Each request of the refused client opens a new connection and is
+  // refused again; nothing it sends is executed.
+  EXPECT_FALSE(Refusal([&] { wrong.set("k", "bad"); }).empty());
+  EXPECT_EQ(good_.get_string("k"), "good");
+}
+
+TEST_F(TokenStoreTest, MissingTokenIsRefused) {
+  TcpStore none("127.0.0.1", server_.port(), milliseconds(5000));
+  EXPECT_EQ(Refusal([&] { none.add("n", 1); }),
+            "store at " + Endpoint() +
+                " closed the connection during add to key 'n' (a store that "
+                "requires a token closes it at once)");
+  EXPECT_FALSE(good_.check({"n"}));
+  EXPECT_EQ(good_.add("n", 1), 1);
+}
+
+TEST_F(TokenStoreTest, RawFramesBeforeHelloAreNeverExecuted) {
+  internal::Request hello;
+  hello.op = internal::Op::kHello;
+  hello.token = token_;
+  hello.token.back() ^= 1;  // one bit off
+  std::vector<char> wrong_hello = internal::EncodeRequest(hello);
+  const std::vector<char> set = Frame(internal::Op::kSet, "raw", "1");
+  wrong_hello.insert(wrong_hello.end(), set.begin(), set.end());
+  const std::vector<std::vector<char>> openings = {
+      set,                               // no HELLO
+      wrong_hello,                       // wrong token, then a SET
+      {'\x00', '\x10', '\x00', '\x00'},  // 4 KiB frame: too big for a HELLO
+  };
+  good_.set("k", "v");  // holds one connection open
+  for (const std::vector<char>& bytes : openings) {
+    RawClient raw(server_.port());
+    raw.Send(bytes);
+    EXPECT_TRUE(raw.ClosedByServer());
+    EXPECT_TRUE(server_.WaitForConnectionCount(1));
+  }
+  EXPECT_FALSE(good_.check({"raw"}));
+}
+
+TEST_F(TokenStoreTest, ClientPresentsTokenAgainAfterReconnect) {
+  good_.set_timeout(milliseconds(50));
+  EXPECT_THROW(good_.get("late"), TimeoutError);  // closes its connection
+  EXPECT_TRUE(server_.WaitForConnectionCount(0));
+  good_.set_timeout(milliseconds(5000));
+  good_.set("late", "v");
+  EXPECT_EQ(good_.get_string("late"), "v");
+}
+
+TEST_F(TcpStoreTest, HelloToServerWithoutTokenIsIgnored) {
+  TcpStore with_token("127.0.0.1", server_.port(), milliseconds(5000),
+                      GenerateStoreToken());
+  with_token.set("k", "v");
+  EXPECT_EQ(a_.get_string("k"), "v");
+  EXPECT_EQ(with_token.get_string("k"), "v");
 }
 
 }  // namespace

@@ -22,6 +22,14 @@
 // Connecting retries on ECONNREFUSED with exponential backoff until the
 // client's timeout; then: "cannot connect to store at 127.0.0.1:1234 within
 // 30000 ms: Connection refused".
+//
+// A per-run token keeps other users' processes on the same host out of the
+// store: a server given a token closes, unanswered and unexecuted, every
+// connection that does not open by presenting it.
+//
+//   std::string token = disttest::GenerateStoreToken();
+//   disttest::TcpStoreServer server("127.0.0.1", 0, token);
+//   disttest::TcpStore client("127.0.0.1", server.port(), 30s, token);
 #ifndef DISTTEST_RENDEZVOUS_TCP_STORE_H_
 #define DISTTEST_RENDEZVOUS_TCP_STORE_H_
 
@@ -39,12 +47,23 @@
 
 namespace disttest {
 
+// Returns a fresh random store token: 32 lowercase hex characters (128 bits)
+// from getrandom(2), or from /dev/urandom where getrandom is unavailable.
+// Throws fmt::system_error "cannot read random bytes for the store token".
+std::string GenerateStoreToken();
+
 class TcpStore : public Store {
  public:
   // Connects lazily, on the first request. `timeout` bounds connecting and
-  // every blocking request.
+  // every blocking request. A non-empty `token` is presented (HELLO) on
+  // every new connection. A server that refuses the token closes the
+  // connection at once, and the request fails with StoreError "store at
+  // 127.0.0.1:1234 closed the connection during get of key 'k' (a wrong store
+  // token closes it at once)". Throws StoreError when `token` is longer than
+  // 1024 bytes.
   TcpStore(std::string host, int port,
-           std::chrono::milliseconds timeout = Store::kDefaultTimeout);
+           std::chrono::milliseconds timeout = Store::kDefaultTimeout,
+           std::string token = "");
   ~TcpStore() override;
   TcpStore(const TcpStore&) = delete;
   TcpStore& operator=(const TcpStore&) = delete;
@@ -70,7 +89,8 @@ class TcpStore : public Store {
 
   std::string host_;
   int port_;
-  std::string endpoint_;  // "host:port" (IPv6: "[host]:port") for messages
+  std::string endpoint_;     // "host:port" (IPv6: "[host]:port") for messages
+  std::vector<char> hello_;  // the HELLO frame; empty without a token
   int fd_ = -1;
 };
 
@@ -81,8 +101,12 @@ class TcpStoreServer {
   static constexpr std::size_t kMaxFrameBytes = 64u << 20;
 
   // Binds and listens on host:port (port 0: the kernel picks one). Throws
-  // fmt::system_error "cannot bind store socket to 127.0.0.1:0".
-  TcpStoreServer(const std::string& host, int port);
+  // fmt::system_error "cannot bind store socket to 127.0.0.1:0". With a
+  // non-empty `token`, a connection is served only once its first frame is a
+  // HELLO carrying that token; any other connection is closed unanswered
+  // before anything it sent is executed. Throws StoreError when `token` is
+  // longer than 1024 bytes.
+  TcpStoreServer(const std::string& host, int port, std::string token = "");
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -120,6 +144,7 @@ class TcpStoreServer {
 
   std::string host_;
   int port_ = 0;
+  std::string token_;  // empty: every connection is served
   int listen_fd_ = -1;
   std::map<int, std::unique_ptr<Connection>> connections_;
   std::map<std::string, std::vector<char>> data_;
