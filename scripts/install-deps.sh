@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev
   libfmt-dev libboost-dev libgloo-dev
   clang-format
+  elfutils gdb   # eu-stack or gdb: stacks of hung ranks
 )
 
 missing=()

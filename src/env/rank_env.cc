@@ -62,6 +62,12 @@ std::optional<std::chrono::milliseconds> SecondsVariable(const char* name) {
       static_cast<long long>(std::ceil(seconds * 1000)));
 }
 
+std::optional<int> DebugRankVariable() {
+  const char* value = std::getenv(env::kDebugRank);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return ParseIntVariable(env::kDebugRank, value, 0, kMaxWorldSize - 1);
+}
+
 RankEnv RankEnv::FromEnvironment() {
   RankEnv env;
   env.world_size = ParseIntVariable(env::kWorldSize, Require(env::kWorldSize),

@@ -6,7 +6,15 @@
 namespace disttest::internal {
 
 std::string DistributedTestName(const char* name, int world_size) {
-  return fmt::format("{}/{}ranks", name, world_size);
+  if (world_size >= 1 && world_size <= kMaxWorldSize) {
+    return fmt::format("{}/{}ranks", name, world_size);
+  }
+  // Still registered, so that running it says what is wrong; named without
+  // '-', which --gtest_filter would read as the start of a negative pattern.
+  return fmt::format("{}/invalid_world_size_{}{}", name,
+                     world_size < 0 ? "minus_" : "",
+                     world_size < 0 ? -static_cast<long>(world_size)
+                                    : static_cast<long>(world_size));
 }
 
 }  // namespace disttest::internal

@@ -83,6 +83,7 @@ class ForkLauncher : public Launcher {
       setenv(name.c_str(), value.c_str(), 1);
     }
     setenv(env::kInternalResultQueue, request.result_queue.c_str(), 1);
+    setenv(env::kInternalStoreToken, request.store_token.c_str(), 1);
     // stdio now writes to a pipe: line buffering shows a hung rank's last
     // words instead of keeping them in a buffer.
     setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -104,9 +105,10 @@ class ExecLauncher : public Launcher {
     if (args_.empty()) throw SpawnError("cannot read /proc/self/cmdline");
     args_.push_back("--gtest_filter=" + request.test_name);
     args_.push_back("--gtest_also_run_disabled_tests");
-    env_ = ChildEnvironment(
-        request.rank, {{env::kInternalChildTest, request.test_name},
-                       {env::kInternalResultQueue, request.result_queue}});
+    env_ = ChildEnvironment(request.rank,
+                            {{env::kInternalChildTest, request.test_name},
+                             {env::kInternalResultQueue, request.result_queue},
+                             {env::kInternalStoreToken, request.store_token}});
     argv_ = Pointers(args_);
     envp_ = Pointers(env_);
   }

@@ -2,12 +2,18 @@
 #include "harness/rank_main.h"
 
 #include <fmt/format.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -15,6 +21,7 @@
 #include "disttest/env/names.h"
 #include "disttest/rendezvous/tcp_store.h"
 #include "harness/rank_outcome.h"
+#include "harness/stack_dump.h"
 #include "harness/verdict.h"
 
 namespace disttest::internal {
@@ -46,6 +53,7 @@ std::unique_ptr<ResultChannel> OpenChannel() {
     // Processes this rank starts must not mistake themselves for ranks.
     unsetenv(env::kInternalResultQueue);
     unsetenv(env::kInternalChildTest);
+    unsetenv(env::kInternalStoreToken);
     return channel;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "disttest: %s\n", e.what());
@@ -53,20 +61,95 @@ std::unique_ptr<ResultChannel> OpenChannel() {
   }
 }
 
+// Tells the parent the rank's verdict. Sent before the rank meets the others
+// at the end, so that a rank killed while it waits there for a stuck peer
+// is judged by what it did, not by how it was ended.
+void ReportDone(const ReportFn& report, RankVerdict verdict) {
+  const char* word = verdict == RankVerdict::kPassed    ? kVerdictPassed
+                     : verdict == RankVerdict::kSkipped ? kVerdictSkipped
+                                                        : kVerdictFailed;
+  report({RankMessage::Kind::kDone, "", -1, word});
+}
+
+// While a rank waits for a debugger, nothing in any rank should time out.
+constexpr std::chrono::hours kDebugTimeout(24);
+
 // The deadline of every blocking operation in a rank: shorter than the
 // test's, so that a rank stuck in a collective reports which operation and
 // which peer before the parent's timeout kills it.
 std::chrono::milliseconds RankTimeout(std::chrono::milliseconds test) {
+  if (DebugRankVariable()) return kDebugTimeout;
   return test - std::min<std::chrono::milliseconds>(test / 10,
                                                     std::chrono::seconds(5));
+}
+
+bool DebuggerAttached() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("TracerPid:", 0) == 0) {
+      return std::strtol(line.c_str() + 10, nullptr, 10) != 0;
+    }
+  }
+  return false;
+}
+
+// DISTTEST_DEBUG_RANK: this rank waits, before it joins the others, until a
+// debugger has attached. Any process of this user may attach to it.
+void WaitForDebugger(const RankEnv& env) {
+  std::optional<int> debug_rank = DebugRankVariable();
+  if (!debug_rank || *debug_rank != env.rank) return;
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  std::fprintf(stderr,
+               "disttest: rank %d is pid %d and waits for a debugger; the "
+               "other ranks wait for it. Attach with:\n  gdb -p %d\n",
+               env.rank, getpid(), getpid());
+  std::fflush(stderr);
+  while (!DebuggerAttached()) poll(nullptr, 0, 100);
+}
+
+// Meets every rank after the body, through the store, then makes this
+// rank's TCP connections end with a reset when it exits, so that thousands
+// of tests leave no TIME_WAIT sockets behind (which would make binding a
+// port ever slower). Only after the meeting: no peer still waits for data.
+void MeetAndDropConnections(TcpStore& store, const RankEnv& env) {
+  try {
+    store.set_timeout(std::chrono::seconds(1));
+    if (store.add("disttest/exit", 1) == env.world_size) {
+      store.set("disttest/exit/all", std::string_view("1"));
+    }
+    store.wait({"disttest/exit/all"});
+  } catch (const std::exception&) {
+    return;  // A peer did not get here; end the usual way.
+  }
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = std::atoi(entry.path().filename().c_str());
+    int type = 0;
+    socklen_t len = sizeof type;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
+        type != SOCK_STREAM) {
+      continue;
+    }
+    sockaddr_storage addr{};
+    socklen_t addr_len = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0 ||
+        (addr.ss_family != AF_INET && addr.ss_family != AF_INET6)) {
+      continue;
+    }
+    linger reset{1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  }
 }
 
 // Rendezvous, communicator and the first barrier. Throws on failure.
 std::unique_ptr<Communicator> Connect(const RankEnv& env,
                                       const Options& options,
+                                      const std::string& token,
                                       std::unique_ptr<TcpStore>* store) {
   *store = std::make_unique<TcpStore>(env.master_addr, env.master_port,
-                                      RankTimeout(options.timeout));
+                                      RankTimeout(options.timeout), token);
   GlooOptions gloo;
   gloo.hostname = env.master_addr;
   gloo.timeout = RankTimeout(options.timeout);
@@ -83,6 +166,9 @@ void RunRank(RankProgram& program, const Options& options) {
   // operation with EPIPE (and a message naming the peer), not kill this rank
   // with SIGPIPE. Gloo writes without MSG_NOSIGNAL.
   std::signal(SIGPIPE, SIG_IGN);
+  InstallStackSignalHandler();
+  const char* token_variable = std::getenv(env::kInternalStoreToken);
+  const std::string token = token_variable != nullptr ? token_variable : "";
   std::unique_ptr<ResultChannel> channel = OpenChannel();
   ReportFn report = [&](const RankMessage& m) {
     if (!channel->Send(m, kSendTimeout)) {
@@ -90,14 +176,21 @@ void RunRank(RankProgram& program, const Options& options) {
                    m.message.c_str());
     }
   };
-  RankVerdict verdict = RankVerdict::kFailed;
   int code = kExitHarnessError;
   try {
     RankEnv env = RankEnv::FromEnvironment();
+    WaitForDebugger(env);
     std::unique_ptr<TcpStore> store;
     std::unique_ptr<Communicator> comm;
-    if (options.init_distributed) comm = Connect(env, options, &store);
-    verdict = program.Run(env, comm.get(), report);
+    if (options.init_distributed) comm = Connect(env, options, token, &store);
+    RankVerdict verdict = program.Run(env, comm.get(), report);
+    ReportDone(report, verdict);
+    // A failed rank leaves at once: peers blocked in a collective with it
+    // see its connections close and fail now, not after a meeting. The
+    // meeting never throws; a peer that does not come only costs the reset.
+    if (store && verdict != RankVerdict::kFailed) {
+      MeetAndDropConnections(*store, env);
+    }
     code = verdict == RankVerdict::kPassed    ? kExitPassed
            : verdict == RankVerdict::kSkipped ? kExitSkipped
                                               : kExitFailed;
@@ -108,13 +201,9 @@ void RunRank(RankProgram& program, const Options& options) {
   } catch (const std::exception& e) {
     report({RankMessage::Kind::kFatalFailure, program.file(), program.line(),
             fmt::format("disttest could not set up the rank: {}", e.what())});
-    verdict = RankVerdict::kFailed;
+    ReportDone(report, RankVerdict::kFailed);
     code = kExitFailed;
   }
-  const char* word = verdict == RankVerdict::kPassed    ? kVerdictPassed
-                     : verdict == RankVerdict::kSkipped ? kVerdictSkipped
-                                                        : kVerdictFailed;
-  report({RankMessage::Kind::kDone, "", -1, word});
   Leave(code);
 }
 

@@ -10,11 +10,14 @@
 #include "harness/result_channel.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <boost/date_time/posix_time/posix_time_types.hpp>
 #include <boost/interprocess/ipc/message_queue.hpp>
 #include <boost/interprocess/permissions.hpp>
+#include <csignal>
 #include <cstring>
+#include <filesystem>
 
 #include "disttest/error.h"
 
@@ -61,7 +64,9 @@ constexpr std::size_t kHeaderBytes = 1 + 4 + 4 + 4;
 
 std::vector<char> EncodeRankMessage(const RankMessage& m,
                                     std::size_t max_bytes) {
-  std::string file = m.file.substr(0, 1024);
+  // The file name takes at most a quarter of the room, the message the rest.
+  std::string file =
+      m.file.substr(0, std::min<std::size_t>(1024, max_bytes / 4));
   std::string message = m.message;
   std::size_t room = max_bytes > kHeaderBytes + file.size()
                          ? max_bytes - kHeaderBytes - file.size()
@@ -69,10 +74,14 @@ std::vector<char> EncodeRankMessage(const RankMessage& m,
   if (message.size() > room) {
     // The note is under 80 bytes whatever the numbers in it.
     constexpr std::size_t kNoteBytes = 80;
-    std::size_t keep = room > kNoteBytes ? room - kNoteBytes : 0;
-    message = fmt::format(
-        "{}\n... [disttest: message truncated, {} of {} bytes shown]",
-        message.substr(0, keep), keep, message.size());
+    if (room <= kNoteBytes) {
+      message.clear();
+    } else {
+      std::size_t keep = room - kNoteBytes;
+      message = fmt::format(
+          "{}\n... [disttest: message truncated, {} of {} bytes shown]",
+          message.substr(0, keep), keep, message.size());
+    }
   }
   std::vector<char> out;
   out.reserve(kHeaderBytes + file.size() + message.size());
@@ -178,6 +187,27 @@ std::optional<RankMessage> ResultChannel::TryReceive(std::string* error) {
     return std::nullopt;
   }
   return m;
+}
+
+std::vector<std::string> RemoveQueuesOfDeadProcesses() {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/dev/shm", ec)) {
+    std::string name = entry.path().filename().string();
+    constexpr std::string_view kPrefix = "disttest-";
+    if (name.rfind(kPrefix, 0) != 0) continue;
+    char* end = nullptr;
+    long pid = std::strtol(name.c_str() + kPrefix.size(), &end, 10);
+    if (pid <= 0 || end == nullptr || *end != '-') continue;
+    // EPERM means the process exists (another user's): leave it alone.
+    if (pid == getpid() || kill(static_cast<pid_t>(pid), 0) == 0 ||
+        errno != ESRCH) {
+      continue;
+    }
+    if (ResultChannel::Remove(name)) removed.push_back(name);
+  }
+  return removed;
 }
 
 std::string ResultQueueName(int pid, int seq, const std::string& test,

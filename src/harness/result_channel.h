@@ -79,6 +79,12 @@ class ResultChannel {
   std::vector<char> buffer_;
 };
 
+// Removes the result queues of test processes that no longer exist (a
+// parent killed by SIGKILL or by ctest's timeout cannot remove its own).
+// Only names of the form "disttest-<pid>-..." whose pid is not a live process
+// are touched. Returns the names removed.
+std::vector<std::string> RemoveQueuesOfDeadProcesses();
+
 // "disttest-<pid>-<seq>-<test>-r<rank>" with the test name reduced to
 // [A-Za-z0-9_.-] and bounded in length.
 std::string ResultQueueName(int pid, int seq, const std::string& test,

@@ -16,6 +16,8 @@
 
 #include "disttest/env/rank_env.h"
 #include "disttest/error.h"
+#include "harness/emergency_cleanup.h"
+#include "harness/stack_dump.h"
 
 namespace disttest::internal {
 namespace {
@@ -48,6 +50,9 @@ struct FdCloser {
   int fd;
 };
 
+// How long taking the stacks of stuck ranks may take, all ranks together.
+constexpr std::chrono::seconds kStackDeadline(15);
+
 // How long, after SIGKILL, the parent waits for a rank to be reapable. Only
 // a process stuck in uninterruptible sleep (a hung driver) takes longer.
 constexpr std::chrono::seconds kReapDeadline(10);
@@ -69,6 +74,20 @@ Supervisor::Supervisor(TestSpec spec, std::unique_ptr<Launcher> launcher)
 
 Supervisor::~Supervisor() { CleanUp(); }
 
+void Supervisor::RemoveStaleQueuesOnce() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  std::vector<std::string> removed = RemoveQueuesOfDeadProcesses();
+  if (!removed.empty()) {
+    std::printf(
+        "[ disttest ] removed %zu result queue%s that test processes which "
+        "died left in /dev/shm (first: %s)\n",
+        removed.size(), removed.size() == 1 ? "" : "s", removed[0].c_str());
+    std::fflush(stdout);
+  }
+}
+
 void Supervisor::Validate() const {
   if (spec_.world_size < 1 || spec_.world_size > kMaxWorldSize) {
     throw ConfigError(fmt::format(
@@ -81,23 +100,50 @@ void Supervisor::Validate() const {
         fmt::format("options().timeout of {} ms is invalid: it must be > 0",
                     spec_.options.timeout.count()));
   }
+  auto backend = static_cast<int>(spec_.options.backend);
+  if (backend < static_cast<int>(Backend::kGloo) ||
+      backend > static_cast<int>(Backend::kAuto)) {
+    throw ConfigError(
+        fmt::format("options().backend has the unknown value {}", backend));
+  }
+  auto launch = static_cast<int>(spec_.options.launch);
+  if (launch != static_cast<int>(LaunchMode::kFork) &&
+      launch != static_cast<int>(LaunchMode::kExec)) {
+    throw ConfigError(
+        fmt::format("options().launch has the unknown value {}", launch));
+  }
   if (spec_.options.failure_grace.count() < 0) {
     throw ConfigError("options().failure_grace must not be negative");
   }
 }
 
 std::vector<RankReport> Supervisor::Run() {
+  RemoveStaleQueuesOnce();
   Validate();
-  deadline_ = Clock::now() + spec_.options.timeout;
-  server_ = std::make_unique<TcpStoreServer>(spec_.options.master_addr, 0);
+  std::optional<int> debug_rank = DebugRankVariable();
+  if (debug_rank && *debug_rank < spec_.world_size) {
+    // Someone is at a debugger; the clock does not run meanwhile.
+    deadline_ = Clock::time_point::max();
+  } else {
+    deadline_ = Clock::now() + spec_.options.timeout;
+  }
+  store_token_ = GenerateStoreToken();
+  server_ = std::make_unique<TcpStoreServer>(spec_.options.master_addr, 0,
+                                             store_token_);
   int seq = NextTestSequence();
   ranks_.resize(spec_.world_size);
+  std::vector<std::string> queue_names;
   for (int r = 0; r < spec_.world_size; ++r) {
     ranks_[r].report.rank = r;
-    ranks_[r].channel =
-        ResultChannel::Create(ResultQueueName(getpid(), seq, spec_.name, r));
+    queue_names.push_back(ResultQueueName(getpid(), seq, spec_.name, r));
+  }
+  emergency_ = std::make_unique<EmergencyCleanup>();
+  emergency_->Arm(0, queue_names);
+  for (int r = 0; r < spec_.world_size; ++r) {
+    ranks_[r].channel = ResultChannel::Create(queue_names[r]);
   }
   SpawnAll();
+  emergency_->Arm(pgid_, queue_names);
   Supervise();
   // Kill the group and reap first: a process a rank started may still hold
   // the output pipes, and its death lets the relays see end of file.
@@ -157,6 +203,7 @@ void Supervisor::SpawnRank(int r) {
   request.rank.master_port = server_->port();
   request.test_name = spec_.name;
   request.result_queue = rank.channel->name();
+  request.store_token = store_token_;
   request.stdout_fd = out_write.fd;
   request.stderr_fd = err_write.fd;
   request.pgid = pgid_;
@@ -214,11 +261,11 @@ void Supervisor::Supervise() {
   while (AnyRunning()) {
     Clock::time_point now = Clock::now();
     if (now >= deadline_) {
-      KillRemaining(fmt::format("the test timed out after {} ms",
-                                spec_.options.timeout.count()));
+      KillStuck(fmt::format("the test timed out after {} ms",
+                            spec_.options.timeout.count()));
       deadline_ = Clock::time_point::max();  // Now only reaping is left.
     } else if (grace_deadline_ && now >= *grace_deadline_) {
-      KillRemaining(grace_reason_);
+      KillStuck(grace_reason_);
     }
     fds.clear();
     server_->AppendPollFds(&fds);
@@ -312,10 +359,36 @@ void Supervisor::OnRankEnded(Rank& rank) {
                               grace.count(), rank.report.rank, how);
 }
 
+void Supervisor::KillStuck(const std::string& reason) {
+  std::vector<pid_t> pids;
+  std::vector<Rank*> stuck;
+  DrainChannels();  // A rank that reported its verdict is not stuck.
+  for (Rank& rank : ranks_) {
+    if (rank.pid <= 0 || rank.exited || rank.report.done) continue;
+    pids.push_back(rank.pid);
+    stuck.push_back(&rank);
+  }
+  if (!pids.empty()) {
+    std::printf("[ disttest ] %s: %s; taking the stacks of %zu rank%s\n",
+                spec_.name.c_str(), reason.c_str(), pids.size(),
+                pids.size() == 1 ? "" : "s");
+    std::fflush(stdout);
+    std::vector<std::string> stacks = DumpStacks(pids, kStackDeadline);
+    for (std::size_t i = 0; i < stuck.size(); ++i) {
+      stuck[i]->report.stack = std::move(stacks[i]);
+    }
+  }
+  KillRemaining(reason);
+}
+
 void Supervisor::KillRemaining(const std::string& reason) {
   for (Rank& rank : ranks_) {
     if (rank.pid <= 0 || rank.exited) continue;
-    if (rank.report.killed_because.empty()) rank.report.killed_because = reason;
+    if (rank.report.done) {
+      rank.report.killed_after_done = true;
+    } else if (rank.report.killed_because.empty()) {
+      rank.report.killed_because = reason;
+    }
     kill(rank.pid, SIGKILL);
   }
   // The group also holds whatever the ranks started. Its id is rank 0's pid,
@@ -365,6 +438,7 @@ void Supervisor::CleanUp() {
     }
   }
   server_.reset();
+  emergency_.reset();
 }
 
 }  // namespace disttest::internal

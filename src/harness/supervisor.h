@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "disttest/rendezvous/tcp_store.h"
+#include "harness/emergency_cleanup.h"
 #include "harness/launcher.h"
 #include "harness/output_relay.h"
 #include "harness/result_channel.h"
@@ -72,6 +73,7 @@ class Supervisor {
     RankReport report;
   };
 
+  static void RemoveStaleQueuesOnce();
   void Validate() const;
   void WarnIfThreaded() const;
   void SpawnAll();
@@ -81,6 +83,8 @@ class Supervisor {
   void DrainChannels();
   void ObserveExits();
   void OnRankEnded(Rank& rank);
+  // Takes the stacks of the ranks still running, then kills them.
+  void KillStuck(const std::string& reason);
   void KillRemaining(const std::string& reason);
   void CleanUp();
   void ReapAll();
@@ -88,7 +92,9 @@ class Supervisor {
 
   TestSpec spec_;
   std::unique_ptr<Launcher> launcher_;
+  std::string store_token_;
   std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<EmergencyCleanup> emergency_;
   std::vector<Rank> ranks_;
   pid_t pgid_ = 0;
   Clock::time_point deadline_;

@@ -43,8 +43,27 @@ std::optional<std::string> AbnormalEnd(const RankReport& r) {
   if (!r.not_started.empty()) {
     return fmt::format("was not started: {}", r.not_started);
   }
+  if (r.killed_after_done && r.done) {
+    if (*r.done == kVerdictFailed &&
+        !HasResult(r, RankMessage::Kind::kFatalFailure,
+                   RankMessage::Kind::kNonFatalFailure)) {
+      return std::string(
+          "reported that it failed, but its failure messages "
+          "were lost; its output above may say why");
+    }
+    return std::nullopt;
+  }
   if (!r.killed_because.empty()) {
-    return fmt::format("was killed by disttest: {}", r.killed_because);
+    std::string message =
+        fmt::format("was killed by disttest: {}", r.killed_because);
+    if (!r.stack.empty()) {
+      // Enough to see where it was; a deep stack is cut, not the verdict.
+      constexpr std::size_t kMaxStack = 16 * 1024;
+      message +=
+          fmt::format("; it was here:\n{}", r.stack.substr(0, kMaxStack));
+      if (r.stack.size() > kMaxStack) message += "\n... (stack cut)";
+    }
+    return message;
   }
   if (!r.outcome) return std::string("ended, but how is unknown");
   const RankOutcome& o = *r.outcome;

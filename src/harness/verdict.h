@@ -41,6 +41,10 @@ struct RankReport {
   std::optional<RankOutcome> outcome;  // How it ended; empty if unknown.
   std::string not_started;             // Why the rank was never started.
   std::string killed_because;          // Set when the harness killed the rank.
+  std::string stack;  // Its threads' stacks, taken before the kill.
+  // Killed while it met the others after its body (its verdict had come):
+  // judged by that verdict alone.
+  bool killed_after_done = false;
   std::vector<std::string> channel_errors;
 };
 

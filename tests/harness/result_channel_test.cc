@@ -51,6 +51,19 @@ TEST(RankMessageTest, OversizedMessageIsTruncatedWithANote) {
   EXPECT_THAT(back.message, HasSubstr("of 10000 bytes shown"));
 }
 
+TEST(RankMessageTest, EncodingNeverExceedsItsBoundEvenWithALongFileName) {
+  RankMessage m{RankMessage::Kind::kFatalFailure, std::string(5000, 'f'), 7,
+                std::string(5000, 'm')};
+  for (std::size_t max : {64u, 100u, 200u, 1000u, 4096u}) {
+    std::vector<char> bytes = EncodeRankMessage(m, max);
+    EXPECT_LE(bytes.size(), max) << max;
+    RankMessage back;
+    std::string error;
+    EXPECT_TRUE(DecodeRankMessage(bytes.data(), bytes.size(), &back, &error))
+        << error;
+  }
+}
+
 TEST(RankMessageTest, MalformedInputIsRejectedNeverOverread) {
   RankMessage m{RankMessage::Kind::kSkip, "f.cc", 3, "why"};
   std::vector<char> bytes = EncodeRankMessage(m, 1024);

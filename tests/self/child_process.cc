@@ -14,33 +14,50 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 namespace disttest::testing {
 
 ChildRun RunChild(const std::vector<std::string>& args,
                   const std::vector<std::pair<std::string, std::string>>& env,
-                  std::chrono::seconds timeout) {
+                  std::chrono::seconds timeout, const OutputWatch& watch) {
   ChildRun run;
   prctl(PR_SET_CHILD_SUBREAPER, 1);
+  // pipe2 + fork must not interleave with another thread's fork, or one
+  // child would inherit the other's pipe ends and keep them open.
+  static std::mutex spawn_mu;
+  std::unique_lock<std::mutex> spawn_lock(spawn_mu);
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return run;
   std::vector<char*> argv;
   for (const std::string& a : args)
     argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  // The environment is built before fork: other threads may be running.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry = *e;
+    bool replaced = false;
+    for (const auto& [k, v] : env) replaced |= entry.rfind(k + "=", 0) == 0;
+    if (!replaced) env_strings.push_back(entry);
+  }
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   auto start = std::chrono::steady_clock::now();
   pid_t pid = fork();
   if (pid == 0) {
     dup2(out[1], 1);
     dup2(err[1], 2);
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    execv(argv[0], argv.data());
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   run.pid = pid;
   close(out[1]);
   close(err[1]);
+  spawn_lock.unlock();
   auto deadline = start + timeout;
   pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
   std::string* sinks[2] = {&run.out, &run.err};
@@ -62,6 +79,7 @@ ChildRun RunChild(const std::vector<std::string>& args,
       ssize_t n = read(fds[i].fd, buf, sizeof buf);
       if (n > 0) {
         sinks[i]->append(buf, n);
+        if (watch) watch(pid, run.out, run.err);
       } else if (n == 0 || errno != EINTR) {
         close(fds[i].fd);
         fds[i].fd = -1;

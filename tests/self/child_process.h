@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,10 +29,17 @@ struct ChildRun {
   std::chrono::milliseconds elapsed{};
 };
 
+// Called with the child's pid and its stdout and stderr so far, after each
+// read: a test can act on the child once it has printed something.
+using OutputWatch =
+    std::function<void(pid_t, const std::string&, const std::string&)>;
+
+// Safe to call from several threads at once.
 ChildRun RunChild(
     const std::vector<std::string>& args,
     const std::vector<std::pair<std::string, std::string>>& env = {},
-    std::chrono::seconds timeout = std::chrono::seconds(120));
+    std::chrono::seconds timeout = std::chrono::seconds(120),
+    const OutputWatch& watch = nullptr);
 
 // /dev/shm entries whose name starts with "disttest-<pid>-".
 std::vector<std::string> ShmLeftovers(pid_t pid);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "child_process.h"
+#include "driver.h"
 
 namespace disttest::testing {
 namespace {
@@ -20,56 +21,11 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// Line of the first source line of the child that contains `marker`.
-int LineOf(const std::string& marker) {
-  std::istringstream in(ReadFile(DISTTEST_VERDICTS_CHILD_SOURCE));
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find(marker) != std::string::npos) return n;
-  }
-  ADD_FAILURE() << "marker " << marker << " not in the child source";
-  return -1;
-}
-
-// "verdicts_test_.cc:42: Failure\n[rank 1/2] "
-std::string FailureAt(const std::string& marker, const std::string& label) {
-  return "verdicts_test_.cc:" + std::to_string(LineOf(marker)) + ": Failure\n" +
-         label + " ";
-}
-
-struct Verdict {
-  ChildRun run;
-  std::string xml;
-};
-
-// Which child binary, and how it launches its ranks.
-struct Setup {
-  const char* name;
-  const char* binary;
-  const char* launch;     // VERDICTS_LAUNCH: "fork" or "exec".
-  const char* extra_arg;  // The own-main binary insists on a flag.
-};
-
-void PrintTo(const Setup& setup, std::ostream* os) { *os << setup.name; }
-
-class VerdictsTest : public ::testing::TestWithParam<Setup> {
+class VerdictsTest : public ::testing::TestWithParam<ChildSetup> {
  protected:
   Verdict Run(const std::string& filter,
               std::vector<std::pair<std::string, std::string>> env = {}) {
-    std::string xml_path = TempPath(".xml");
-    env.emplace_back("VERDICTS_LAUNCH", GetParam().launch);
-    std::vector<std::string> args = {GetParam().binary,
-                                     "--gtest_filter=" + filter,
-                                     "--gtest_output=xml:" + xml_path};
-    if (*GetParam().extra_arg != '\0') args.push_back(GetParam().extra_arg);
-    Verdict v;
-    v.run = RunChild(args, env);
-    v.xml = ReadFile(xml_path);
-    std::filesystem::remove(xml_path);
-    EXPECT_FALSE(v.run.timed_out) << v.run.out << v.run.err;
-    EXPECT_THAT(ShmLeftovers(v.run.pid), ::testing::IsEmpty());
-    EXPECT_THAT(KillOrphans(), ::testing::IsEmpty());
-    return v;
+    return RunVerdicts(GetParam(), filter, std::move(env));
   }
 };
 
@@ -228,7 +184,7 @@ TEST_P(VerdictsTest, OutputArrivesLineByLinePrefixedWithTheRank) {
 }
 
 TEST_P(VerdictsTest, InvalidWorldSizeIsAClearFailure) {
-  Verdict v = Run("Verdicts.InvalidWorldSize/0ranks");
+  Verdict v = Run("Verdicts.InvalidWorldSize/invalid_world_size_0");
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out, HasSubstr("world size 0 is invalid: DIST_TEST_F "
                                    "world sizes must be between 1 and 1024"));
@@ -280,21 +236,23 @@ TEST_P(VerdictsTest, CommWithoutInitDistributedSaysWhy) {
 TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // Every case at once, failures, crashes and hangs included; Run() checks
   // for leftover queues and processes.
-  Verdict v = Run("*");
+  Verdict v = Run("*-Verdicts.HangsForSignalTests/*");
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 8 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 10 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 2 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("11 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("15 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(
     LaunchModes, VerdictsTest,
-    ::testing::Values(Setup{"fork", DISTTEST_VERDICTS_CHILD, "fork", ""},
-                      Setup{"exec", DISTTEST_VERDICTS_CHILD, "exec", ""},
-                      Setup{"OwnMainFork", DISTTEST_VERDICTS_OWN_MAIN_CHILD,
-                            "fork", "--user_flag=42"},
-                      Setup{"OwnMainExec", DISTTEST_VERDICTS_OWN_MAIN_CHILD,
-                            "exec", "--user_flag=42"}),
+    ::testing::Values(ChildSetup{"fork", DISTTEST_VERDICTS_CHILD, "fork", ""},
+                      ChildSetup{"exec", DISTTEST_VERDICTS_CHILD, "exec", ""},
+                      ChildSetup{"OwnMainFork",
+                                 DISTTEST_VERDICTS_OWN_MAIN_CHILD, "fork",
+                                 "--user_flag=42"},
+                      ChildSetup{"OwnMainExec",
+                                 DISTTEST_VERDICTS_OWN_MAIN_CHILD, "exec",
+                                 "--user_flag=42"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

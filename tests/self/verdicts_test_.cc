@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace {
@@ -44,7 +45,7 @@ DIST_TEST_F(Verdicts, FailsFatallyOnRank0) {
   ASSERT_NE(rank(), 0) << "marker-fatal";
   // Rank 1 is busy for long after rank 0 has failed: it is ended after the
   // grace period, not at the timeout.
-  std::this_thread::sleep_for(std::chrono::seconds(50));
+  std::this_thread::sleep_for(std::chrono::seconds(50));  // marker-busy
 }
 
 DIST_TEST_F(Verdicts, PeerOfADeadRankFailsInItsCollective) {
@@ -88,7 +89,7 @@ class VerdictsShortTimeout : public Verdicts {
 };
 
 DIST_TEST_F(VerdictsShortTimeout, Hangs) {
-  if (rank() == 1) pause();
+  if (rank() == 1) pause();  // marker-hang
 }
 
 DIST_TEST_F(Verdicts, SkipsOnEveryRankAtDifferentTimes) {
@@ -105,6 +106,51 @@ DIST_TEST_F(Verdicts, StartsAProcessThatOutlivesTheRank) {
     ASSERT_EQ(std::system("sleep 600 &"), 0);
   }
 }
+
+DIST_TEST_F(Verdicts, CrashAmongFourInABarrier, 4) {
+  if (rank() == 2) std::abort();  // marker-abort
+  comm().barrier();
+}
+
+DIST_TEST_F(Verdicts, KilledWhileReporting) {
+  // Rank 1 dies in the middle of a stream of results, perhaps while it holds
+  // its queue's lock: the parent must still come to a verdict promptly.
+  if (rank() == 1) {
+    std::thread spam([] {
+      for (int i = 0;; ++i) ADD_FAILURE() << "marker-spam " << i;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    raise(SIGKILL);
+  }
+}
+
+DIST_TEST_F(Verdicts, HangsForSignalTests) {
+  std::printf("marker-running rank %d\n", rank());
+  std::fflush(stdout);
+  pause();
+}
+
+DIST_TEST_F(Verdicts, WaitsForADebugger) {
+  int one = 1;
+  comm().allreduce(&one, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(one, 2);
+}
+
+DIST_TEST_F(Verdicts, NegativeWorldSize, -1) {}
+DIST_TEST_F(Verdicts, AbsurdWorldSize, 2000) {}
+
+class VerdictsBadOptions : public Verdicts {
+ protected:
+  VerdictsBadOptions() {
+    const std::string bad =
+        std::getenv("VERDICTS_BAD") ? std::getenv("VERDICTS_BAD") : "";
+    if (bad == "timeout") options().timeout = std::chrono::milliseconds(0);
+    if (bad == "backend") options().backend = static_cast<disttest::Backend>(7);
+    if (bad == "address") options().master_addr = "no-such-host.invalid";
+  }
+};
+
+DIST_TEST_F(VerdictsBadOptions, Runs) {}
 
 DIST_TEST_F(Verdicts, PrintsLines) {
   std::printf("marker-stdout from rank %d\n", rank());

@@ -34,11 +34,18 @@ inline constexpr char kTimeout[] = "DISTTEST_TIMEOUT";
 // Keeps NCCL_DEBUG in rank processes (it is removed by default, because NCCL's
 // INFO lines from N ranks drown the test output).
 inline constexpr char kKeepNcclDebug[] = "DISTTEST_KEEP_NCCL_DEBUG";
+// Rank number (an integer >= 0): that rank prints its pid and waits for a
+// debugger to attach before it joins the others; the test's timeout is
+// suspended meanwhile.
+inline constexpr char kDebugRank[] = "DISTTEST_DEBUG_RANK";
 
 // --- Internal: set by the harness in re-executed (kExec) rank processes. ---
 // Full gtest name ("Suite.Name/2ranks") of the test this process runs as a
 // rank. Its presence makes DistributedTest run the body instead of spawning.
 inline constexpr char kInternalChildTest[] = "DISTTEST_INTERNAL_CHILD_TEST";
+// Token the rank presents to the test's store (a new one per test), so that
+// a stray connection to the port cannot read or write the rendezvous.
+inline constexpr char kInternalStoreToken[] = "DISTTEST_INTERNAL_STORE_TOKEN";
 // Name of the shared-memory queue this rank reports its results into.
 inline constexpr char kInternalResultQueue[] = "DISTTEST_INTERNAL_RESULT_QUEUE";
 

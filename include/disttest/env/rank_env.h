@@ -54,6 +54,10 @@ int ParseIntVariable(const char* name, const char* value, int min, int max);
 //   seconds"
 std::optional<std::chrono::milliseconds> SecondsVariable(const char* name);
 
+// DISTTEST_DEBUG_RANK as a rank number; nullopt when unset or empty;
+// ConfigError naming the value when it is not an integer in [0, 1023].
+std::optional<int> DebugRankVariable();
+
 // The environment of a rank process: this process's environment, minus the
 // variables in env::kRemovedFromChild (and NCCL_DEBUG unless
 // DISTTEST_KEEP_NCCL_DEBUG is set), plus `rank`'s variables and `extra`.

@@ -37,7 +37,9 @@ struct TestAccess {
   }
 };
 
-// "Name/4ranks": the world size is part of the gtest name.
+// "Name/4ranks": the world size is part of the gtest name. A size outside
+// [1, kMaxWorldSize] gives "Name/invalid_world_size_0" (or "..._minus_1"),
+// a test that fails and says why.
 std::string DistributedTestName(const char* name, int world_size);
 
 // Registers one gtest test per world size (the fixture's default when

@@ -1,0 +1,42 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "driver.h"
+
+#include <filesystem>
+#include <sstream>
+
+namespace disttest::testing {
+
+int LineOf(const std::string& marker) {
+  std::istringstream in(ReadFile(DISTTEST_VERDICTS_CHILD_SOURCE));
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find(marker) != std::string::npos) return n;
+  }
+  ADD_FAILURE() << "marker " << marker << " not in the child source";
+  return -1;
+}
+
+std::string FailureAt(const std::string& marker, const std::string& label) {
+  return "verdicts_test_.cc:" + std::to_string(LineOf(marker)) + ": Failure\n" +
+         label + " ";
+}
+
+Verdict RunVerdicts(const ChildSetup& setup, const std::string& filter,
+                    std::vector<std::pair<std::string, std::string>> env,
+                    std::chrono::seconds timeout, const OutputWatch& watch) {
+  std::string xml_path = TempPath(".xml");
+  env.emplace_back("VERDICTS_LAUNCH", setup.launch);
+  std::vector<std::string> args = {setup.binary, "--gtest_filter=" + filter,
+                                   "--gtest_output=xml:" + xml_path};
+  if (*setup.extra_arg != '\0') args.push_back(setup.extra_arg);
+  Verdict v;
+  v.run = RunChild(args, env, timeout, watch);
+  v.xml = ReadFile(xml_path);
+  std::filesystem::remove(xml_path);
+  EXPECT_FALSE(v.run.timed_out) << v.run.out << v.run.err;
+  EXPECT_THAT(KillOrphans(), ::testing::IsEmpty());
+  EXPECT_THAT(ShmLeftovers(v.run.pid), ::testing::IsEmpty());
+  return v;
+}
+
+}  // namespace disttest::testing

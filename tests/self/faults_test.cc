@@ -1,0 +1,246 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Fault self-tests: crashes among ranks, deaths while reporting, hangs with
+// stacks, a parent killed or stopped mid-test, eight copies at once,
+// thousands of connections without TIME_WAIT, bad input and the debug rank.
+// Each checks the verdict, the message (rank and cause), the time to the
+// verdict and that nothing is left behind.
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "driver.h"
+
+namespace disttest::testing {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+// The time gtest recorded for `name` in the report, in milliseconds.
+double TestMillis(const std::string& xml, const std::string& name) {
+  std::smatch m;
+  std::string tc = TestCaseXml(xml, name);
+  if (!std::regex_search(tc, m, std::regex("time=\"([0-9.]+)\""))) return -1;
+  return std::stod(m[1]) * 1000;
+}
+
+class FaultsTest : public ::testing::TestWithParam<ChildSetup> {};
+
+TEST_P(FaultsTest, CrashAmongFourRanksInABarrierIsReportedWithinThreeSeconds) {
+  Verdict v =
+      RunVerdicts(GetParam(), "Verdicts.CrashAmongFourInABarrier/4ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 2/4] killed by signal 6 (SIGABRT"));
+  for (int r : {0, 1, 3}) {
+    EXPECT_THAT(v.run.out, HasSubstr("[rank " + std::to_string(r) + "/4] "));
+  }
+  double ms = TestMillis(v.xml, "CrashAmongFourInABarrier/4ranks");
+  EXPECT_GE(ms, 0);
+  EXPECT_LT(ms, 3000) << v.run.out;
+}
+
+TEST_P(FaultsTest, RankKilledWhileReportingDoesNotWedgeTheParent) {
+  Verdict v = RunVerdicts(GetParam(), "Verdicts.KilledWhileReporting/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] killed by signal 9 (SIGKILL)"));
+  EXPECT_LT(TestMillis(v.xml, "KilledWhileReporting/2ranks"), 10000);
+}
+
+TEST_P(FaultsTest, RankKilledAfterTheGraceShowsWhereItWas) {
+  Verdict v = RunVerdicts(GetParam(), "Verdicts.FailsFatallyOnRank0/2ranks");
+  EXPECT_THAT(
+      v.run.out,
+      AllOf(HasSubstr("[rank 1/2] was killed by disttest: still "
+                      "running 300 ms after rank 0 failed; it was here:"),
+            HasSubstr("verdicts_test_.cc:" +
+                      std::to_string(LineOf("marker-busy")))));
+}
+
+TEST_P(FaultsTest, HungRankIsKilledAtTheTimeoutWithItsStack) {
+  Verdict v = RunVerdicts(GetParam(), "VerdictsShortTimeout.Hangs/2ranks");
+  EXPECT_THAT(v.run.out,
+              AllOf(HasSubstr("taking the stacks of 1 rank"),
+                    HasSubstr("[rank 1/2] was killed by disttest: the test "
+                              "timed out after 1000 ms; it was here:"),
+                    HasSubstr("verdicts_test_.cc:" +
+                              std::to_string(LineOf("marker-hang")))));
+  EXPECT_LT(TestMillis(v.xml, "Hangs/2ranks"), 5000);
+}
+
+// Runs the hanging test and sends `sig` to the parent once both ranks run.
+ChildRun RunAndSignalParent(const ChildSetup& setup, int sig) {
+  bool sent = false;
+  return RunChild(
+      {setup.binary, "--gtest_filter=Verdicts.HangsForSignalTests/2ranks"},
+      {{"VERDICTS_LAUNCH", setup.launch}}, std::chrono::seconds(60),
+      [&](pid_t pid, const std::string& out, const std::string&) {
+        if (!sent && out.find("marker-running rank 0") != std::string::npos &&
+            out.find("marker-running rank 1") != std::string::npos) {
+          kill(pid, sig);
+          sent = true;
+        }
+      });
+}
+
+TEST_P(FaultsTest, ParentKilledMidTestTakesItsRanksAndTheNextRunItsQueues) {
+  ChildRun run = RunAndSignalParent(GetParam(), SIGKILL);
+  EXPECT_EQ(run.signal, SIGKILL);
+  // The ranks died with their parent (PDEATHSIG)...
+  EXPECT_THAT(KillOrphans(), IsEmpty());
+  // ...but a SIGKILLed parent cannot remove its queues: the next run does.
+  EXPECT_THAT(ShmLeftovers(run.pid), ::testing::SizeIs(2));
+  Verdict next = RunVerdicts(GetParam(), "Verdicts.Passes/1ranks");
+  EXPECT_EQ(next.run.exit_code, 0);
+  EXPECT_THAT(ShmLeftovers(run.pid), IsEmpty());
+}
+
+TEST_P(FaultsTest, ParentStoppedByTermOrIntCleansUpAndDiesOfTheSignal) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    ChildRun run = RunAndSignalParent(GetParam(), sig);
+    EXPECT_EQ(run.signal, sig) << run.out << run.err;
+    EXPECT_THAT(KillOrphans(), IsEmpty());
+    EXPECT_THAT(ShmLeftovers(run.pid), IsEmpty());
+  }
+}
+
+TEST_P(FaultsTest, BadInputGetsAClearError) {
+  struct Case {
+    std::string filter;
+    std::vector<std::pair<std::string, std::string>> env;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"Verdicts.NegativeWorldSize/invalid_world_size_minus_1",
+       {},
+       "world size -1 is invalid"},
+      {"Verdicts.AbsurdWorldSize/invalid_world_size_2000",
+       {},
+       "world size 2000 is invalid: DIST_TEST_F world sizes must be between 1 "
+       "and 1024"},
+      {"VerdictsBadOptions.Runs/2ranks",
+       {{"VERDICTS_BAD", "timeout"}},
+       "options().timeout of 0 ms is invalid: it must be > 0"},
+      {"VerdictsBadOptions.Runs/2ranks",
+       {{"VERDICTS_BAD", "backend"}},
+       "options().backend has the unknown value 7"},
+      {"VerdictsBadOptions.Runs/2ranks",
+       {{"VERDICTS_BAD", "address"}},
+       "cannot resolve store address no-such-host.invalid"},
+      {"Verdicts.Passes/2ranks",
+       {{"DISTTEST_DEBUG_RANK", "one"}},
+       "environment variable DISTTEST_DEBUG_RANK='one' is not an integer"},
+      {"Verdicts.Passes/2ranks",
+       {{"DISTTEST_TIMEOUT", "-5"}},
+       "environment variable DISTTEST_TIMEOUT='-5' is not a positive number of "
+       "seconds"},
+  };
+  for (const Case& c : cases) {
+    Verdict v = RunVerdicts(GetParam(), c.filter, c.env);
+    EXPECT_EQ(v.run.exit_code, 1) << c.filter;
+    EXPECT_THAT(v.run.out, HasSubstr(c.message)) << c.filter;
+  }
+}
+
+TEST_P(FaultsTest, DebugRankWaitsForADebuggerAndSuspendsTheTimeout) {
+  bool attached = false;
+  Verdict v = RunVerdicts(
+      GetParam(), "Verdicts.WaitsForADebugger/2ranks",
+      {{"DISTTEST_DEBUG_RANK", "1"}, {"DISTTEST_TIMEOUT", "1"}},
+      std::chrono::seconds(60),
+      [&](pid_t, const std::string&, const std::string& err) {
+        std::smatch m;
+        if (attached ||
+            !std::regex_search(err, m, std::regex("rank 1 is pid ([0-9]+)"))) {
+          return;
+        }
+        attached = true;
+        // Longer than the test's timeout: it must not be running.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        pid_t rank = std::stoi(m[1]);
+        // Attach without stopping it, long enough for the rank to notice,
+        // then stop it to detach, as a debugger's "continue; detach" would.
+        ASSERT_EQ(ptrace(PTRACE_SEIZE, rank, nullptr, nullptr), 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));
+        ASSERT_EQ(ptrace(PTRACE_INTERRUPT, rank, nullptr, nullptr), 0);
+        waitpid(rank, nullptr, __WALL);
+        ptrace(PTRACE_DETACH, rank, nullptr, nullptr);
+      });
+  EXPECT_TRUE(attached) << v.run.err;
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.err,
+              HasSubstr("waits for a debugger; the other ranks "
+                        "wait for it. Attach with:\n[rank 1]   gdb -p"));
+}
+
+INSTANTIATE_TEST_SUITE_P(LaunchModes, FaultsTest,
+                         ::testing::Values(kForkSetup, kExecSetup),
+                         [](const auto& info) {
+                           return std::string(info.param.name);
+                         });
+
+TEST(ParallelRunsTest, EightCopiesAtOnceDoNotCollide) {
+  // As `ctest -j8` runs them: ports, queue names and temp files are per
+  // process and per test, so eight parents never meet.
+  std::vector<ChildRun> runs(8);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&runs, i] {
+      const ChildSetup& setup = i % 2 == 0 ? kForkSetup : kExecSetup;
+      runs[i] = RunChild(
+          {setup.binary,
+           "--gtest_filter=Verdicts.Passes/*:Verdicts.ChildEnvironment/*:"
+           "Verdicts.PrintsLines/*"},
+          {{"VERDICTS_LAUNCH", setup.launch}}, std::chrono::seconds(120));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const ChildRun& run : runs) {
+    EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+    EXPECT_THAT(run.out, HasSubstr("[  PASSED  ] 5 tests."));
+    EXPECT_THAT(ShmLeftovers(run.pid), IsEmpty());
+  }
+  EXPECT_THAT(KillOrphans(), IsEmpty());
+}
+
+// TIME_WAIT sockets on this machine, IPv4 and IPv6.
+int CountTimeWait() {
+  int n = 0;
+  for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);  // Header.
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      if (state == "06") ++n;
+    }
+  }
+  return n;
+}
+
+TEST(LongRunsTest, HundredsOfTestsLeaveNoTimeWaitSockets) {
+  // 300 three-rank tests open about 1,800 connections (store and mesh); each
+  // closed the ordinary way would sit in TIME_WAIT for a minute, and some
+  // thousands of those make every bind() slow. (Run alone: see CMake.)
+  int before = CountTimeWait();
+  ChildRun run = RunChild(
+      {DISTTEST_VERDICTS_CHILD, "--gtest_filter=Verdicts.Passes/3ranks",
+       "--gtest_repeat=300", "--gtest_brief=1"},
+      {}, std::chrono::seconds(300));
+  int after = CountTimeWait();
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_LT(after - before, 30) << before << " -> " << after;
+  EXPECT_THAT(ShmLeftovers(run.pid), IsEmpty());
+  EXPECT_THAT(KillOrphans(), IsEmpty());
+}
+
+}  // namespace
+}  // namespace disttest::testing
