@@ -9,6 +9,8 @@
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 
+#include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <thread>
@@ -99,6 +101,38 @@ TEST_P(FaultsTest, ParentKilledMidTestTakesItsRanksAndTheNextRunItsQueues) {
   Verdict next = RunVerdicts(GetParam(), "Verdicts.Passes/1ranks");
   EXPECT_EQ(next.run.exit_code, 0);
   EXPECT_THAT(ShmLeftovers(run.pid), IsEmpty());
+}
+
+// Queues in /dev/shm that belong to processes that no longer exist.
+std::vector<std::string> QueuesOfDeadProcesses() {
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind("disttest-", 0) != 0) continue;
+    pid_t pid = std::atoi(name.c_str() + 9);
+    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) found.push_back(name);
+  }
+  return found;
+}
+
+TEST_P(FaultsTest, CtestTimeoutLeavesNothingBehindOnceTheNextRunIsDone) {
+  // A ctest project of one hanging test with a 2 s TIMEOUT, shorter than
+  // disttest's own timeout: ctest kills the test binary mid-test.
+  std::string dir = TempPath(".ctest");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/CTestTestfile.cmake")
+      << "add_test(hang \"" << GetParam().binary
+      << "\" \"--gtest_filter=Verdicts.HangsForSignalTests/2ranks\")\n"
+      << "set_tests_properties(hang PROPERTIES TIMEOUT 2 ENVIRONMENT "
+      << "VERDICTS_LAUNCH=" << GetParam().launch << ")\n";
+  ChildRun ctest = RunChild({DISTTEST_CTEST_COMMAND, "--test-dir", dir});
+  std::filesystem::remove_all(dir);
+  EXPECT_NE(ctest.exit_code, 0);
+  EXPECT_THAT(ctest.out, HasSubstr("Timeout"));
+  EXPECT_THAT(KillOrphans(), IsEmpty());
+  Verdict next = RunVerdicts(GetParam(), "Verdicts.Passes/1ranks");
+  EXPECT_EQ(next.run.exit_code, 0);
+  EXPECT_THAT(QueuesOfDeadProcesses(), IsEmpty());
 }
 
 TEST_P(FaultsTest, ParentStoppedByTermOrIntCleansUpAndDiesOfTheSignal) {
