@@ -31,8 +31,12 @@ class EmergencyCleanup {
   EmergencyCleanup(const EmergencyCleanup&) = delete;
   EmergencyCleanup& operator=(const EmergencyCleanup&) = delete;
 
-  // What the handler cleans: the group and the queues (Boost names).
+  // What the handler cleans: the group (0: none) and the queues (Boost
+  // names).
   void Arm(pid_t pgid, const std::vector<std::string>& queue_names);
+
+  // In a forked rank: the parent's handlers and plan are not the rank's.
+  static void ResetInChild();
 
  private:
   static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};

@@ -17,6 +17,7 @@
 
 #include "disttest/env/names.h"
 #include "disttest/error.h"
+#include "harness/emergency_cleanup.h"
 #include "harness/rank_outcome.h"
 
 namespace disttest::internal {
@@ -77,6 +78,7 @@ class ForkLauncher : public Launcher {
   [[noreturn]] void RunChild(const SpawnRequest& request) override {
     // The parent is single-threaded (a DESIGN decision), so the allocator is
     // usable here and setenv is safe.
+    EmergencyCleanup::ResetInChild();
     for (const char* name : env::kRemovedFromChild) unsetenv(name);
     if (std::getenv(env::kKeepNcclDebug) == nullptr) unsetenv(env::kNcclDebug);
     for (const auto& [name, value] : request.rank.Variables()) {

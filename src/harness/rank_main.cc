@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include "disttest/comm/create.h"
 #include "disttest/env/names.h"
@@ -77,8 +79,10 @@ constexpr std::chrono::hours kDebugTimeout(24);
 // The deadline of every blocking operation in a rank: shorter than the
 // test's, so that a rank stuck in a collective reports which operation and
 // which peer before the parent's timeout kills it.
-std::chrono::milliseconds RankTimeout(std::chrono::milliseconds test) {
-  if (DebugRankVariable()) return kDebugTimeout;
+std::chrono::milliseconds RankTimeout(const RankEnv& env,
+                                      std::chrono::milliseconds test) {
+  std::optional<int> debug_rank = DebugRankVariable();
+  if (debug_rank && *debug_rank < env.world_size) return kDebugTimeout;
   return test - std::min<std::chrono::milliseconds>(test / 10,
                                                     std::chrono::seconds(5));
 }
@@ -106,13 +110,42 @@ void WaitForDebugger(const RankEnv& env) {
                env.rank, getpid(), getpid());
   std::fflush(stderr);
   while (!DebuggerAttached()) poll(nullptr, 0, 100);
+  std::fprintf(stderr, "disttest: rank %d: a debugger is attached; going on\n",
+               env.rank);
+  std::fflush(stderr);
+}
+
+// Identities (inode numbers) of the TCP sockets open in this process.
+std::set<ino_t> TcpSocketInodes() {
+  std::set<ino_t> inodes;
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = std::atoi(entry.path().filename().c_str());
+    int type = 0;
+    socklen_t len = sizeof type;
+    sockaddr_storage addr{};
+    socklen_t addr_len = sizeof addr;
+    struct stat st {};
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
+        type != SOCK_STREAM ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0 ||
+        (addr.ss_family != AF_INET && addr.ss_family != AF_INET6) ||
+        fstat(fd, &st) != 0) {
+      continue;
+    }
+    inodes.insert(st.st_ino);
+  }
+  return inodes;
 }
 
 // Meets every rank after the body, through the store, then makes this
-// rank's TCP connections end with a reset when it exits, so that thousands
+// rank's own TCP connections (not those it inherited: they are shared with
+// the parent) end with a reset when it exits, so that thousands
 // of tests leave no TIME_WAIT sockets behind (which would make binding a
 // port ever slower). Only after the meeting: no peer still waits for data.
-void MeetAndDropConnections(TcpStore& store, const RankEnv& env) {
+void MeetAndDropConnections(TcpStore& store, const RankEnv& env,
+                            const std::set<ino_t>& inherited) {
   try {
     store.set_timeout(std::chrono::seconds(1));
     if (store.add("disttest/exit", 1) == env.world_size) {
@@ -126,16 +159,13 @@ void MeetAndDropConnections(TcpStore& store, const RankEnv& env) {
   for (const auto& entry :
        std::filesystem::directory_iterator("/proc/self/fd", ec)) {
     int fd = std::atoi(entry.path().filename().c_str());
+    struct stat st {};
     int type = 0;
     socklen_t len = sizeof type;
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
+    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+        inherited.count(st.st_ino) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
         type != SOCK_STREAM) {
-      continue;
-    }
-    sockaddr_storage addr{};
-    socklen_t addr_len = sizeof addr;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0 ||
-        (addr.ss_family != AF_INET && addr.ss_family != AF_INET6)) {
       continue;
     }
     linger reset{1, 0};
@@ -149,10 +179,10 @@ std::unique_ptr<Communicator> Connect(const RankEnv& env,
                                       const std::string& token,
                                       std::unique_ptr<TcpStore>* store) {
   *store = std::make_unique<TcpStore>(env.master_addr, env.master_port,
-                                      RankTimeout(options.timeout), token);
+                                      RankTimeout(env, options.timeout), token);
   GlooOptions gloo;
   gloo.hostname = env.master_addr;
-  gloo.timeout = RankTimeout(options.timeout);
+  gloo.timeout = RankTimeout(env, options.timeout);
   auto comm = CreateCommunicator(options.backend, **store, env.rank,
                                  env.world_size, gloo);
   comm->barrier();
@@ -167,6 +197,7 @@ void RunRank(RankProgram& program, const Options& options) {
   // with SIGPIPE. Gloo writes without MSG_NOSIGNAL.
   std::signal(SIGPIPE, SIG_IGN);
   InstallStackSignalHandler();
+  const std::set<ino_t> inherited_sockets = TcpSocketInodes();
   const char* token_variable = std::getenv(env::kInternalStoreToken);
   const std::string token = token_variable != nullptr ? token_variable : "";
   std::unique_ptr<ResultChannel> channel = OpenChannel();
@@ -189,7 +220,7 @@ void RunRank(RankProgram& program, const Options& options) {
     // see its connections close and fail now, not after a meeting. The
     // meeting never throws; a peer that does not come only costs the reset.
     if (store && verdict != RankVerdict::kFailed) {
-      MeetAndDropConnections(*store, env);
+      MeetAndDropConnections(*store, env, inherited_sockets);
     }
     code = verdict == RankVerdict::kPassed    ? kExitPassed
            : verdict == RankVerdict::kSkipped ? kExitSkipped

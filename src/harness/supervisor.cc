@@ -149,6 +149,8 @@ std::vector<RankReport> Supervisor::Run() {
   // the output pipes, and its death lets the relays see end of file.
   KillRemaining("the test ended");
   ReapAll();
+  // Rank 0 is reaped: the group id may now be reused.
+  emergency_->Arm(0, queue_names);
   for (Rank& rank : ranks_) {
     if (rank.out) rank.out->Finish();
     if (rank.err) rank.err->Finish();
@@ -377,6 +379,10 @@ void Supervisor::KillStuck(const std::string& reason) {
     for (std::size_t i = 0; i < stuck.size(); ++i) {
       stuck[i]->report.stack = std::move(stacks[i]);
     }
+    // Taking stacks takes a while: a rank that finished meanwhile is not
+    // stuck, and is not killed.
+    DrainChannels();
+    ObserveExits();
   }
   KillRemaining(reason);
 }

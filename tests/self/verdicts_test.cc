@@ -150,7 +150,7 @@ TEST_P(VerdictsTest, HangIsEndedAtTheTimeout) {
   Verdict v = Run("VerdictsShortTimeout.Hangs/2ranks");
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] was killed by disttest: the "
-                                   "test timed out after 1000 ms"));
+                                   "test timed out after 3000 ms"));
   EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/2]")));
   EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
 }

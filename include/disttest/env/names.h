@@ -35,8 +35,8 @@ inline constexpr char kTimeout[] = "DISTTEST_TIMEOUT";
 // INFO lines from N ranks drown the test output).
 inline constexpr char kKeepNcclDebug[] = "DISTTEST_KEEP_NCCL_DEBUG";
 // Rank number (an integer >= 0): that rank prints its pid and waits for a
-// debugger to attach before it joins the others; the test's timeout is
-// suspended meanwhile.
+// debugger to attach before it joins the others; the timeouts of tests with
+// that rank are off.
 inline constexpr char kDebugRank[] = "DISTTEST_DEBUG_RANK";
 
 // --- Internal: set by the harness in re-executed (kExec) rank processes. ---
