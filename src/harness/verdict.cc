@@ -37,22 +37,26 @@ std::string EndWithoutReport(const RankOutcome& o) {
   }
 }
 
+// A rank whose verdict is "failed" but none of whose failures arrived (its
+// queue was full or broken) must still fail the test.
+std::optional<std::string> LostFailures(const RankReport& r) {
+  if (*r.done == kVerdictFailed &&
+      !HasResult(r, RankMessage::Kind::kFatalFailure,
+                 RankMessage::Kind::kNonFatalFailure)) {
+    return std::string(
+        "reported that it failed, but its failure messages were lost; its "
+        "output above may say why");
+  }
+  return std::nullopt;
+}
+
 // How a rank ended when that is itself a failure; nullopt when it ended the
 // way the harness ends a rank that ran its body to the end.
 std::optional<std::string> AbnormalEnd(const RankReport& r) {
   if (!r.not_started.empty()) {
     return fmt::format("was not started: {}", r.not_started);
   }
-  if (r.killed_after_done && r.done) {
-    if (*r.done == kVerdictFailed &&
-        !HasResult(r, RankMessage::Kind::kFatalFailure,
-                   RankMessage::Kind::kNonFatalFailure)) {
-      return std::string(
-          "reported that it failed, but its failure messages "
-          "were lost; its output above may say why");
-    }
-    return std::nullopt;
-  }
+  if (r.killed_after_done && r.done) return LostFailures(r);
   if (!r.killed_because.empty()) {
     std::string message =
         fmt::format("was killed by disttest: {}", r.killed_because);
@@ -75,14 +79,7 @@ std::optional<std::string> AbnormalEnd(const RankReport& r) {
   if (o.exit_code() != expected) {
     return fmt::format("{} after reporting that it {}", o.str(), *r.done);
   }
-  if (*r.done == kVerdictFailed &&
-      !HasResult(r, RankMessage::Kind::kFatalFailure,
-                 RankMessage::Kind::kNonFatalFailure)) {
-    return std::string(
-        "reported that it failed, but its failure messages were lost; its "
-        "output above may say why");
-  }
-  return std::nullopt;
+  return LostFailures(r);
 }
 
 void AddRankResults(const TestSpec& spec, const RankReport& r,
