@@ -10,6 +10,9 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include <exception>
 
@@ -62,12 +65,62 @@ void VisitType(DataType type, F&& f) {
 
 }  // namespace
 
+// Wakes Gloo's event loop every 200 us while it is armed.
+//
+// Gloo's loop thread sleeps in epoll_wait with a 10 ms timeout, and removing a
+// socket from the loop (which every connect and every pair destructor does)
+// waits for the loop's next pass: each connect or teardown costs up to 10 ms,
+// one after another (shared/reference/gloo_mesh_cost.md, cause A). A timerfd
+// registered in the loop makes the next pass come at once. Armed only while
+// the mesh is built and torn down, so an idle rank does not spin.
+class LoopTicker : public gloo::transport::tcp::Handler {
+ public:
+  LoopTicker()
+      : fd_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) {}
+  ~LoopTicker() override {
+    if (fd_ >= 0) close(fd_);
+  }
+  LoopTicker(const LoopTicker&) = delete;
+  LoopTicker& operator=(const LoopTicker&) = delete;
+
+  // Registers with the device's loop; without a timerfd, Gloo just runs at
+  // its own pace.
+  void Attach(gloo::transport::Device& device) {
+    if (fd_ < 0) return;
+    static_cast<gloo::transport::tcp::Device&>(device).registerDescriptor(
+        fd_, EPOLLIN, this);
+  }
+  void Arm(bool on) {
+    if (fd_ < 0) return;
+    itimerspec t{};
+    if (on) t.it_interval.tv_nsec = t.it_value.tv_nsec = 200 * 1000;
+    timerfd_settime(fd_, 0, &t, nullptr);
+  }
+  void handleEvents(int) override {
+    uint64_t expirations;
+    (void)!read(fd_, &expirations, sizeof expirations);
+  }
+
+ private:
+  int fd_;
+};
+
 struct GlooCommunicator::Impl {
   int rank = 0;
   int size = 1;
   std::chrono::milliseconds timeout{};
+  // Declared before the device: the loop may call it until the device is
+  // gone.
+  LoopTicker ticker;
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::rendezvous::Context> context;
+
+  ~Impl() {
+    // Pairs and the loop wait for loop passes as they go: keep them coming.
+    ticker.Arm(true);
+    context.reset();
+    device.reset();
+  }
 
   // Runs `op`, turning any exception into a CommError that names the rank and
   // the operation.
@@ -103,12 +156,15 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
     impl->device = gloo::transport::tcp::CreateDevice(attr);
+    impl->ticker.Attach(*impl->device);
     PrefixStore prefixed(options.prefix, store);
     prefixed.set_timeout(options.timeout);
     internal::GlooStore adapter(prefixed);
     impl->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
     impl->context->setTimeout(options.timeout);
+    impl->ticker.Arm(true);
     impl->context->connectFullMesh(adapter, impl->device);
+    impl->ticker.Arm(false);
   });
   return std::unique_ptr<GlooCommunicator>(
       new GlooCommunicator(std::move(impl)));

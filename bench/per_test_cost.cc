@@ -1,0 +1,146 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// What one distributed test costs: spawn, rendezvous, communicator, barrier,
+// an allreduce of 8 floats, and teardown, at world sizes 1, 2, 4 and 8, with
+// forked ranks, re-executed ranks, and ranks without a communicator. Prints
+// the median (and the 10th and 90th percentiles) over N runs of each, and
+// the peak RSS of the parent and of the largest rank.
+//
+//   ./build/bench/per_test_cost            # 50 runs of each test
+//   ./build/bench/per_test_cost --runs=200
+//
+// It is a gtest binary: re-executed ranks run its main() again, as ranks of
+// any user's test binary do.
+#include <disttest/disttest.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+class Fork : public disttest::DistributedTest {};
+
+class Exec : public disttest::DistributedTest {
+ protected:
+  Exec() { options().launch = disttest::LaunchMode::kExec; }
+};
+
+class NoComm : public disttest::DistributedTest {
+ protected:
+  NoComm() { options().init_distributed = false; }
+};
+
+void BarrierAndAllReduce(disttest::Communicator& comm) {
+  comm.barrier();
+  std::vector<float> v(8, 1.0f);
+  comm.allreduce(v.data(), v.size(), disttest::ReduceOp::kSum);
+  EXPECT_EQ(v[0], static_cast<float>(comm.size()));
+}
+
+DIST_TEST_F(Fork, BarrierAllReduce, 1, 2, 4, 8) { BarrierAndAllReduce(comm()); }
+DIST_TEST_F(Exec, BarrierAllReduce, 1, 2, 4, 8) { BarrierAndAllReduce(comm()); }
+DIST_TEST_F(NoComm, Empty, 1, 2, 4, 8) {}
+
+// Times every test from start to end as gtest runs it.
+class Timer : public ::testing::EmptyTestEventListener {
+ public:
+  void OnTestStart(const ::testing::TestInfo&) override {
+    start_ = std::chrono::steady_clock::now();
+  }
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    std::chrono::duration<double, std::milli> ms =
+        std::chrono::steady_clock::now() - start_;
+    times_[info.test_suite_name()][info.name()].push_back(ms.count());
+    if (info.result()->Failed()) ++failures_;
+  }
+  const auto& times() const { return times_; }
+  int failures() const { return failures_; }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+  std::map<std::string, std::map<std::string, std::vector<double>>> times_;
+  int failures_ = 0;
+};
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(p * (v.size() - 1))];
+}
+
+void PrintTable(const Timer& timer, int runs) {
+  std::printf("\nper-test cost, ms: median (p10-p90) over %d runs\n\n", runs);
+  std::printf("| mode | 1 rank | 2 ranks | 4 ranks | 8 ranks |\n");
+  std::printf("|---|---|---|---|---|\n");
+  const std::pair<const char*, const char*> rows[] = {
+      {"Fork", "fork, barrier + allreduce"},
+      {"Exec", "exec, barrier + allreduce"},
+      {"NoComm", "fork, no communicator"}};
+  for (const auto& [suite, label] : rows) {
+    std::printf("| %s |", label);
+    auto it = timer.times().find(suite);
+    for (int n : {1, 2, 4, 8}) {
+      std::string name;
+      if (it != timer.times().end()) {
+        for (const auto& [test, v] : it->second) {
+          if (test.ends_with("/" + std::to_string(n) + "ranks")) name = test;
+        }
+      }
+      if (name.empty()) {
+        std::printf(" - |");
+        continue;
+      }
+      const std::vector<double>& v = it->second.at(name);
+      std::printf(" %.1f (%.1f-%.1f) |", Percentile(v, 0.5), Percentile(v, 0.1),
+                  Percentile(v, 0.9));
+    }
+    std::printf("\n");
+  }
+  rusage self{}, children{};
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  std::printf("\npeak RSS: parent %.1f MiB, largest rank %.1f MiB\n",
+              self.ru_maxrss / 1024.0, children.ru_maxrss / 1024.0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 50;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--runs=", 7) == 0) {
+      runs = std::atoi(argv[i] + 7);
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  int n = static_cast<int>(args.size());
+  ::testing::InitGoogleTest(&n, args.data());
+  // A re-executed rank runs this main() too: there it is an ordinary gtest
+  // run of one test.
+  if (std::getenv(disttest::env::kInternalChildTest) != nullptr) {
+    return RUN_ALL_TESTS();
+  }
+  if (runs < 1) {
+    std::fprintf(stderr, "per_test_cost: --runs must be at least 1\n");
+    return 2;
+  }
+  GTEST_FLAG_SET(repeat, runs);
+  ::testing::TestEventListeners& listeners =
+      ::testing::UnitTest::GetInstance()->listeners();
+  delete listeners.Release(listeners.default_result_printer());
+  auto* timer = new Timer;
+  listeners.Append(timer);
+  int rc = RUN_ALL_TESTS();
+  PrintTable(*timer, runs);
+  if (timer->failures() > 0) {
+    std::printf("%d test runs failed\n", timer->failures());
+  }
+  return rc;
+}
