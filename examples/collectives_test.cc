@@ -85,6 +85,15 @@ DIST_TEST_F(Collectives, RingSendRecv, 2, 4) {
   EXPECT_EQ(in, prev + 0.5);
 }
 
+DIST_TEST_F(Collectives, EveryRankHoldsTheSameSum, 2, 4) {
+  std::int64_t sum = rank() + 1;
+  comm().allreduce(&sum, 1, disttest::ReduceOp::kSum);
+  // A collective assertion: fails on every rank, with a table of who holds
+  // what, if any rank disagrees.
+  DIST_EXPECT_ALL_EQ(sum);
+  DIST_EXPECT_ALL_TRUE(sum == world_size() * (world_size() + 1) / 2);
+}
+
 DIST_TEST_F(Collectives, RankEnvironment) {  // The default world size, 2.
   EXPECT_EQ(world_size(), 2);
   EXPECT_EQ(local_rank(), rank());

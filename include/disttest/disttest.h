@@ -16,6 +16,7 @@
 #ifndef DISTTEST_DISTTEST_H_
 #define DISTTEST_DISTTEST_H_
 
+#include "disttest/collective_assertions.h"
 #include "disttest/comm/communicator.h"
 #include "disttest/comm/create.h"
 #include "disttest/comm/gloo_communicator.h"

@@ -18,6 +18,7 @@
 
 #include "disttest/env/names.h"
 #include "disttest/error.h"
+#include "gtest/current_communicator.h"
 #include "harness/launcher.h"
 #include "harness/rank_main.h"
 #include "harness/rank_outcome.h"
@@ -60,6 +61,9 @@ const bool kSilencedInExecRank = [] {
   listeners.Append(new OutsideBodyResultPrinter);
   return true;
 }();
+
+// A rank is a process of its own: one communicator for all its threads.
+Communicator* g_current_comm = nullptr;
 
 // Sends every gtest result of the rank to the parent as it happens, instead
 // of recording it in the rank's (never reported) copy of the test.
@@ -127,6 +131,7 @@ class GtestRankProgram : public RankProgram {
   RankVerdict Run(const RankEnv& env, Communicator* comm,
                   const ReportFn& report) override {
     TestAccess::Bind(test_, &env, comm);
+    SetCurrentCommunicator(comm);
     ChannelReporter reporter(report);
     Guarded("SetUpRank()", [&] { TestAccess::SetUpRank(test_); });
     if (!reporter.stops_body()) {
@@ -231,6 +236,10 @@ void Supervise(DistributedTest& test) {
 }
 
 }  // namespace
+
+Communicator* CurrentCommunicatorOrNull() { return g_current_comm; }
+void SetCurrentCommunicator(Communicator* comm) { g_current_comm = comm; }
+
 }  // namespace internal
 
 void DistributedTest::TestBody() {

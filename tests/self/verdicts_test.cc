@@ -233,14 +233,47 @@ TEST_P(VerdictsTest, CommWithoutInitDistributedSaysWhy) {
               Not(HasSubstr("<failure")));
 }
 
+TEST_P(VerdictsTest, CollectiveAssertionsPassWhenTheRanksAgree) {
+  Verdict v = Run("Verdicts.AllEqAgrees/*");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+}
+
+TEST_P(VerdictsTest, DisagreeingRanksAllFailWithOneTableGroupedByValue) {
+  Verdict v = Run("Verdicts.AllEqDisagrees/4ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  for (int r = 0; r < 4; ++r) {
+    std::string label = "[rank " + std::to_string(r) + "/4]";
+    EXPECT_THAT(
+        v.run.out,
+        HasSubstr(FailureAt("marker-all-eq", label) +
+                  "DIST_EXPECT_ALL_EQ(rank() == 1 ? 43 : 42): the 4 "
+                  "ranks disagree:\n  42: ranks 0, 2, 3\n  43: rank 1"));
+  }
+}
+
+TEST_P(VerdictsTest, FatalCollectiveAssertionReturnsOnEveryRankTogether) {
+  Verdict v = Run("Verdicts.AssertAllTrueReturnsTogether/4ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  for (int r = 0; r < 4; ++r) {
+    std::string label = "[rank " + std::to_string(r) + "/4]";
+    EXPECT_THAT(v.run.out,
+                HasSubstr(FailureAt("marker-all-true", label) +
+                          "DIST_ASSERT_ALL_TRUE(rank() % 2 == 0) is false on "
+                          "ranks 1, 3 of 4"));
+  }
+  // Every rank returned at the assertion: none ran on, none was left waiting.
+  EXPECT_THAT(v.run.out, Not(HasSubstr("marker-after-assert")));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("was killed by disttest")));
+}
+
 TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // Every case at once, failures, crashes and hangs included; Run() checks
   // for leftover queues and processes.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*");
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 10 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 12 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 2 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("15 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("17 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

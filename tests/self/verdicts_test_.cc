@@ -160,6 +160,23 @@ class VerdictsBadOptions : public Verdicts {
 
 DIST_TEST_F(VerdictsBadOptions, Runs) {}
 
+DIST_TEST_F(Verdicts, AllEqAgrees, 1, 3) {
+  DIST_EXPECT_ALL_EQ(world_size() * 10);
+  DIST_ASSERT_ALL_TRUE(rank() < world_size());
+  DIST_ASSERT_ALL_EQ(std::string("same everywhere"));
+}
+
+DIST_TEST_F(Verdicts, AllEqDisagrees, 4) {
+  DIST_EXPECT_ALL_EQ(rank() == 1 ? 43 : 42);  // marker-all-eq
+}
+
+DIST_TEST_F(Verdicts, AssertAllTrueReturnsTogether, 4) {
+  DIST_ASSERT_ALL_TRUE(rank() % 2 == 0);  // marker-all-true
+  // Not reached on any rank: all of them returned above, together.
+  ADD_FAILURE() << "marker-after-assert";
+  comm().barrier();
+}
+
 DIST_TEST_F(Verdicts, PrintsLines) {
   std::printf("marker-stdout from rank %d\n", rank());
   std::fprintf(stderr, "marker-stderr from rank %d\n", rank());

@@ -1,0 +1,91 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Collective assertions: every rank passes its own value, and the check is
+// whether the ranks agree.
+//
+//   DIST_TEST_F(Training, SameChecksumEverywhere, 4) {
+//     DIST_EXPECT_ALL_EQ(Checksum(model));   // each rank's checksum
+//     DIST_ASSERT_ALL_TRUE(loss < 10.0);     // true on every rank
+//     comm().barrier();                      // safe: see below
+//   }
+//
+// When the ranks disagree, every rank fails with the same table, grouped by
+// value ("43: rank 1" / "42: ranks 0, 2, 3"), so the odd rank out is obvious
+// at any world size. Values are compared by their gtest-printed form
+// (::testing::PrintToString), so any printable type works.
+//
+// These are collectives: every rank must reach the same assertion, in the
+// same order, as for any comm() call. In return the fatal forms
+// (DIST_ASSERT_*) return from the function on every rank together, so no
+// rank is left waiting in a later collective for one that has left. They
+// work in a DIST_TEST_F body, in SetUpRank()/TearDownRank() and in any
+// function those call.
+#ifndef DISTTEST_COLLECTIVE_ASSERTIONS_H_
+#define DISTTEST_COLLECTIVE_ASSERTIONS_H_
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "disttest/comm/communicator.h"
+
+namespace disttest::internal {
+
+// The outcome of a collective check: converts to true when the ranks agree.
+class Agreement {
+ public:
+  explicit Agreement(std::string failure) : failure_(std::move(failure)) {}
+  explicit operator bool() const { return failure_.empty(); }
+  const std::string& message() const { return failure_; }
+
+ private:
+  std::string failure_;
+};
+
+// The communicator of the rank this thread runs; throws Error outside a rank
+// or without one.
+Communicator& CurrentCommunicator();
+
+// Gathers every rank's `printed` value; a failure message with the table of
+// values when they differ. `expression` is the asserted source text.
+// `macro` names the assertion in the message.
+Agreement AllEqual(const char* macro, const char* expression,
+                   const std::string& printed);
+
+// Gathers every rank's `value`; a failure naming the ranks where it is false.
+Agreement AllTrue(const char* macro, const char* expression, bool value);
+
+}  // namespace disttest::internal
+
+#define DISTTEST_COLLECTIVE_(agreement, on_failure)                          \
+  GTEST_AMBIGUOUS_ELSE_BLOCKER_                                              \
+  if (const ::disttest::internal::Agreement disttest_agreement_ = agreement) \
+    ;                                                                        \
+  else                                                                       \
+    on_failure(disttest_agreement_.message().c_str())
+
+// Every rank's `value` must be equal (as printed by gtest).
+#define DIST_EXPECT_ALL_EQ(value)                                      \
+  DISTTEST_COLLECTIVE_(                                                \
+      ::disttest::internal::AllEqual("DIST_EXPECT_ALL_EQ", #value,     \
+                                     ::testing::PrintToString(value)), \
+      GTEST_NONFATAL_FAILURE_)
+#define DIST_ASSERT_ALL_EQ(value)                                      \
+  DISTTEST_COLLECTIVE_(                                                \
+      ::disttest::internal::AllEqual("DIST_ASSERT_ALL_EQ", #value,     \
+                                     ::testing::PrintToString(value)), \
+      GTEST_FATAL_FAILURE_)
+
+// `condition` must hold on every rank.
+#define DIST_EXPECT_ALL_TRUE(condition)                                 \
+  DISTTEST_COLLECTIVE_(                                                 \
+      ::disttest::internal::AllTrue("DIST_EXPECT_ALL_TRUE", #condition, \
+                                    static_cast<bool>(condition)),      \
+      GTEST_NONFATAL_FAILURE_)
+#define DIST_ASSERT_ALL_TRUE(condition)                                 \
+  DISTTEST_COLLECTIVE_(                                                 \
+      ::disttest::internal::AllTrue("DIST_ASSERT_ALL_TRUE", #condition, \
+                                    static_cast<bool>(condition)),      \
+      GTEST_FATAL_FAILURE_)
+
+#endif  // DISTTEST_COLLECTIVE_ASSERTIONS_H_

@@ -1,0 +1,97 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "disttest/collective_assertions.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "disttest/error.h"
+#include "gtest/current_communicator.h"
+
+namespace disttest::internal {
+namespace {
+
+// "rank 1" or "ranks 0, 2, 3".
+std::string Ranks(const std::vector<int>& ranks) {
+  return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks",
+                     fmt::join(ranks, ", "));
+}
+
+// Every rank's string, indexed by rank: lengths first, then the bytes padded
+// to the longest.
+std::vector<std::string> GatherStrings(Communicator& comm,
+                                       const std::string& mine) {
+  const int n = comm.size();
+  std::int64_t length = static_cast<std::int64_t>(mine.size());
+  std::vector<std::int64_t> lengths(n);
+  comm.allgather(&length, lengths.data(), 1);
+  std::int64_t longest = 0;
+  for (std::int64_t l : lengths) longest = std::max(longest, l);
+  std::vector<std::uint8_t> padded(longest, 0);
+  std::copy(mine.begin(), mine.end(), padded.begin());
+  std::vector<std::uint8_t> all(longest * n);
+  comm.allgather(padded.data(), all.data(), longest);
+  std::vector<std::string> out(n);
+  for (int r = 0; r < n; ++r) {
+    const char* start = reinterpret_cast<const char*>(all.data()) + r * longest;
+    out[r].assign(start, lengths[r]);
+  }
+  return out;
+}
+
+}  // namespace
+
+Communicator& CurrentCommunicator() {
+  Communicator* comm = CurrentCommunicatorOrNull();
+  if (comm == nullptr) {
+    throw Error(
+        "a collective assertion (DIST_EXPECT_ALL_*) needs a rank with a "
+        "communicator: use it in a DIST_TEST_F body, SetUpRank() or "
+        "TearDownRank() of a test with options().init_distributed");
+  }
+  return *comm;
+}
+
+Agreement AllEqual(const char* macro, const char* expression,
+                   const std::string& printed) {
+  std::vector<std::string> values =
+      GatherStrings(CurrentCommunicator(), printed);
+  // Each distinct value with the ranks that hold it, in order of first rank.
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (int r = 0; r < static_cast<int>(values.size()); ++r) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == values[r]; });
+    if (it == groups.end()) {
+      groups.push_back({values[r], {r}});
+    } else {
+      it->second.push_back(r);
+    }
+  }
+  if (groups.size() == 1) return Agreement("");
+  std::string message = fmt::format("{}({}): the {} ranks disagree:", macro,
+                                    expression, values.size());
+  for (const auto& [value, ranks] : groups) {
+    message += fmt::format("\n  {}: {}", value, Ranks(ranks));
+  }
+  return Agreement(message);
+}
+
+Agreement AllTrue(const char* macro, const char* expression, bool value) {
+  Communicator& comm = CurrentCommunicator();
+  std::uint8_t mine = value ? 1 : 0;
+  std::vector<std::uint8_t> all(comm.size());
+  comm.allgather(&mine, all.data(), 1);
+  std::vector<int> false_on;
+  for (int r = 0; r < comm.size(); ++r) {
+    if (all[r] == 0) false_on.push_back(r);
+  }
+  if (false_on.empty()) return Agreement("");
+  return Agreement(fmt::format("{}({}) is false on {} of {}", macro, expression,
+                               Ranks(false_on), comm.size()));
+}
+
+}  // namespace disttest::internal
