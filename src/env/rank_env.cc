@@ -62,6 +62,14 @@ std::optional<std::chrono::milliseconds> SecondsVariable(const char* name) {
       static_cast<long long>(std::ceil(seconds * 1000)));
 }
 
+std::chrono::milliseconds HeartbeatInterval() {
+  const char* value = std::getenv(env::kHeartbeat);
+  if (value != nullptr && std::string_view(value) == "0") {
+    return std::chrono::milliseconds(0);
+  }
+  return SecondsVariable(env::kHeartbeat).value_or(std::chrono::seconds(5));
+}
+
 std::optional<int> DebugRankVariable() {
   const char* value = std::getenv(env::kDebugRank);
   if (value == nullptr || *value == '\0') return std::nullopt;

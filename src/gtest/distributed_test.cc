@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <fstream>
 #include <mutex>
 #include <typeinfo>
 
@@ -201,6 +203,40 @@ Options EffectiveOptions(const DistributedTest& test) {
   RunRank(program, EffectiveOptions(test));
 }
 
+// Whether a rank's own part of the test went wrong.
+bool RankFailed(const RankReport& r) {
+  if (!r.killed_because.empty() || !r.not_started.empty()) return true;
+  if (r.done != kVerdictPassed && r.done != kVerdictSkipped) return true;
+  for (const RankMessage& m : r.results) {
+    if (m.kind == RankMessage::Kind::kFatalFailure ||
+        m.kind == RankMessage::Kind::kNonFatalFailure) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// DISTTEST_LOG_DIR: the end of each failing rank's log, where its last words
+// are (output relayed live may be far above, or mixed with other ranks').
+void PrintLogTails(const std::vector<RankReport>& ranks) {
+  constexpr std::size_t kTailLines = 20;
+  for (const RankReport& r : ranks) {
+    if (r.log_path.empty() || !RankFailed(r)) continue;
+    std::ifstream in(r.log_path);
+    std::deque<std::string> tail;
+    for (std::string line; std::getline(in, line);) {
+      tail.push_back(std::move(line));
+      if (tail.size() > kTailLines) tail.pop_front();
+    }
+    std::printf(
+        "[ disttest ] the last %zu lines of rank %d's output (all of "
+        "it: %s):\n",
+        tail.size(), r.rank, r.log_path.c_str());
+    for (const std::string& line : tail) std::printf("  %s\n", line.c_str());
+  }
+  std::fflush(stdout);
+}
+
 void RecordProperties(const TestSpec& spec) {
   ::testing::Test::RecordProperty("disttest_world_size", spec.world_size);
   ::testing::Test::RecordProperty("disttest_backend",
@@ -228,6 +264,7 @@ void Supervise(DistributedTest& test) {
   }
   Reraise(Judge(spec, ranks));
   if (::testing::Test::HasFailure()) {
+    PrintLogTails(ranks);
     std::string rerun = RerunCommand(spec.name);
     ::testing::Test::RecordProperty("disttest_rerun", rerun);
     std::printf("[ disttest ] rerun this test alone: %s\n", rerun.c_str());

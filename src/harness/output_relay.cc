@@ -70,6 +70,11 @@ void OutputRelay::Emit(const char* data, std::size_t size) {
   if (line.back() != '\n') line.push_back('\n');
   std::fwrite(line.data(), 1, line.size(), sink_);
   std::fflush(sink_);
+  if (log_ != nullptr) {
+    std::fwrite(line.data() + prefix_.size(), 1, line.size() - prefix_.size(),
+                log_);
+    std::fflush(log_);
+  }
 }
 
 }  // namespace disttest::internal

@@ -34,6 +34,10 @@ class OutputRelay {
   // a re-executed rank).
   void DropFirstLineIfStartsWith(std::string prefix);
 
+  // Also appends every line, unprefixed, to `log` (not owned; may be shared
+  // by a rank's two relays, which keeps its lines in the order they came).
+  void CopyTo(std::FILE* log) { log_ = log; }
+
   // Reads what is available; closes the fd at end of file.
   void OnReadable();
   // Reads until end of file or no more data, then writes any partial line.
@@ -49,6 +53,7 @@ class OutputRelay {
   std::string pending_;
   std::string drop_prefix_;
   bool first_line_ = true;
+  std::FILE* log_ = nullptr;
 };
 
 }  // namespace disttest::internal

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <poll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "disttest/env/names.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/error.h"
 #include "harness/emergency_cleanup.h"
@@ -88,6 +90,45 @@ void Supervisor::RemoveStaleQueuesOnce() {
   }
 }
 
+void Supervisor::OpenLogs() {
+  const char* dir = std::getenv(env::kLogDir);
+  if (dir == nullptr || *dir == '\0') return;
+  std::filesystem::path test_dir = std::filesystem::path(dir) / spec_.name;
+  std::error_code ec;
+  std::filesystem::create_directories(test_dir, ec);
+  if (ec) {
+    throw ConfigError(fmt::format("{}={}: cannot create {}: {}", env::kLogDir,
+                                  dir, test_dir.string(), ec.message()));
+  }
+  for (Rank& rank : ranks_) {
+    std::string path =
+        (test_dir / fmt::format("rank-{}.log", rank.report.rank)).string();
+    rank.log = std::fopen(path.c_str(), "we");
+    if (rank.log == nullptr) {
+      throw ConfigError(fmt::format("{}={}: cannot write {}: {}", env::kLogDir,
+                                    dir, path, std::strerror(errno)));
+    }
+    rank.report.log_path = path;
+  }
+}
+
+void Supervisor::PrintHeartbeat(Clock::time_point now) {
+  std::vector<int> done, running;
+  for (const Rank& rank : ranks_) {
+    (rank.exited || rank.report.done ? done : running)
+        .push_back(rank.report.rank);
+  }
+  auto seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(now - start_).count();
+  std::printf(
+      "[ disttest ] %s: %lld s; finished: %s; running: %s\n",
+      spec_.name.c_str(), static_cast<long long>(seconds),
+      done.empty() ? "none" : fmt::format("{}", fmt::join(done, ", ")).c_str(),
+      running.empty() ? "none"
+                      : fmt::format("{}", fmt::join(running, ", ")).c_str());
+  std::fflush(stdout);
+}
+
 void Supervisor::Validate() const {
   if (spec_.world_size < 1 || spec_.world_size > kMaxWorldSize) {
     throw ConfigError(fmt::format(
@@ -120,6 +161,9 @@ void Supervisor::Validate() const {
 std::vector<RankReport> Supervisor::Run() {
   RemoveStaleQueuesOnce();
   Validate();
+  start_ = Clock::now();
+  heartbeat_ = HeartbeatInterval();
+  next_heartbeat_ = start_ + heartbeat_;
   std::optional<int> debug_rank = DebugRankVariable();
   if (debug_rank && *debug_rank < spec_.world_size) {
     // Someone is at a debugger; the clock does not run meanwhile.
@@ -142,6 +186,7 @@ std::vector<RankReport> Supervisor::Run() {
   for (int r = 0; r < spec_.world_size; ++r) {
     ranks_[r].channel = ResultChannel::Create(queue_names[r]);
   }
+  OpenLogs();
   SpawnAll();
   emergency_->Arm(pgid_, queue_names);
   Supervise();
@@ -192,6 +237,8 @@ void Supervisor::SpawnRank(int r) {
   FdCloser err_write(err_write_fd);
   rank.err = std::make_unique<OutputRelay>(err_read, stderr,
                                            fmt::format("[rank {}] ", r));
+  rank.out->CopyTo(rank.log);
+  rank.err->CopyTo(rank.log);
   if (spec_.options.launch == LaunchMode::kExec) {
     // gtest_main prints this banner before main() reaches the test.
     rank.out->DropFirstLineIfStartsWith("Running main() from ");
@@ -268,6 +315,10 @@ void Supervisor::Supervise() {
       deadline_ = Clock::time_point::max();  // Now only reaping is left.
     } else if (grace_deadline_ && now >= *grace_deadline_) {
       KillStuck(grace_reason_);
+    }
+    if (heartbeat_.count() > 0 && now >= next_heartbeat_) {
+      PrintHeartbeat(now);
+      next_heartbeat_ = now + heartbeat_;
     }
     fds.clear();
     server_->AppendPollFds(&fds);
@@ -438,6 +489,8 @@ void Supervisor::CleanUp() {
     rank.pidfd = -1;
     rank.out.reset();
     rank.err.reset();
+    if (rank.log != nullptr) std::fclose(rank.log);
+    rank.log = nullptr;
     if (rank.channel) {
       ResultChannel::Remove(rank.channel->name());
       rank.channel.reset();

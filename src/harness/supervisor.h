@@ -31,6 +31,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,6 +68,7 @@ class Supervisor {
     bool exited = false;
     bool reaped = false;
     bool channel_broken = false;
+    std::FILE* log = nullptr;  // DISTTEST_LOG_DIR: the rank's whole output.
     std::unique_ptr<OutputRelay> out;
     std::unique_ptr<OutputRelay> err;
     std::unique_ptr<ResultChannel> channel;
@@ -75,6 +77,8 @@ class Supervisor {
 
   static void RemoveStaleQueuesOnce();
   void Validate() const;
+  void OpenLogs();
+  void PrintHeartbeat(Clock::time_point now);
   void WarnIfThreaded() const;
   void SpawnAll();
   void SpawnRank(int r);
@@ -97,7 +101,10 @@ class Supervisor {
   std::unique_ptr<EmergencyCleanup> emergency_;
   std::vector<Rank> ranks_;
   pid_t pgid_ = 0;
+  Clock::time_point start_;
   Clock::time_point deadline_;
+  std::chrono::milliseconds heartbeat_{0};  // 0: no progress lines.
+  Clock::time_point next_heartbeat_;
   std::optional<Clock::time_point> grace_deadline_;
   std::string grace_reason_;
 };

@@ -45,6 +45,7 @@ struct RankReport {
   // Killed while it met the others after its body (its verdict had come):
   // judged by that verdict alone.
   bool killed_after_done = false;
+  std::string log_path;  // DISTTEST_LOG_DIR: where its output is kept.
   std::vector<std::string> channel_errors;
 };
 

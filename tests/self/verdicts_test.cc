@@ -266,12 +266,69 @@ TEST_P(VerdictsTest, FatalCollectiveAssertionReturnsOnEveryRankTogether) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("was killed by disttest")));
 }
 
+TEST_P(VerdictsTest, LogDirKeepsEachRanksOutputAndShowsTheFailingTail) {
+  std::string dir = TempPath(".logs");
+  Verdict pass =
+      Run("Verdicts.PrintsLines/2ranks", {{"DISTTEST_LOG_DIR", dir}});
+  EXPECT_EQ(pass.run.exit_code, 0) << pass.run.out;
+  for (int r = 0; r < 2; ++r) {
+    std::string log = ReadFile(dir + "/Verdicts.PrintsLines/2ranks/rank-" +
+                               std::to_string(r) + ".log");
+    std::string rs = std::to_string(r);
+    EXPECT_THAT(log, HasSubstr("marker-stdout from rank " + rs + "\n"));
+    EXPECT_THAT(log, HasSubstr("marker-stderr from rank " + rs + "\n"));
+  }
+  EXPECT_THAT(pass.run.out, Not(HasSubstr("the last")));
+  Verdict fail =
+      Run("Verdicts.FailsOnRank1Only/2ranks", {{"DISTTEST_LOG_DIR", dir}});
+  EXPECT_EQ(fail.run.exit_code, 1);
+  std::string rank1_log = dir + "/Verdicts.FailsOnRank1Only/2ranks/rank-1.log";
+  EXPECT_THAT(fail.run.out,
+              HasSubstr("[ disttest ] the last 1 lines of rank 1's output (all "
+                        "of it: " +
+                        rank1_log + "):\n  marker-rank-output 1\n"));
+  EXPECT_THAT(fail.run.out, Not(HasSubstr("of rank 0's output")));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_P(VerdictsTest, LongTestPrintsWhoHasFinished) {
+  Verdict v = Run("Verdicts.SlowRank/2ranks", {{"DISTTEST_HEARTBEAT", "1"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("[ disttest ] Verdicts.SlowRank/2ranks: 1 "
+                                   "s; finished: 0; running: 1\n"));
+}
+
+TEST_P(VerdictsTest, XmlHoldsEachRanksFailureAndTheTestsProperties) {
+  Verdict v = Run("Verdicts.AllEqDisagrees/4ranks");
+  std::string tc = TestCaseXml(v.xml, "AllEqDisagrees/4ranks");
+  // One <failure> per rank, each naming its rank, at the assertion's line.
+  std::size_t failures = 0;
+  for (std::size_t at = tc.find("<failure message="); at != std::string::npos;
+       at = tc.find("<failure message=", at + 1)) {
+    ++failures;
+  }
+  EXPECT_EQ(failures, 4u) << tc;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_THAT(tc, HasSubstr("verdicts_test_.cc:" +
+                              std::to_string(LineOf("marker-all-eq")) +
+                              "&#x0A;[rank " + std::to_string(r) + "/4]"));
+  }
+  EXPECT_THAT(
+      tc, HasSubstr("<property name=\"disttest_world_size\" value=\"4\"/>"));
+  EXPECT_THAT(
+      tc, HasSubstr("<property name=\"disttest_backend\" value=\"gloo\"/>"));
+  EXPECT_THAT(
+      tc, HasSubstr(std::string("<property name=\"disttest_launch\" value=\"") +
+                    GetParam().launch + "\"/>"));
+  EXPECT_THAT(tc, HasSubstr("<property name=\"disttest_rerun\" value=\""));
+}
+
 TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // Every case at once, failures, crashes and hangs included; Run() checks
   // for leftover queues and processes.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*");
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 12 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 13 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 2 tests"));
   EXPECT_THAT(v.run.out, HasSubstr("17 FAILED TESTS"));
 }

@@ -38,6 +38,7 @@ DIST_TEST_F(Verdicts, Passes, 1, 2, 3) {
 }
 
 DIST_TEST_F(Verdicts, FailsOnRank1Only) {
+  std::printf("marker-rank-output %d\n", rank());
   comm().barrier();
   EXPECT_EQ(rank(), 0) << "marker-nonfatal";
 }
@@ -175,6 +176,10 @@ DIST_TEST_F(Verdicts, AssertAllTrueReturnsTogether, 4) {
   // Not reached on any rank: all of them returned above, together.
   ADD_FAILURE() << "marker-after-assert";
   comm().barrier();
+}
+
+DIST_TEST_F(Verdicts, SlowRank) {
+  if (rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
 }
 
 DIST_TEST_F(Verdicts, PrintsLines) {

@@ -34,6 +34,13 @@ inline constexpr char kTimeout[] = "DISTTEST_TIMEOUT";
 // Keeps NCCL_DEBUG in rank processes (it is removed by default, because NCCL's
 // INFO lines from N ranks drown the test output).
 inline constexpr char kKeepNcclDebug[] = "DISTTEST_KEEP_NCCL_DEBUG";
+// A directory: each rank's whole stdout and stderr of each test is kept in
+// <dir>/<Suite>.<Name>/<N>ranks/rank-<r>.log, and a failing test prints
+// the last lines of its failing ranks' logs.
+inline constexpr char kLogDir[] = "DISTTEST_LOG_DIR";
+// Seconds between the progress lines of a test that runs long (default 5;
+// 0 turns them off).
+inline constexpr char kHeartbeat[] = "DISTTEST_HEARTBEAT";
 // Rank number (an integer >= 0): that rank prints its pid and waits for a
 // debugger to attach before it joins the others; the timeouts of tests with
 // that rank are off.

@@ -58,6 +58,10 @@ std::optional<std::chrono::milliseconds> SecondsVariable(const char* name);
 // ConfigError naming the value when it is not an integer in [0, 1023].
 std::optional<int> DebugRankVariable();
 
+// DISTTEST_HEARTBEAT in seconds: 5 s when unset, 0 (no progress lines) for
+// "0"; ConfigError when malformed.
+std::chrono::milliseconds HeartbeatInterval();
+
 // The environment of a rank process: this process's environment, minus the
 // variables in env::kRemovedFromChild (and NCCL_DEBUG unless
 // DISTTEST_KEEP_NCCL_DEBUG is set), plus `rank`'s variables and `extra`.
