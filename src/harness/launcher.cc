@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -193,6 +194,23 @@ void Launcher::StartChild(const SpawnRequest& request, pid_t parent) {
   }
   std::fflush(stderr);
   _exit(kExitHarnessError);
+}
+
+void WarnIfThreaded(const std::string& test_name) {
+  std::size_t threads = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++threads;
+  }
+  if (threads > 1) {
+    std::fprintf(stderr,
+                 "[ disttest ] warning: %s forks its ranks while the test "
+                 "process runs %zu threads; a forked rank has only the "
+                 "forking thread, and locks the others held stay locked. Use "
+                 "options().launch = disttest::LaunchMode::kExec.\n",
+                 test_name.c_str(), threads);
+  }
 }
 
 std::unique_ptr<Launcher> MakeLauncher(LaunchMode mode, RankEntry fork_entry) {

@@ -62,6 +62,10 @@ using RankEntry = std::function<void()>;
 
 std::unique_ptr<Launcher> MakeLauncher(LaunchMode mode, RankEntry fork_entry);
 
+// Warns on stderr when this process runs more than one thread: a forked rank
+// has only the forking thread, and locks the others held stay locked.
+void WarnIfThreaded(const std::string& test_name);
+
 // The command line that reruns exactly `test_name`: this binary with its own
 // arguments, less the gtest flags of this run, plus the filter:
 // "/path/to/bin --my_flag '--gtest_filter=Suite.Name/2ranks'".

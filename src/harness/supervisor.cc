@@ -208,7 +208,7 @@ std::vector<RankReport> Supervisor::Run() {
 }
 
 void Supervisor::SpawnAll() {
-  WarnIfThreaded();
+  if (spec_.options.launch == LaunchMode::kFork) WarnIfThreaded(spec_.name);
   for (int r = 0; r < spec_.world_size; ++r) {
     try {
       SpawnRank(r);
@@ -270,24 +270,6 @@ void Supervisor::SpawnRank(int r) {
   rank.pid = pid;
   if (pgid_ == 0) pgid_ = pid;
   rank.pidfd = PidFdOpen(pid);
-}
-
-void Supervisor::WarnIfThreaded() const {
-  if (spec_.options.launch != LaunchMode::kFork) return;
-  std::size_t threads = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    ++threads;
-  }
-  if (threads > 1) {
-    std::fprintf(stderr,
-                 "[ disttest ] warning: %s forks its ranks while the test "
-                 "process runs %zu threads; a forked rank has only the "
-                 "forking thread, and locks the others held stay locked. Use "
-                 "options().launch = disttest::LaunchMode::kExec.\n",
-                 spec_.name.c_str(), threads);
-  }
 }
 
 bool Supervisor::AnyRunning() const {

@@ -79,7 +79,6 @@ class Supervisor {
   void Validate() const;
   void OpenLogs();
   void PrintHeartbeat(Clock::time_point now);
-  void WarnIfThreaded() const;
   void SpawnAll();
   void SpawnRank(int r);
   void Supervise();
