@@ -39,6 +39,10 @@ void RunRanks(int world, const std::function<void(Communicator&)>& body,
         EXPECT_EQ(comm->rank(), r);
         EXPECT_EQ(comm->size(), world);
         EXPECT_STREQ(comm->backend_name(), "gloo");
+        // Every rank has finished connecting before any body runs, so a
+        // rank whose body returns at once cannot close its side of the mesh
+        // under a peer that is still connecting.
+        comm->barrier();
         body(*comm);
       } catch (...) {
         errors[r] = std::current_exception();
@@ -139,9 +143,10 @@ TEST(GlooCommunicatorErrorsTest, InvalidPeerAndRootNameTheRankAndOperation) {
 }
 
 TEST(GlooCommunicatorErrorsTest, RecvTimeoutNamesTheOperationAndPeer) {
+  std::atomic<bool> recv_done{false};
   RunRanks(
       2,
-      [](Communicator& comm) {
+      [&recv_done](Communicator& comm) {
         if (comm.rank() == 1) {
           int x = 0;
           try {
@@ -151,6 +156,13 @@ TEST(GlooCommunicatorErrorsTest, RecvTimeoutNamesTheOperationAndPeer) {
             EXPECT_THAT(e.what(),
                         HasSubstr("[rank 1/2] recv of 1 int32 from rank 0 "
                                   "(tag 9) failed"));
+          }
+          recv_done = true;
+        } else {
+          // Rank 0 stays connected, sending nothing, until the recv has
+          // timed out: a closed connection would fail it another way.
+          while (!recv_done) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
           }
         }
       },
