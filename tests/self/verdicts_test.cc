@@ -202,15 +202,17 @@ TEST_P(VerdictsTest, RankEnvironmentIsSetAndParentOnlyVariablesRemoved) {
 
 TEST_P(VerdictsTest, GtestOutputVariableDoesNotReachTheRanks) {
   // With GTEST_OUTPUT inherited, every rank of an exec-mode test would write
-  // (and overwrite) the report; only the parent may.
+  // (and overwrite) the report; only the parent may. What fails if it leaks
+  // is the rank's own EXPECT_EQ(getenv("GTEST_OUTPUT"), nullptr) in
+  // ChildEnvironment, hence the exit code.
   std::string xml = TempPath(".env.xml");
   Verdict v =
       Run("Verdicts.ChildEnvironment/2ranks", {{"GTEST_OUTPUT", "xml:" + xml}});
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
   std::string report = ReadFile(xml);
   std::filesystem::remove(xml);
-  // The parent wrote it (the driver's --gtest_output flag wins over the
-  // variable for the parent), so the variable's file must not exist at all.
+  // Nothing writes to the variable's path: the parent follows the driver's
+  // --gtest_output flag, and a rank ends with _exit before gtest's XML.
   EXPECT_EQ(report, "");
 }
 
