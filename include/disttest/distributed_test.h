@@ -26,6 +26,9 @@
 // Every gtest assertion and GTEST_SKIP() works in a rank; results are
 // re-raised in the parent at their file:line as "[rank r/N] ...".
 //
+// A DistributedFixture (distributed_fixture.h) runs its own ranks before the
+// test's, at its own world size; UseFixture<F>() declares one.
+//
 // Fork caveat: in kFork mode the gtest process forks, so it must not be
 // running threads of its own at that point; use LaunchMode::kExec otherwise.
 #ifndef DISTTEST_DISTRIBUTED_TEST_H_
@@ -34,9 +37,15 @@
 #include <gtest/gtest.h>
 
 #include <initializer_list>
+#include <memory>
 #include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
 
 #include "disttest/comm/communicator.h"
+#include "disttest/distributed_fixture.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/harness/options.h"
 
@@ -44,7 +53,8 @@ namespace disttest {
 
 namespace internal {
 struct TestAccess;
-}
+struct FixtureAccess;
+}  // namespace internal
 
 class DistributedTest : public ::testing::Test {
  public:
@@ -75,11 +85,29 @@ class DistributedTest : public ::testing::Test {
   virtual void SetUpRank() {}
   virtual void TearDownRank() {}
 
+  // Declares a DistributedFixture that runs, at its own world size, before
+  // every test of this fixture; call it in a member initialiser:
+  //   SavedShards& shards_ = UseFixture<SavedShards>();
+  // The fixture object lives as long as the test object.
+  template <typename F, typename... Args>
+  F& UseFixture(Args&&... args) {
+    static_assert(std::is_base_of_v<DistributedFixture, F>,
+                  "UseFixture<F>: F must derive from disttest::"
+                  "DistributedFixture");
+    auto fixture = std::make_unique<F>(std::forward<Args>(args)...);
+    F& ref = *fixture;
+    AddFixture(std::move(fixture), typeid(F));
+    return ref;
+  }
+
  private:
   friend struct internal::TestAccess;
+  friend struct internal::FixtureAccess;
   void TestBody() final;
   // The DIST_TEST_F body.
   virtual void RunDistributedBody() = 0;
+  void AddFixture(std::unique_ptr<DistributedFixture> fixture,
+                  const std::type_info& type);
 
   Options options_;
   int registered_world_size_ = kDefaultWorldSize;  // Parent's view.
@@ -87,6 +115,7 @@ class DistributedTest : public ::testing::Test {
   int line_ = 0;
   const RankEnv* rank_env_ = nullptr;  // Set only in a rank.
   Communicator* comm_ = nullptr;       // Set only in a rank.
+  std::vector<std::unique_ptr<DistributedFixture>> fixtures_;
 };
 
 }  // namespace disttest

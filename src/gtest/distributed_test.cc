@@ -10,12 +10,17 @@
 #include <gtest/gtest-spi.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <typeinfo>
 
 #include "disttest/env/names.h"
@@ -126,20 +131,29 @@ std::string Demangle(const char* name) {
   return out;
 }
 
+// Runs the test's SetUpRank(), body and TearDownRank() in a rank, or, when
+// `fixture` is set, that fixture's Run().
 class GtestRankProgram : public RankProgram {
  public:
-  explicit GtestRankProgram(DistributedTest& test) : test_(test) {}
+  GtestRankProgram(DistributedTest& test, DistributedFixture* fixture)
+      : test_(test), fixture_(fixture) {}
 
   RankVerdict Run(const RankEnv& env, Communicator* comm,
                   const ReportFn& report) override {
-    TestAccess::Bind(test_, &env, comm);
     SetCurrentCommunicator(comm);
     ChannelReporter reporter(report);
-    Guarded("SetUpRank()", [&] { TestAccess::SetUpRank(test_); });
-    if (!reporter.stops_body()) {
-      Guarded("the test body", [&] { TestAccess::Body(test_); });
+    if (fixture_ != nullptr) {
+      FixtureAccess::Bind(*fixture_, &env, comm);
+      Guarded(fixture_->name() + "::Run()",
+              [&] { FixtureAccess::Run(*fixture_); });
+    } else {
+      TestAccess::Bind(test_, &env, comm);
+      Guarded("SetUpRank()", [&] { TestAccess::SetUpRank(test_); });
+      if (!reporter.stops_body()) {
+        Guarded("the test body", [&] { TestAccess::Body(test_); });
+      }
+      Guarded("TearDownRank()", [&] { TestAccess::TearDownRank(test_); });
     }
-    Guarded("TearDownRank()", [&] { TestAccess::TearDownRank(test_); });
     if (reporter.failed()) return RankVerdict::kFailed;
     return reporter.skipped() ? RankVerdict::kSkipped : RankVerdict::kPassed;
   }
@@ -150,7 +164,7 @@ class GtestRankProgram : public RankProgram {
   // An exception that escapes user code is a fatal failure of this rank,
   // reported where the test is defined (the throw site is unknown).
   template <typename F>
-  void Guarded(const char* where, F&& f) {
+  void Guarded(const std::string& where, F&& f) {
     std::string message;
     try {
       f();
@@ -166,6 +180,7 @@ class GtestRankProgram : public RankProgram {
   }
 
   DistributedTest& test_;
+  DistributedFixture* fixture_;
 };
 
 void Reraise(const std::vector<Finding>& findings) {
@@ -198,9 +213,89 @@ Options EffectiveOptions(const DistributedTest& test) {
   return options;
 }
 
-[[noreturn]] void RunAsRank(DistributedTest& test) {
-  GtestRankProgram program(test);
+// `fixture`: the index of the DistributedFixture this rank runs, or -1 for
+// the test itself.
+[[noreturn]] void RunAsRank(DistributedTest& test, int fixture) {
+  auto& fixtures = FixtureAccess::fixtures(test);
+  GtestRankProgram program(
+      test, fixture < 0 ? nullptr
+                        : fixtures[static_cast<std::size_t>(fixture)].get());
   RunRank(program, EffectiveOptions(test));
+}
+
+// The fixtures' shared directories: created before the first fixture runs,
+// removed with everything in them when the test ends, whatever happened.
+class FixtureDirs {
+ public:
+  FixtureDirs() = default;
+  FixtureDirs(const FixtureDirs&) = delete;
+  FixtureDirs& operator=(const FixtureDirs&) = delete;
+  ~FixtureDirs() {
+    for (const std::filesystem::path& dir : dirs_) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      if (ec) {
+        std::fprintf(stderr, "[ disttest ] warning: cannot remove %s: %s\n",
+                     dir.c_str(), ec.message().c_str());
+      }
+    }
+  }
+
+  // A new directory named after the fixture in the temporary directory
+  // (TMPDIR, else /tmp); throws Error.
+  std::filesystem::path Create(const std::string& fixture) {
+    std::string safe;
+    for (char c : fixture) {
+      safe += std::isalnum(static_cast<unsigned char>(c)) != 0 ? c : '_';
+    }
+    std::error_code ec;
+    std::filesystem::path base = std::filesystem::temp_directory_path(ec);
+    if (ec) base = "/tmp";
+    std::string pattern =
+        (base / fmt::format("disttest-{}-XXXXXX", safe)).string();
+    if (pattern.find('\n') != std::string::npos) {
+      throw ConfigError(fmt::format(
+          "the temporary directory {} has a newline in its name; set TMPDIR",
+          base.string()));
+    }
+    if (mkdtemp(pattern.data()) == nullptr) {
+      throw Error(
+          fmt::format("cannot create a directory for fixture {} in {}: {}",
+                      fixture, base.string(), std::strerror(errno)));
+    }
+    dirs_.emplace_back(pattern);
+    return dirs_.back();
+  }
+
+  // For kExec ranks: every directory, one per line.
+  std::string Joined() const {
+    std::string out;
+    for (const std::filesystem::path& dir : dirs_) {
+      if (!out.empty()) out += '\n';
+      out += dir.string();
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::filesystem::path> dirs_;
+};
+
+// In a kExec rank: the directories the parent created, in declaration
+// order (a forked rank inherited them with the fixture objects).
+void AdoptFixtureDirs(DistributedTest& test) {
+  const char* joined = std::getenv(env::kInternalFixtureDirs);
+  if (joined == nullptr) return;
+  auto& fixtures = FixtureAccess::fixtures(test);
+  std::string all = joined;
+  std::size_t start = 0;
+  for (auto& fixture : fixtures) {
+    if (start > all.size()) break;
+    std::size_t end = all.find('\n', start);
+    if (end == std::string::npos) end = all.size();
+    FixtureAccess::SetDir(*fixture, all.substr(start, end - start));
+    start = end + 1;
+  }
 }
 
 // Whether a rank's own part of the test went wrong.
@@ -244,31 +339,87 @@ void RecordProperties(const TestSpec& spec) {
   ::testing::Test::RecordProperty("disttest_launch", Name(spec.options.launch));
 }
 
+// Runs one distributed step of a test (a fixture, or the test itself) and
+// re-raises its verdict; false when the test ends here (it failed or
+// skipped).
+bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
+  std::vector<RankReport> ranks;
+  try {
+    Supervisor supervisor(
+        spec, MakeLauncher(spec.options.launch,
+                           [&test, fixture] { RunAsRank(test, fixture); }));
+    ranks = supervisor.Run();
+  } catch (const std::exception& e) {
+    std::string message = spec.fixture.empty()
+                              ? std::string(e.what())
+                              : fmt::format("{}: {}", spec.fixture, e.what());
+    GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, message.c_str(),
+                      ::testing::TestPartResult::kFatalFailure);
+    return false;
+  }
+  Reraise(Judge(spec, ranks));
+  if (::testing::Test::HasFailure()) {
+    PrintLogTails(ranks);
+    if (!spec.fixture.empty()) {
+      std::printf(
+          "[ disttest ] fixture %s failed, so the test's own ranks were not "
+          "started\n",
+          spec.fixture.c_str());
+    }
+    std::string rerun = RerunCommand(spec.name);
+    ::testing::Test::RecordProperty("disttest_rerun", rerun);
+    std::printf("[ disttest ] rerun this test alone: %s\n", rerun.c_str());
+    std::fflush(stdout);
+    return false;
+  }
+  return !::testing::Test::IsSkipped();
+}
+
 void Supervise(DistributedTest& test) {
   TestSpec spec;
   spec.name = CurrentTestName();
   spec.file = TestAccess::file(test);
   spec.line = TestAccess::line(test);
   spec.world_size = TestAccess::world_size(test);
-  std::vector<RankReport> ranks;
+  auto& fixtures = FixtureAccess::fixtures(test);
+  FixtureDirs dirs;
   try {
     spec.options = EffectiveOptions(test);
     RecordProperties(spec);
-    Supervisor supervisor(
-        spec, MakeLauncher(spec.options.launch, [&] { RunAsRank(test); }));
-    ranks = supervisor.Run();
+    for (auto& fixture : fixtures) {
+      FixtureAccess::SetDir(*fixture, dirs.Create(fixture->name()));
+    }
   } catch (const std::exception& e) {
     GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, e.what(),
                       ::testing::TestPartResult::kFatalFailure);
     return;
   }
-  Reraise(Judge(spec, ranks));
-  if (::testing::Test::HasFailure()) {
-    PrintLogTails(ranks);
-    std::string rerun = RerunCommand(spec.name);
-    ::testing::Test::RecordProperty("disttest_rerun", rerun);
-    std::printf("[ disttest ] rerun this test alone: %s\n", rerun.c_str());
-    std::fflush(stdout);
+  if (!fixtures.empty()) {
+    spec.child_env.emplace_back(env::kInternalFixtureDirs, dirs.Joined());
+  }
+  for (std::size_t i = 0; i < fixtures.size(); ++i) {
+    TestSpec step = spec;
+    step.world_size = fixtures[i]->world_size();
+    step.fixture = fixtures[i]->name();
+    step.child_env.emplace_back(env::kInternalChildFixture, std::to_string(i));
+    if (!RunStep(test, step, static_cast<int>(i))) return;
+  }
+  RunStep(test, spec, -1);
+}
+
+// Which fixture a kExec rank runs (-1: the test); exits the process when
+// the variable makes no sense.
+int ChildFixtureIndex(DistributedTest& test) {
+  const char* value = std::getenv(env::kInternalChildFixture);
+  if (value == nullptr) return -1;
+  int count = static_cast<int>(FixtureAccess::fixtures(test).size());
+  try {
+    return ParseIntVariable(env::kInternalChildFixture, value, 0, count - 1);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "disttest: %s (this test declares %d fixtures)\n",
+                 e.what(), count);
+    std::fflush(stderr);
+    _exit(kExitHarnessError);
   }
 }
 
@@ -283,7 +434,10 @@ void DistributedTest::TestBody() {
   const char* child = std::getenv(env::kInternalChildTest);
   if (child == nullptr) return internal::Supervise(*this);
   std::string running = internal::CurrentTestName();
-  if (running == child) internal::RunAsRank(*this);
+  if (running == child) {
+    internal::AdoptFixtureDirs(*this);
+    internal::RunAsRank(*this, internal::ChildFixtureIndex(*this));
+  }
   // A re-executed rank must run only its own test; spawning ranks of another
   // one from here would nest whole tests inside a rank.
   std::fprintf(stderr,
@@ -292,6 +446,32 @@ void DistributedTest::TestBody() {
                child, running.c_str());
   std::fflush(stderr);
   _exit(internal::kExitHarnessError);
+}
+
+void DistributedTest::AddFixture(std::unique_ptr<DistributedFixture> fixture,
+                                 const std::type_info& type) {
+  std::string name = internal::Demangle(type.name());
+  // A fixture in an anonymous namespace is still just "SavedShards".
+  constexpr std::string_view kAnonymous = "(anonymous namespace)::";
+  for (std::size_t at; (at = name.find(kAnonymous)) != std::string::npos;) {
+    name.erase(at, kAnonymous.size());
+  }
+  internal::FixtureAccess::SetName(*fixture, std::move(name));
+  fixtures_.push_back(std::move(fixture));
+}
+
+int DistributedFixture::rank() const {
+  return rank_env_ != nullptr ? rank_env_->rank : -1;
+}
+
+Communicator& DistributedFixture::comm() {
+  if (comm_ == nullptr) {
+    throw Error(fmt::format(
+        "{}::comm() is only available in the fixture's own ranks (in Run()), "
+        "and only when options().init_distributed is true",
+        name_));
+  }
+  return *comm_;
 }
 
 int DistributedTest::rank() const {

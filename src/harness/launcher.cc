@@ -87,6 +87,9 @@ class ForkLauncher : public Launcher {
     }
     setenv(env::kInternalResultQueue, request.result_queue.c_str(), 1);
     setenv(env::kInternalStoreToken, request.store_token.c_str(), 1);
+    for (const auto& [name, value] : request.extra_env) {
+      setenv(name.c_str(), value.c_str(), 1);
+    }
     // stdio now writes to a pipe: line buffering shows a hung rank's last
     // words instead of keeping them in a buffer.
     setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -108,10 +111,13 @@ class ExecLauncher : public Launcher {
     if (args_.empty()) throw SpawnError("cannot read /proc/self/cmdline");
     args_.push_back("--gtest_filter=" + request.test_name);
     args_.push_back("--gtest_also_run_disabled_tests");
-    env_ = ChildEnvironment(request.rank,
-                            {{env::kInternalChildTest, request.test_name},
-                             {env::kInternalResultQueue, request.result_queue},
-                             {env::kInternalStoreToken, request.store_token}});
+    std::vector<std::pair<std::string, std::string>> extra = {
+        {env::kInternalChildTest, request.test_name},
+        {env::kInternalResultQueue, request.result_queue},
+        {env::kInternalStoreToken, request.store_token}};
+    extra.insert(extra.end(), request.extra_env.begin(),
+                 request.extra_env.end());
+    env_ = ChildEnvironment(request.rank, extra);
     argv_ = Pointers(args_);
     envp_ = Pointers(env_);
   }

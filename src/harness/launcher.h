@@ -34,7 +34,9 @@ struct SpawnRequest {
   std::string test_name;     // Full gtest name: "Suite.Name/2ranks".
   std::string result_queue;  // Name of the rank's ResultChannel.
   std::string store_token;   // What the rank presents to the store.
-  int stdout_fd = -1;        // Write ends of the parent's pipes.
+  // More variables for the rank (the set-up a kExec rank cannot inherit).
+  std::vector<std::pair<std::string, std::string>> extra_env;
+  int stdout_fd = -1;  // Write ends of the parent's pipes.
   int stderr_fd = -1;
   pid_t pgid = 0;                   // 0: the child leads a new group.
   std::vector<int> close_in_child;  // Parent-owned descriptors.

@@ -101,8 +101,9 @@ void Supervisor::OpenLogs() {
                                   dir, test_dir.string(), ec.message()));
   }
   for (Rank& rank : ranks_) {
-    std::string path =
-        (test_dir / fmt::format("rank-{}.log", rank.report.rank)).string();
+    std::string file = fmt::format("rank-{}.log", rank.report.rank);
+    if (!spec_.fixture.empty()) file = spec_.fixture + "-" + file;
+    std::string path = (test_dir / file).string();
     rank.log = std::fopen(path.c_str(), "we");
     if (rank.log == nullptr) {
       throw ConfigError(fmt::format("{}={}: cannot write {}: {}", env::kLogDir,
@@ -110,6 +111,11 @@ void Supervisor::OpenLogs() {
     }
     rank.report.log_path = path;
   }
+}
+
+std::string Supervisor::Subject() const {
+  if (spec_.fixture.empty()) return spec_.name;
+  return fmt::format("{} (its fixture {})", spec_.name, spec_.fixture);
 }
 
 void Supervisor::PrintHeartbeat(Clock::time_point now) {
@@ -121,8 +127,8 @@ void Supervisor::PrintHeartbeat(Clock::time_point now) {
   auto seconds =
       std::chrono::duration_cast<std::chrono::seconds>(now - start_).count();
   std::printf(
-      "[ disttest ] %s: %lld s; finished: %s; running: %s\n",
-      spec_.name.c_str(), static_cast<long long>(seconds),
+      "[ disttest ] %s: %lld s; finished: %s; running: %s\n", Subject().c_str(),
+      static_cast<long long>(seconds),
       done.empty() ? "none" : fmt::format("{}", fmt::join(done, ", ")).c_str(),
       running.empty() ? "none"
                       : fmt::format("{}", fmt::join(running, ", ")).c_str());
@@ -231,12 +237,13 @@ void Supervisor::SpawnRank(int r) {
   // path out of this function.
   auto [out_read, out_write_fd] = MakePipe();
   FdCloser out_write(out_write_fd);
-  rank.out = std::make_unique<OutputRelay>(out_read, stdout,
-                                           fmt::format("[rank {}] ", r));
+  std::string prefix = spec_.fixture.empty()
+                           ? fmt::format("[rank {}] ", r)
+                           : fmt::format("[{} rank {}] ", spec_.fixture, r);
+  rank.out = std::make_unique<OutputRelay>(out_read, stdout, prefix);
   auto [err_read, err_write_fd] = MakePipe();
   FdCloser err_write(err_write_fd);
-  rank.err = std::make_unique<OutputRelay>(err_read, stderr,
-                                           fmt::format("[rank {}] ", r));
+  rank.err = std::make_unique<OutputRelay>(err_read, stderr, prefix);
   rank.out->CopyTo(rank.log);
   rank.err->CopyTo(rank.log);
   if (spec_.options.launch == LaunchMode::kExec) {
@@ -251,6 +258,7 @@ void Supervisor::SpawnRank(int r) {
   request.rank.master_addr = spec_.options.master_addr;
   request.rank.master_port = server_->port();
   request.test_name = spec_.name;
+  request.extra_env = spec_.child_env;
   request.result_queue = rank.channel->name();
   request.store_token = store_token_;
   request.stdout_fd = out_write.fd;
@@ -405,7 +413,7 @@ void Supervisor::KillStuck(const std::string& reason) {
   }
   if (!pids.empty()) {
     std::printf("[ disttest ] %s: %s; taking the stacks of %zu rank%s\n",
-                spec_.name.c_str(), reason.c_str(), pids.size(),
+                Subject().c_str(), reason.c_str(), pids.size(),
                 pids.size() == 1 ? "" : "s");
     std::fflush(stdout);
     std::vector<std::string> stacks = DumpStacks(pids, kStackDeadline);

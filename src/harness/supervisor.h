@@ -78,6 +78,8 @@ class Supervisor {
   static void RemoveStaleQueuesOnce();
   void Validate() const;
   void OpenLogs();
+  // "Suite.Name/2ranks", or "... (its fixture SavedShards)".
+  std::string Subject() const;
   void PrintHeartbeat(Clock::time_point now);
   void SpawnAll();
   void SpawnRank(int r);

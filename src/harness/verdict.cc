@@ -8,7 +8,12 @@ namespace disttest::internal {
 namespace {
 
 std::string Label(const TestSpec& spec, int rank) {
-  return fmt::format("[rank {}/{}]", rank, spec.world_size);
+  return RankLabel(spec, rank);
+}
+
+// Names the fixture in findings that concern all of its ranks.
+std::string Whose(const TestSpec& spec) {
+  return spec.fixture.empty() ? std::string() : spec.fixture + ": ";
 }
 
 bool HasResult(const RankReport& r, RankMessage::Kind a, RankMessage::Kind b) {
@@ -128,13 +133,13 @@ void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
       first != nullptr && !first->file.empty() ? first->file : spec.file;
   int line = first != nullptr && first->line >= 0 ? first->line : spec.line;
   if (static_cast<int>(skipped.size()) == spec.world_size) {
-    out->push_back(
-        {Finding::Kind::kSkip, file, line,
-         fmt::format("all {} ranks skipped: {}", spec.world_size, why)});
+    out->push_back({Finding::Kind::kSkip, file, line,
+                    fmt::format("{}all {} ranks skipped: {}", Whose(spec),
+                                spec.world_size, why)});
     return;
   }
   std::string which = fmt::format(
-      "{} {} of {} skipped ({}) while the other ranks ran",
+      "{}{} {} of {} skipped ({}) while the other ranks ran", Whose(spec),
       skipped.size() == 1 ? "rank" : "ranks", fmt::join(skipped, ", "),
       spec.world_size, why.empty() ? "no message" : "\"" + why + "\"");
   if (spec.options.skip_policy == SkipPolicy::kAllowPartial) {
@@ -149,6 +154,13 @@ void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
 }
 
 }  // namespace
+
+std::string RankLabel(const TestSpec& spec, int rank) {
+  if (spec.fixture.empty()) {
+    return fmt::format("[rank {}/{}]", rank, spec.world_size);
+  }
+  return fmt::format("[{} rank {}/{}]", spec.fixture, rank, spec.world_size);
+}
 
 std::vector<Finding> Judge(const TestSpec& spec,
                            const std::vector<RankReport>& ranks) {

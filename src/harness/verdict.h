@@ -16,6 +16,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "disttest/harness/options.h"
@@ -31,7 +32,15 @@ struct TestSpec {
   int line = 0;
   int world_size = 0;
   Options options;
+  // Set when the ranks run a DistributedFixture before the test: its name,
+  // which labels messages ("[SavedShards rank 1/2]"), output and logs.
+  std::string fixture;
+  // Added to each rank's environment (kExec ranks read their set-up there).
+  std::vector<std::pair<std::string, std::string>> child_env;
 };
+
+// "[rank 1/4]", or "[SavedShards rank 1/2]" for a fixture's rank.
+std::string RankLabel(const TestSpec& spec, int rank);
 
 // Everything the parent learned about one rank.
 struct RankReport {

@@ -7,6 +7,7 @@
 // verdict, and that nothing was left behind.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <filesystem>
 #include <sstream>
@@ -325,12 +326,83 @@ TEST_P(VerdictsTest, XmlHoldsEachRanksFailureAndTheTestsProperties) {
   EXPECT_THAT(tc, HasSubstr("<property name=\"disttest_rerun\" value=\""));
 }
 
+// A temporary directory for the child's TMPDIR, which must be empty again
+// when the child is done.
+class ScratchTmp {
+ public:
+  ScratchTmp() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "verdicts-tmp-XXXXXX")
+            .string();
+    EXPECT_NE(mkdtemp(pattern.data()), nullptr);
+    path_ = pattern;
+  }
+  ~ScratchTmp() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  std::vector<std::string> Entries() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(path_)) {
+      out.push_back(e.path().filename().string());
+    }
+    return out;
+  }
+
+ private:
+  std::string path_;
+};
+
+TEST_P(VerdictsTest, DistributedFixtureRunsFirstAndItsDirectoryGoes) {
+  ScratchTmp tmp;
+  Verdict v = Run("VerdictsWithFixture.*:VerdictsFaultyFixture.*",
+                  {{"TMPDIR", tmp.path()}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  // The test's ranks read what the fixture's 2 ranks wrote, at 1 and 3
+  // ranks; its output is labelled with the fixture's name.
+  EXPECT_THAT(v.run.out, HasSubstr("[WritesShards rank 1] "
+                                   "marker-fixture-output 1\n"));
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 0] marker-body-after-fixtures 0\n"));
+  for (const char* name :
+       {"ReadsWhatTheFixtureWrote/1ranks", "ReadsWhatTheFixtureWrote/3ranks",
+        "BodyRunsAfterBothFixtures/2ranks"}) {
+    EXPECT_THAT(TestCaseXml(v.xml, name), HasSubstr("result=\"completed\""))
+        << name;
+  }
+  EXPECT_THAT(v.run.out, Not(HasSubstr("FAILED")));
+  EXPECT_THAT(tmp.Entries(), ::testing::IsEmpty());
+}
+
+TEST_P(VerdictsTest, FailingDistributedFixtureFailsTheTestWithoutItsBody) {
+  ScratchTmp tmp;
+  Verdict v = Run("VerdictsFaultyFixture.BodyRunsAfterBothFixtures/2ranks",
+                  {{"TMPDIR", tmp.path()}, {"VERDICTS_FIXTURE_FAULT", "fail"}});
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr(FailureAt("marker-fixture-fails",
+                                             "[FaultyFixture rank 2/3]")));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("[FaultyFixture rank 1/3]")));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("marker-body-after-fixtures")));
+  EXPECT_THAT(v.run.out, HasSubstr("rerun this test alone: "));
+  EXPECT_THAT(tmp.Entries(), ::testing::IsEmpty());
+}
+
+TEST_P(VerdictsTest, SkippingDistributedFixtureSkipsTheTest) {
+  ScratchTmp tmp;
+  Verdict v = Run("VerdictsFaultyFixture.BodyRunsAfterBothFixtures/2ranks",
+                  {{"TMPDIR", tmp.path()}, {"VERDICTS_FIXTURE_FAULT", "skip"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("FaultyFixture: all 3 ranks skipped: "
+                                   "marker-fixture-skips"));
+  EXPECT_THAT(TestCaseXml(v.xml, "BodyRunsAfterBothFixtures/2ranks"),
+              HasSubstr("result=\"skipped\""));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("marker-body-after-fixtures")));
+  EXPECT_THAT(tmp.Entries(), ::testing::IsEmpty());
+}
+
 TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // Every case at once, failures, crashes and hangs included; Run() checks
   // for leftover queues and processes.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*");
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 13 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 16 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 2 tests"));
   EXPECT_THAT(v.run.out, HasSubstr("17 FAILED TESTS"));
 }

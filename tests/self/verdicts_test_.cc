@@ -11,6 +11,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -234,6 +236,67 @@ DIST_TEST_F(VerdictsNoComm, CommThrows) { comm().barrier(); }
 
 DIST_TEST_F(VerdictsNoComm, RunsWithoutCommunicator, 3) {
   EXPECT_EQ(world_size(), 3);
+}
+
+// A DistributedFixture at 2 ranks: each writes its shard, then they meet.
+class WritesShards : public disttest::DistributedFixture {
+ public:
+  WritesShards() : DistributedFixture(2) {}
+  void Run() override {
+    std::ofstream(dir() / ("shard-" + std::to_string(rank()))) << rank() * 10;
+    int one = 1;
+    comm().allreduce(&one, 1, disttest::ReduceOp::kSum);
+    EXPECT_EQ(one, 2);
+    std::printf("marker-fixture-output %d\n", rank());
+  }
+};
+
+// A fixture at 3 ranks that fails on rank 2 or skips on every rank, as
+// VERDICTS_FIXTURE_FAULT ("fail", "skip") says.
+class FaultyFixture : public disttest::DistributedFixture {
+ public:
+  FaultyFixture() : DistributedFixture(3) {}
+  void Run() override {
+    const char* fault = std::getenv("VERDICTS_FIXTURE_FAULT");
+    std::string what = fault != nullptr ? fault : "";
+    if (what == "fail") {
+      EXPECT_NE(rank(), 2) << "marker-fixture-fails";
+    }
+    if (what == "skip") {
+      GTEST_SKIP() << "marker-fixture-skips";
+    }
+  }
+};
+
+class VerdictsWithFixture : public Verdicts {
+ protected:
+  // In the parent, once the test's ranks and the fixture's are gone.
+  void TearDown() override {
+    EXPECT_FALSE(shards_.dir().empty());
+    EXPECT_FALSE(std::filesystem::exists(shards_.dir()))
+        << "the fixture's directory outlived the test: " << shards_.dir();
+  }
+  WritesShards& shards_ = UseFixture<WritesShards>();
+};
+
+DIST_TEST_F(VerdictsWithFixture, ReadsWhatTheFixtureWrote, 1, 3) {
+  for (int r = 0; r < 2; ++r) {
+    std::ifstream in(shards_.dir() / ("shard-" + std::to_string(r)));
+    int value = -1;
+    in >> value;
+    EXPECT_EQ(value, r * 10) << "shard " << r << " read by rank " << rank();
+  }
+}
+
+class VerdictsFaultyFixture : public VerdictsWithFixture {
+ protected:
+  FaultyFixture& faulty_ = UseFixture<FaultyFixture>();
+};
+
+DIST_TEST_F(VerdictsFaultyFixture, BodyRunsAfterBothFixtures) {
+  EXPECT_TRUE(std::filesystem::exists(shards_.dir() / "shard-1"));
+  EXPECT_NE(shards_.dir(), faulty_.dir());
+  std::printf("marker-body-after-fixtures %d\n", rank());
 }
 
 }  // namespace

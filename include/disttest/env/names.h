@@ -55,6 +55,12 @@ inline constexpr char kInternalChildTest[] = "DISTTEST_INTERNAL_CHILD_TEST";
 inline constexpr char kInternalStoreToken[] = "DISTTEST_INTERNAL_STORE_TOKEN";
 // Name of the shared-memory queue this rank reports its results into.
 inline constexpr char kInternalResultQueue[] = "DISTTEST_INTERNAL_RESULT_QUEUE";
+// Index of the DistributedFixture (in the order the test declared them)
+// that this process runs as a rank, instead of the test body.
+inline constexpr char kInternalChildFixture[] =
+    "DISTTEST_INTERNAL_CHILD_FIXTURE";
+// The test's fixture directories, one per line, in declaration order.
+inline constexpr char kInternalFixtureDirs[] = "DISTTEST_INTERNAL_FIXTURE_DIRS";
 
 // --- Variables removed from a rank's environment. ---
 // gtest's sharding, output and premature-exit protocol belong to the parent:

@@ -6,8 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <initializer_list>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace disttest::internal {
@@ -35,6 +38,25 @@ struct TestAccess {
   static const Options& options(const DistributedTest& test) {
     return test.options_;
   }
+};
+
+struct FixtureAccess {
+  static std::vector<std::unique_ptr<DistributedFixture>>& fixtures(
+      DistributedTest& test) {
+    return test.fixtures_;
+  }
+  static void SetName(DistributedFixture& f, std::string name) {
+    f.name_ = std::move(name);
+  }
+  static void SetDir(DistributedFixture& f, std::filesystem::path dir) {
+    f.dir_ = std::move(dir);
+  }
+  static void Bind(DistributedFixture& f, const RankEnv* env,
+                   Communicator* comm) {
+    f.rank_env_ = env;
+    f.comm_ = comm;
+  }
+  static void Run(DistributedFixture& f) { f.Run(); }
 };
 
 // "Name/4ranks": the world size is part of the gtest name. A size outside
