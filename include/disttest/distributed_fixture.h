@@ -38,6 +38,7 @@
 
 #include "disttest/comm/communicator.h"
 #include "disttest/env/rank_env.h"
+#include "disttest/rendezvous/store.h"
 
 namespace disttest {
 
@@ -65,6 +66,8 @@ class DistributedFixture {
   // The communicator of the fixture's ranks; throws disttest::Error
   // elsewhere.
   Communicator& comm();
+  // The store of the fixture's ranks (see DistributedTest::store()).
+  Store& store();
 
   // "SavedShards": how messages and logs name the fixture.
   const std::string& name() const { return name_; }
@@ -77,6 +80,7 @@ class DistributedFixture {
   std::filesystem::path dir_;
   const RankEnv* rank_env_ = nullptr;  // Set only in the fixture's ranks.
   Communicator* comm_ = nullptr;
+  Store* store_ = nullptr;
 };
 
 }  // namespace disttest

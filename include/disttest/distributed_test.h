@@ -48,6 +48,7 @@
 #include "disttest/distributed_fixture.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/harness/options.h"
+#include "disttest/rendezvous/store.h"
 
 namespace disttest {
 
@@ -78,6 +79,15 @@ class DistributedTest : public ::testing::Test {
   // The rank's communicator. Throws disttest::Error outside a rank or when
   // options().init_distributed is false.
   Communicator& comm();
+
+  // The test's store (keys are private to this test), also when
+  // options().init_distributed is false: for tests that build their own
+  // communicator or pass small values between ranks. Throws disttest::Error
+  // outside a rank.
+  //   auto mine = disttest::CreateCommunicator(disttest::Backend::kGloo,
+  //                                            store(), rank(), world_size(),
+  //                                            {});
+  Store& store();
 
   // Run in every rank around the body (SetUp()/TearDown() run in the
   // parent). A fatal failure or skip in SetUpRank() skips the body;
@@ -115,6 +125,7 @@ class DistributedTest : public ::testing::Test {
   int line_ = 0;
   const RankEnv* rank_env_ = nullptr;  // Set only in a rank.
   Communicator* comm_ = nullptr;       // Set only in a rank.
+  Store* store_ = nullptr;             // Set only in a rank.
   std::vector<std::unique_ptr<DistributedFixture>> fixtures_;
 };
 

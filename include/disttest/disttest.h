@@ -20,6 +20,7 @@
 #include "disttest/comm/communicator.h"
 #include "disttest/comm/create.h"
 #include "disttest/comm/gloo_communicator.h"
+#include "disttest/distributed_fixture.h"
 #include "disttest/distributed_test.h"
 #include "disttest/env/names.h"
 #include "disttest/env/rank_env.h"

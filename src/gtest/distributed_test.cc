@@ -25,6 +25,7 @@
 
 #include "disttest/env/names.h"
 #include "disttest/error.h"
+#include "disttest/rendezvous/prefix_store.h"
 #include "gtest/current_communicator.h"
 #include "harness/launcher.h"
 #include "harness/rank_main.h"
@@ -138,16 +139,18 @@ class GtestRankProgram : public RankProgram {
   GtestRankProgram(DistributedTest& test, DistributedFixture* fixture)
       : test_(test), fixture_(fixture) {}
 
-  RankVerdict Run(const RankEnv& env, Communicator* comm,
+  RankVerdict Run(const RankEnv& env, Communicator* comm, Store& store,
                   const ReportFn& report) override {
     SetCurrentCommunicator(comm);
     ChannelReporter reporter(report);
+    // The harness's own keys live beside the user's; keep them apart.
+    PrefixStore user_store("test", store);
     if (fixture_ != nullptr) {
-      FixtureAccess::Bind(*fixture_, &env, comm);
+      FixtureAccess::Bind(*fixture_, &env, comm, &user_store);
       Guarded(fixture_->name() + "::Run()",
               [&] { FixtureAccess::Run(*fixture_); });
     } else {
-      TestAccess::Bind(test_, &env, comm);
+      TestAccess::Bind(test_, &env, comm, &user_store);
       Guarded("SetUpRank()", [&] { TestAccess::SetUpRank(test_); });
       if (!reporter.stops_body()) {
         Guarded("the test body", [&] { TestAccess::Body(test_); });
@@ -464,6 +467,15 @@ int DistributedFixture::rank() const {
   return rank_env_ != nullptr ? rank_env_->rank : -1;
 }
 
+Store& DistributedFixture::store() {
+  if (store_ == nullptr) {
+    throw Error(fmt::format(
+        "{}::store() is only available in the fixture's own ranks (in Run())",
+        name_));
+  }
+  return *store_;
+}
+
 Communicator& DistributedFixture::comm() {
   if (comm_ == nullptr) {
     throw Error(fmt::format(
@@ -485,6 +497,15 @@ int DistributedTest::local_rank() const {
 }
 int DistributedTest::local_size() const {
   return rank_env_ != nullptr ? rank_env_->local_size : registered_world_size_;
+}
+
+Store& DistributedTest::store() {
+  if (store_ == nullptr) {
+    throw Error(
+        "store() is only available inside a rank (SetUpRank, the DIST_TEST_F "
+        "body, TearDownRank)");
+  }
+  return *store_;
 }
 
 Communicator& DistributedTest::comm() {

@@ -144,13 +144,16 @@ std::set<ino_t> TcpSocketInodes() {
 // the parent) end with a reset when it exits, so that thousands
 // of tests leave no TIME_WAIT sockets behind (which would make binding a
 // port ever slower). Only after the meeting: no peer still waits for data.
+// A rank that failed only says it is here and leaves at once (its peers may
+// be blocked in a collective with it, and must see its connections close).
 void MeetAndDropConnections(TcpStore& store, const RankEnv& env,
-                            const std::set<ino_t>& inherited) {
+                            const std::set<ino_t>& inherited, bool failed) {
   try {
     store.set_timeout(std::chrono::seconds(1));
     if (store.add("disttest/exit", 1) == env.world_size) {
       store.set("disttest/exit/all", std::string_view("1"));
     }
+    if (failed) return;
     store.wait({"disttest/exit/all"});
   } catch (const std::exception&) {
     return;  // A peer did not get here; end the usual way.
@@ -176,10 +179,7 @@ void MeetAndDropConnections(TcpStore& store, const RankEnv& env,
 // Rendezvous, communicator and the first barrier. Throws on failure.
 std::unique_ptr<Communicator> Connect(const RankEnv& env,
                                       const Options& options,
-                                      const std::string& token,
                                       std::unique_ptr<TcpStore>* store) {
-  *store = std::make_unique<TcpStore>(env.master_addr, env.master_port,
-                                      RankTimeout(env, options.timeout), token);
   GlooOptions gloo;
   gloo.hostname = env.master_addr;
   gloo.timeout = RankTimeout(env, options.timeout);
@@ -211,16 +211,20 @@ void RunRank(RankProgram& program, const Options& options) {
   try {
     RankEnv env = RankEnv::FromEnvironment();
     WaitForDebugger(env);
-    std::unique_ptr<TcpStore> store;
+    // Connects on first use: a test without a communicator that never
+    // touches the store never connects.
+    auto store =
+        std::make_unique<TcpStore>(env.master_addr, env.master_port,
+                                   RankTimeout(env, options.timeout), token);
     std::unique_ptr<Communicator> comm;
-    if (options.init_distributed) comm = Connect(env, options, token, &store);
-    RankVerdict verdict = program.Run(env, comm.get(), report);
+    if (options.init_distributed) comm = Connect(env, options, &store);
+    RankVerdict verdict = program.Run(env, comm.get(), *store, report);
     ReportDone(report, verdict);
-    // A failed rank leaves at once: peers blocked in a collective with it
-    // see its connections close and fail now, not after a meeting. The
-    // meeting never throws; a peer that does not come only costs the reset.
-    if (store && verdict != RankVerdict::kFailed) {
-      MeetAndDropConnections(*store, env, inherited_sockets);
+    // The meeting never throws; a peer that does not come only costs the
+    // reset (and a second).
+    if (comm) {
+      MeetAndDropConnections(*store, env, inherited_sockets,
+                             verdict == RankVerdict::kFailed);
     }
     code = verdict == RankVerdict::kPassed    ? kExitPassed
            : verdict == RankVerdict::kSkipped ? kExitSkipped

@@ -18,6 +18,7 @@
 #include "disttest/comm/communicator.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/harness/options.h"
+#include "disttest/rendezvous/store.h"
 #include "harness/result_channel.h"
 
 namespace disttest::internal {
@@ -31,7 +32,9 @@ using ReportFn = std::function<void(const RankMessage&)>;
 class RankProgram {
  public:
   virtual ~RankProgram() = default;
-  virtual RankVerdict Run(const RankEnv& env, Communicator* comm,
+  // `comm` is null when options.init_distributed is false; `store` is the
+  // test's store, connected on first use.
+  virtual RankVerdict Run(const RankEnv& env, Communicator* comm, Store& store,
                           const ReportFn& report) = 0;
   // Where harness failures (rendezvous, communicator) are reported.
   virtual const char* file() const = 0;

@@ -326,6 +326,15 @@ TEST_P(VerdictsTest, XmlHoldsEachRanksFailureAndTheTestsProperties) {
   EXPECT_THAT(tc, HasSubstr("<property name=\"disttest_rerun\" value=\""));
 }
 
+TEST_P(VerdictsTest, TestWithoutCommunicatorBuildsItsOwnFromTheStore) {
+  Verdict v = Run("VerdictsNoComm.BuildsItsOwnCommunicator/3ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(v.run.out, HasSubstr("[rank " + std::to_string(r) +
+                                     "] marker-own-communicator 6 gloo\n"));
+  }
+}
+
 // A temporary directory for the child's TMPDIR, which must be empty again
 // when the child is done.
 class ScratchTmp {
@@ -402,7 +411,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // for leftover queues and processes.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*");
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 16 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 17 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 2 tests"));
   EXPECT_THAT(v.run.out, HasSubstr("17 FAILED TESTS"));
 }

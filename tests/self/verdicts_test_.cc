@@ -238,6 +238,16 @@ DIST_TEST_F(VerdictsNoComm, RunsWithoutCommunicator, 3) {
   EXPECT_EQ(world_size(), 3);
 }
 
+DIST_TEST_F(VerdictsNoComm, BuildsItsOwnCommunicator, 3) {
+  auto mine = disttest::CreateCommunicator(disttest::Backend::kGloo, store(),
+                                           rank(), world_size(), {});
+  int sum = rank() + 1;
+  mine->allreduce(&sum, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(sum, 6);
+  std::printf("marker-own-communicator %d %s\n", sum, mine->backend_name());
+  (void)mine.release();  // As the harness does: _exit closes its sockets.
+}
+
 // A DistributedFixture at 2 ranks: each writes its shard, then they meet.
 class WritesShards : public disttest::DistributedFixture {
  public:

@@ -23,9 +23,10 @@ struct TestAccess {
     test.line_ = line;
   }
   static void Bind(DistributedTest& test, const RankEnv* env,
-                   Communicator* comm) {
+                   Communicator* comm, Store* store) {
     test.rank_env_ = env;
     test.comm_ = comm;
+    test.store_ = store;
   }
   static void SetUpRank(DistributedTest& test) { test.SetUpRank(); }
   static void Body(DistributedTest& test) { test.RunDistributedBody(); }
@@ -52,9 +53,10 @@ struct FixtureAccess {
     f.dir_ = std::move(dir);
   }
   static void Bind(DistributedFixture& f, const RankEnv* env,
-                   Communicator* comm) {
+                   Communicator* comm, Store* store) {
     f.rank_env_ = env;
     f.comm_ = comm;
+    f.store_ = store;
   }
   static void Run(DistributedFixture& f) { f.Run(); }
 };

@@ -1,0 +1,52 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Recipe 10: testing code that sets up its own communication.
+//
+// With options().init_distributed = false the ranks start without a
+// communicator: the body is the code under test. The rank environment is
+// in place (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), and store()
+// is the test's rendezvous store, private to the test. LaunchMode::kExec
+// re-executes the binary for each rank: use it when the code under test
+// starts threads or processes, which a forked rank must not inherit half-way.
+#include <disttest/disttest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+namespace {
+
+// The code under test: a library's "init from the environment".
+std::unique_ptr<disttest::Communicator> InitFromEnvironment(
+    disttest::Store& store) {
+  const disttest::RankEnv env = disttest::RankEnv::FromEnvironment();
+  disttest::GlooOptions options;
+  options.hostname = env.master_addr;
+  return disttest::CreateCommunicator(disttest::Backend::kGloo, store, env.rank,
+                                      env.world_size, options);
+}
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "(unset)";
+}
+
+class OwnInit : public disttest::DistributedTest {
+ protected:
+  OwnInit() {
+    options().init_distributed = false;
+    options().launch = disttest::LaunchMode::kExec;
+  }
+};
+
+DIST_TEST_F(OwnInit, InitFromTheEnvironmentConnectsEveryRank, 2, 3) {
+  EXPECT_EQ(Env("RANK"), std::to_string(rank()));
+  EXPECT_EQ(Env("WORLD_SIZE"), std::to_string(world_size()));
+  std::unique_ptr<disttest::Communicator> mine = InitFromEnvironment(store());
+  ASSERT_EQ(mine->rank(), rank());
+  int sum = 1;
+  mine->allreduce(&sum, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(sum, world_size());
+}
+
+}  // namespace
