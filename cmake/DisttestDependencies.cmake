@@ -5,6 +5,7 @@ find_package(Threads REQUIRED)
 find_package(GTest REQUIRED)
 find_package(fmt REQUIRED)
 find_package(Boost REQUIRED)            # Interprocess is header-only.
+find_package(nlohmann_json REQUIRED)    # launch(): JSON configs.
 find_package(Gloo REQUIRED)             # Debian: imported target `gloo`.
 if(NOT TARGET gloo)
   message(FATAL_ERROR "Gloo was found but defines no target `gloo`")

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   cmake g++ make pkg-config
   libgtest-dev libgmock-dev
-  libfmt-dev libboost-dev libgloo-dev
+  libfmt-dev libboost-dev libgloo-dev nlohmann-json3-dev
   clang-format
   elfutils gdb   # eu-stack or gdb: stacks of hung ranks
 )

@@ -48,6 +48,7 @@
 #include "disttest/distributed_fixture.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/harness/options.h"
+#include "disttest/launch/launch.h"
 #include "disttest/rendezvous/store.h"
 
 namespace disttest {
@@ -89,6 +90,13 @@ class DistributedTest : public ::testing::Test {
   //                                            {});
   Store& store();
 
+  // launch()'s view of this rank when options().parallel is set: the
+  // parallel groups, local rank and size, seeds (launch/launch.h):
+  //   ctx().group(disttest::ParallelMode::kTensor).allreduce(...);
+  // Throws disttest::Error when options().parallel is not set or outside a
+  // rank.
+  Context& ctx();
+
   // Run in every rank around the body (SetUp()/TearDown() run in the
   // parent). A fatal failure or skip in SetUpRank() skips the body;
   // TearDownRank() always runs.
@@ -126,6 +134,7 @@ class DistributedTest : public ::testing::Test {
   const RankEnv* rank_env_ = nullptr;  // Set only in a rank.
   Communicator* comm_ = nullptr;       // Set only in a rank.
   Store* store_ = nullptr;             // Set only in a rank.
+  Context* ctx_ = nullptr;             // Set only in a rank.
   std::vector<std::unique_ptr<DistributedFixture>> fixtures_;
 };
 

@@ -32,6 +32,7 @@
 #include "harness/rank_outcome.h"
 #include "harness/supervisor.h"
 #include "harness/verdict.h"
+#include "launch/launch_internal.h"
 
 namespace disttest {
 namespace internal {
@@ -151,7 +152,14 @@ class GtestRankProgram : public RankProgram {
               [&] { FixtureAccess::Run(*fixture_); });
     } else {
       TestAccess::Bind(test_, &env, comm, &user_store);
-      Guarded("SetUpRank()", [&] { TestAccess::SetUpRank(test_); });
+      const Options& options = TestAccess::options(test_);
+      if (options.parallel && comm != nullptr) {
+        Guarded("building the parallel groups (options().parallel)",
+                [&] { Launch(env, *comm, store, options); });
+      }
+      if (!reporter.stops_body()) {
+        Guarded("SetUpRank()", [&] { TestAccess::SetUpRank(test_); });
+      }
       if (!reporter.stops_body()) {
         Guarded("the test body", [&] { TestAccess::Body(test_); });
       }
@@ -164,6 +172,25 @@ class GtestRankProgram : public RankProgram {
   int line() const override { return TestAccess::line(test_); }
 
  private:
+  // launch() on the harness's store and communicator. The Context is never
+  // destroyed: the rank _exits after the test, as with its communicator.
+  void Launch(const RankEnv& env, Communicator& comm, Store& store,
+              const Options& options) {
+    LaunchRequest request;
+    request.config.parallel = *options.parallel;
+    request.rank = env.rank;
+    request.world_size = env.world_size;
+    request.local_rank = env.local_rank;
+    request.local_size = env.local_size;
+    request.backend = options.backend;
+    request.seed = options.seed;
+    request.bind_host = env.master_addr;
+    request.timeout = options.timeout;
+    request.log = false;
+    auto* ctx = new Context(LaunchOnStore(request, store, &comm));
+    TestAccess::BindContext(test_, ctx);
+  }
+
   // An exception that escapes user code is a fatal failure of this rank,
   // reported where the test is defined (the throw site is unknown).
   template <typename F>
@@ -389,6 +416,18 @@ void Supervise(DistributedTest& test) {
   try {
     spec.options = EffectiveOptions(test);
     RecordProperties(spec);
+    if (spec.options.parallel) {
+      try {
+        Layout fits(spec.world_size, *spec.options.parallel);
+      } catch (const ConfigError& e) {
+        std::string why =
+            fmt::format("options().parallel does not fit {} ranks: {}",
+                        spec.world_size, e.what());
+        GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, why.c_str(),
+                          ::testing::TestPartResult::kSkip);
+        return;
+      }
+    }
     for (auto& fixture : fixtures) {
       FixtureAccess::SetDir(*fixture, dirs.Create(fixture->name()));
     }
@@ -497,6 +536,18 @@ int DistributedTest::local_rank() const {
 }
 int DistributedTest::local_size() const {
   return rank_env_ != nullptr ? rank_env_->local_size : registered_world_size_;
+}
+
+Context& DistributedTest::ctx() {
+  if (ctx_ == nullptr) {
+    throw Error(options_.parallel
+                    ? "ctx() is only available inside a rank (SetUpRank, the "
+                      "DIST_TEST_F body, TearDownRank)"
+                    : "ctx() needs options().parallel: set it in the fixture's "
+                      "constructor, e.g. options().parallel = "
+                      "disttest::ParallelConfig{.tensor = 2}");
+  }
+  return *ctx_;
 }
 
 Store& DistributedTest::store() {

@@ -335,6 +335,18 @@ TEST_P(VerdictsTest, TestWithoutCommunicatorBuildsItsOwnFromTheStore) {
   }
 }
 
+TEST_P(VerdictsTest, ParallelLayoutThatDoesNotFitIsSkippedSayingWhy) {
+  Verdict v = Run("VerdictsParallel.*");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(TestCaseXml(v.xml, "TensorGroupsOfTwo/2ranks"),
+              HasSubstr("result=\"completed\""));
+  EXPECT_THAT(TestCaseXml(v.xml, "TensorGroupsOfTwo/3ranks"),
+              HasSubstr("result=\"skipped\""));
+  EXPECT_THAT(v.run.out,
+              HasSubstr("options().parallel does not fit 3 ranks: world size "
+                        "3 does not split into pipeline 1 x tensor 2 (= 2)"));
+}
+
 // A temporary directory for the child's TMPDIR, which must be empty again
 // when the child is done.
 class ScratchTmp {
@@ -411,8 +423,8 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // for leftover queues and processes.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*");
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 17 tests."));
-  EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 2 tests"));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 18 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 3 tests"));
   EXPECT_THAT(v.run.out, HasSubstr("17 FAILED TESTS"));
 }
 

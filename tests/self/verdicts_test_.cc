@@ -309,4 +309,19 @@ DIST_TEST_F(VerdictsFaultyFixture, BodyRunsAfterBothFixtures) {
   std::printf("marker-body-after-fixtures %d\n", rank());
 }
 
+class VerdictsParallel : public Verdicts {
+ protected:
+  VerdictsParallel() {
+    options().parallel = disttest::ParallelConfig{.tensor = 2};
+  }
+};
+
+DIST_TEST_F(VerdictsParallel, TensorGroupsOfTwo, 2, 3) {
+  int one = 1;
+  ctx()
+      .group(disttest::ParallelMode::kTensor)
+      .allreduce(&one, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(one, 2);
+}
+
 }  // namespace

@@ -18,9 +18,12 @@
 #define DISTTEST_HARNESS_OPTIONS_H_
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "disttest/comm/communicator.h"
+#include "disttest/launch/config.h"
 
 namespace disttest {
 
@@ -57,6 +60,12 @@ struct Options {
   std::chrono::milliseconds failure_grace = std::chrono::seconds(2);
   // Address the store listens on and the ranks' sockets bind to.
   std::string master_addr = "127.0.0.1";
+  // Set: every rank builds launch()'s parallel groups (tensor, pipeline,
+  // data, zero1) before the body, which reaches them through ctx(). A world
+  // size the layout cannot split is skipped, saying why.
+  std::optional<ParallelConfig> parallel;
+  // The base seed of ctx() (launch()'s `seed`).
+  std::uint64_t seed = 1024;
 };
 
 const char* Name(LaunchMode mode);

@@ -28,6 +28,9 @@ struct TestAccess {
     test.comm_ = comm;
     test.store_ = store;
   }
+  static void BindContext(DistributedTest& test, Context* ctx) {
+    test.ctx_ = ctx;
+  }
   static void SetUpRank(DistributedTest& test) { test.SetUpRank(); }
   static void Body(DistributedTest& test) { test.RunDistributedBody(); }
   static void TearDownRank(DistributedTest& test) { test.TearDownRank(); }

@@ -1,0 +1,71 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// LauncherEnv: who this process is, as the launcher that started it says.
+//
+//   disttest::LauncherEnv me = disttest::DetectLauncherEnv();
+//   // me.launcher == "slurm", me.rank, me.world_size, me.master_addr, ...
+//
+// Launchers, in precedence order (the first whose rank variable is set
+// wins, and every field then comes from that launcher; nesting is normal:
+// torchrun under srun sets both, and torchrun's variables are the ranks):
+//
+// | launcher | rank | world size | local rank | local size |
+// |---|---|---|---|---|
+// | torchrun (and disttest's own ranks) | RANK | WORLD_SIZE | LOCAL_RANK |
+// LOCAL_WORLD_SIZE or LOCAL_SIZE | | openmpi | OMPI_COMM_WORLD_RANK |
+// OMPI_COMM_WORLD_SIZE | OMPI_COMM_WORLD_LOCAL_RANK |
+// OMPI_COMM_WORLD_LOCAL_SIZE | | mpich (Hydra, Intel MPI) | PMI_RANK | PMI_SIZE
+// | MPI_LOCALRANKID | MPI_LOCALNRANKS | | mvapich2 | MV2_COMM_WORLD_RANK |
+// MV2_COMM_WORLD_SIZE | MV2_COMM_WORLD_LOCAL_RANK | MV2_COMM_WORLD_LOCAL_SIZE |
+// | slurm (srun) | SLURM_PROCID | SLURM_NTASKS, SLURM_NPROCS,
+// SLURM_STEP_NUM_TASKS | SLURM_LOCALID | SLURM_NTASKS_PER_NODE, or
+// SLURM_STEP_TASKS_PER_NODE / SLURM_TASKS_PER_NODE at SLURM_NODEID |
+//
+// The store's address: MASTER_ADDR, else (in a Slurm step, whichever
+// launcher) the first host of SLURM_STEP_NODELIST, SLURM_JOB_NODELIST or
+// SLURM_NODELIST, else 127.0.0.1 when every rank is on this node (local size
+// == world size). Its port: MASTER_PORT, else (in a Slurm job) 15000 + the
+// last four digits of SLURM_JOB_ID, else 29500 (torchrun's default).
+//
+// A missing or malformed variable is a ConfigError naming the launcher and
+// the variables: "launcher openmpi: OMPI_COMM_WORLD_SIZE is not set".
+#ifndef DISTTEST_LAUNCH_LAUNCHER_ENV_H_
+#define DISTTEST_LAUNCH_LAUNCHER_ENV_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace disttest {
+
+struct LauncherEnv {
+  std::string launcher;  // "torchrun", "openmpi", "mpich", "mvapich2", "slurm"
+  int rank = 0;
+  int world_size = 1;
+  std::optional<int> local_rank;  // Unknown: launch() counts hostnames.
+  std::optional<int> local_size;
+  std::string master_addr;
+  int master_port = 0;
+};
+
+// Reads a variable; nullptr when unset. The default reads the environment.
+using EnvLookup = std::function<const char*(const char*)>;
+
+// Throws ConfigError when no launcher is found, listing what was looked
+// for, or when the found launcher's variables are missing or malformed.
+LauncherEnv DetectLauncherEnv(const EnvLookup& lookup = {});
+
+// Expands a Slurm hostlist: "node[007-009,12],gpu1" -> node007, node008,
+// node009, node12, gpu1; several bracket groups in one name multiply out.
+// Throws ConfigError on malformed lists and above 65536 names.
+std::vector<std::string> ExpandSlurmNodelist(std::string_view list);
+
+// The task count of node `node` in a Slurm tasks-per-node list such as
+// "2(x3),1"; throws ConfigError when malformed or out of range.
+int SlurmTasksOnNode(std::string_view tasks_per_node, int node);
+
+}  // namespace disttest
+
+#endif  // DISTTEST_LAUNCH_LAUNCHER_ENV_H_

@@ -1,0 +1,305 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "disttest/launch/launch.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "disttest/comm/create.h"
+#include "disttest/env/names.h"
+#include "disttest/env/rank_env.h"
+#include "disttest/error.h"
+#include "disttest/rendezvous/prefix_store.h"
+#include "disttest/rendezvous/tcp_store.h"
+#include "launch/launch_internal.h"
+
+namespace disttest {
+namespace {
+
+// Rank 0's store: a TcpStoreServer served from a thread of its own until
+// the Context goes (the rank's main thread runs the program).
+class StoreServerThread {
+ public:
+  StoreServerThread(const std::string& host, int port)
+      : server_(host, port), wake_(eventfd(0, EFD_CLOEXEC)) {
+    if (wake_ < 0) {
+      throw Error(fmt::format("cannot create an eventfd for the store: {}",
+                              std::strerror(errno)));
+    }
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~StoreServerThread() {
+    std::uint64_t one = 1;
+    (void)!write(wake_, &one, sizeof one);
+    thread_.join();
+    close(wake_);
+  }
+  StoreServerThread(const StoreServerThread&) = delete;
+  StoreServerThread& operator=(const StoreServerThread&) = delete;
+
+ private:
+  void Loop() {
+    std::vector<pollfd> fds;
+    for (;;) {
+      fds.clear();
+      server_.AppendPollFds(&fds);
+      const std::size_t served = fds.size();
+      fds.push_back({wake_, POLLIN, 0});
+      if (poll(fds.data(), fds.size(), -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (fds.back().revents != 0) return;
+      server_.HandlePollFds(fds.data(), served);
+    }
+  }
+
+  TcpStoreServer server_;
+  int wake_;
+  std::thread thread_;
+};
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+std::string Hostname() {
+  std::array<char, 256> name{};
+  if (gethostname(name.data(), name.size() - 1) != 0) return "localhost";
+  return name.data();
+}
+
+void CheckArguments(int rank, int world_size, const std::string& host,
+                    int port) {
+  if (world_size < 1 || world_size > kMaxWorldSize) {
+    throw ConfigError(
+        fmt::format("launch: world_size must be in [1, {}], got {}",
+                    kMaxWorldSize, world_size));
+  }
+  if (rank < 0 || rank >= world_size) {
+    throw ConfigError(fmt::format("launch: rank must be in [0, {}], got {}",
+                                  world_size - 1, rank));
+  }
+  if (host.empty()) throw ConfigError("launch: host is empty");
+  if (port < 1 || port > 65535) {
+    throw ConfigError(
+        fmt::format("launch: port must be in [1, 65535], got {}", port));
+  }
+}
+
+}  // namespace
+
+struct Context::State {
+  // Declaration order is teardown order, reversed: the groups go first,
+  // the store (and rank 0's store server) last.
+  std::shared_ptr<void> keep_alive;
+  Store* store = nullptr;
+  std::vector<std::unique_ptr<PrefixStore>> prefixes;
+  std::unique_ptr<Communicator> own_global;
+  Communicator* global = nullptr;
+  std::map<ParallelMode, std::unique_ptr<Communicator>> groups;
+
+  Config config;
+  std::optional<Layout> layout;
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int device = -1;
+  std::uint64_t seed = 0;
+};
+
+Context::Context(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Context::Context(Context&&) noexcept = default;
+Context& Context::operator=(Context&&) noexcept = default;
+Context::~Context() = default;
+
+int Context::rank() const { return state_->rank; }
+int Context::world_size() const { return state_->world_size; }
+int Context::local_rank() const { return state_->local_rank; }
+int Context::local_size() const { return state_->local_size; }
+int Context::device() const { return state_->device; }
+const Config& Context::config() const { return state_->config; }
+const Layout& Context::layout() const { return *state_->layout; }
+Store& Context::store() { return *state_->store; }
+std::uint64_t Context::seed() const { return state_->seed; }
+
+Communicator& Context::group(ParallelMode mode) {
+  if (mode == ParallelMode::kGlobal) return *state_->global;
+  return *state_->groups.at(mode);
+}
+int Context::rank_in(ParallelMode mode) const {
+  return state_->layout->rank_in(mode, state_->rank);
+}
+int Context::size(ParallelMode mode) const {
+  return state_->layout->size(mode);
+}
+std::uint64_t Context::seed(ParallelMode mode) const {
+  return ModeSeed(mode, state_->seed, *state_->layout, state_->rank);
+}
+
+namespace internal {
+
+int SelectDevice(std::optional<int> local_rank, int rank, int device_count) {
+  if (device_count <= 0) return -1;
+  if (local_rank) return *local_rank;
+  return rank % device_count;
+}
+
+namespace {
+
+// Every rank's hostname, through the global communicator.
+std::vector<std::string> AllHostnames(Communicator& global) {
+  constexpr std::size_t kWidth = 256;
+  std::string mine = Hostname();
+  std::vector<std::uint8_t> in(kWidth, 0);
+  std::memcpy(in.data(), mine.data(), std::min(mine.size(), kWidth - 1));
+  std::vector<std::uint8_t> all(kWidth *
+                                static_cast<std::size_t>(global.size()));
+  global.allgather(in.data(), all.data(), kWidth);
+  std::vector<std::string> names;
+  for (int r = 0; r < global.size(); ++r) {
+    const char* at = reinterpret_cast<const char*>(all.data()) + r * kWidth;
+    names.emplace_back(at, strnlen(at, kWidth));
+  }
+  return names;
+}
+
+}  // namespace
+
+Context LaunchOnStore(const LaunchRequest& request, Store& store,
+                      Communicator* global) {
+  auto state = std::make_unique<Context::State>();
+  state->config = request.config;
+  state->layout.emplace(request.world_size, request.config.parallel);
+  state->rank = request.rank;
+  state->world_size = request.world_size;
+  state->seed = request.seed;
+  state->store = &store;
+  state->keep_alive = request.keep_alive;
+
+  GlooOptions gloo;
+  gloo.hostname = request.bind_host;
+  gloo.timeout = request.timeout;
+  auto prefixed = [&](ParallelMode mode, int index) -> Store& {
+    state->prefixes.push_back(std::make_unique<PrefixStore>(
+        fmt::format("launch/{}/{}", Name(mode), index), store));
+    return *state->prefixes.back();
+  };
+  if (global == nullptr) {
+    state->own_global =
+        CreateCommunicator(request.backend, prefixed(ParallelMode::kGlobal, 0),
+                           request.rank, request.world_size, gloo);
+    global = state->own_global.get();
+  }
+  state->global = global;
+
+  const Layout& layout = *state->layout;
+  for (ParallelMode mode : kAllParallelModes) {
+    if (mode == ParallelMode::kGlobal) continue;
+    const int index = layout.group_index(mode, request.rank);
+    state->groups[mode] = CreateCommunicator(
+        request.backend, prefixed(mode, index),
+        layout.rank_in(mode, request.rank), layout.size(mode), gloo);
+  }
+
+  const std::vector<std::string> hosts = AllHostnames(*global);
+  const std::string& mine = hosts[static_cast<std::size_t>(request.rank)];
+  int on_node = 0, before_me = 0;
+  for (int r = 0; r < request.world_size; ++r) {
+    if (hosts[static_cast<std::size_t>(r)] != mine) continue;
+    ++on_node;
+    if (r < request.rank) ++before_me;
+  }
+  state->local_size = request.local_size.value_or(on_node);
+  state->local_rank = request.local_rank.value_or(before_me);
+  // The NCCL backend is not in this release; a Gloo rank has no device.
+  state->device = std::string(global->backend_name()) == "nccl"
+                      ? SelectDevice(request.local_rank, request.rank, 0)
+                      : -1;
+  std::srand(static_cast<unsigned>(request.seed));
+  global->barrier();
+  if (request.log && request.rank == 0) {
+    fmt::print(
+        "[disttest] distributed environment is initialised: world {} ({}), "
+        "backend {}, {} process{} on this node\n",
+        request.world_size, layout.str(), global->backend_name(), on_node,
+        on_node == 1 ? "" : "es");
+    std::fflush(stdout);
+  }
+  return Context(std::move(state));
+}
+
+}  // namespace internal
+
+namespace {
+
+// What launch() keeps beside the groups: rank 0's server outlives the
+// client, which outlives every communicator (State destroys it last).
+struct Rendezvous {
+  std::unique_ptr<StoreServerThread> server;
+  std::unique_ptr<TcpStore> client;
+};
+
+Context LaunchWithStore(internal::LaunchRequest request,
+                        const std::string& host, int port) {
+  CheckArguments(request.rank, request.world_size, host, port);
+  Layout check(request.world_size, request.config.parallel);  // No I/O yet.
+  (void)check;
+  request.bind_host = IsLoopback(host) ? "127.0.0.1" : Hostname();
+  if (auto timeout = SecondsVariable(env::kTimeout)) request.timeout = *timeout;
+  auto rendezvous = std::make_shared<Rendezvous>();
+  if (request.rank == 0) {
+    try {
+      rendezvous->server = std::make_unique<StoreServerThread>(host, port);
+    } catch (const std::exception& e) {
+      throw StoreError(fmt::format(
+          "launch: rank 0 cannot host the store on {}:{} (another job on "
+          "the port? choose a MASTER_PORT): {}",
+          host, port, e.what()));
+    }
+  }
+  rendezvous->client = std::make_unique<TcpStore>(host, port, request.timeout);
+  request.keep_alive = rendezvous;
+  return internal::LaunchOnStore(request, *rendezvous->client, nullptr);
+}
+
+}  // namespace
+
+Context launch(const Config& config, int rank, int world_size,
+               const std::string& host, int port, Backend backend,
+               std::optional<int> local_rank, std::uint64_t seed) {
+  internal::LaunchRequest request;
+  request.config = config;
+  request.rank = rank;
+  request.world_size = world_size;
+  request.local_rank = local_rank;
+  request.backend = backend;
+  request.seed = seed;
+  return LaunchWithStore(std::move(request), host, port);
+}
+
+Context launch_from_env(const Config& config, Backend backend,
+                        std::uint64_t seed) {
+  LauncherEnv env = DetectLauncherEnv();
+  internal::LaunchRequest request;
+  request.config = config;
+  request.rank = env.rank;
+  request.world_size = env.world_size;
+  request.local_rank = env.local_rank;
+  request.local_size = env.local_size;
+  request.backend = backend;
+  request.seed = seed;
+  return LaunchWithStore(std::move(request), env.master_addr, env.master_port);
+}
+
+}  // namespace disttest

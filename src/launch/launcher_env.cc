@@ -1,0 +1,301 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "disttest/launch/launcher_env.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <climits>
+#include <cstdlib>
+
+#include "disttest/env/rank_env.h"
+#include "disttest/error.h"
+
+namespace disttest {
+namespace {
+
+constexpr std::size_t kMaxHosts = 65536;
+
+struct Family {
+  const char* launcher;
+  const char* rank;
+  std::vector<const char*> world;  // The first set one counts.
+  const char* local_rank;
+  std::vector<const char*> local_size;
+};
+
+const std::vector<Family>& Families() {
+  static const std::vector<Family> families = {
+      {"torchrun",
+       "RANK",
+       {"WORLD_SIZE"},
+       "LOCAL_RANK",
+       {"LOCAL_WORLD_SIZE", "LOCAL_SIZE"}},
+      {"openmpi",
+       "OMPI_COMM_WORLD_RANK",
+       {"OMPI_COMM_WORLD_SIZE"},
+       "OMPI_COMM_WORLD_LOCAL_RANK",
+       {"OMPI_COMM_WORLD_LOCAL_SIZE"}},
+      {"mpich",
+       "PMI_RANK",
+       {"PMI_SIZE"},
+       "MPI_LOCALRANKID",
+       {"MPI_LOCALNRANKS"}},
+      {"mvapich2",
+       "MV2_COMM_WORLD_RANK",
+       {"MV2_COMM_WORLD_SIZE"},
+       "MV2_COMM_WORLD_LOCAL_RANK",
+       {"MV2_COMM_WORLD_LOCAL_SIZE"}},
+      {"slurm",
+       "SLURM_PROCID",
+       {"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_STEP_NUM_TASKS"},
+       "SLURM_LOCALID",
+       {"SLURM_NTASKS_PER_NODE"}},
+  };
+  return families;
+}
+
+bool IsSet(const char* value) { return value != nullptr && *value != '\0'; }
+
+// Splits on commas outside brackets.
+std::vector<std::string_view> SplitTopLevel(std::string_view list) {
+  std::vector<std::string_view> parts;
+  int depth = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (list[i] == '[') ++depth;
+    if (list[i] == ']') --depth;
+    if (depth < 0 || (depth > 1)) {
+      throw ConfigError(
+          fmt::format("Slurm nodelist '{}': unbalanced brackets", list));
+    }
+    if (list[i] == ',' && depth == 0) {
+      parts.push_back(list.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  if (depth != 0) {
+    throw ConfigError(
+        fmt::format("Slurm nodelist '{}': unbalanced brackets", list));
+  }
+  parts.push_back(list.substr(start));
+  return parts;
+}
+
+long ParseNumber(std::string_view digits, std::string_view list) {
+  if (digits.empty() || digits.size() > 9) {
+    throw ConfigError(fmt::format(
+        "Slurm nodelist '{}': '{}' is not a host number", list, digits));
+  }
+  long n = 0;
+  for (char c : digits) {
+    if (std::isdigit(static_cast<unsigned char>(c)) == 0) {
+      throw ConfigError(fmt::format(
+          "Slurm nodelist '{}': '{}' is not a host number", list, digits));
+    }
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
+// The names one bracket body ("007-009,12") stands for.
+std::vector<std::string> ExpandRanges(std::string_view body,
+                                      std::string_view list) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= body.size()) {
+    std::size_t comma = body.find(',', start);
+    if (comma == std::string_view::npos) comma = body.size();
+    std::string_view item = body.substr(start, comma - start);
+    std::size_t dash = item.find('-');
+    std::string_view first = item.substr(0, dash);
+    std::string_view last =
+        dash == std::string_view::npos ? first : item.substr(dash + 1);
+    long lo = ParseNumber(first, list);
+    long hi = ParseNumber(last, list);
+    if (hi < lo) {
+      throw ConfigError(fmt::format(
+          "Slurm nodelist '{}': range {} runs backwards", list, item));
+    }
+    if (static_cast<std::size_t>(hi - lo) + out.size() >= kMaxHosts) {
+      throw ConfigError(fmt::format(
+          "Slurm nodelist '{}' names more than {} hosts", list, kMaxHosts));
+    }
+    for (long n = lo; n <= hi; ++n) {
+      // Zero padding: the width of the range's first number.
+      out.push_back(fmt::format("{:0{}}", n, first.size()));
+    }
+    start = comma + 1;
+  }
+  return out;
+}
+
+void ExpandName(std::string_view name, std::string_view list,
+                std::vector<std::string>* out) {
+  std::vector<std::string> names = {""};
+  std::size_t i = 0;
+  while (i < name.size()) {
+    std::size_t open = name.find('[', i);
+    std::string_view literal = name.substr(i, open - i);
+    for (std::string& n : names) n += literal;
+    if (open == std::string_view::npos) break;
+    std::size_t close = name.find(']', open);
+    std::vector<std::string> items =
+        ExpandRanges(name.substr(open + 1, close - open - 1), list);
+    std::vector<std::string> next;
+    if (names.size() * items.size() + out->size() > kMaxHosts) {
+      throw ConfigError(fmt::format(
+          "Slurm nodelist '{}' names more than {} hosts", list, kMaxHosts));
+    }
+    for (const std::string& prefix : names) {
+      for (const std::string& item : items) next.push_back(prefix + item);
+    }
+    names = std::move(next);
+    i = close + 1;
+  }
+  for (std::string& n : names) {
+    if (n.empty()) {
+      throw ConfigError(
+          fmt::format("Slurm nodelist '{}' has an empty host name", list));
+    }
+    out->push_back(std::move(n));
+  }
+}
+
+int ReadInt(const EnvLookup& get, const char* name, int min, int max) {
+  return ParseIntVariable(name, get(name), min, max);
+}
+
+}  // namespace
+
+std::vector<std::string> ExpandSlurmNodelist(std::string_view list) {
+  std::vector<std::string> hosts;
+  for (std::string_view part : SplitTopLevel(list)) {
+    ExpandName(part, list, &hosts);
+  }
+  return hosts;
+}
+
+int SlurmTasksOnNode(std::string_view list, int node) {
+  int index = 0;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    std::size_t comma = list.find(',', start);
+    if (comma == std::string_view::npos) comma = list.size();
+    std::string_view item = list.substr(start, comma - start);
+    std::size_t paren = item.find("(x");
+    std::string_view count = item.substr(0, paren);
+    long repeat = 1;
+    if (paren != std::string_view::npos) {
+      if (item.back() != ')') {
+        throw ConfigError(fmt::format(
+            "Slurm tasks per node '{}': '{}' is malformed", list, item));
+      }
+      repeat =
+          ParseNumber(item.substr(paren + 2, item.size() - paren - 3), list);
+    }
+    long tasks = ParseNumber(count, list);
+    if (node < index + repeat) return static_cast<int>(tasks);
+    index += static_cast<int>(repeat);
+    start = comma + 1;
+  }
+  throw ConfigError(fmt::format(
+      "Slurm tasks per node '{}' has no entry for node {}", list, node));
+}
+
+LauncherEnv DetectLauncherEnv(const EnvLookup& lookup) {
+  EnvLookup get = lookup ? lookup : [](const char* name) -> const char* {
+    return std::getenv(name);
+  };
+  const Family* found = nullptr;
+  for (const Family& f : Families()) {
+    if (IsSet(get(f.rank))) {
+      found = &f;
+      break;
+    }
+  }
+  if (found == nullptr) {
+    throw ConfigError(
+        "no launcher found in the environment: set RANK and WORLD_SIZE "
+        "(torchrun), or start the program with srun (SLURM_PROCID, "
+        "SLURM_NTASKS), Open MPI's mpirun (OMPI_COMM_WORLD_RANK, "
+        "OMPI_COMM_WORLD_SIZE), MPICH (PMI_RANK, PMI_SIZE) or MVAPICH2 "
+        "(MV2_COMM_WORLD_RANK, MV2_COMM_WORLD_SIZE)");
+  }
+  LauncherEnv env;
+  env.launcher = found->launcher;
+  const char* world_name = nullptr;
+  for (const char* name : found->world) {
+    if (IsSet(get(name))) {
+      world_name = name;
+      break;
+    }
+  }
+  if (world_name == nullptr) {
+    throw ConfigError(fmt::format("launcher {}: {} is set, but {} is not",
+                                  env.launcher, found->rank,
+                                  found->world.front()));
+  }
+  try {
+    env.world_size = ReadInt(get, world_name, 1, kMaxWorldSize);
+    env.rank = ReadInt(get, found->rank, 0, env.world_size - 1);
+    for (const char* name : found->local_size) {
+      if (IsSet(get(name))) {
+        env.local_size = ReadInt(get, name, 1, env.world_size);
+        break;
+      }
+    }
+    const bool slurm = env.launcher == std::string("slurm");
+    if (slurm && !env.local_size && IsSet(get("SLURM_NODEID"))) {
+      for (const char* name :
+           {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+        if (IsSet(get(name))) {
+          env.local_size = SlurmTasksOnNode(
+              get(name), ReadInt(get, "SLURM_NODEID", 0, INT_MAX));
+          break;
+        }
+      }
+    }
+    if (IsSet(get(found->local_rank))) {
+      env.local_rank =
+          ReadInt(get, found->local_rank, 0,
+                  env.local_size ? *env.local_size - 1 : env.world_size - 1);
+    }
+
+    if (IsSet(get("MASTER_ADDR"))) {
+      env.master_addr = get("MASTER_ADDR");
+    } else {
+      // Inside a Slurm step (srun, or an MPI program srun started).
+      for (const char* name :
+           {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
+        if (IsSet(get(name))) {
+          env.master_addr = ExpandSlurmNodelist(get(name)).front();
+          break;
+        }
+      }
+    }
+    if (env.master_addr.empty()) {
+      if (env.local_size && *env.local_size == env.world_size) {
+        env.master_addr = "127.0.0.1";
+      } else {
+        throw ConfigError(
+            "MASTER_ADDR is not set, and the ranks are not all on this node; "
+            "set MASTER_ADDR to the host of rank 0");
+      }
+    }
+    if (IsSet(get("MASTER_PORT"))) {
+      env.master_port = ReadInt(get, "MASTER_PORT", 1, 65535);
+    } else if (IsSet(get("SLURM_JOB_ID"))) {
+      std::string job = get("SLURM_JOB_ID");
+      if (job.size() > 4) job = job.substr(job.size() - 4);
+      env.master_port =
+          15000 + ParseIntVariable("SLURM_JOB_ID", job.c_str(), 0, 9999);
+    } else {
+      env.master_port = 29500;
+    }
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("launcher {}: {}", env.launcher, e.what()));
+  }
+  return env;
+}
+
+}  // namespace disttest

@@ -1,0 +1,216 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// launch(): the public entry point with one thread per rank, its errors, and
+// the harness's options().parallel, where every rank of a DIST_TEST_F checks
+// that an allreduce in each of its groups sums exactly that group's members.
+#include "disttest/launch/launch.h"
+
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "disttest/disttest.h"
+
+namespace disttest {
+namespace {
+
+using ::testing::HasSubstr;
+
+// What `rank` gets when every rank contributes rank + 1 in `group`.
+int GroupSum(const std::vector<int>& group) {
+  int sum = 0;
+  for (int member : group) sum += member + 1;
+  return sum;
+}
+
+// Checks every group of `ctx` with an allreduce; returns the failures.
+std::vector<std::string> CheckGroups(Context& ctx) {
+  std::vector<std::string> problems;
+  for (ParallelMode mode : kAllParallelModes) {
+    Communicator& group = ctx.group(mode);
+    if (group.rank() != ctx.rank_in(mode) || group.size() != ctx.size(mode)) {
+      problems.push_back(std::string(Name(mode)) + ": wrong rank or size");
+    }
+    int value = ctx.rank() + 1;
+    group.allreduce(&value, 1, ReduceOp::kSum);
+    const int want = GroupSum(ctx.layout().group_of(mode, ctx.rank()));
+    if (value != want) {
+      problems.push_back(
+          std::string(Name(mode)) + ": rank " + std::to_string(ctx.rank()) +
+          " got " + std::to_string(value) + ", want " + std::to_string(want));
+    }
+  }
+  return problems;
+}
+
+// A port that was free a moment ago (rank 0 binds it next).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ADD_FAILURE() << "cannot find a free port";
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TEST(LaunchTest, ThreadsAsRanksBuildEveryGroup) {
+  constexpr int kWorld = 4;
+  const Config config =
+      Config::FromJson(R"({"parallel": {"tensor": 2, "zero1": 1}})");
+  const int port = FreePort();
+  std::vector<std::vector<std::string>> problems(kWorld);
+  std::vector<int> local_ranks(kWorld), local_sizes(kWorld), devices(kWorld);
+  std::vector<std::uint64_t> tensor_seeds(kWorld);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        Context ctx =
+            launch(config, r, kWorld, "127.0.0.1", port, Backend::kGloo);
+        problems[r] = CheckGroups(ctx);
+        local_ranks[r] = ctx.local_rank();
+        local_sizes[r] = ctx.local_size();
+        devices[r] = ctx.device();
+        tensor_seeds[r] = ctx.seed(ParallelMode::kTensor);
+        ctx.store().set("done/" + std::to_string(r), "1");
+        // Rank 0 hosts the store: it stays until every rank is done with it.
+        if (r == 0) {
+          std::vector<std::string> keys;
+          for (int p = 0; p < kWorld; ++p)
+            keys.push_back("done/" + std::to_string(p));
+          ctx.store().wait(keys);
+        }
+      } catch (const std::exception& e) {
+        problems[r].push_back(e.what());
+      }
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_THAT(problems[r], ::testing::IsEmpty()) << "rank " << r;
+    EXPECT_EQ(local_ranks[r], r);  // All on this host, in rank order.
+    EXPECT_EQ(local_sizes[r], kWorld);
+    EXPECT_EQ(devices[r], -1);  // Gloo: no device.
+    EXPECT_EQ(tensor_seeds[r], 1024u + r % 2);
+  }
+}
+
+std::string LaunchErrorOf(const Config& config, int rank, int world, int port,
+                          Backend backend = Backend::kGloo) {
+  try {
+    launch(config, rank, world, "127.0.0.1", port, backend);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(LaunchTest, BadArgumentsFailBeforeAnyConnection) {
+  const Config plain;
+  EXPECT_EQ(LaunchErrorOf(plain, 3, 3, 1234),
+            "launch: rank must be in [0, 2], got 3");
+  EXPECT_EQ(LaunchErrorOf(plain, 0, 0, 1234),
+            "launch: world_size must be in [1, 1024], got 0");
+  EXPECT_EQ(LaunchErrorOf(plain, 0, 2, 0),
+            "launch: port must be in [1, 65535], got 0");
+  Config tensor4;
+  tensor4.parallel.tensor = 4;
+  // Rank 1 would otherwise wait for a rank 0 that never comes.
+  EXPECT_EQ(LaunchErrorOf(tensor4, 1, 6, 1234),
+            "world size 6 does not split into pipeline 1 x tensor 4 (= 4)");
+}
+
+TEST(LaunchTest, UnavailableBackendSaysSo) {
+  EXPECT_THAT(LaunchErrorOf(Config{}, 0, 1, FreePort(), Backend::kNccl),
+              HasSubstr("backend nccl is not available"));
+}
+
+TEST(LaunchTest, PortInUseSaysSo) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  EXPECT_THAT(LaunchErrorOf(Config{}, 0, 2, ntohs(addr.sin_port)),
+              HasSubstr("Address already in use"));
+  close(fd);
+}
+
+TEST(LaunchTest, FromEnvReadsTheLauncher) {
+  const int port = FreePort();
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  Context ctx = launch_from_env(Config{}, Backend::kGloo, 7);
+  EXPECT_EQ(ctx.world_size(), 1);
+  EXPECT_EQ(ctx.seed(), 7u);
+  EXPECT_EQ(ctx.group(ParallelMode::kData).size(), 1);
+  for (const char* name :
+       {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
+    unsetenv(name);
+  }
+}
+
+// The harness: options().parallel gives every rank its groups through ctx().
+class Parallel : public DistributedTest {
+ protected:
+  Parallel() {
+    options().parallel = ParallelConfig{.tensor = 2, .pipeline = 2};
+  }
+};
+
+DIST_TEST_F(Parallel, EachGroupSumsOnlyItsMembers, 4, 8) {
+  EXPECT_THAT(CheckGroups(ctx()), ::testing::IsEmpty());
+  EXPECT_EQ(ctx().rank(), rank());
+  EXPECT_EQ(ctx().local_rank(), local_rank());
+  EXPECT_EQ(ctx().size(ParallelMode::kData), world_size() / 4);
+  EXPECT_EQ(ctx().size(ParallelMode::kZero1), world_size() / 4);
+  // The harness's own communicator is the global group.
+  EXPECT_EQ(&ctx().group(ParallelMode::kGlobal), &comm());
+}
+
+class Zero1 : public DistributedTest {
+ protected:
+  Zero1() {
+    options().parallel = ParallelConfig{.zero1 = 2};
+    options().launch = LaunchMode::kExec;
+    options().seed = 99;
+  }
+};
+
+DIST_TEST_F(Zero1, ChunksOfTheDataGroup, 4) {
+  EXPECT_THAT(CheckGroups(ctx()), ::testing::IsEmpty());
+  EXPECT_EQ(ctx().rank_in(ParallelMode::kZero1), rank() % 2);
+  EXPECT_EQ(ctx().seed(), 99u);
+}
+
+class NoParallel : public DistributedTest {};
+
+DIST_TEST_F(NoParallel, CtxSaysWhatItNeeds) {
+  try {
+    ctx();
+    ADD_FAILURE() << "ctx() did not throw";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("ctx() needs options().parallel"));
+  }
+}
+
+}  // namespace
+}  // namespace disttest
