@@ -9,6 +9,7 @@ packages=(
   libfmt-dev libboost-dev libgloo-dev nlohmann-json3-dev
   clang-format
   elfutils gdb   # eu-stack or gdb: stacks of hung ranks
+  openmpi-bin    # mpirun: launch_from_env under a real launcher
 )
 
 missing=()
