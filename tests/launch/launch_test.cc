@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "disttest/disttest.h"
+#include "launch/launch_internal.h"
 
 namespace disttest {
 namespace {
@@ -166,6 +167,13 @@ TEST(LaunchTest, FromEnvReadsTheLauncher) {
        {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
     unsetenv(name);
   }
+}
+
+TEST(SelectDeviceTest, LocalRankElseGlobalRankModuloDevices) {
+  EXPECT_EQ(internal::SelectDevice(3, 11, 8), 3);
+  EXPECT_EQ(internal::SelectDevice(std::nullopt, 11, 8), 3);
+  EXPECT_EQ(internal::SelectDevice(std::nullopt, 5, 4), 1);
+  EXPECT_EQ(internal::SelectDevice(2, 2, 0), -1);  // No device: Gloo.
 }
 
 // The harness: options().parallel gives every rank its groups through ctx().
