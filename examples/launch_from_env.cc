@@ -32,8 +32,7 @@ int main(int argc, char** argv) {
         disttest::launch_from_env(config, disttest::Backend::kGloo);
     int failures = 0;
     for (ParallelMode mode : disttest::kAllParallelModes) {
-      const std::vector<int> members =
-          ctx.layout().group_of(mode, ctx.rank());
+      const std::vector<int> members = ctx.layout().group_of(mode, ctx.rank());
       int want = 0;
       for (int m : members) want += m + 1;
       int got = ctx.rank() + 1;
@@ -41,8 +40,8 @@ int main(int argc, char** argv) {
       const bool ok = got == want;
       failures += ok ? 0 : 1;
       fmt::print("rank {}: {} group {} (rank {} of {}): sum {} {}\n",
-                 ctx.rank(), disttest::Name(mode), members,
-                 ctx.rank_in(mode), ctx.size(mode), got,
+                 ctx.rank(), disttest::Name(mode), members, ctx.rank_in(mode),
+                 ctx.size(mode), got,
                  ok ? "ok" : fmt::format("WRONG, want {}", want));
     }
     fmt::print("rank {}: local rank {} of {} on this node, tensor seed {}\n",
