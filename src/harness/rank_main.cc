@@ -115,30 +115,6 @@ void WaitForDebugger(const RankEnv& env) {
   std::fflush(stderr);
 }
 
-// Identities (inode numbers) of the TCP sockets open in this process.
-std::set<ino_t> TcpSocketInodes() {
-  std::set<ino_t> inodes;
-  std::error_code ec;
-  for (const auto& entry :
-       std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-    int fd = std::atoi(entry.path().filename().c_str());
-    int type = 0;
-    socklen_t len = sizeof type;
-    sockaddr_storage addr{};
-    socklen_t addr_len = sizeof addr;
-    struct stat st {};
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
-        type != SOCK_STREAM ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0 ||
-        (addr.ss_family != AF_INET && addr.ss_family != AF_INET6) ||
-        fstat(fd, &st) != 0) {
-      continue;
-    }
-    inodes.insert(st.st_ino);
-  }
-  return inodes;
-}
-
 // Meets every rank after the body, through the store, then makes this
 // rank's own TCP connections (not those it inherited: they are shared with
 // the parent) end with a reset when it exits, so that thousands
@@ -190,6 +166,30 @@ std::unique_ptr<Communicator> Connect(const RankEnv& env,
 }
 
 }  // namespace
+
+// Identities (inode numbers) of the TCP sockets open in this process.
+std::set<ino_t> TcpSocketInodes() {
+  std::set<ino_t> inodes;
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = std::atoi(entry.path().filename().c_str());
+    int type = 0;
+    socklen_t len = sizeof type;
+    sockaddr_storage addr{};
+    socklen_t addr_len = sizeof addr;
+    struct stat st {};
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
+        type != SOCK_STREAM ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0 ||
+        (addr.ss_family != AF_INET && addr.ss_family != AF_INET6) ||
+        fstat(fd, &st) != 0) {
+      continue;
+    }
+    inodes.insert(st.st_ino);
+  }
+  return inodes;
+}
 
 void RunRank(RankProgram& program, const Options& options) {
   // A peer that died closes its sockets; writing to one must fail the

@@ -13,7 +13,10 @@
 #ifndef DISTTEST_SRC_HARNESS_RANK_MAIN_H_
 #define DISTTEST_SRC_HARNESS_RANK_MAIN_H_
 
+#include <sys/types.h>
+
 #include <functional>
+#include <set>
 
 #include "disttest/comm/communicator.h"
 #include "disttest/env/rank_env.h"
@@ -42,6 +45,9 @@ class RankProgram {
 };
 
 [[noreturn]] void RunRank(RankProgram& program, const Options& options);
+
+// The inodes of this process's TCP sockets (IPv4 and IPv6).
+std::set<ino_t> TcpSocketInodes();
 
 }  // namespace disttest::internal
 

@@ -2,12 +2,9 @@
 #include "disttest/launch/launch.h"
 
 #include <fmt/format.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <array>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -21,52 +18,10 @@
 #include "disttest/rendezvous/prefix_store.h"
 #include "disttest/rendezvous/tcp_store.h"
 #include "launch/launch_internal.h"
+#include "rendezvous/store_server_thread.h"
 
 namespace disttest {
-namespace {
-
-// Rank 0's store: a TcpStoreServer served from a thread of its own until
-// the Context goes (the rank's main thread runs the program).
-class StoreServerThread {
- public:
-  StoreServerThread(const std::string& host, int port)
-      : server_(host, port), wake_(eventfd(0, EFD_CLOEXEC)) {
-    if (wake_ < 0) {
-      throw Error(fmt::format("cannot create an eventfd for the store: {}",
-                              std::strerror(errno)));
-    }
-    thread_ = std::thread([this] { Loop(); });
-  }
-  ~StoreServerThread() {
-    std::uint64_t one = 1;
-    (void)!write(wake_, &one, sizeof one);
-    thread_.join();
-    close(wake_);
-  }
-  StoreServerThread(const StoreServerThread&) = delete;
-  StoreServerThread& operator=(const StoreServerThread&) = delete;
-
- private:
-  void Loop() {
-    std::vector<pollfd> fds;
-    for (;;) {
-      fds.clear();
-      server_.AppendPollFds(&fds);
-      const std::size_t served = fds.size();
-      fds.push_back({wake_, POLLIN, 0});
-      if (poll(fds.data(), fds.size(), -1) < 0) {
-        if (errno == EINTR) continue;
-        return;
-      }
-      if (fds.back().revents != 0) return;
-      server_.HandlePollFds(fds.data(), served);
-    }
-  }
-
-  TcpStoreServer server_;
-  int wake_;
-  std::thread thread_;
-};
+namespace internal {
 
 bool IsLoopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
@@ -77,6 +32,14 @@ std::string Hostname() {
   if (gethostname(name.data(), name.size() - 1) != 0) return "localhost";
   return name.data();
 }
+
+std::string BindHostFor(const std::string& master_addr) {
+  return IsLoopback(master_addr) ? "127.0.0.1" : Hostname();
+}
+
+}  // namespace internal
+
+namespace {
 
 void CheckArguments(int rank, int world_size, const std::string& host,
                     int port) {
@@ -160,7 +123,7 @@ namespace {
 // Every rank's hostname, through the global communicator.
 std::vector<std::string> AllHostnames(Communicator& global) {
   constexpr std::size_t kWidth = 256;
-  std::string mine = Hostname();
+  std::string mine = internal::Hostname();
   std::vector<std::uint8_t> in(kWidth, 0);
   std::memcpy(in.data(), mine.data(), std::min(mine.size(), kWidth - 1));
   std::vector<std::uint8_t> all(kWidth *
@@ -246,7 +209,7 @@ namespace {
 // What launch() keeps beside the groups: rank 0's server outlives the
 // client, which outlives every communicator (State destroys it last).
 struct Rendezvous {
-  std::unique_ptr<StoreServerThread> server;
+  std::unique_ptr<internal::StoreServerThread> server;
   std::unique_ptr<TcpStore> client;
 };
 
@@ -255,12 +218,13 @@ Context LaunchWithStore(internal::LaunchRequest request,
   CheckArguments(request.rank, request.world_size, host, port);
   Layout check(request.world_size, request.config.parallel);  // No I/O yet.
   (void)check;
-  request.bind_host = IsLoopback(host) ? "127.0.0.1" : Hostname();
+  request.bind_host = internal::BindHostFor(host);
   if (auto timeout = SecondsVariable(env::kTimeout)) request.timeout = *timeout;
   auto rendezvous = std::make_shared<Rendezvous>();
   if (request.rank == 0) {
     try {
-      rendezvous->server = std::make_unique<StoreServerThread>(host, port);
+      rendezvous->server =
+          std::make_unique<internal::StoreServerThread>(host, port);
     } catch (const std::exception& e) {
       throw StoreError(fmt::format(
           "launch: rank 0 cannot host the store on {}:{} (another job on "

@@ -39,6 +39,14 @@ struct LaunchRequest {
 Context LaunchOnStore(const LaunchRequest& request, Store& store,
                       Communicator* global);
 
+// Whether `host` is a loopback name or address.
+bool IsLoopback(const std::string& host);
+// This machine's hostname ("localhost" when it cannot be read).
+std::string Hostname();
+// Where a rank's Gloo sockets bind: loopback when the store is on loopback,
+// else this machine's hostname.
+std::string BindHostFor(const std::string& master_addr);
+
 // The CUDA device of a rank: its local rank when known, else its global
 // rank modulo the devices visible; -1 without devices.
 int SelectDevice(std::optional<int> local_rank, int rank, int device_count);

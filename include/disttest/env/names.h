@@ -46,6 +46,13 @@ inline constexpr char kHeartbeat[] = "DISTTEST_HEARTBEAT";
 // that rank are off.
 inline constexpr char kDebugRank[] = "DISTTEST_DEBUG_RANK";
 
+// "external": this process is one rank of a run that a launcher (srun,
+// mpirun, torchrun) started once per rank; DIST_TEST_F bodies run in it.
+// "spawn": disttest spawns the ranks of each test itself, even under a
+// launcher. Unset: external when a launcher with more than one rank is
+// found in the environment.
+inline constexpr char kLauncher[] = "DISTTEST_LAUNCHER";
+
 // --- Internal: set by the harness in re-executed (kExec) rank processes. ---
 // Full gtest name ("Suite.Name/2ranks") of the test this process runs as a
 // rank. Its presence makes DistributedTest run the body instead of spawning.

@@ -1,0 +1,243 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "gtest/rank_program.h"
+
+#include <cxxabi.h>
+#include <fmt/format.h>
+#include <gtest/gtest-spi.h>
+#include <stdlib.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <typeinfo>
+
+#include "disttest/env/names.h"
+#include "disttest/error.h"
+#include "disttest/rendezvous/prefix_store.h"
+#include "gtest/current_communicator.h"
+#include "launch/launch_internal.h"
+
+namespace disttest::internal {
+namespace {
+
+// Sends every gtest result of the rank to the parent as it happens, instead
+// of recording it in the rank's (never reported) copy of the test.
+class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
+ public:
+  explicit ChannelReporter(const ReportFn& report)
+      : ScopedFakeTestPartResultReporter(INTERCEPT_ALL_THREADS, &unused_),
+        report_(report) {}
+
+  void ReportTestPartResult(const ::testing::TestPartResult& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RankMessage m;
+    m.file = r.file_name() != nullptr ? r.file_name() : "";
+    m.line = r.line_number();
+    m.message = r.message();
+    if (r.skipped()) {
+      m.kind = RankMessage::Kind::kSkip;
+      skipped_ = true;
+    } else if (r.fatally_failed()) {
+      m.kind = RankMessage::Kind::kFatalFailure;
+      failed_ = fatal_ = true;
+    } else if (r.nonfatally_failed()) {
+      m.kind = RankMessage::Kind::kNonFatalFailure;
+      failed_ = true;
+    } else {
+      return;  // SUCCEED() carries nothing the parent needs.
+    }
+    report_(m);
+  }
+
+  bool failed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failed_;
+  }
+  bool stops_body() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fatal_ || skipped_;
+  }
+  bool skipped() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return skipped_;
+  }
+
+ private:
+  ::testing::TestPartResultArray unused_;
+  const ReportFn& report_;
+  std::mutex mu_;
+  bool failed_ = false;
+  bool fatal_ = false;
+  bool skipped_ = false;
+};
+
+}  // namespace
+
+std::string CurrentTestName() {
+  const ::testing::TestInfo* info =
+      ::testing::UnitTest::GetInstance()->current_test_info();
+  return fmt::format("{}.{}", info->test_suite_name(), info->name());
+}
+
+std::string Demangle(const char* name) {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string out = status == 0 && demangled != nullptr ? demangled : name;
+  std::free(demangled);
+  return out;
+}
+
+RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
+                                  Store& store, const ReportFn& report) {
+  SetCurrentCommunicator(comm);
+  ChannelReporter reporter(report);
+  // The harness's own keys live beside the user's; keep them apart.
+  PrefixStore user_store("test", store);
+  if (fixture_ != nullptr) {
+    FixtureAccess::Bind(*fixture_, &env, comm, &user_store);
+    Guarded(fixture_->name() + "::Run()",
+            [&] { FixtureAccess::Run(*fixture_); });
+  } else {
+    TestAccess::Bind(test_, &env, comm, &user_store);
+    const Options& options = TestAccess::options(test_);
+    if (options.parallel && comm != nullptr) {
+      Guarded("building the parallel groups (options().parallel)",
+              [&] { Launch(env, *comm, store, options); });
+    }
+    if (!reporter.stops_body()) {
+      Guarded("SetUpRank()", [&] { TestAccess::SetUpRank(test_); });
+    }
+    if (!reporter.stops_body()) {
+      Guarded("the test body", [&] { TestAccess::Body(test_); });
+    }
+    Guarded("TearDownRank()", [&] { TestAccess::TearDownRank(test_); });
+    TestAccess::BindContext(test_, nullptr);
+  }
+  SetCurrentCommunicator(nullptr);
+  if (reporter.failed()) return RankVerdict::kFailed;
+  return reporter.skipped() ? RankVerdict::kSkipped : RankVerdict::kPassed;
+}
+
+// launch() on the test's store and communicator. A spawned rank _exits
+// without destroying it (as with its communicator); under an external
+// launcher it goes with the program, after the test.
+void GtestRankProgram::Launch(const RankEnv& env, Communicator& comm,
+                              Store& store, const Options& options) {
+  LaunchRequest request;
+  request.config.parallel = *options.parallel;
+  request.rank = env.rank;
+  request.world_size = env.world_size;
+  request.local_rank = env.local_rank;
+  request.local_size = env.local_size;
+  request.backend = options.backend;
+  request.seed = options.seed;
+  request.bind_host = BindHostFor(env.master_addr);
+  request.timeout = options.timeout;
+  request.log = false;
+  ctx_ = std::make_unique<Context>(LaunchOnStore(request, store, &comm));
+  TestAccess::BindContext(test_, ctx_.get());
+}
+
+// An exception that escapes user code is a fatal failure of this rank,
+// reported where the test is defined (the throw site is unknown).
+template <typename F>
+void GtestRankProgram::Guarded(const std::string& where, F&& f) {
+  std::string message;
+  try {
+    f();
+    return;
+  } catch (const std::exception& e) {
+    message = fmt::format("{} threw {}: {}", where, Demangle(typeid(e).name()),
+                          e.what());
+  } catch (...) {
+    message = fmt::format("{} threw an exception of unknown type", where);
+  }
+  GTEST_MESSAGE_AT_(file(), line(), message.c_str(),
+                    ::testing::TestPartResult::kFatalFailure);
+}
+
+void Reraise(const std::vector<Finding>& findings) {
+  for (const Finding& f : findings) {
+    switch (f.kind) {
+      case Finding::Kind::kFailure:
+        GTEST_MESSAGE_AT_(f.file.c_str(), f.line, f.message.c_str(),
+                          ::testing::TestPartResult::kNonFatalFailure);
+        break;
+      case Finding::Kind::kFatalFailure:
+        GTEST_MESSAGE_AT_(f.file.c_str(), f.line, f.message.c_str(),
+                          ::testing::TestPartResult::kFatalFailure);
+        break;
+      case Finding::Kind::kSkip:
+        GTEST_MESSAGE_AT_(f.file.c_str(), f.line, f.message.c_str(),
+                          ::testing::TestPartResult::kSkip);
+        break;
+      case Finding::Kind::kNote:
+        std::printf("[ disttest ] note: %s\n", f.message.c_str());
+        break;
+    }
+  }
+}
+
+// Options as the parent applies them: the fixture's, with environment
+// overrides.
+Options EffectiveOptions(const DistributedTest& test) {
+  Options options = TestAccess::options(test);
+  if (auto timeout = SecondsVariable(env::kTimeout)) options.timeout = *timeout;
+  return options;
+}
+
+void RecordProperties(const TestSpec& spec) {
+  ::testing::Test::RecordProperty("disttest_world_size", spec.world_size);
+  ::testing::Test::RecordProperty("disttest_backend",
+                                  Name(spec.options.backend));
+  ::testing::Test::RecordProperty("disttest_launch", Name(spec.options.launch));
+}
+
+FixtureDirs::~FixtureDirs() {
+  for (const std::filesystem::path& dir : dirs_) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    if (ec) {
+      std::fprintf(stderr, "[ disttest ] warning: cannot remove %s: %s\n",
+                   dir.c_str(), ec.message().c_str());
+    }
+  }
+}
+
+std::filesystem::path FixtureDirs::Create(const std::string& fixture) {
+  std::string safe;
+  for (char c : fixture) {
+    safe += std::isalnum(static_cast<unsigned char>(c)) != 0 ? c : '_';
+  }
+  std::error_code ec;
+  std::filesystem::path base = std::filesystem::temp_directory_path(ec);
+  if (ec) base = "/tmp";
+  std::string pattern =
+      (base / fmt::format("disttest-{}-XXXXXX", safe)).string();
+  if (pattern.find('\n') != std::string::npos) {
+    throw ConfigError(fmt::format(
+        "the temporary directory {} has a newline in its name; set TMPDIR",
+        base.string()));
+  }
+  if (mkdtemp(pattern.data()) == nullptr) {
+    throw Error(
+        fmt::format("cannot create a directory for fixture {} in {}: {}",
+                    fixture, base.string(), std::strerror(errno)));
+  }
+  dirs_.emplace_back(pattern);
+  return dirs_.back();
+}
+
+std::string FixtureDirs::Joined() const {
+  std::string out;
+  for (const std::filesystem::path& dir : dirs_) {
+    if (!out.empty()) out += '\n';
+    out += dir.string();
+  }
+  return out;
+}
+
+}  // namespace disttest::internal

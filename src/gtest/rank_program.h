@@ -1,0 +1,87 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// What every way of running a DIST_TEST_F shares (spawned ranks, and a
+// process started by an external launcher): the RankProgram that runs a
+// test's or a fixture's code with every gtest result sent to a ReportFn,
+// re-raising findings in the reporting process, and the fixtures'
+// directories.
+//
+//   GtestRankProgram program(test, /*fixture=*/nullptr);
+//   RankVerdict v = program.Run(env, comm, store, report);
+//   Reraise(Judge(spec, reports));
+#ifndef DISTTEST_SRC_GTEST_RANK_PROGRAM_H_
+#define DISTTEST_SRC_GTEST_RANK_PROGRAM_H_
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "disttest/distributed_test.h"
+#include "harness/rank_main.h"
+#include "harness/verdict.h"
+
+namespace disttest::internal {
+
+// "Suite.Name/2ranks": the gtest test running now.
+std::string CurrentTestName();
+
+// The demangled name of a type, as typeid(...).name() gives it.
+std::string Demangle(const char* name);
+
+// Runs the test's SetUpRank(), body and TearDownRank() in a rank (building
+// options().parallel's groups first), or, when `fixture` is set, that
+// fixture's Run(). Every gtest result goes to the ReportFn, not to gtest.
+class GtestRankProgram : public RankProgram {
+ public:
+  GtestRankProgram(DistributedTest& test, DistributedFixture* fixture)
+      : test_(test), fixture_(fixture) {}
+
+  RankVerdict Run(const RankEnv& env, Communicator* comm, Store& store,
+                  const ReportFn& report) override;
+  const char* file() const override { return TestAccess::file(test_); }
+  int line() const override { return TestAccess::line(test_); }
+
+ private:
+  void Launch(const RankEnv& env, Communicator& comm, Store& store,
+              const Options& options);
+  template <typename F>
+  void Guarded(const std::string& where, F&& f);
+
+  DistributedTest& test_;
+  DistributedFixture* fixture_;
+  std::unique_ptr<Context> ctx_;  // options().parallel's groups.
+};
+
+// Records each finding in the running gtest test, at its file:line.
+void Reraise(const std::vector<Finding>& findings);
+
+// Options as they apply to this run: the fixture's, with environment
+// overrides (DISTTEST_TIMEOUT).
+Options EffectiveOptions(const DistributedTest& test);
+
+// The test's world size, backend and launch mode as XML properties.
+void RecordProperties(const TestSpec& spec);
+
+// The fixtures' shared directories: created before the first fixture runs,
+// removed with everything in them when the object goes, whatever happened.
+class FixtureDirs {
+ public:
+  FixtureDirs() = default;
+  FixtureDirs(const FixtureDirs&) = delete;
+  FixtureDirs& operator=(const FixtureDirs&) = delete;
+  ~FixtureDirs();
+
+  // A new directory named after the fixture in the temporary directory
+  // (TMPDIR, else /tmp); throws Error.
+  std::filesystem::path Create(const std::string& fixture);
+  // For kExec ranks: every directory, one per line.
+  std::string Joined() const;
+
+ private:
+  std::vector<std::filesystem::path> dirs_;
+};
+
+}  // namespace disttest::internal
+
+#endif  // DISTTEST_SRC_GTEST_RANK_PROGRAM_H_

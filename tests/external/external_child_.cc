@@ -1,0 +1,109 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The child binary of the external-launcher self-tests: started once per
+// rank by mpirun or tests/external/local-launcher.sh, it runs DIST_TEST_F
+// bodies in-process. external_test.cc runs it and checks the one report.
+// Nothing here is run on its own by ctest.
+#include <disttest/disttest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace {
+
+class External : public disttest::DistributedTest {
+ protected:
+  External() { options().timeout = std::chrono::seconds(60); }
+};
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+// Registered only on rank 1 when EXTERNAL_OUT_OF_STEP is set, and first:
+// rank 1 then walks a test that rank 0 does not.
+class OnlyOnRankOne : public External {
+  void RunDistributedBody() override { comm().barrier(); }
+};
+bool IsRankOne() {
+  try {
+    return disttest::DetectLauncherEnv().rank == 1;
+  } catch (const disttest::Error&) {
+    return false;
+  }
+}
+const bool kOutOfStep =
+    !Env("EXTERNAL_OUT_OF_STEP").empty() && IsRankOne() &&
+    disttest::internal::RegisterDistributedTest<External, OnlyOnRankOne>(
+        "External", "AOnlyOnRankOne", __FILE__, __LINE__, {4});
+
+DIST_TEST_F(External, Passes, 1, 2, 4) {
+  int one = 1;
+  comm().allreduce(&one, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(one, world_size());
+  // stderr: the stdout of ranks other than 0 is discarded.
+  std::fprintf(stderr, "marker-body rank %d of %d\n", rank(), world_size());
+}
+
+DIST_TEST_F(External, FailsOnRank1, 4) {
+  comm().barrier();
+  EXPECT_NE(rank(), 1) << "marker-external-fail";
+}
+
+DIST_TEST_F(External, SkipsEverywhere, 4) {
+  GTEST_SKIP() << "marker-external-skip";
+}
+
+DIST_TEST_F(External, NeedsEight, 8) { ADD_FAILURE() << "ran with 8 ranks"; }
+
+// A fixture at 2 ranks, before a test at 4.
+class Shards : public disttest::DistributedFixture {
+ public:
+  Shards() : DistributedFixture(2) {}
+  void Run() override {
+    std::ofstream(dir() / ("shard-" + std::to_string(rank()))) << rank();
+    comm().barrier();
+  }
+};
+
+class ExternalWithFixture : public External {
+ protected:
+  Shards& shards_ = UseFixture<Shards>();
+};
+
+DIST_TEST_F(ExternalWithFixture, ReadsTheShards, 4) {
+  EXPECT_TRUE(std::filesystem::exists(shards_.dir() / "shard-1"));
+  comm().barrier();
+}
+
+DIST_TEST_F(External, DiesOnRank2, 4) {
+  if (rank() == 2) {
+    std::fflush(nullptr);
+    kill(getpid(), SIGKILL);
+  }
+  comm().barrier();
+}
+
+DIST_TEST_F(External, AfterTheDeath, 4) { comm().barrier(); }
+
+class ExternalShortTimeout : public External {
+ protected:
+  ExternalShortTimeout() { options().timeout = std::chrono::seconds(3); }
+};
+
+DIST_TEST_F(ExternalShortTimeout, HangsOnRank3, 4) {
+  if (rank() == 3) {
+    std::this_thread::sleep_for(std::chrono::seconds(120));  // marker-hang
+  }
+  comm().barrier();
+}
+
+}  // namespace

@@ -1,0 +1,225 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Runs under a launcher: the child binary external_child_ started once per
+// rank by mpirun (Open MPI), or by local-launcher.sh with torchrun's or
+// srun's environment; checks the one report rank 0 gives (output, XML,
+// exit status), that a dead or hung rank ends the run promptly, that ranks
+// at different tests fail loudly, and that no process is left.
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "self/child_process.h"
+
+namespace disttest::testing {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+int LineOf(const std::string& marker) {
+  std::ifstream in(DISTTEST_EXTERNAL_CHILD_SOURCE);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    if (line.find(marker) != std::string::npos) return n;
+  }
+  ADD_FAILURE() << "marker " << marker << " not in the child source";
+  return -1;
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ADD_FAILURE() << "no free port";
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+struct Launcher {
+  const char* name;  // "torchrun", "slurm", "mpirun"
+};
+
+void PrintTo(const Launcher& l, std::ostream* os) { *os << l.name; }
+
+struct Report {
+  ChildRun run;
+  std::string xml;
+  std::string all;  // stdout + stderr
+};
+
+class ExternalTest : public ::testing::TestWithParam<Launcher> {
+ protected:
+  void SetUp() override {
+    if (std::string(GetParam().name) == "mpirun") {
+      for (const char* dir : {"/usr/bin", "/usr/local/bin"}) {
+        std::string path = std::string(dir) + "/mpirun";
+        if (access(path.c_str(), X_OK) == 0) mpirun_ = path;
+      }
+      if (mpirun_.empty()) {
+        GTEST_SKIP() << "mpirun is not installed (Debian: openmpi-bin)";
+      }
+    }
+  }
+
+  std::string mpirun_;
+
+  Report Launch(const std::string& filter,
+                std::vector<std::pair<std::string, std::string>> env = {}) {
+    const std::string xml_path = TempPath(".xml");
+    std::vector<std::string> child = {
+        DISTTEST_EXTERNAL_CHILD, "--gtest_filter=" + filter, "--gtest_color=no",
+        "--gtest_output=xml:" + xml_path};
+    std::vector<std::string> args;
+    const std::string name = GetParam().name;
+    if (name == "mpirun") {
+      args = {mpirun_, "--oversubscribe", "-np", "4"};
+      if (getuid() == 0) args.push_back("--allow-run-as-root");
+      const std::string port = std::to_string(FreePort());
+      for (const char* x : {"-x", "MASTER_ADDR=127.0.0.1", "-x"}) {
+        args.push_back(x);
+      }
+      args.push_back("MASTER_PORT=" + port);
+      for (auto& [k, v] : env) {
+        args.push_back("-x");
+        args.push_back(k + "=" + v);
+      }
+    } else {
+      args = {DISTTEST_LOCAL_LAUNCHER, name, "4"};
+    }
+    args.insert(args.end(), child.begin(), child.end());
+    Report r;
+    r.run = RunChild(args, env, std::chrono::seconds(120));
+    r.xml = ReadFile(xml_path);
+    r.all = r.run.out + r.run.err;
+    std::filesystem::remove(xml_path);
+    EXPECT_FALSE(r.run.timed_out) << r.all;
+    EXPECT_THAT(KillOrphans(), ::testing::IsEmpty());
+    return r;
+  }
+
+  static std::size_t Count(const std::string& haystack,
+                           const std::string& needle) {
+    std::size_t n = 0;
+    for (std::size_t at = haystack.find(needle); at != std::string::npos;
+         at = haystack.find(needle, at + 1)) {
+      ++n;
+    }
+    return n;
+  }
+};
+
+TEST_P(ExternalTest, RankZeroReportsEveryRanksResultsOnce) {
+  Report r = Launch(
+      "External.Passes/*:External.FailsOnRank1/*:External.SkipsEverywhere/"
+      "*:External.NeedsEight/*:ExternalWithFixture.*");
+  EXPECT_NE(r.run.exit_code, 0) << r.all;  // A test failed: every rank says so.
+  // The failure of rank 1, at its line, once: only rank 0 reports.
+  const std::string failure =
+      "external_child_.cc:" + std::to_string(LineOf("marker-external-fail")) +
+      ": Failure\n[rank 1/4] ";
+  EXPECT_EQ(Count(r.run.out, failure), 1u) << r.all;
+  EXPECT_EQ(Count(r.run.out, "[==========] Running"), 1u) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("needs 8 ranks, launched with 4"));
+  EXPECT_THAT(r.run.out,
+              HasSubstr("all 4 ranks skipped: marker-external-skip"));
+  // A 2-rank test runs on ranks 0 and 1 of the 4.
+  EXPECT_THAT(r.run.err, HasSubstr("marker-body rank 1 of 2\n"));
+  EXPECT_THAT(r.run.err, Not(HasSubstr("marker-body rank 2 of 2")));
+  EXPECT_THAT(r.run.err, HasSubstr("marker-body rank 3 of 4\n"));
+  // Ranks other than 0 print nothing on stdout.
+  EXPECT_EQ(Count(r.run.out, "Running main() from"), 1u) << r.run.out;
+  for (const char* name : {"Passes/1ranks", "Passes/2ranks", "Passes/4ranks",
+                           "ReadsTheShards/4ranks"}) {
+    EXPECT_THAT(TestCaseXml(r.xml, name), HasSubstr("result=\"completed\""))
+        << name << "\n"
+        << r.xml;
+    EXPECT_THAT(TestCaseXml(r.xml, name), Not(HasSubstr("<failure")));
+  }
+  EXPECT_THAT(TestCaseXml(r.xml, "FailsOnRank1/4ranks"),
+              HasSubstr("[rank 1/4]"));
+  EXPECT_THAT(TestCaseXml(r.xml, "NeedsEight/8ranks"),
+              HasSubstr("result=\"skipped\""));
+  EXPECT_THAT(TestCaseXml(r.xml, "SkipsEverywhere/4ranks"),
+              HasSubstr("result=\"skipped\""));
+}
+
+TEST_P(ExternalTest, PassingRunExitsZeroEverywhere) {
+  Report r = Launch("External.Passes/*");
+  EXPECT_EQ(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("[  PASSED  ] 3 tests."));
+}
+
+TEST_P(ExternalTest, DeadRankEndsTheRunPromptly) {
+  Report r = Launch("External.DiesOnRank2/*:External.AfterTheDeath/*");
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_LT(r.run.elapsed, std::chrono::seconds(45)) << r.all;
+  if (std::string(GetParam().name) != "mpirun") {
+    // No launcher ended them: the others noticed themselves.
+    EXPECT_THAT(r.all, HasSubstr("rank 2 stopped its heartbeat")) << r.all;
+    EXPECT_THAT(r.run.out, HasSubstr("not run: the launched ranks stopped "
+                                     "working together in an earlier test"));
+  }
+}
+
+TEST_P(ExternalTest, HungRankPrintsItsStacksAndTheRunEnds) {
+  Report r = Launch("ExternalShortTimeout.*");
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_LT(r.run.elapsed, std::chrono::seconds(60)) << r.all;
+  EXPECT_THAT(r.all, HasSubstr("[ disttest ] rank 3: "
+                               "ExternalShortTimeout.HangsOnRank3/4ranks is "
+                               "still in its body at the test's timeout; the "
+                               "stacks of this process"));
+  // Rank 3's stack shows where it hangs.
+  EXPECT_THAT(r.all, ::testing::ContainsRegex("\\[rank 3\\] .*HangsOnRank3"))
+      << r.all;
+  EXPECT_THAT(r.all, HasSubstr("[ disttest ] rank 3: the body of "
+                               "ExternalShortTimeout.HangsOnRank3/4ranks does "
+                               "not return; this process ends when rank 0 "
+                               "has reported"));
+  // The others' bodies failed in their barrier and returned; rank 0 reports
+  // the test, naming the rank that did not return.
+  EXPECT_THAT(r.run.out,
+              HasSubstr("[rank 3/4] did not report its result: it was still "
+                        "in its body at the test's timeout (it printed its "
+                        "stacks to its stderr)"));
+  EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] ExternalShortTimeout."
+                                   "HangsOnRank3/4ranks"));
+}
+
+TEST_P(ExternalTest, RanksAtDifferentTestsFailLoudly) {
+  Report r = Launch("External.*OnlyOnRankOne*:External.Passes/4ranks",
+                    {{"EXTERNAL_OUT_OF_STEP", "1"}});
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr("the ranks are not at the same test: rank 0 at "
+                        "External.Passes/4ranks, rank 1 at "
+                        "External.AOnlyOnRankOne/4ranks"))
+      << r.all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Launchers, ExternalTest,
+                         ::testing::Values(Launcher{"torchrun"},
+                                           Launcher{"slurm"},
+                                           Launcher{"mpirun"}),
+                         [](const auto& info) {
+                           return std::string(info.param.name);
+                         });
+
+}  // namespace
+}  // namespace disttest::testing
