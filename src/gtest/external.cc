@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -759,10 +760,20 @@ bool RunStep(ExternalWorld& world, DistributedTest& test, const TestSpec& spec,
     RankEnv env;
     env.rank = r;
     env.world_size = n;
-    env.local_rank = world.env().local_rank.value_or(r);
-    env.local_size = world.env().local_size.value_or(world.size());
+    // The first n ranks: at most n of them on this node.
+    env.local_size = std::min(world.env().local_size.value_or(world.size()), n);
+    env.local_rank =
+        std::min(world.env().local_rank.value_or(r), env.local_size - 1);
     env.master_addr = world.env().master_addr;
     env.master_port = world.env().master_port;
+    // The body sees the rank environment a spawned rank would (RANK,
+    // WORLD_SIZE, MASTER_ADDR, ...), for code that reads it.
+    for (const auto& [name, value] : env.Variables()) {
+      setenv(name.c_str(), value.c_str(), 1);
+    }
+    if (std::getenv("LOCAL_WORLD_SIZE") != nullptr) {  // torchrun's name
+      setenv("LOCAL_WORLD_SIZE", std::to_string(env.local_size).c_str(), 1);
+    }
     RankVerdict verdict = RankVerdict::kFailed;
     try {
       // Watched from here: connecting can hang on a dead peer too.
