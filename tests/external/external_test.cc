@@ -165,6 +165,19 @@ TEST_P(ExternalTest, PassingRunExitsZeroEverywhere) {
   EXPECT_THAT(r.run.out, HasSubstr("[  PASSED  ] 3 tests."));
 }
 
+TEST_P(ExternalTest, OtherRanksWriteTheirOwnLogsWhenAsked) {
+  const std::string dir = TempPath("-logs");
+  Report r = Launch("External.Passes/4ranks", {{"DISTTEST_LOG_DIR", dir}});
+  EXPECT_EQ(r.run.exit_code, 0) << r.all;
+  // Rank 0 reports on the console; rank 3 keeps its own view in its log.
+  EXPECT_THAT(r.run.out, HasSubstr("[       OK ] External.Passes/4ranks"));
+  std::string log = ReadFile(dir + "/rank-3.log");
+  EXPECT_THAT(log, HasSubstr("[       OK ] External.Passes/4ranks")) << log;
+  EXPECT_THAT(log, HasSubstr("marker-body rank 3 of 4\n"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/rank-0.log"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_P(ExternalTest, DeadRankEndsTheRunPromptly) {
   Report r = Launch("External.DiesOnRank2/*:External.AfterTheDeath/*");
   EXPECT_NE(r.run.exit_code, 0) << r.all;
