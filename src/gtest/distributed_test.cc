@@ -262,6 +262,11 @@ void DistributedTest::AddFixture(std::unique_ptr<DistributedFixture> fixture,
   for (std::size_t at; (at = name.find(kAnonymous)) != std::string::npos;) {
     name.erase(at, kAnonymous.size());
   }
+  if (fixture->world_size() < 1 || fixture->world_size() > kMaxWorldSize) {
+    throw ConfigError(fmt::format(
+        "DistributedFixture {} has world size {}; it must be in [1, {}]", name,
+        fixture->world_size(), kMaxWorldSize));
+  }
   internal::FixtureAccess::SetName(*fixture, std::move(name));
   fixtures_.push_back(std::move(fixture));
 }

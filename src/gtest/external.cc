@@ -157,12 +157,22 @@ const bool kQuietRank = [] {
 // distributed test and kept until the process exits.
 class ExternalWorld {
  public:
+  // The world, created at the first call; a failure to create it is
+  // remembered, so that every later test fails at once rather than wait
+  // for the ranks again.
   static ExternalWorld& Get() {
-    static ExternalWorld* world = [] {
-      const Detection& d = Detect();
-      if (!d.error.empty()) throw ConfigError(d.error);
-      return new ExternalWorld(d.env);
-    }();
+    static ExternalWorld* world = nullptr;
+    static std::string failure;
+    if (world == nullptr && failure.empty()) {
+      try {
+        const Detection& d = Detect();
+        if (!d.error.empty()) throw ConfigError(d.error);
+        world = new ExternalWorld(d.env);
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    }
+    if (world == nullptr) throw Error(failure);
     return *world;
   }
 
@@ -172,16 +182,18 @@ class ExternalWorld {
   Store& store() { return *store_; }
   // Why the run cannot go on ("" while it can): this process's own
   // reason, or the abort key another rank set.
-  const std::string& broken() {
-    if (broken_.empty()) {
+  std::string broken() {
+    std::string reason = Broken();
+    if (reason.empty()) {
       try {
-        if (store_->check({kAbortKey})) broken_ = Value(kAbortKey);
+        if (store_->check({kAbortKey})) reason = Value(kAbortKey);
       } catch (const std::exception& e) {
-        broken_ =
+        reason =
             fmt::format("the store is gone (did rank 0 end?): {}", e.what());
       }
+      if (!reason.empty()) SetBroken(reason);
     }
-    return broken_;
+    return reason;
   }
   int NextSeq() { return seq_++; }
 
@@ -265,7 +277,7 @@ class ExternalWorld {
   // Fails the run on every rank: the reason goes to the store, where every
   // waiting rank sees it, and every later test here fails at once.
   void Break(const std::string& reason) {
-    if (broken_.empty()) broken_ = reason;
+    SetBroken(reason);
     try {
       std::lock_guard<std::mutex> lock(side_mu_);
       if (!side_store_->check({kAbortKey})) {
@@ -280,12 +292,15 @@ class ExternalWorld {
   // `n` calls it at the same test); null when the test wants none.
   Communicator* CommFor(int n, const Options& options) {
     if (!options.init_distributed) return nullptr;
-    std::unique_ptr<Communicator>& comm = comms_[n];
+    // One per size, backend and timeout (a test may ask for others).
+    const std::string key = fmt::format("{}/{}/{}", n, Name(options.backend),
+                                        options.timeout.count());
+    std::unique_ptr<Communicator>& comm = comms_[key];
     if (!comm) {
       GlooOptions gloo;
       gloo.hostname = BindHostFor(env_.master_addr);
       gloo.timeout = options.timeout;
-      gloo.prefix = fmt::format("external/comm/{}/{}", generation_, n);
+      gloo.prefix = fmt::format("external/comm/{}/{}", generation_, key);
       // Connecting waits in the store for the peers' addresses, over a
       // connection of its own, which trouble elsewhere (a peer that died
       // before it published its address) can cut short.
@@ -333,9 +348,9 @@ class ExternalWorld {
   // After a failed test: a communicator may hold messages a rank never
   // received; the next test gets fresh ones.
   void DropCommunicators() {
-    comms_.clear();
-    ++generation_;
     std::lock_guard<std::mutex> lock(comm_sockets_mu_);
+    comms_.clear();  // Under the lock: no shutdown() of a reused descriptor.
+    ++generation_;
     comm_sockets_.clear();
   }
 
@@ -351,6 +366,37 @@ class ExternalWorld {
     std::lock_guard<std::mutex> lock(watch_mu_);
     watch_deadline_.reset();
     watch_cv_.notify_all();
+  }
+
+  // Puts a step's rank environment (RANK, WORLD_SIZE, ...) in the process
+  // environment, remembering what was there; RestoreEnvironment() puts it
+  // back. Under side_mu_, so that the side thread, which may resolve names
+  // (getaddrinfo reads the environment), never sees it change.
+  void SetRankEnvironment(const RankEnv& env) {
+    std::lock_guard<std::mutex> lock(side_mu_);
+    saved_env_.clear();
+    std::vector<std::pair<std::string, std::string>> vars = env.Variables();
+    if (std::getenv("LOCAL_WORLD_SIZE") != nullptr) {  // torchrun's name
+      vars.emplace_back("LOCAL_WORLD_SIZE", std::to_string(env.local_size));
+    }
+    for (const auto& [name, value] : vars) {
+      const char* old = std::getenv(name.c_str());
+      saved_env_.emplace_back(name, old != nullptr
+                                        ? std::optional<std::string>(old)
+                                        : std::nullopt);
+      setenv(name.c_str(), value.c_str(), 1);
+    }
+  }
+  void RestoreEnvironment() {
+    std::lock_guard<std::mutex> lock(side_mu_);
+    for (const auto& [name, old] : saved_env_) {
+      if (old) {
+        setenv(name.c_str(), old->c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+    saved_env_.clear();
   }
 
   // At the end of the run. Launchers such as mpirun end every process
@@ -505,11 +551,12 @@ class ExternalWorld {
   std::string Dead(int r, Clock::time_point now, TcpStore& store) {
     if (r == rank()) return "";
     const std::string key = fmt::format("external/alive/{}", r);
-    std::string beat;
-    if (store.check({key})) {
-      std::vector<char> v = store.get(key);
-      beat.assign(v.begin(), v.end());
-    }
+    // A rank that has not sent its first heartbeat yet is starting (slow
+    // nodes, plain TEST()s before the first distributed one), not dead;
+    // the wait's own deadline covers one that never comes.
+    if (!store.check({key})) return "";
+    std::vector<char> v = store.get(key);
+    const std::string beat(v.begin(), v.end());
     std::lock_guard<std::mutex> lock(beats_mu_);
     auto [it, fresh] = beats_.try_emplace(r, Beat{beat, now});
     if (fresh || it->second.value != beat) {
@@ -611,7 +658,24 @@ class ExternalWorld {
     }
     if (helper > 0) {
       prctl(PR_SET_PTRACER, helper, 0, 0, 0);
-      waitpid(helper, nullptr, 0);
+      // Heartbeats go on meanwhile (this rank is alive, and says where it
+      // hangs), and a helper that does not finish is ended.
+      const auto give_up = Clock::now() + milliseconds(15000);
+      long long beat = 0;
+      while (waitpid(helper, nullptr, WNOHANG) == 0) {
+        if (Clock::now() > give_up) {
+          kill(helper, SIGKILL);
+          waitpid(helper, nullptr, 0);
+          break;
+        }
+        try {
+          std::lock_guard<std::mutex> side(side_mu_);
+          side_store_->set(fmt::format("external/alive/{}", rank()),
+                           fmt::format("dumping {}", ++beat));
+        } catch (const std::exception&) {
+        }
+        std::this_thread::sleep_for(milliseconds(200));
+      }
     }
     Break(fmt::format("{} timed out", what));
     shut_down_ = true;
@@ -644,13 +708,23 @@ class ExternalWorld {
   std::unique_ptr<TcpStore> store_;       // The main thread's.
   std::unique_ptr<TcpStore> side_store_;  // The side thread's, and Break's.
   std::mutex side_mu_;
-  std::map<int, std::unique_ptr<Communicator>> comms_;
+  std::map<std::string, std::unique_ptr<Communicator>> comms_;
   std::mutex comm_sockets_mu_;
   std::set<ino_t> comm_sockets_;  // Inodes of the communicators' sockets.
   std::atomic<bool> shut_down_{false};
   int generation_ = 0;
   int seq_ = 0;
-  std::string broken_;
+  std::string Broken() {
+    std::lock_guard<std::mutex> lock(broken_mu_);
+    return broken_;
+  }
+  void SetBroken(const std::string& reason) {
+    std::lock_guard<std::mutex> lock(broken_mu_);
+    if (broken_.empty()) broken_ = reason;
+  }
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_env_;
+  std::mutex broken_mu_;
+  std::string broken_;  // Why the run cannot go on; under broken_mu_.
   std::mutex beats_mu_;
   std::map<int, Beat> beats_;  // The last heartbeat seen of each rank.
   std::mutex watch_mu_;
@@ -682,6 +756,20 @@ void Fatal(const TestSpec& spec, const std::string& message) {
   GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, message.c_str(),
                     ::testing::TestPartResult::kFatalFailure);
 }
+
+class ScopedRankEnvironment {
+ public:
+  ScopedRankEnvironment(ExternalWorld& world, const RankEnv& env)
+      : world_(world) {
+    world_.SetRankEnvironment(env);
+  }
+  ~ScopedRankEnvironment() { world_.RestoreEnvironment(); }
+  ScopedRankEnvironment(const ScopedRankEnvironment&) = delete;
+  ScopedRankEnvironment& operator=(const ScopedRankEnvironment&) = delete;
+
+ private:
+  ExternalWorld& world_;
+};
 
 // Every rank meets at the test; rank 0 checks that all run the same one.
 void Meet(ExternalWorld& world, int seq, const std::string& name,
@@ -767,13 +855,9 @@ bool RunStep(ExternalWorld& world, DistributedTest& test, const TestSpec& spec,
     env.master_addr = world.env().master_addr;
     env.master_port = world.env().master_port;
     // The body sees the rank environment a spawned rank would (RANK,
-    // WORLD_SIZE, MASTER_ADDR, ...), for code that reads it.
-    for (const auto& [name, value] : env.Variables()) {
-      setenv(name.c_str(), value.c_str(), 1);
-    }
-    if (std::getenv("LOCAL_WORLD_SIZE") != nullptr) {  // torchrun's name
-      setenv("LOCAL_WORLD_SIZE", std::to_string(env.local_size).c_str(), 1);
-    }
+    // WORLD_SIZE, MASTER_ADDR, ...), for code that reads it; the
+    // launcher's values come back after the step.
+    ScopedRankEnvironment rank_environment(world, env);
     RankVerdict verdict = RankVerdict::kFailed;
     try {
       // Watched from here: connecting can hang on a dead peer too.
@@ -881,8 +965,10 @@ void RunExternal(DistributedTest& test) {
     world = &ExternalWorld::Get();
     GoodbyeListener::MarkUsed();
   } catch (const std::exception& e) {
-    Fatal(spec,
-          fmt::format("disttest cannot join the launched ranks: {}", e.what()));
+    Fatal(spec, Detect().error.empty()
+                    ? fmt::format("disttest cannot join the launched ranks: {}",
+                                  e.what())
+                    : Detect().error);
     return;
   }
   ::testing::Test::RecordProperty("disttest_launcher", world->env().launcher);
@@ -917,9 +1003,11 @@ void RunExternal(DistributedTest& test) {
       return;
     }
   }
-  const auto deadline = Clock::now() + spec.options.timeout;
+  // Each step (each fixture, then the test) gets the whole timeout, as
+  // in spawned mode.
+  auto deadline = [&] { return Clock::now() + spec.options.timeout; };
   try {
-    Meet(*world, seq, spec.name, deadline);
+    Meet(*world, seq, spec.name, deadline());
     // Fixtures: rank 0 makes their directories, and everyone uses those
     // (one machine, or a TMPDIR every node shares).
     auto& fixtures = FixtureAccess::fixtures(test);
@@ -931,7 +1019,7 @@ void RunExternal(DistributedTest& test) {
           FixtureAccess::SetDir(*f, dirs.Create(f->name()));
         world->store().set(dirs_key, dirs.Joined());
       } else {
-        world->Await({dirs_key}, deadline, {0}, spec.name);
+        world->Await({dirs_key}, deadline(), {0}, spec.name);
         std::vector<char> joined = world->store().get(dirs_key);
         std::string all(joined.begin(), joined.end());
         std::size_t start = 0;
@@ -957,12 +1045,12 @@ void RunExternal(DistributedTest& test) {
         return;
       }
       if (!RunStep(*world, test, step, seq, static_cast<int>(i),
-                   fixtures[i].get(), deadline)) {
+                   fixtures[i].get(), deadline())) {
         return;
       }
     }
     RunStep(*world, test, spec, seq, static_cast<int>(fixtures.size()), nullptr,
-            deadline);
+            deadline());
   } catch (const std::exception& e) {
     world->Break(e.what());
     world->DropCommunicators();

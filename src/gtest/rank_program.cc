@@ -100,6 +100,9 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
     FixtureAccess::Bind(*fixture_, &env, comm, &user_store);
     Guarded(fixture_->name() + "::Run()",
             [&] { FixtureAccess::Run(*fixture_); });
+    // What was bound lives in this frame; under an external launcher the
+    // process goes on to the test.
+    FixtureAccess::Bind(*fixture_, nullptr, nullptr, nullptr);
   } else {
     TestAccess::Bind(test_, &env, comm, &user_store);
     const Options& options = TestAccess::options(test_);
@@ -115,6 +118,7 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
     }
     Guarded("TearDownRank()", [&] { TestAccess::TearDownRank(test_); });
     TestAccess::BindContext(test_, nullptr);
+    TestAccess::Bind(test_, nullptr, nullptr, nullptr);
   }
   SetCurrentCommunicator(nullptr);
   if (reporter.failed()) return RankVerdict::kFailed;
@@ -186,6 +190,11 @@ void Reraise(const std::vector<Finding>& findings) {
 Options EffectiveOptions(const DistributedTest& test) {
   Options options = TestAccess::options(test);
   if (auto timeout = SecondsVariable(env::kTimeout)) options.timeout = *timeout;
+  if (options.parallel && !options.init_distributed) {
+    throw ConfigError(
+        "options().parallel needs options().init_distributed: the parallel "
+        "groups are built on the test's communicator");
+  }
   return options;
 }
 

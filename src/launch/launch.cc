@@ -2,6 +2,9 @@
 #include "disttest/launch/launch.h"
 
 #include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -34,7 +37,33 @@ std::string Hostname() {
 }
 
 std::string BindHostFor(const std::string& master_addr) {
-  return IsLoopback(master_addr) ? "127.0.0.1" : Hostname();
+  if (IsLoopback(master_addr)) return "127.0.0.1";
+  // The local address of the route to the store's host: the hostname may
+  // resolve to 127.0.1.1 (Debian's /etc/hosts), which no other node can
+  // reach. A UDP connect() sends nothing; it only picks the route.
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* list = nullptr;
+  std::string local;
+  if (getaddrinfo(master_addr.c_str(), "9", &hints, &list) == 0) {
+    for (addrinfo* ai = list; ai != nullptr && local.empty();
+         ai = ai->ai_next) {
+      int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) continue;
+      sockaddr_storage addr{};
+      socklen_t len = sizeof addr;
+      char text[INET6_ADDRSTRLEN] = {};
+      if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+          getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
+          getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, text,
+                      sizeof text, nullptr, 0, NI_NUMERICHOST) == 0) {
+        local = text;
+      }
+      close(fd);
+    }
+    freeaddrinfo(list);
+  }
+  return local.empty() ? Hostname() : local;
 }
 
 }  // namespace internal
@@ -187,7 +216,7 @@ Context LaunchOnStore(const LaunchRequest& request, Store& store,
   state->local_rank = request.local_rank.value_or(before_me);
   // The NCCL backend is not in this release; a Gloo rank has no device.
   state->device = std::string(global->backend_name()) == "nccl"
-                      ? SelectDevice(request.local_rank, request.rank, 0)
+                      ? SelectDevice(state->local_rank, request.rank, 0)
                       : -1;
   std::srand(static_cast<unsigned>(request.seed));
   global->barrier();

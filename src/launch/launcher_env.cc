@@ -47,7 +47,7 @@ const std::vector<Family>& Families() {
        {"MV2_COMM_WORLD_LOCAL_SIZE"}},
       {"slurm",
        "SLURM_PROCID",
-       {"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_STEP_NUM_TASKS"},
+       {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"},
        "SLURM_LOCALID",
        {"SLURM_NTASKS_PER_NODE"}},
   };
@@ -208,10 +208,15 @@ LauncherEnv DetectLauncherEnv(const EnvLookup& lookup) {
   };
   const Family* found = nullptr;
   for (const Family& f : Families()) {
-    if (IsSet(get(f.rank))) {
-      found = &f;
-      break;
+    if (!IsSet(get(f.rank))) continue;
+    // A batch script's own shell has SLURM_PROCID=0 and the job's task
+    // count too; only a process srun started is one of the step's tasks.
+    if (std::string(f.launcher) == "slurm" && !IsSet(get("SLURM_STEP_ID")) &&
+        !IsSet(get("SLURM_STEPID")) && !IsSet(get("SLURM_STEP_NUM_TASKS"))) {
+      continue;
     }
+    found = &f;
+    break;
   }
   if (found == nullptr) {
     throw ConfigError(
@@ -245,6 +250,13 @@ LauncherEnv DetectLauncherEnv(const EnvLookup& lookup) {
       }
     }
     const bool slurm = env.launcher == std::string("slurm");
+    // The step's own count first: SLURM_NTASKS_PER_NODE is the job's.
+    if (slurm && IsSet(get("SLURM_NODEID")) &&
+        IsSet(get("SLURM_STEP_TASKS_PER_NODE"))) {
+      env.local_size =
+          SlurmTasksOnNode(get("SLURM_STEP_TASKS_PER_NODE"),
+                           ReadInt(get, "SLURM_NODEID", 0, INT_MAX));
+    }
     if (slurm && !env.local_size && IsSet(get("SLURM_NODEID"))) {
       for (const char* name :
            {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
@@ -282,13 +294,31 @@ LauncherEnv DetectLauncherEnv(const EnvLookup& lookup) {
             "set MASTER_ADDR to the host of rank 0");
       }
     }
-    if (IsSet(get("MASTER_PORT"))) {
+    if (IsSet(get("DISTTEST_MASTER_PORT"))) {
+      env.master_port = ReadInt(get, "DISTTEST_MASTER_PORT", 1, 65535);
+    } else if (IsSet(get("MASTER_PORT"))) {
       env.master_port = ReadInt(get, "MASTER_PORT", 1, 65535);
+      // torchrun's agent serves its own store on MASTER_PORT: the next one.
+      if (IsSet(get("TORCHELASTIC_RUN_ID"))) {
+        if (env.master_port == 65535) {
+          throw ConfigError(
+              "MASTER_PORT=65535 leaves no port after torchrun's own store; "
+              "set DISTTEST_MASTER_PORT");
+        }
+        ++env.master_port;
+      }
     } else if (IsSet(get("SLURM_JOB_ID"))) {
       std::string job = get("SLURM_JOB_ID");
       if (job.size() > 4) job = job.substr(job.size() - 4);
-      env.master_port =
-          15000 + ParseIntVariable("SLURM_JOB_ID", job.c_str(), 0, 9999);
+      int port = ParseIntVariable("SLURM_JOB_ID", job.c_str(), 0, 9999);
+      // Steps of one job that run at once get ports of their own.
+      for (const char* step : {"SLURM_STEP_ID", "SLURM_STEPID"}) {
+        if (IsSet(get(step))) {
+          port = (port + ReadInt(get, step, 0, INT_MAX) % 10000) % 10000;
+          break;
+        }
+      }
+      env.master_port = 15000 + port;
     } else {
       env.master_port = 29500;
     }

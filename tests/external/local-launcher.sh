@@ -20,7 +20,8 @@ for ((r = 0; r < n; r++)); do
       ;;
     slurm)
       # The store's port comes from the job id: 15000 + its last 4 digits.
-      SLURM_PROCID=$r SLURM_NTASKS=$n SLURM_LOCALID=$r SLURM_NODEID=0 \
+      SLURM_PROCID=$r SLURM_NTASKS=$n SLURM_STEP_NUM_TASKS=$n \
+        SLURM_STEP_ID=0 SLURM_LOCALID=$r SLURM_NODEID=0 \
         SLURM_STEP_TASKS_PER_NODE=$n SLURM_STEP_NODELIST=localhost \
         SLURM_JOB_ID=$job "$@" &
       ;;

@@ -89,7 +89,8 @@ TEST(LauncherEnvTest, Mvapich2) {
 
 TEST(LauncherEnvTest, SlurmTakesTheFirstHostAndAPortFromTheJob) {
   LauncherEnv e = Detect({{"SLURM_PROCID", "5"},
-                          {"SLURM_NTASKS", "8"},
+                          {"SLURM_STEP_NUM_TASKS", "8"},
+                          {"SLURM_NTASKS_PER_NODE", "8"},  // the job's
                           {"SLURM_LOCALID", "1"},
                           {"SLURM_NODEID", "2"},
                           {"SLURM_STEP_TASKS_PER_NODE", "2(x3),2"},
@@ -107,12 +108,44 @@ TEST(LauncherEnvTest, SlurmTakesTheFirstHostAndAPortFromTheJob) {
 
 TEST(LauncherEnvTest, SlurmFallsBackThroughItsAliases) {
   LauncherEnv e = Detect({{"SLURM_PROCID", "0"},
+                          {"SLURM_STEP_ID", "0"},
                           {"SLURM_NPROCS", "2"},
                           {"SLURM_NODELIST", "n7"},
                           {"MASTER_PORT", "2000"}});
   EXPECT_EQ(e.world_size, 2);
   EXPECT_EQ(e.master_addr, "n7");
   EXPECT_EQ(e.master_port, 2000);  // MASTER_PORT wins over the job id.
+}
+
+TEST(LauncherEnvTest, SlurmBatchScriptIsNoRank) {
+  // sbatch's own shell: SLURM_PROCID=0 and the job's task count, no step.
+  EXPECT_THAT(ErrorOf({{"SLURM_PROCID", "0"},
+                       {"SLURM_NTASKS", "4"},
+                       {"SLURM_JOB_ID", "77"}}),
+              HasSubstr("no launcher found"));
+}
+
+TEST(LauncherEnvTest, ConcurrentSlurmStepsGetTheirOwnPorts) {
+  Vars step0 = {{"SLURM_PROCID", "0"},
+                {"SLURM_STEP_ID", "0"},
+                {"SLURM_NTASKS", "2"},
+                {"SLURM_NODELIST", "n1"},
+                {"SLURM_JOB_ID", "1234567"}};
+  Vars step1 = step0;
+  step1["SLURM_STEP_ID"] = "1";
+  EXPECT_EQ(Detect(step0).master_port, 15000 + 4567);
+  EXPECT_EQ(Detect(step1).master_port, 15000 + 4568);
+}
+
+TEST(LauncherEnvTest, TorchrunsAgentKeepsMasterPortSoTheStoreTakesTheNext) {
+  Vars torchrun = {{"RANK", "0"},
+                   {"WORLD_SIZE", "2"},
+                   {"MASTER_ADDR", "127.0.0.1"},
+                   {"MASTER_PORT", "29500"},
+                   {"TORCHELASTIC_RUN_ID", "none"}};
+  EXPECT_EQ(Detect(torchrun).master_port, 29501);
+  torchrun["DISTTEST_MASTER_PORT"] = "31000";
+  EXPECT_EQ(Detect(torchrun).master_port, 31000);
 }
 
 TEST(LauncherEnvTest, TorchrunUnderSrunIsTorchrun) {
@@ -157,6 +190,7 @@ TEST(LauncherEnvTest, ErrorsNameTheLauncherAndTheVariable) {
                        {"MASTER_PORT", "70000"}}),
               HasSubstr("MASTER_PORT=70000 is out of range [1, 65535]"));
   EXPECT_THAT(ErrorOf({{"SLURM_PROCID", "0"},
+                       {"SLURM_STEP_ID", "0"},
                        {"SLURM_NTASKS", "2"},
                        {"SLURM_NODELIST", "gpu[3-1]"}}),
               HasSubstr("launcher slurm: Slurm nodelist 'gpu[3-1]': range "

@@ -47,7 +47,8 @@ enum class SkipPolicy {
 struct Options {
   Backend backend = Backend::kGloo;
   LaunchMode launch = LaunchMode::kFork;
-  // Whole-test deadline: spawning, rendezvous, body and exit of every rank.
+  // Whole-test deadline: spawning, rendezvous, body and exit of every rank;
+  // each DistributedFixture run before the test gets it again.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
   // When false, ranks start without a communicator (comm() throws); for
   // tests of code that builds its own.

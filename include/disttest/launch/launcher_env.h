@@ -7,25 +7,30 @@
 //
 // Launchers, in precedence order (the first whose rank variable is set
 // wins, and every field then comes from that launcher; nesting is normal:
-// torchrun under srun sets both, and torchrun's variables are the ranks):
-//
-// | launcher | rank | world size | local rank | local size |
-// |---|---|---|---|---|
-// | torchrun (and disttest's own ranks) | RANK | WORLD_SIZE | LOCAL_RANK |
-// LOCAL_WORLD_SIZE or LOCAL_SIZE | | openmpi | OMPI_COMM_WORLD_RANK |
-// OMPI_COMM_WORLD_SIZE | OMPI_COMM_WORLD_LOCAL_RANK |
-// OMPI_COMM_WORLD_LOCAL_SIZE | | mpich (Hydra, Intel MPI) | PMI_RANK | PMI_SIZE
-// | MPI_LOCALRANKID | MPI_LOCALNRANKS | | mvapich2 | MV2_COMM_WORLD_RANK |
-// MV2_COMM_WORLD_SIZE | MV2_COMM_WORLD_LOCAL_RANK | MV2_COMM_WORLD_LOCAL_SIZE |
-// | slurm (srun) | SLURM_PROCID | SLURM_NTASKS, SLURM_NPROCS,
-// SLURM_STEP_NUM_TASKS | SLURM_LOCALID | SLURM_NTASKS_PER_NODE, or
-// SLURM_STEP_TASKS_PER_NODE / SLURM_TASKS_PER_NODE at SLURM_NODEID |
+// torchrun under srun sets both, and torchrun's variables are the ranks).
+// Each as rank; world size; local rank; local size:
+//   torchrun (and disttest's own ranks): RANK; WORLD_SIZE; LOCAL_RANK;
+//     LOCAL_WORLD_SIZE or LOCAL_SIZE.
+//   openmpi: OMPI_COMM_WORLD_RANK; OMPI_COMM_WORLD_SIZE;
+//     OMPI_COMM_WORLD_LOCAL_RANK; OMPI_COMM_WORLD_LOCAL_SIZE.
+//   mpich (Hydra, Intel MPI): PMI_RANK; PMI_SIZE; MPI_LOCALRANKID;
+//     MPI_LOCALNRANKS.
+//   mvapich2: MV2_COMM_WORLD_RANK; MV2_COMM_WORLD_SIZE;
+//     MV2_COMM_WORLD_LOCAL_RANK; MV2_COMM_WORLD_LOCAL_SIZE.
+//   slurm (srun): SLURM_PROCID; SLURM_STEP_NUM_TASKS, SLURM_NTASKS or
+//     SLURM_NPROCS; SLURM_LOCALID; SLURM_STEP_TASKS_PER_NODE at
+//     SLURM_NODEID, SLURM_NTASKS_PER_NODE, or SLURM_TASKS_PER_NODE at
+//     SLURM_NODEID. Slurm counts only in a task srun started (SLURM_STEP_ID,
+//     SLURM_STEPID or SLURM_STEP_NUM_TASKS set): a batch script's own shell
+//     is not a rank.
 //
 // The store's address: MASTER_ADDR, else (in a Slurm step, whichever
 // launcher) the first host of SLURM_STEP_NODELIST, SLURM_JOB_NODELIST or
 // SLURM_NODELIST, else 127.0.0.1 when every rank is on this node (local size
-// == world size). Its port: MASTER_PORT, else (in a Slurm job) 15000 + the
-// last four digits of SLURM_JOB_ID, else 29500 (torchrun's default).
+// == world size). Its port: DISTTEST_MASTER_PORT; else MASTER_PORT (plus
+// one under torchrun, whose agent serves its own store on MASTER_PORT);
+// else (in a Slurm job) 15000 + the last four digits of SLURM_JOB_ID, plus
+// the step id; else 29500 (torchrun's default).
 //
 // A missing or malformed variable is a ConfigError naming the launcher and
 // the variables: "launcher openmpi: OMPI_COMM_WORLD_SIZE is not set".
