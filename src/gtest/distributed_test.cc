@@ -81,19 +81,9 @@ Communicator* g_current_comm = nullptr;
 
 // In a kExec rank: the directories the parent created, in declaration
 // order (a forked rank inherited them with the fixture objects).
-void AdoptFixtureDirs(DistributedTest& test) {
+void AdoptFixtureDirsFromEnvironment(DistributedTest& test) {
   const char* joined = std::getenv(env::kInternalFixtureDirs);
-  if (joined == nullptr) return;
-  auto& fixtures = FixtureAccess::fixtures(test);
-  std::string all = joined;
-  std::size_t start = 0;
-  for (auto& fixture : fixtures) {
-    if (start > all.size()) break;
-    std::size_t end = all.find('\n', start);
-    if (end == std::string::npos) end = all.size();
-    FixtureAccess::SetDir(*fixture, all.substr(start, end - start));
-    start = end + 1;
-  }
+  if (joined != nullptr) AdoptFixtureDirs(test, joined);
 }
 
 // Whether a rank's own part of the test went wrong.
@@ -167,27 +157,16 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
 }
 
 void Supervise(DistributedTest& test) {
-  TestSpec spec;
-  spec.name = CurrentTestName();
-  spec.file = TestAccess::file(test);
-  spec.line = TestAccess::line(test);
-  spec.world_size = TestAccess::world_size(test);
+  TestSpec spec = SpecOf(test);
   auto& fixtures = FixtureAccess::fixtures(test);
   FixtureDirs dirs;
   try {
     spec.options = EffectiveOptions(test);
     RecordProperties(spec);
-    if (spec.options.parallel) {
-      try {
-        Layout fits(spec.world_size, *spec.options.parallel);
-      } catch (const ConfigError& e) {
-        std::string why =
-            fmt::format("options().parallel does not fit {} ranks: {}",
-                        spec.world_size, e.what());
-        GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, why.c_str(),
-                          ::testing::TestPartResult::kSkip);
-        return;
-      }
+    if (std::string why = ParallelMisfit(spec); !why.empty()) {
+      GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, why.c_str(),
+                        ::testing::TestPartResult::kSkip);
+      return;
     }
     for (auto& fixture : fixtures) {
       FixtureAccess::SetDir(*fixture, dirs.Create(fixture->name()));
@@ -241,7 +220,7 @@ void DistributedTest::TestBody() {
   }
   std::string running = internal::CurrentTestName();
   if (running == child) {
-    internal::AdoptFixtureDirs(*this);
+    internal::AdoptFixtureDirsFromEnvironment(*this);
     internal::RunAsRank(*this, internal::ChildFixtureIndex(*this));
   }
   // A re-executed rank must run only its own test; spawning ranks of another

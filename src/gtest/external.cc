@@ -306,21 +306,19 @@ class ExternalWorld {
       // before it published its address) can cut short.
       TcpStore connect_store(env_.master_addr, env_.master_port,
                              options.timeout);
-      std::set<ino_t> before = TcpSocketInodes();
+      std::map<ino_t, int> before = TcpSockets();
       connect_store.check({kAbortKey});  // Connects.
       std::set<ino_t> own_store_socket;
-      {
-        std::set<ino_t> fresh;
-        for (ino_t inode : TcpSocketInodes()) {
-          if (before.count(inode) == 0) fresh.insert(inode);
+      for (const auto& [inode, fd] : NewSince(before)) {
+        if (Port(fd, /*peer=*/true) == env_.master_port) {
+          own_store_socket.insert(inode);
         }
-        ForEachSocket(fresh, [&](int fd, ino_t inode) {
-          if (PeerPort(fd) == env_.master_port) own_store_socket.insert(inode);
-        });
+      }
+      {
         std::lock_guard<std::mutex> lock(comm_sockets_mu_);
         comm_sockets_.insert(own_store_socket.begin(), own_store_socket.end());
       }
-      before = TcpSocketInodes();
+      before = TcpSockets();
       struct Forget {  // The connection closes with connect_store.
         ExternalWorld* world;
         const std::set<ino_t>* inodes;
@@ -333,14 +331,13 @@ class ExternalWorld {
           CreateCommunicator(options.backend, connect_store, rank(), n, gloo);
       // The new sockets, less the store's (rank 0 accepts connections
       // meanwhile, and a client may reconnect): Gloo's own.
-      std::set<ino_t> fresh;
-      for (ino_t inode : TcpSocketInodes()) {
-        if (before.count(inode) == 0) fresh.insert(inode);
-      }
       std::lock_guard<std::mutex> lock(comm_sockets_mu_);
-      ForEachSocket(fresh, [&](int fd, ino_t inode) {
-        if (!TouchesPort(fd, env_.master_port)) comm_sockets_.insert(inode);
-      });
+      for (const auto& [inode, fd] : NewSince(before)) {
+        if (Port(fd, false) != env_.master_port &&
+            Port(fd, true) != env_.master_port) {
+          comm_sockets_.insert(inode);
+        }
+      }
     }
     return comm.get();
   }
@@ -457,10 +454,10 @@ class ExternalWorld {
         server_ = std::make_unique<StoreServerThread>(env_.master_addr,
                                                       env_.master_port);
       } catch (const std::exception& e) {
-        throw StoreError(fmt::format(
-            "rank 0 cannot host the store on {}:{} (set MASTER_PORT to a "
-            "free port): {}",
-            env_.master_addr, env_.master_port, e.what()));
+        throw StoreError(
+            fmt::format("rank 0 cannot host the store on {}:{} (set "
+                        "DISTTEST_MASTER_PORT to a free port): {}",
+                        env_.master_addr, env_.master_port, e.what()));
       }
     }
     store_ =
@@ -468,7 +465,7 @@ class ExternalWorld {
     side_store_ =
         std::make_unique<TcpStore>(env_.master_addr, env_.master_port, timeout);
     // The first requests connect, waiting for rank 0's store to come up.
-    store_->set(fmt::format("external/joined/{}", rank()), "1");
+    store_->check({kAbortKey});
     side_store_->check({kAbortKey});
     store_->set_timeout(kRequestTimeout);
     side_store_->set_timeout(kRequestTimeout);
@@ -490,29 +487,21 @@ class ExternalWorld {
   // the descriptors stay Gloo's.
   void ShutDownCommunicators() {
     std::lock_guard<std::mutex> lock(comm_sockets_mu_);
-    ForEachSocket(comm_sockets_,
-                  [](int fd, ino_t) { shutdown(fd, SHUT_RDWR); });
-  }
-
-  // Calls f(fd, inode) for each open descriptor whose inode is in `inodes`.
-  template <typename F>
-  static void ForEachSocket(const std::set<ino_t>& inodes, F&& f) {
-    std::error_code ec;
-    for (const auto& entry :
-         std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-      const int fd = std::atoi(entry.path().filename().c_str());
-      struct stat st {};
-      if (fstat(fd, &st) == 0 && inodes.count(st.st_ino) != 0) {
-        f(fd, st.st_ino);
-      }
+    for (const auto& [inode, fd] : TcpSockets()) {
+      if (comm_sockets_.count(inode) != 0) shutdown(fd, SHUT_RDWR);
     }
   }
 
-  // Whether socket `fd`'s local or peer port is `port`.
-  static bool TouchesPort(int fd, int port) {
-    return Port(fd, false) == port || Port(fd, true) == port;
+  // The TCP sockets opened since `before` was taken.
+  static std::map<ino_t, int> NewSince(const std::map<ino_t, int>& before) {
+    std::map<ino_t, int> fresh;
+    for (const auto& [inode, fd] : TcpSockets()) {
+      if (before.count(inode) == 0) fresh.emplace(inode, fd);
+    }
+    return fresh;
   }
-  static int PeerPort(int fd) { return Port(fd, true); }
+
+  // Socket `fd`'s local (or, with `peer`, remote) port; -1 when unknown.
   static int Port(int fd, bool peer) {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
@@ -953,11 +942,7 @@ bool RunStep(ExternalWorld& world, DistributedTest& test, const TestSpec& spec,
 bool ExternalLaunch() { return Detect().external; }
 
 void RunExternal(DistributedTest& test) {
-  TestSpec spec;
-  spec.name = CurrentTestName();
-  spec.file = TestAccess::file(test);
-  spec.line = TestAccess::line(test);
-  spec.world_size = TestAccess::world_size(test);
+  TestSpec spec = SpecOf(test);
   ExternalWorld* world = nullptr;
   try {
     spec.options = EffectiveOptions(test);
@@ -973,10 +958,10 @@ void RunExternal(DistributedTest& test) {
   }
   ::testing::Test::RecordProperty("disttest_launcher", world->env().launcher);
   const int seq = world->NextSeq();
-  if (!world->broken().empty()) {
+  if (std::string broken = world->broken(); !broken.empty()) {
     Fatal(spec, fmt::format("not run: the launched ranks stopped working "
                             "together in an earlier test ({})",
-                            world->broken()));
+                            broken));
     return;
   }
   const int n = spec.world_size;
@@ -992,17 +977,12 @@ void RunExternal(DistributedTest& test) {
                       ::testing::TestPartResult::kSkip);
     return;
   }
-  if (spec.options.parallel) {
-    try {
-      Layout fits(n, *spec.options.parallel);
-    } catch (const ConfigError& e) {
-      std::string why = fmt::format(
-          "options().parallel does not fit {} ranks: {}", n, e.what());
-      GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, why.c_str(),
-                        ::testing::TestPartResult::kSkip);
-      return;
-    }
+  if (std::string why = ParallelMisfit(spec); !why.empty()) {
+    GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, why.c_str(),
+                      ::testing::TestPartResult::kSkip);
+    return;
   }
+
   // Each step (each fixture, then the test) gets the whole timeout, as
   // in spawned mode.
   auto deadline = [&] { return Clock::now() + spec.options.timeout; };
@@ -1021,14 +1001,7 @@ void RunExternal(DistributedTest& test) {
       } else {
         world->Await({dirs_key}, deadline(), {0}, spec.name);
         std::vector<char> joined = world->store().get(dirs_key);
-        std::string all(joined.begin(), joined.end());
-        std::size_t start = 0;
-        for (auto& f : fixtures) {
-          std::size_t end = all.find('\n', start);
-          if (end == std::string::npos) end = all.size();
-          FixtureAccess::SetDir(*f, all.substr(start, end - start));
-          start = end + 1;
-        }
+        AdoptFixtureDirs(test, std::string(joined.begin(), joined.end()));
       }
     }
     for (std::size_t i = 0; i < fixtures.size(); ++i) {

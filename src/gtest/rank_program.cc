@@ -185,6 +185,37 @@ void Reraise(const std::vector<Finding>& findings) {
   }
 }
 
+TestSpec SpecOf(const DistributedTest& test) {
+  TestSpec spec;
+  spec.name = CurrentTestName();
+  spec.file = TestAccess::file(test);
+  spec.line = TestAccess::line(test);
+  spec.world_size = TestAccess::world_size(test);
+  return spec;
+}
+
+std::string ParallelMisfit(const TestSpec& spec) {
+  if (!spec.options.parallel) return "";
+  try {
+    Layout fits(spec.world_size, *spec.options.parallel);
+  } catch (const ConfigError& e) {
+    return fmt::format("options().parallel does not fit {} ranks: {}",
+                       spec.world_size, e.what());
+  }
+  return "";
+}
+
+void AdoptFixtureDirs(DistributedTest& test, const std::string& joined) {
+  std::size_t start = 0;
+  for (auto& fixture : FixtureAccess::fixtures(test)) {
+    if (start > joined.size()) break;
+    std::size_t end = joined.find('\n', start);
+    if (end == std::string::npos) end = joined.size();
+    FixtureAccess::SetDir(*fixture, joined.substr(start, end - start));
+    start = end + 1;
+  }
+}
+
 // Options as the parent applies them: the fixture's, with environment
 // overrides.
 Options EffectiveOptions(const DistributedTest& test) {

@@ -53,6 +53,18 @@ class GtestRankProgram : public RankProgram {
   std::unique_ptr<Context> ctx_;  // options().parallel's groups.
 };
 
+// The running test as the harness sees it: name, place, world size (its
+// options are read by EffectiveOptions).
+TestSpec SpecOf(const DistributedTest& test);
+
+// Why options().parallel cannot split the test's world; "" when it can (or
+// is not set). Such a test is skipped with this message.
+std::string ParallelMisfit(const TestSpec& spec);
+
+// Gives each fixture of `test` its directory from FixtureDirs::Joined()'s
+// text (one per line, in declaration order).
+void AdoptFixtureDirs(DistributedTest& test, const std::string& joined);
+
 // Records each finding in the running gtest test, at its file:line.
 void Reraise(const std::vector<Finding>& findings);
 

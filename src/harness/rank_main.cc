@@ -123,7 +123,8 @@ void WaitForDebugger(const RankEnv& env) {
 // A rank that failed only says it is here and leaves at once (its peers may
 // be blocked in a collective with it, and must see its connections close).
 void MeetAndDropConnections(TcpStore& store, const RankEnv& env,
-                            const std::set<ino_t>& inherited, bool failed) {
+                            const std::map<ino_t, int>& inherited,
+                            bool failed) {
   try {
     store.set_timeout(std::chrono::seconds(1));
     if (store.add("disttest/exit", 1) == env.world_size) {
@@ -134,19 +135,8 @@ void MeetAndDropConnections(TcpStore& store, const RankEnv& env,
   } catch (const std::exception&) {
     return;  // A peer did not get here; end the usual way.
   }
-  std::error_code ec;
-  for (const auto& entry :
-       std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-    int fd = std::atoi(entry.path().filename().c_str());
-    struct stat st {};
-    int type = 0;
-    socklen_t len = sizeof type;
-    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
-        inherited.count(st.st_ino) != 0 ||
-        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
-        type != SOCK_STREAM) {
-      continue;
-    }
+  for (const auto& [inode, fd] : TcpSockets()) {
+    if (inherited.count(inode) != 0) continue;
     linger reset{1, 0};
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
   }
@@ -167,9 +157,8 @@ std::unique_ptr<Communicator> Connect(const RankEnv& env,
 
 }  // namespace
 
-// Identities (inode numbers) of the TCP sockets open in this process.
-std::set<ino_t> TcpSocketInodes() {
-  std::set<ino_t> inodes;
+std::map<ino_t, int> TcpSockets() {
+  std::map<ino_t, int> sockets;
   std::error_code ec;
   for (const auto& entry :
        std::filesystem::directory_iterator("/proc/self/fd", ec)) {
@@ -186,9 +175,9 @@ std::set<ino_t> TcpSocketInodes() {
         fstat(fd, &st) != 0) {
       continue;
     }
-    inodes.insert(st.st_ino);
+    sockets.emplace(st.st_ino, fd);
   }
-  return inodes;
+  return sockets;
 }
 
 void RunRank(RankProgram& program, const Options& options) {
@@ -197,7 +186,7 @@ void RunRank(RankProgram& program, const Options& options) {
   // with SIGPIPE. Gloo writes without MSG_NOSIGNAL.
   std::signal(SIGPIPE, SIG_IGN);
   InstallStackSignalHandler();
-  const std::set<ino_t> inherited_sockets = TcpSocketInodes();
+  const std::map<ino_t, int> inherited_sockets = TcpSockets();
   const char* token_variable = std::getenv(env::kInternalStoreToken);
   const std::string token = token_variable != nullptr ? token_variable : "";
   std::unique_ptr<ResultChannel> channel = OpenChannel();

@@ -16,7 +16,7 @@
 #include <sys/types.h>
 
 #include <functional>
-#include <set>
+#include <map>
 
 #include "disttest/comm/communicator.h"
 #include "disttest/env/rank_env.h"
@@ -46,8 +46,8 @@ class RankProgram {
 
 [[noreturn]] void RunRank(RankProgram& program, const Options& options);
 
-// The inodes of this process's TCP sockets (IPv4 and IPv6).
-std::set<ino_t> TcpSocketInodes();
+// This process's TCP sockets (IPv4 and IPv6): inode -> descriptor.
+std::map<ino_t, int> TcpSockets();
 
 }  // namespace disttest::internal
 

@@ -7,10 +7,6 @@
 namespace disttest::internal {
 namespace {
 
-std::string Label(const TestSpec& spec, int rank) {
-  return RankLabel(spec, rank);
-}
-
 // Names the fixture in findings that concern all of its ranks.
 std::string Whose(const TestSpec& spec) {
   return spec.fixture.empty() ? std::string() : spec.fixture + ": ";
@@ -93,7 +89,7 @@ void AddRankResults(const TestSpec& spec, const RankReport& r,
     Finding f;
     f.file = m.file.empty() ? spec.file : m.file;
     f.line = m.file.empty() || m.line < 0 ? spec.line : m.line;
-    f.message = fmt::format("{} {}", Label(spec, r.rank), m.message);
+    f.message = fmt::format("{} {}", RankLabel(spec, r.rank), m.message);
     if (m.kind == RankMessage::Kind::kFatalFailure) {
       f.kind = Finding::Kind::kFatalFailure;
     } else if (m.kind == RankMessage::Kind::kNonFatalFailure) {
@@ -105,11 +101,11 @@ void AddRankResults(const TestSpec& spec, const RankReport& r,
   }
   for (const std::string& e : r.channel_errors) {
     out->push_back({Finding::Kind::kFailure, spec.file, spec.line,
-                    fmt::format("{} {}", Label(spec, r.rank), e)});
+                    fmt::format("{} {}", RankLabel(spec, r.rank), e)});
   }
   if (auto end = AbnormalEnd(r)) {
     out->push_back({Finding::Kind::kFatalFailure, spec.file, spec.line,
-                    fmt::format("{} {}", Label(spec, r.rank), *end)});
+                    fmt::format("{} {}", RankLabel(spec, r.rank), *end)});
   }
 }
 

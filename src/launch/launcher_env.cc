@@ -97,15 +97,26 @@ long ParseNumber(std::string_view digits, std::string_view list) {
   return n;
 }
 
+// "a,b,,c" -> "a", "b", "", "c" (an empty text is one empty item).
+std::vector<std::string_view> SplitOnCommas(std::string_view text) {
+  std::vector<std::string_view> items;
+  std::size_t start = 0;
+  for (;;) {
+    std::size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) {
+      items.push_back(text.substr(start));
+      return items;
+    }
+    items.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+}
+
 // The names one bracket body ("007-009,12") stands for.
 std::vector<std::string> ExpandRanges(std::string_view body,
                                       std::string_view list) {
   std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= body.size()) {
-    std::size_t comma = body.find(',', start);
-    if (comma == std::string_view::npos) comma = body.size();
-    std::string_view item = body.substr(start, comma - start);
+  for (std::string_view item : SplitOnCommas(body)) {
     std::size_t dash = item.find('-');
     std::string_view first = item.substr(0, dash);
     std::string_view last =
@@ -124,7 +135,6 @@ std::vector<std::string> ExpandRanges(std::string_view body,
       // Zero padding: the width of the range's first number.
       out.push_back(fmt::format("{:0{}}", n, first.size()));
     }
-    start = comma + 1;
   }
   return out;
 }
@@ -177,11 +187,7 @@ std::vector<std::string> ExpandSlurmNodelist(std::string_view list) {
 
 int SlurmTasksOnNode(std::string_view list, int node) {
   int index = 0;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    std::size_t comma = list.find(',', start);
-    if (comma == std::string_view::npos) comma = list.size();
-    std::string_view item = list.substr(start, comma - start);
+  for (std::string_view item : SplitOnCommas(list)) {
     std::size_t paren = item.find("(x");
     std::string_view count = item.substr(0, paren);
     long repeat = 1;
@@ -196,7 +202,6 @@ int SlurmTasksOnNode(std::string_view list, int node) {
     long tasks = ParseNumber(count, list);
     if (node < index + repeat) return static_cast<int>(tasks);
     index += static_cast<int>(repeat);
-    start = comma + 1;
   }
   throw ConfigError(fmt::format(
       "Slurm tasks per node '{}' has no entry for node {}", list, node));
