@@ -5,11 +5,8 @@
 // srun's environment; checks the one report rank 0 gives (output, XML,
 // exit status), that a dead or hung rank ends the run promptly, that ranks
 // at different tests fail loudly, and that no process is left.
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -18,6 +15,7 @@
 #include <vector>
 
 #include "self/child_process.h"
+#include "support/loopback_socket.h"
 
 namespace disttest::testing {
 namespace {
@@ -35,20 +33,6 @@ int LineOf(const std::string& marker) {
   }
   ADD_FAILURE() << "marker " << marker << " not in the child source";
   return -1;
-}
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ADD_FAILURE() << "no free port";
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 struct Launcher {

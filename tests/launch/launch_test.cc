@@ -5,12 +5,8 @@
 // that an allreduce in each of its groups sums exactly that group's members.
 #include "disttest/launch/launch.h"
 
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -19,10 +15,12 @@
 
 #include "disttest/disttest.h"
 #include "launch/launch_internal.h"
+#include "support/loopback_socket.h"
 
 namespace disttest {
 namespace {
 
+using testing::FreePort;
 using ::testing::HasSubstr;
 
 // What `rank` gets when every rank contributes rank + 1 in `group`.
@@ -50,21 +48,6 @@ std::vector<std::string> CheckGroups(Context& ctx) {
     }
   }
   return problems;
-}
-
-// A port that was free a moment ago (rank 0 binds it next).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ADD_FAILURE() << "cannot find a free port";
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 TEST(LaunchTest, ThreadsAsRanksBuildEveryGroup) {
@@ -140,17 +123,10 @@ TEST(LaunchTest, UnavailableBackendSaysSo) {
 }
 
 TEST(LaunchTest, PortInUseSaysSo) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), len), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  EXPECT_THAT(LaunchErrorOf(Config{}, 0, 2, ntohs(addr.sin_port)),
+  testing::LoopbackSocket taken(/*listen=*/true);
+  ASSERT_NE(taken.port(), 0);
+  EXPECT_THAT(LaunchErrorOf(Config{}, 0, 2, taken.port()),
               HasSubstr("Address already in use"));
-  close(fd);
 }
 
 TEST(LaunchTest, FromEnvReadsTheLauncher) {
