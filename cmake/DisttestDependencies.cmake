@@ -10,3 +10,5 @@ find_package(Gloo REQUIRED)             # Debian: imported target `gloo`.
 if(NOT TARGET gloo)
   message(FATAL_ERROR "Gloo was found but defines no target `gloo`")
 endif()
+# Optional: CUDA Toolkit and NCCL for the GPU backend (DISTTEST_WITH_NCCL).
+include(DisttestCuda)

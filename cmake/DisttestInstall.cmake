@@ -19,6 +19,14 @@ install(FILES
   ${CMAKE_CURRENT_BINARY_DIR}/disttest-config.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/disttest-config-version.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/disttest)
+# A build with the NCCL backend makes its consumers find NCCL too, with the
+# same find module.
+if(DISTTEST_NCCL_BUILT)
+  install(FILES cmake/FindNCCL.cmake
+    DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/disttest)
+  configure_file(cmake/FindNCCL.cmake
+    ${CMAKE_CURRENT_BINARY_DIR}/FindNCCL.cmake COPYONLY)  # Build tree.
+endif()
 # Build-tree export, for consumers pointed at the build directory.
 export(EXPORT disttest-targets NAMESPACE disttest::
   FILE ${CMAKE_CURRENT_BINARY_DIR}/disttest-targets.cmake)

@@ -5,18 +5,71 @@
 
 #include "disttest/error.h"
 
+#if DISTTEST_HAVE_NCCL
+#include <cuda_runtime_api.h>
+
+#include "disttest/comm/nccl_communicator.h"
+#endif
+
 namespace disttest {
+
+bool NcclBuilt() {
+#if DISTTEST_HAVE_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+int CudaDeviceCount() {
+#if DISTTEST_HAVE_NCCL
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // Leaves no error behind for the caller's CUDA.
+    return 0;
+  }
+  return count;
+#else
+  return 0;
+#endif
+}
+
+int DeviceOf(const Communicator& comm) {
+#if DISTTEST_HAVE_NCCL
+  if (auto* nccl = dynamic_cast<const NcclCommunicator*>(&comm)) {
+    return nccl->device();
+  }
+#else
+  (void)comm;
+#endif
+  return -1;
+}
 
 std::unique_ptr<Communicator> CreateCommunicator(Backend backend, Store& store,
                                                  int rank, int size,
-                                                 const GlooOptions& options) {
+                                                 const GlooOptions& options,
+                                                 int device) {
   switch (backend) {
-    case Backend::kNccl:
+    case Backend::kAuto:
+      if (CudaDeviceCount() < 1) {
+        return GlooCommunicator::Create(store, rank, size, options);
+      }
+      [[fallthrough]];
+    case Backend::kNccl: {
+#if DISTTEST_HAVE_NCCL
+      NcclOptions nccl;
+      nccl.device = device;
+      nccl.prefix = options.prefix + "/nccl";
+      nccl.timeout = options.timeout;
+      return NcclCommunicator::Create(store, rank, size, nccl);
+#else
+      (void)device;
       throw CommError(fmt::format(
           "[rank {}/{}] backend nccl is not available: disttest was built "
           "without CUDA and NCCL",
           rank, size));
-    case Backend::kAuto:  // Without NCCL in the build, auto means gloo.
+#endif
+    }
     case Backend::kGloo:
       return GlooCommunicator::Create(store, rank, size, options);
   }

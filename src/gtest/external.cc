@@ -327,8 +327,12 @@ class ExternalWorld {
           for (ino_t inode : *inodes) world->comm_sockets_.erase(inode);
         }
       } forget{this, &own_store_socket};
-      comm =
-          CreateCommunicator(options.backend, connect_store, rank(), n, gloo);
+      const int device =
+          options.backend == Backend::kGloo
+              ? 0
+              : SelectDevice(env_.local_rank, rank(), CudaDeviceCount());
+      comm = CreateCommunicator(options.backend, connect_store, rank(), n, gloo,
+                                std::max(device, 0));
       // The new sockets, less the store's (rank 0 accepts connections
       // meanwhile, and a client may reconnect): Gloo's own.
       std::lock_guard<std::mutex> lock(comm_sockets_mu_);

@@ -149,8 +149,10 @@ std::unique_ptr<Communicator> Connect(const RankEnv& env,
   GlooOptions gloo;
   gloo.hostname = env.master_addr;
   gloo.timeout = RankTimeout(env, options.timeout);
+  // An NCCL rank uses device 0: the harness lists its own GPU first in
+  // CUDA_VISIBLE_DEVICES.
   auto comm = CreateCommunicator(options.backend, **store, env.rank,
-                                 env.world_size, gloo);
+                                 env.world_size, gloo, /*device=*/0);
   comm->barrier();
   return comm;
 }

@@ -7,10 +7,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -143,7 +145,7 @@ namespace internal {
 
 int SelectDevice(std::optional<int> local_rank, int rank, int device_count) {
   if (device_count <= 0) return -1;
-  if (local_rank) return *local_rank;
+  if (local_rank) return *local_rank % device_count;
   return rank % device_count;
 }
 
@@ -187,21 +189,31 @@ Context LaunchOnStore(const LaunchRequest& request, Store& store,
         fmt::format("launch/{}/{}", Name(mode), index), store));
     return *state->prefixes.back();
   };
+  // An NCCL rank's device: the given global communicator's, else the one
+  // SelectDevice picks among the devices this process sees.
+  int device = global != nullptr ? DeviceOf(*global) : -1;
+  if (global == nullptr && request.backend != Backend::kGloo && NcclBuilt()) {
+    device = SelectDevice(request.local_rank, request.rank, CudaDeviceCount());
+  }
   if (global == nullptr) {
-    state->own_global =
-        CreateCommunicator(request.backend, prefixed(ParallelMode::kGlobal, 0),
-                           request.rank, request.world_size, gloo);
+    state->own_global = CreateCommunicator(
+        request.backend, prefixed(ParallelMode::kGlobal, 0), request.rank,
+        request.world_size, gloo, std::max(device, 0));
     global = state->own_global.get();
   }
   state->global = global;
+  // The groups follow the global communicator's backend (kAuto resolved).
+  const bool nccl = std::string(global->backend_name()) == "nccl";
+  const Backend groups_backend = nccl ? Backend::kNccl : Backend::kGloo;
 
   const Layout& layout = *state->layout;
   for (ParallelMode mode : kAllParallelModes) {
     if (mode == ParallelMode::kGlobal) continue;
     const int index = layout.group_index(mode, request.rank);
-    state->groups[mode] = CreateCommunicator(
-        request.backend, prefixed(mode, index),
-        layout.rank_in(mode, request.rank), layout.size(mode), gloo);
+    state->groups[mode] =
+        CreateCommunicator(groups_backend, prefixed(mode, index),
+                           layout.rank_in(mode, request.rank),
+                           layout.size(mode), gloo, std::max(device, 0));
   }
 
   const std::vector<std::string> hosts = AllHostnames(*global);
@@ -214,10 +226,7 @@ Context LaunchOnStore(const LaunchRequest& request, Store& store,
   }
   state->local_size = request.local_size.value_or(on_node);
   state->local_rank = request.local_rank.value_or(before_me);
-  // The NCCL backend is not in this release; a Gloo rank has no device.
-  state->device = std::string(global->backend_name()) == "nccl"
-                      ? SelectDevice(state->local_rank, request.rank, 0)
-                      : -1;
+  state->device = nccl ? device : -1;  // A Gloo rank has no device.
   std::srand(static_cast<unsigned>(request.seed));
   global->barrier();
   if (request.log && request.rank == 0) {

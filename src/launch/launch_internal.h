@@ -47,8 +47,8 @@ std::string Hostname();
 // else this machine's hostname.
 std::string BindHostFor(const std::string& master_addr);
 
-// The CUDA device of a rank: its local rank when known, else its global
-// rank modulo the devices visible; -1 without devices.
+// The CUDA device of a rank: its local rank (else its global rank) modulo
+// the devices visible; -1 without devices.
 int SelectDevice(std::optional<int> local_rank, int rank, int device_count);
 
 }  // namespace disttest::internal

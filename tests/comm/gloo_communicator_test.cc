@@ -169,15 +169,5 @@ TEST(GlooCommunicatorErrorsTest, RecvTimeoutNamesTheOperationAndPeer) {
       std::chrono::milliseconds(500));
 }
 
-TEST(GlooCommunicatorErrorsTest, NcclInACpuBuildIsAClearError) {
-  TcpStore store("127.0.0.1", 1, std::chrono::milliseconds(10));
-  try {
-    CreateCommunicator(Backend::kNccl, store, 0, 1, {});
-    FAIL() << "no exception";
-  } catch (const CommError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("backend nccl is not available"));
-  }
-}
-
 }  // namespace
 }  // namespace disttest

@@ -13,8 +13,8 @@
 // operation and the cause: "[rank 1/4] allreduce of 8 float32 failed: ...".
 // A Communicator is not safe for concurrent use from several threads.
 //
-// Backends live behind this one front: Gloo (CPU, TCP) today; NCCL is the
-// next backend and will come behind the same interface.
+// Backends live behind this one front: Gloo (CPU, TCP), always built, and
+// NCCL (GPUs; nccl_communicator.h), built when CUDA and NCCL are found.
 #ifndef DISTTEST_COMM_COMMUNICATOR_H_
 #define DISTTEST_COMM_COMMUNICATOR_H_
 
@@ -28,7 +28,7 @@ namespace disttest {
 // Which communicator a rank gets.
 enum class Backend {
   kGloo,  // CPU, TCP; always available.
-  kNccl,  // GPUs. Not in this release: CreateCommunicator throws.
+  kNccl,  // GPUs. Only when built with CUDA and NCCL (NcclBuilt()).
   kAuto,  // NCCL when built and every rank has a GPU, else Gloo.
 };
 

@@ -4,11 +4,20 @@
 //
 //   auto comm = disttest::CreateCommunicator(disttest::Backend::kAuto, store,
 //                                            rank, world_size, {});
+//   if (disttest::NcclBuilt()) { /* Backend::kNccl can be asked for */ }
 //
-// Collective: every rank calls it with the same store and options.
-// Backend::kNccl throws CommError until the NCCL backend lands:
-//   "backend nccl is not available: disttest was built without CUDA and NCCL"
-// Backend::kAuto means Gloo until then.
+// Collective: every rank calls it with the same store, backend and options.
+// Backend::kNccl builds an NcclCommunicator on `device` (its timeout and
+// prefix come from the GlooOptions: prefix + "/nccl") when disttest is built
+// with CUDA and NCCL; without them it throws CommError:
+//   "[rank 0/2] backend nccl is not available: disttest was built without
+//    CUDA and NCCL"
+// Backend::kAuto means NCCL when it is built and this process sees a CUDA
+// device, else Gloo. The harness resolves kAuto in the parent, for all ranks
+// at once; a direct caller must make sure that every rank decides alike.
+// Looking for devices initialises CUDA in the calling process: never call
+// CreateCommunicator(kAuto), CudaDeviceCount() or a kNccl communicator in a
+// process that forks ranks afterwards.
 #ifndef DISTTEST_COMM_CREATE_H_
 #define DISTTEST_COMM_CREATE_H_
 
@@ -22,7 +31,18 @@ namespace disttest {
 
 std::unique_ptr<Communicator> CreateCommunicator(Backend backend, Store& store,
                                                  int rank, int size,
-                                                 const GlooOptions& options);
+                                                 const GlooOptions& options,
+                                                 int device = 0);
+
+// Whether disttest was built with CUDA and NCCL (the NCCL backend).
+bool NcclBuilt();
+
+// The CUDA devices this process sees (cudaGetDeviceCount); 0 when NCCL is
+// not built or CUDA reports an error (no driver, no device).
+int CudaDeviceCount();
+
+// The CUDA device of an NCCL communicator; -1 for any other backend.
+int DeviceOf(const Communicator& comm);
 
 }  // namespace disttest
 

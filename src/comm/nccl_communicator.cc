@@ -1,0 +1,521 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "disttest/comm/nccl_communicator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "disttest/error.h"
+#include "disttest/rendezvous/prefix_store.h"
+
+namespace disttest {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+// The key under the communicator's prefix that holds rank 0's ncclUniqueId.
+constexpr char kUniqueIdKey[] = "unique_id";
+
+// Polls start at 100 us and grow to 1 ms: a short collective returns within
+// a fraction of a millisecond, a long wait costs the CPU little.
+constexpr microseconds kFirstPause{100};
+constexpr microseconds kLongestPause{1000};
+
+ncclDataType_t NcclType(DataType type) {
+  switch (type) {
+    case DataType::kInt8:
+      return ncclInt8;
+    case DataType::kUint8:
+      return ncclUint8;
+    case DataType::kInt32:
+      return ncclInt32;
+    case DataType::kInt64:
+      return ncclInt64;
+    case DataType::kFloat32:
+      return ncclFloat32;
+    case DataType::kFloat64:
+      return ncclFloat64;
+  }
+  return ncclInt8;
+}
+
+ncclRedOp_t NcclOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kProd:
+      return ncclProd;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kMax:
+      return ncclMax;
+  }
+  return ncclSum;
+}
+
+// "cudaSetDevice(0) failed: no CUDA-capable device is detected
+// (cudaErrorNoDevice)"
+std::string CudaCause(const std::string& call, cudaError_t error) {
+  return fmt::format("{} failed: {} ({})", call, cudaGetErrorString(error),
+                     cudaGetErrorName(error));
+}
+
+std::string Describe(const char* op, std::size_t count, DataType type) {
+  return fmt::format("{} of {} {}", op, count, Name(type));
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(int rank, int size,
+                                   const NcclOptions& options)
+    : rank_(rank),
+      size_(size),
+      device_(options.device),
+      prefix_(options.prefix),
+      timeout_(options.timeout) {}
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::Create(
+    Store& store, int rank, int size, const NcclOptions& options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    throw CommError(fmt::format(
+        "[rank {}/{}] cannot create the nccl communicator: invalid rank or "
+        "size",
+        rank, size));
+  }
+  // Owned from the start: a failed Init() leaves nothing behind.
+  std::unique_ptr<NcclCommunicator> comm(
+      new NcclCommunicator(rank, size, options));
+  comm->Init(store);
+  return comm;
+}
+
+void NcclCommunicator::Init(Store& store) {
+  const std::string what =
+      fmt::format("cannot create the nccl communicator on device {}", device_);
+  deadline_ = Clock::now() + timeout_;
+
+  cudaError_t error = cudaSetDevice(device_);
+  if (error != cudaSuccess) {
+    cudaGetLastError();  // Leaves no error behind for the caller's CUDA.
+    Fail(what, CudaCause(fmt::format("cudaSetDevice({})", device_), error));
+  }
+  error = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+  if (error != cudaSuccess) {
+    stream_ = nullptr;
+    Fail(what, CudaCause("cudaStreamCreateWithFlags", error));
+  }
+  error = cudaEventCreateWithFlags(&legacy_done_, cudaEventDisableTiming);
+  if (error != cudaSuccess) {
+    legacy_done_ = nullptr;
+    Fail(what, CudaCause("cudaEventCreateWithFlags", error));
+  }
+
+  // Rank 0's id reaches the others through the store, within the deadline.
+  ncclUniqueId id{};
+  try {
+    PrefixStore prefixed(prefix_, store);
+    prefixed.set_timeout(std::max(
+        milliseconds(1),
+        std::chrono::duration_cast<milliseconds>(deadline_ - Clock::now())));
+    if (rank_ == 0) {
+      ncclResult_t result = ncclGetUniqueId(&id);
+      if (result != ncclSuccess) {
+        Fail(what, "ncclGetUniqueId failed: " + NcclCause(result));
+      }
+      prefixed.set(kUniqueIdKey,
+                   std::vector<char>(id.internal, id.internal + sizeof id));
+    } else {
+      std::vector<char> value = prefixed.get(kUniqueIdKey);
+      if (value.size() != sizeof id) {
+        Fail(what, fmt::format("rank 0's ncclUniqueId has {} bytes, not {}",
+                               value.size(), sizeof id));
+      }
+      std::memcpy(id.internal, value.data(), sizeof id);
+    }
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    Fail(what, fmt::format("no ncclUniqueId from rank 0: {}", e.what()));
+  }
+
+  // Non-blocking, so that a rank whose peers never come can abort.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t result =
+      ncclCommInitRankConfig(&comm, size_, id, rank_, &config);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    comm_ = comm;
+  }
+  if (result != ncclSuccess && result != ncclInProgress) {
+    Break(what, "ncclCommInitRankConfig failed: " + NcclCause(result));
+  }
+  if (comm == nullptr) {
+    Fail(what, "ncclCommInitRankConfig returned no communicator");
+  }
+  Poll(what, /*stream=*/false);
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  // Nothing here may throw; errors only decide between destroy and abort.
+  cudaSetDevice(device_);
+  ncclComm_t comm = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!aborted_) comm = comm_;
+    comm_ = nullptr;
+  }
+  if (comm != nullptr) {
+    // A clean end: ncclCommFinalize flushes what is in flight and leaves
+    // ncclInProgress once every rank has finalised; then ncclCommDestroy
+    // frees the rest without blocking. A peer that never finalises makes
+    // this an abort when the timeout has passed.
+    bool clean = false;
+    ncclResult_t state = ncclCommFinalize(comm);
+    if (state == ncclSuccess || state == ncclInProgress) {
+      const Clock::time_point deadline = Clock::now() + timeout_;
+      microseconds pause = kFirstPause;
+      for (;;) {
+        if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) break;
+        if (state != ncclInProgress) break;
+        if (Clock::now() >= deadline) break;
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, kLongestPause);
+      }
+      clean = state == ncclSuccess;
+    }
+    if (clean) {
+      ncclCommDestroy(comm);
+    } else {
+      ncclCommAbort(comm);
+    }
+  }
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  if (legacy_done_ != nullptr) cudaEventDestroy(legacy_done_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  cudaGetLastError();  // Leaves no error behind for the caller's CUDA.
+}
+
+void NcclCommunicator::Abort() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (comm_ != nullptr) ncclCommAbort(comm_);
+  comm_ = nullptr;
+  aborted_ = true;
+}
+
+void NcclCommunicator::Fail(const std::string& what, const std::string& cause) {
+  throw CommError(
+      fmt::format("[rank {}/{}] {}: {}", rank_, size_, what, cause));
+}
+
+void NcclCommunicator::Break(const std::string& what,
+                             const std::string& cause) {
+  std::string message = cause;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (comm_ != nullptr) {
+      ncclCommAbort(comm_);
+      comm_ = nullptr;
+      message += "; the nccl communicator is aborted";
+    }
+    aborted_ = true;
+    if (broken_.empty()) broken_ = what + ": " + cause;
+  }
+  Fail(what, message);
+}
+
+std::string NcclCommunicator::NcclCause(ncclResult_t result) {
+  // NCCL keeps the last error's text per thread; the communicator is unused.
+  const char* last = ncclGetLastError(nullptr);
+  std::string cause = fmt::format("NCCL error {}: {}", static_cast<int>(result),
+                                  ncclGetErrorString(result));
+  if (last != nullptr && *last != '\0') cause += fmt::format(" ({})", last);
+  return cause;
+}
+
+void NcclCommunicator::Check(const std::string& what) {
+  std::string broken;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_ || comm_ == nullptr) {
+      broken = broken_.empty() ? std::string("Abort() was called") : broken_;
+    }
+  }
+  if (!broken.empty()) {
+    Fail(what,
+         fmt::format("the nccl communicator is aborted (earlier: {})", broken));
+  }
+  deadline_ = Clock::now() + timeout_;
+  cudaError_t error = cudaSetDevice(device_);
+  if (error != cudaSuccess) {
+    Break(what, CudaCause(fmt::format("cudaSetDevice({})", device_), error));
+  }
+  Poll(what, /*stream=*/false);
+}
+
+void NcclCommunicator::Begin(const std::string& what) {
+  Check(what);
+  // stream_ does not wait for stream 0 by itself (cudaStreamNonBlocking):
+  // without this, a buffer filled by cudaMemset or cudaMemcpy just before
+  // could be read before it is filled.
+  cudaError_t error = cudaEventRecord(legacy_done_, cudaStreamLegacy);
+  if (error != cudaSuccess) Break(what, CudaCause("cudaEventRecord", error));
+  error = cudaStreamWaitEvent(stream_, legacy_done_, 0);
+  if (error != cudaSuccess) {
+    Break(what, CudaCause("cudaStreamWaitEvent", error));
+  }
+}
+
+void NcclCommunicator::Enqueue(
+    const std::string& what,
+    const std::function<ncclResult_t(ncclComm_t)>& call) {
+  ncclResult_t result = ncclSuccess;
+  bool aborted = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (comm_ == nullptr) {
+      aborted = true;
+    } else {
+      result = call(comm_);
+    }
+  }
+  if (aborted) Fail(what, "the nccl communicator was aborted");
+  if (result != ncclSuccess && result != ncclInProgress) {
+    Break(what, NcclCause(result));
+  }
+  Poll(what, /*stream=*/false);
+}
+
+void NcclCommunicator::Wait(const std::string& what) {
+  Poll(what, /*stream=*/true);
+}
+
+void NcclCommunicator::Poll(const std::string& what, bool stream) {
+  microseconds pause = kFirstPause;
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    bool aborted = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (comm_ == nullptr) {
+        aborted = true;
+      } else {
+        ncclResult_t result = ncclCommGetAsyncError(comm_, &state);
+        if (result != ncclSuccess) state = result;
+      }
+    }
+    if (aborted) Fail(what, "the nccl communicator was aborted");
+    if (state != ncclSuccess && state != ncclInProgress) {
+      Break(what, NcclCause(state));
+    }
+    // Before NCCL leaves ncclInProgress, its work may not be on the stream
+    // yet: an idle stream means nothing then.
+    if (state == ncclSuccess) {
+      if (!stream) return;
+      cudaError_t error = cudaStreamQuery(stream_);
+      if (error == cudaSuccess) return;
+      if (error != cudaErrorNotReady) {
+        Break(what, CudaCause("cudaStreamQuery", error));
+      }
+    }
+    if (Clock::now() >= deadline_) {
+      Break(what, fmt::format("timed out after {} ms", timeout_.count()));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, kLongestPause);
+  }
+}
+
+void* NcclCommunicator::Scratch(const std::string& what, std::size_t bytes) {
+  if (bytes <= scratch_bytes_) return scratch_;
+  const std::size_t grown = std::max(bytes, 2 * scratch_bytes_);
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  cudaError_t error = cudaMalloc(&scratch_, grown);
+  if (error != cudaSuccess) {
+    scratch_ = nullptr;
+    Break(what, CudaCause(fmt::format("cudaMalloc of {} bytes", grown), error));
+  }
+  scratch_bytes_ = grown;
+  return scratch_;
+}
+
+void NcclCommunicator::Copy(const std::string& what, void* to, const void* from,
+                            std::size_t bytes, cudaMemcpyKind kind) {
+  cudaError_t error = cudaMemcpyAsync(to, from, bytes, kind, stream_);
+  if (error != cudaSuccess) Break(what, CudaCause("cudaMemcpyAsync", error));
+}
+
+bool NcclCommunicator::OnDevice(const void* p) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    cudaGetLastError();  // Not CUDA's memory: plain host memory.
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice ||
+         attributes.type == cudaMemoryTypeManaged;
+}
+
+void NcclCommunicator::CheckPeer(const char* op, int peer) const {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    throw CommError(fmt::format("[rank {}/{}] {}: invalid peer rank {}", rank_,
+                                size_, op, peer));
+  }
+}
+
+void NcclCommunicator::CheckTag(const char* op, std::uint32_t tag) const {
+  if (tag != 0) {
+    throw CommError(fmt::format(
+        "[rank {}/{}] backend nccl does not support tagged {} (tag {}): NCCL "
+        "pairs sends and receives in call order; use tag 0",
+        rank_, size_, op, tag));
+  }
+}
+
+void NcclCommunicator::Synchronize() {
+  const std::string what = "synchronize failed";
+  Check(what);
+  Wait(what);
+}
+
+void NcclCommunicator::barrier() {
+  const std::string what = "barrier failed";
+  Begin(what);
+  void* flag = Scratch(what, sizeof(std::int32_t));
+  cudaError_t error = cudaMemsetAsync(flag, 0, sizeof(std::int32_t), stream_);
+  if (error != cudaSuccess) Break(what, CudaCause("cudaMemsetAsync", error));
+  Enqueue(what, [&](ncclComm_t comm) {
+    return ncclAllReduce(flag, flag, 1, ncclInt32, ncclSum, comm, stream_);
+  });
+  Wait(what);
+}
+
+// Host buffers go through the scratch buffer: copy in, run, wait, copy out,
+// wait. Each copy finds the stream idle, so a copy from pageable memory
+// (which may wait for the stream) never waits for a collective.
+void NcclCommunicator::allreduce(void* data, std::size_t count, DataType type,
+                                 ReduceOp op) {
+  if (count == 0) return;
+  const std::string what = fmt::format(
+      "{} ({}) failed", Describe("allreduce", count, type), Name(op));
+  Begin(what);
+  const std::size_t bytes = count * SizeOf(type);
+  const bool staged = !OnDevice(data);
+  void* buffer = staged ? Scratch(what, bytes) : data;
+  if (staged) Copy(what, buffer, data, bytes, cudaMemcpyHostToDevice);
+  Enqueue(what, [&](ncclComm_t comm) {
+    return ncclAllReduce(buffer, buffer, count, NcclType(type), NcclOp(op),
+                         comm, stream_);
+  });
+  Wait(what);
+  if (staged) {
+    Copy(what, data, buffer, bytes, cudaMemcpyDeviceToHost);
+    Wait(what);
+  }
+}
+
+void NcclCommunicator::broadcast(void* data, std::size_t count, DataType type,
+                                 int root) {
+  if (root < 0 || root >= size_) {
+    throw CommError(fmt::format("[rank {}/{}] broadcast: invalid root rank {}",
+                                rank_, size_, root));
+  }
+  if (count == 0) return;
+  const std::string what = fmt::format(
+      "{} from rank {} failed", Describe("broadcast", count, type), root);
+  Begin(what);
+  const std::size_t bytes = count * SizeOf(type);
+  const bool staged = !OnDevice(data);
+  void* buffer = staged ? Scratch(what, bytes) : data;
+  if (staged && rank_ == root) {
+    Copy(what, buffer, data, bytes, cudaMemcpyHostToDevice);
+  }
+  Enqueue(what, [&](ncclComm_t comm) {
+    return ncclBroadcast(buffer, buffer, count, NcclType(type), root, comm,
+                         stream_);
+  });
+  Wait(what);
+  if (staged && rank_ != root) {
+    Copy(what, data, buffer, bytes, cudaMemcpyDeviceToHost);
+    Wait(what);
+  }
+}
+
+void NcclCommunicator::allgather(const void* in, void* out, std::size_t count,
+                                 DataType type) {
+  if (count == 0) return;
+  const std::string what =
+      fmt::format("{} failed", Describe("allgather", count, type));
+  Begin(what);
+  const std::size_t bytes = count * SizeOf(type);
+  const std::size_t total = bytes * static_cast<std::size_t>(size_);
+  const bool staged_out = !OnDevice(out);
+  char* out_buffer =
+      static_cast<char*>(staged_out ? Scratch(what, total) : out);
+  const void* in_buffer = in;
+  if (!OnDevice(in)) {
+    // In place: NCCL reads this rank's part of the output buffer.
+    in_buffer = out_buffer + static_cast<std::size_t>(rank_) * bytes;
+    Copy(what, const_cast<void*>(in_buffer), in, bytes, cudaMemcpyHostToDevice);
+  }
+  Enqueue(what, [&](ncclComm_t comm) {
+    return ncclAllGather(in_buffer, out_buffer, count, NcclType(type), comm,
+                         stream_);
+  });
+  Wait(what);
+  if (staged_out) {
+    Copy(what, out, out_buffer, total, cudaMemcpyDeviceToHost);
+    Wait(what);
+  }
+}
+
+void NcclCommunicator::send(const void* data, std::size_t count, DataType type,
+                            int peer, std::uint32_t tag) {
+  CheckPeer("send", peer);
+  CheckTag("send", tag);
+  if (count == 0) return;
+  const std::string what =
+      fmt::format("{} to rank {} failed", Describe("send", count, type), peer);
+  Begin(what);
+  const std::size_t bytes = count * SizeOf(type);
+  const void* buffer = data;
+  if (!OnDevice(data)) {
+    void* staged = Scratch(what, bytes);
+    Copy(what, staged, data, bytes, cudaMemcpyHostToDevice);
+    buffer = staged;
+  }
+  Enqueue(what, [&](ncclComm_t comm) {
+    return ncclSend(buffer, count, NcclType(type), peer, comm, stream_);
+  });
+  Wait(what);
+}
+
+void NcclCommunicator::recv(void* data, std::size_t count, DataType type,
+                            int peer, std::uint32_t tag) {
+  CheckPeer("recv", peer);
+  CheckTag("recv", tag);
+  if (count == 0) return;
+  const std::string what = fmt::format("{} from rank {} failed",
+                                       Describe("recv", count, type), peer);
+  Begin(what);
+  const std::size_t bytes = count * SizeOf(type);
+  const bool staged = !OnDevice(data);
+  void* buffer = staged ? Scratch(what, bytes) : data;
+  Enqueue(what, [&](ncclComm_t comm) {
+    return ncclRecv(buffer, count, NcclType(type), peer, comm, stream_);
+  });
+  Wait(what);
+  if (staged) {
+    Copy(what, data, buffer, bytes, cudaMemcpyDeviceToHost);
+    Wait(what);
+  }
+}
+
+}  // namespace disttest
