@@ -2,9 +2,10 @@
 # find_package(disttest CONFIG REQUIRED) and link as disttest::disttest.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS disttest EXPORT disttest-targets
+install(TARGETS disttest disttest_resource_spec EXPORT disttest-targets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/disttest DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT disttest-targets
   NAMESPACE disttest::
@@ -18,6 +19,8 @@ write_basic_package_version_file(
 install(FILES
   ${CMAKE_CURRENT_BINARY_DIR}/disttest-config.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/disttest-config-version.cmake
+  cmake/DisttestDiscoverTests.cmake
+  cmake/DisttestAddTests.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/disttest)
 # A build with the NCCL backend makes its consumers find NCCL too, with the
 # same find module.

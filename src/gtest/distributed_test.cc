@@ -10,6 +10,7 @@
 #include <gtest/gtest-spi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -28,6 +29,7 @@
 #include "disttest/rendezvous/prefix_store.h"
 #include "gtest/current_communicator.h"
 #include "gtest/external.h"
+#include "gtest/gpu_placement.h"
 #include "gtest/rank_program.h"
 #include "harness/launcher.h"
 #include "harness/rank_main.h"
@@ -148,6 +150,10 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
           spec.fixture.c_str());
     }
     std::string rerun = RerunCommand(spec.name);
+    if (!spec.gpus.empty()) {
+      std::printf("[ disttest ] GPUs: %s\n", spec.gpus.c_str());
+      rerun = fmt::format("{}={} {}", env::kGpus, spec.gpus_rerun, rerun);
+    }
     ::testing::Test::RecordProperty("disttest_rerun", rerun);
     std::printf("[ disttest ] rerun this test alone: %s\n", rerun.c_str());
     std::fflush(stdout);
@@ -160,33 +166,57 @@ void Supervise(DistributedTest& test) {
   TestSpec spec = SpecOf(test);
   auto& fixtures = FixtureAccess::fixtures(test);
   FixtureDirs dirs;
+  std::vector<TestSpec> steps;  // Each fixture, then the test itself.
+  auto skip = [&](const std::string& why) {
+    GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, why.c_str(),
+                      ::testing::TestPartResult::kSkip);
+  };
   try {
     spec.options = EffectiveOptions(test);
-    RecordProperties(spec);
-    if (std::string why = ParallelMisfit(spec); !why.empty()) {
-      GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, why.c_str(),
-                        ::testing::TestPartResult::kSkip);
-      return;
+    const int gpus_per_rank = ResolveBackend(spec.options, spec.world_size);
+    int most = spec.world_size;
+    for (auto& fixture : fixtures) most = std::max(most, fixture->world_size());
+    if (ListResources(spec.name, most, gpus_per_rank)) {
+      return skip("listed for disttest_discover_tests; not run");
     }
+    RecordProperties(spec);
+    if (std::string why = ParallelMisfit(spec); !why.empty()) return skip(why);
     for (auto& fixture : fixtures) {
       FixtureAccess::SetDir(*fixture, dirs.Create(fixture->name()));
+    }
+    if (!fixtures.empty()) {
+      spec.child_env.emplace_back(env::kInternalFixtureDirs, dirs.Joined());
+    }
+    for (std::size_t i = 0; i < fixtures.size(); ++i) {
+      TestSpec& step = steps.emplace_back(spec);
+      step.world_size = fixtures[i]->world_size();
+      step.fixture = fixtures[i]->name();
+      step.child_env.emplace_back(env::kInternalChildFixture,
+                                  std::to_string(i));
+    }
+    steps.push_back(spec);
+    for (TestSpec& step : steps) {
+      std::string why = PlaceOnGpus(step, gpus_per_rank);
+      if (why.empty()) continue;
+      if (!step.fixture.empty()) why = fmt::format("{}: {}", step.fixture, why);
+      if (!GpusRequired()) return skip(why);
+      why += fmt::format(" ({}=1 makes this a failure)", env::kRequireGpus);
+      GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, why.c_str(),
+                        ::testing::TestPartResult::kFatalFailure);
+      return;
+    }
+    if (!steps.back().gpus.empty()) {
+      ::testing::Test::RecordProperty("disttest_gpus", steps.back().gpus);
     }
   } catch (const std::exception& e) {
     GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, e.what(),
                       ::testing::TestPartResult::kFatalFailure);
     return;
   }
-  if (!fixtures.empty()) {
-    spec.child_env.emplace_back(env::kInternalFixtureDirs, dirs.Joined());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    int fixture = i + 1 < steps.size() ? static_cast<int>(i) : -1;
+    if (!RunStep(test, steps[i], fixture)) return;
   }
-  for (std::size_t i = 0; i < fixtures.size(); ++i) {
-    TestSpec step = spec;
-    step.world_size = fixtures[i]->world_size();
-    step.fixture = fixtures[i]->name();
-    step.child_env.emplace_back(env::kInternalChildFixture, std::to_string(i));
-    if (!RunStep(test, step, static_cast<int>(i))) return;
-  }
-  RunStep(test, spec, -1);
 }
 
 // Which fixture a kExec rank runs (-1: the test); exits the process when

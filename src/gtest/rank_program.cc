@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string_view>
 #include <typeinfo>
 
 #include "disttest/env/names.h"
@@ -221,6 +222,12 @@ void AdoptFixtureDirs(DistributedTest& test, const std::string& joined) {
 Options EffectiveOptions(const DistributedTest& test) {
   Options options = TestAccess::options(test);
   if (auto timeout = SecondsVariable(env::kTimeout)) options.timeout = *timeout;
+  // In a rank: the backend the parent chose (kAuto settled there).
+  if (const char* backend = std::getenv(env::kInternalBackend)) {
+    options.backend = std::string_view(backend) == Name(Backend::kNccl)
+                          ? Backend::kNccl
+                          : Backend::kGloo;
+  }
   if (options.parallel && !options.init_distributed) {
     throw ConfigError(
         "options().parallel needs options().init_distributed: the parallel "

@@ -259,6 +259,11 @@ void Supervisor::SpawnRank(int r) {
   request.rank.master_port = server_->port();
   request.test_name = spec_.name;
   request.extra_env = spec_.child_env;
+  if (!spec_.visible_devices.empty()) {
+    request.extra_env.emplace_back(
+        env::kCudaVisibleDevices,
+        spec_.visible_devices.at(static_cast<std::size_t>(r)));
+  }
   request.result_queue = rank.channel->name();
   request.store_token = store_token_;
   request.stdout_fd = out_write.fd;

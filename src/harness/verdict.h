@@ -37,6 +37,13 @@ struct TestSpec {
   std::string fixture;
   // Added to each rank's environment (kExec ranks read their set-up there).
   std::vector<std::pair<std::string, std::string>> child_env;
+  // Per rank: its CUDA_VISIBLE_DEVICES; empty: the ranks inherit it.
+  std::vector<std::string> visible_devices;
+  // When the ranks own GPUs: who owns which ("rank 0: 3, rank 1: 5 (CTest
+  // resource groups)"), and the DISTTEST_GPUS value ("3,5") that gives a
+  // rerun the same ones.
+  std::string gpus;
+  std::string gpus_rerun;
 };
 
 // "[rank 1/4]", or "[SavedShards rank 1/2]" for a fixture's rank.

@@ -324,4 +324,46 @@ DIST_TEST_F(VerdictsParallel, TensorGroupsOfTwo, 2, 3) {
   EXPECT_EQ(one, 2);
 }
 
+// GPUs without a GPU: DISTTEST_GPUS and CTest's variables stand in for the
+// machine, and each rank prints what CUDA would show it.
+class VerdictsGpus : public Verdicts {
+ protected:
+  VerdictsGpus() {
+    if (const char* n = std::getenv("VERDICTS_GPUS_PER_RANK")) {
+      options().gpus_per_rank = std::atoi(n);
+    }
+    if (std::getenv("VERDICTS_ALL_ROTATED") != nullptr) {
+      options().gpu_visibility = disttest::GpuVisibility::kAllRotated;
+    }
+  }
+};
+
+DIST_TEST_F(VerdictsGpus, ShowsItsDevices, 1, 2) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::printf("marker-devices %s\n", visible != nullptr ? visible : "(unset)");
+}
+
+DIST_TEST_F(VerdictsGpus, FailsOnRank1) {
+  EXPECT_EQ(rank(), 0) << "marker-gpu-failure";
+}
+
+class VerdictsNccl : public Verdicts {
+ protected:
+  VerdictsNccl() { options().backend = disttest::Backend::kNccl; }
+};
+
+DIST_TEST_F(VerdictsNccl, NeedsAGpuPerRank) {
+  comm().barrier();
+  std::printf("marker-nccl-body %d\n", rank());
+}
+
+class VerdictsAuto : public Verdicts {
+ protected:
+  VerdictsAuto() { options().backend = disttest::Backend::kAuto; }
+};
+
+DIST_TEST_F(VerdictsAuto, ChoosesTheBackend) {
+  std::printf("marker-backend %s\n", comm().backend_name());
+}
+
 }  // namespace

@@ -53,6 +53,21 @@ inline constexpr char kDebugRank[] = "DISTTEST_DEBUG_RANK";
 // found in the environment.
 inline constexpr char kLauncher[] = "DISTTEST_LAUNCHER";
 
+// GPUs the harness may hand to ranks, instead of asking the driver: a count
+// ("4": devices 0..3) or a comma list of CUDA_VISIBLE_DEVICES entries
+// ("0,2" or "GPU-8f2e...,GPU-11aa..."). For tests of the harness itself,
+// and to keep a test run off some of a machine's GPUs.
+inline constexpr char kGpus[] = "DISTTEST_GPUS";
+// "1": a test that needs more GPUs than there are fails instead of being
+// skipped (for GPU runners that must not skip silently).
+inline constexpr char kRequireGpus[] = "DISTTEST_REQUIRE_GPUS";
+// A file: each distributed test that gtest runs appends a line
+// "<Suite.Name/Nranks> <ranks> <gpus per rank>" and is skipped without
+// starting a rank. disttest_discover_tests() (CMake) uses it.
+inline constexpr char kListResources[] = "DISTTEST_LIST_RESOURCES";
+// Which devices CUDA shows a process; set per rank by the harness.
+inline constexpr char kCudaVisibleDevices[] = "CUDA_VISIBLE_DEVICES";
+
 // --- Internal: set by the harness in re-executed (kExec) rank processes. ---
 // Full gtest name ("Suite.Name/2ranks") of the test this process runs as a
 // rank. Its presence makes DistributedTest run the body instead of spawning.
@@ -68,6 +83,9 @@ inline constexpr char kInternalChildFixture[] =
     "DISTTEST_INTERNAL_CHILD_FIXTURE";
 // The test's fixture directories, one per line, in declaration order.
 inline constexpr char kInternalFixtureDirs[] = "DISTTEST_INTERNAL_FIXTURE_DIRS";
+// The backend the parent chose ("gloo" or "nccl"), which Backend::kAuto
+// resolves to; a rank that sees only its own GPU could not choose alike.
+inline constexpr char kInternalBackend[] = "DISTTEST_INTERNAL_BACKEND";
 
 // --- Variables removed from a rank's environment. ---
 // gtest's sharding, output and premature-exit protocol belong to the parent:

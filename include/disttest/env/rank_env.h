@@ -16,6 +16,7 @@
 #define DISTTEST_ENV_RANK_ENV_H_
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -40,6 +41,10 @@ struct RankEnv {
   // "rank 1/4" style label used in messages.
   std::string Label() const;
 };
+
+// Reads a variable; nullptr when unset. An empty one reads the process's
+// environment (std::getenv); tests pass a map instead.
+using EnvLookup = std::function<const char*(const char*)>;
 
 // Largest world size disttest accepts.
 inline constexpr int kMaxWorldSize = 1024;

@@ -13,7 +13,7 @@
 //   };
 //
 // Environment overrides (read when the test starts): DISTTEST_TIMEOUT
-// (seconds) replaces `timeout`.
+// (seconds) replaces `timeout`; DISTTEST_GPUS replaces the GPUs found.
 #ifndef DISTTEST_HARNESS_OPTIONS_H_
 #define DISTTEST_HARNESS_OPTIONS_H_
 
@@ -23,6 +23,7 @@
 #include <string>
 
 #include "disttest/comm/communicator.h"
+#include "disttest/gpu/assignment.h"
 #include "disttest/launch/config.h"
 
 namespace disttest {
@@ -67,6 +68,16 @@ struct Options {
   std::optional<ParallelConfig> parallel;
   // The base seed of ctx() (launch()'s `seed`).
   std::uint64_t seed = 1024;
+  // GPUs each rank owns; unset: 1 on NCCL, 0 on Gloo (kAuto: 1 when it
+  // chooses NCCL). A rank with GPUs sees only those (see gpu_visibility) and
+  // uses device 0; a world size that needs more GPUs than the machine has
+  // is skipped, "needs 4 GPUs, found 2" (DISTTEST_REQUIRE_GPUS=1: failed).
+  // A rank without GPUs keeps the CUDA_VISIBLE_DEVICES it inherited.
+  std::optional<int> gpus_per_rank;
+  // kOwnOnly: CUDA_VISIBLE_DEVICES holds only the rank's own GPUs.
+  // kAllRotated: every GPU, the rank's own first (for tests that need CUDA
+  // IPC between ranks' GPUs); see disttest/gpu/assignment.h.
+  GpuVisibility gpu_visibility = GpuVisibility::kOwnOnly;
 };
 
 const char* Name(LaunchMode mode);

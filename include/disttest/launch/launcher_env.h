@@ -43,6 +43,8 @@
 #include <string_view>
 #include <vector>
 
+#include "disttest/env/rank_env.h"
+
 namespace disttest {
 
 struct LauncherEnv {
@@ -54,9 +56,6 @@ struct LauncherEnv {
   std::string master_addr;
   int master_port = 0;
 };
-
-// Reads a variable; nullptr when unset. The default reads the environment.
-using EnvLookup = std::function<const char*(const char*)>;
 
 // Throws ConfigError when no launcher is found, listing what was looked
 // for, or when the found launcher's variables are missing or malformed.

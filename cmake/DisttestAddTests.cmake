@@ -1,0 +1,95 @@
+# Run by disttest_discover_tests() after each build of a test binary
+# (cmake -P): lists its tests, asks the distributed ones for their ranks and
+# GPUs, and writes CTEST_FILE with one add_test() per test.
+cmake_minimum_required(VERSION 3.25)
+
+string(REPLACE "|" ";" extra_args "${TEST_EXTRA_ARGS}")
+string(REPLACE "|" ";" properties "${TEST_PROPERTIES}")
+
+execute_process(
+  COMMAND "${CMAKE_COMMAND}" -E env --unset=GTEST_OUTPUT --unset=GTEST_FILTER
+          "${TEST_EXECUTABLE}" --gtest_list_tests ${extra_args}
+  WORKING_DIRECTORY "${TEST_WORKING_DIR}"
+  TIMEOUT ${TEST_DISCOVERY_TIMEOUT}
+  OUTPUT_VARIABLE listing
+  ERROR_VARIABLE listing_err
+  RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR
+    "disttest_discover_tests: ${TEST_EXECUTABLE} --gtest_list_tests failed "
+    "(${rc}):\n${listing}${listing_err}")
+endif()
+
+# Each distributed test writes "<name> <ranks> <gpus per rank>" and skips.
+set(resources_file "${CTEST_FILE}.resources")
+file(REMOVE "${resources_file}")
+execute_process(
+  COMMAND "${CMAKE_COMMAND}" -E env --unset=GTEST_OUTPUT --unset=GTEST_FILTER
+          "DISTTEST_LIST_RESOURCES=${resources_file}" DISTTEST_LAUNCHER=spawn
+          "${TEST_EXECUTABLE}" "--gtest_filter=*ranks" ${extra_args}
+  WORKING_DIRECTORY "${TEST_WORKING_DIR}"
+  TIMEOUT ${TEST_DISCOVERY_TIMEOUT}
+  OUTPUT_VARIABLE ignored
+  ERROR_VARIABLE ignored
+  RESULT_VARIABLE rc)
+if(NOT rc MATCHES "^[01]$")
+  message(FATAL_ERROR
+    "disttest_discover_tests: listing the ranks of ${TEST_EXECUTABLE}'s tests "
+    "failed (${rc}):\n${ignored}")
+endif()
+set(ranks_of "")
+if(EXISTS "${resources_file}")
+  file(STRINGS "${resources_file}" resource_lines)
+  file(REMOVE "${resources_file}")
+  foreach(line IN LISTS resource_lines)
+    if(line MATCHES "^([^ ]+) ([0-9]+) ([0-9]+)$")
+      string(MAKE_C_IDENTIFIER "${CMAKE_MATCH_1}" key)
+      set("ranks_${key}" "${CMAKE_MATCH_2}")
+      set("gpus_${key}" "${CMAKE_MATCH_3}")
+    endif()
+  endforeach()
+endif()
+
+set(script "")
+string(REPLACE "\n" ";" lines "${listing}")
+set(suite "")
+foreach(line IN LISTS lines)
+  if(line MATCHES "^([^ #][^ ]*)\\.( +#.*)?$")
+    set(suite "${CMAKE_MATCH_1}")
+    continue()
+  endif()
+  if(NOT suite OR NOT line MATCHES "^  ([^ #]+)( +#.*)?$")
+    continue()
+  endif()
+  set(test "${suite}.${CMAKE_MATCH_1}")
+  set(name "${TEST_PREFIX}${test}")
+  set(args "")
+  foreach(arg IN LISTS extra_args)
+    string(APPEND args " [==[${arg}]==]")
+  endforeach()
+  string(APPEND script
+    "add_test([==[${name}]==] [==[${TEST_EXECUTABLE}]==] "
+    "[==[--gtest_filter=${test}]==]${args})\n")
+  set(props "WORKING_DIRECTORY [==[${TEST_WORKING_DIR}]==] "
+            "SKIP_REGULAR_EXPRESSION [==[\\[  SKIPPED \\]]==]")
+  if(test MATCHES "(^|\\.)DISABLED_")
+    string(APPEND props " DISABLED TRUE")
+  endif()
+  string(MAKE_C_IDENTIFIER "${test}" key)
+  if(DEFINED "ranks_${key}")
+    set(ranks "${ranks_${key}}")
+    string(APPEND props " PROCESSORS ${ranks}")
+    if(gpus_${key} GREATER 0)
+      set(group "${ranks}")
+      foreach(i RANGE 1 ${gpus_${key}})
+        string(APPEND group ",gpus:1")
+      endforeach()
+      string(APPEND props " RESOURCE_GROUPS [==[${group}]==]")
+    endif()
+  endif()
+  foreach(p IN LISTS properties)
+    string(APPEND props " [==[${p}]==]")
+  endforeach()
+  string(APPEND script "set_tests_properties([==[${name}]==] PROPERTIES ${props})\n")
+endforeach()
+file(WRITE "${CTEST_FILE}" "${script}")

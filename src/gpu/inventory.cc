@@ -1,0 +1,227 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "disttest/gpu/inventory.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <system_error>
+
+#include "disttest/env/names.h"
+#include "disttest/error.h"
+
+namespace disttest {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+    s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.remove_suffix(1);
+  return s;
+}
+
+bool AllDigits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) != 0;
+  });
+}
+
+std::vector<std::string_view> SplitCommas(std::string_view s) {
+  std::vector<std::string_view> parts;
+  for (std::size_t start = 0;;) {
+    std::size_t comma = s.find(',', start);
+    parts.push_back(Trim(s.substr(start, comma - start)));
+    if (comma == std::string_view::npos) return parts;
+    start = comma + 1;
+  }
+}
+
+std::vector<std::string> CountedDevices(int count) {
+  std::vector<std::string> devices;
+  for (int i = 0; i < count; ++i) devices.push_back(std::to_string(i));
+  return devices;
+}
+
+// DISTTEST_GPUS: a count or a list of distinct, non-empty entries.
+std::vector<std::string> ParseGpusOverride(std::string_view value) {
+  auto malformed = [&](const std::string& why) {
+    return ConfigError(fmt::format(
+        "environment variable {}='{}' is not a GPU count or a comma list of "
+        "GPUs: {}",
+        env::kGpus, value, why));
+  };
+  std::string_view trimmed = Trim(value);
+  if (AllDigits(trimmed)) {
+    if (trimmed.size() > 4 || std::stoi(std::string(trimmed)) > 1024) {
+      throw malformed("more than 1024 GPUs");
+    }
+    return CountedDevices(std::stoi(std::string(trimmed)));
+  }
+  std::vector<std::string> devices;
+  for (std::string_view entry : SplitCommas(value)) {
+    if (entry.empty()) throw malformed("an entry is empty");
+    if (std::find(devices.begin(), devices.end(), entry) != devices.end()) {
+      throw malformed(fmt::format("'{}' is listed twice", entry));
+    }
+    devices.emplace_back(entry);
+  }
+  return devices;
+}
+
+// The NVML device count, asked in a child process; nullopt when NVML cannot
+// be loaded or does not answer.
+std::optional<int> NvmlCountInChild() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return std::nullopt;
+  }
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int count = -1;
+    if (void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL)) {
+      using InitFn = int (*)();
+      using CountFn = int (*)(unsigned*);
+      auto init = reinterpret_cast<InitFn>(dlsym(nvml, "nvmlInit_v2"));
+      auto get =
+          reinterpret_cast<CountFn>(dlsym(nvml, "nvmlDeviceGetCount_v2"));
+      auto shutdown = reinterpret_cast<InitFn>(dlsym(nvml, "nvmlShutdown"));
+      unsigned n = 0;
+      if (init != nullptr && get != nullptr && init() == 0) {
+        if (get(&n) == 0) count = static_cast<int>(n);
+        if (shutdown != nullptr) shutdown();
+      }
+    }
+    ssize_t ignored = write(fds[1], &count, sizeof count);
+    (void)ignored;
+    _exit(0);
+  }
+  close(fds[1]);
+  int count = -1;
+  pollfd p{fds[0], POLLIN, 0};
+  // A driver that does not answer in 10 s is not one to run tests on.
+  if (poll(&p, 1, 10000) == 1) {
+    if (read(fds[0], &count, sizeof count) != sizeof count) count = -1;
+  } else {
+    kill(pid, SIGKILL);
+  }
+  close(fds[0]);
+  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  if (count < 0) return std::nullopt;
+  return count;
+}
+
+}  // namespace
+
+std::string GpuInventory::str() const {
+  if (devices.empty()) return fmt::format("no GPU ({})", source);
+  return fmt::format("{} GPU{} ({}) from {}", devices.size(),
+                     devices.size() == 1 ? "" : "s", fmt::join(devices, ","),
+                     source);
+}
+
+namespace internal {
+
+std::vector<std::string> ParseVisibleDevices(std::string_view value,
+                                             std::optional<int> driver_count) {
+  std::vector<std::string> devices;
+  if (Trim(value).empty()) return devices;
+  for (std::string_view entry : SplitCommas(value)) {
+    bool identifier = entry.starts_with("GPU-") || entry.starts_with("MIG-");
+    if (!identifier) {
+      if (!AllDigits(entry) || entry.size() > 4) break;
+      if (driver_count && std::stoi(std::string(entry)) >= *driver_count) break;
+    }
+    if (std::find(devices.begin(), devices.end(), entry) != devices.end()) {
+      break;
+    }
+    devices.emplace_back(entry);
+  }
+  return devices;
+}
+
+std::optional<int> CountDriverGpuDirectory(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) return std::nullopt;
+  int count = 0;
+  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    ++count;
+  }
+  return count;
+}
+
+std::optional<DriverGpus> ProbeDriverGpus() {
+  if (std::optional<int> n = NvmlCountInChild()) return DriverGpus{*n, "NVML"};
+  constexpr char kProc[] = "/proc/driver/nvidia/gpus";
+  if (std::optional<int> n = CountDriverGpuDirectory(kProc)) {
+    return DriverGpus{*n, kProc};
+  }
+  return std::nullopt;
+}
+
+GpuInventory MakeGpuInventory(const EnvLookup& lookup,
+                              const std::optional<DriverGpus>& driver) {
+  EnvLookup get = lookup ? lookup : [](const char* name) -> const char* {
+    return std::getenv(name);
+  };
+  GpuInventory inventory;
+  if (const char* value = get(env::kGpus); value != nullptr && *value) {
+    inventory.devices = ParseGpusOverride(value);
+    inventory.source = env::kGpus;
+    return inventory;
+  }
+  if (!driver) {
+    const char* visible = get(env::kCudaVisibleDevices);
+    inventory.source = visible == nullptr
+                           ? "no NVIDIA driver"
+                           : fmt::format("no NVIDIA driver; {}='{}' names none",
+                                         env::kCudaVisibleDevices, visible);
+    return inventory;
+  }
+  if (const char* visible = get(env::kCudaVisibleDevices)) {
+    inventory.devices = ParseVisibleDevices(visible, driver->count);
+    inventory.source = env::kCudaVisibleDevices;
+    return inventory;
+  }
+  inventory.devices = CountedDevices(driver->count);
+  inventory.source = driver->source;
+  return inventory;
+}
+
+}  // namespace internal
+
+const GpuInventory& Gpus() {
+  static std::mutex mutex;
+  static std::optional<GpuInventory> cached;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!cached) {
+    const char* override = std::getenv(env::kGpus);
+    bool overridden = override != nullptr && *override != '\0';
+    cached = internal::MakeGpuInventory(
+        {}, overridden ? std::nullopt : internal::ProbeDriverGpus());
+  }
+  return *cached;
+}
+
+}  // namespace disttest

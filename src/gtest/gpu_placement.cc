@@ -1,0 +1,90 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "gtest/gpu_placement.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "disttest/comm/create.h"
+#include "disttest/env/names.h"
+#include "disttest/error.h"
+#include "disttest/gpu/assignment.h"
+#include "disttest/gpu/inventory.h"
+
+namespace disttest::internal {
+
+int ResolveBackend(Options& options, int world_size) {
+  if (options.gpus_per_rank && *options.gpus_per_rank < 0) {
+    throw ConfigError(
+        fmt::format("options().gpus_per_rank is {}; it must be >= 0",
+                    *options.gpus_per_rank));
+  }
+  switch (options.backend) {
+    case Backend::kGloo:
+      return options.gpus_per_rank.value_or(0);
+    case Backend::kNccl:
+      if (options.gpus_per_rank.value_or(1) == 0) {
+        throw ConfigError(
+            "backend nccl needs a GPU per rank, but options().gpus_per_rank "
+            "is 0");
+      }
+      return options.gpus_per_rank.value_or(1);
+    case Backend::kAuto: {
+      int wanted = options.gpus_per_rank.value_or(1);
+      if (wanted > 0 && NcclBuilt() && Gpus().count() >= world_size * wanted) {
+        options.backend = Backend::kNccl;
+        return wanted;
+      }
+      options.backend = Backend::kGloo;
+      return 0;
+    }
+  }
+  throw ConfigError(fmt::format("options().backend has the unknown value {}",
+                                static_cast<int>(options.backend)));
+}
+
+std::string PlaceOnGpus(TestSpec& spec, int gpus_per_rank) {
+  spec.child_env.emplace_back(env::kInternalBackend,
+                              Name(spec.options.backend));
+  if (gpus_per_rank == 0) return "";
+  GpuAssignment a = AssignGpus(Gpus(), ReadCtestResourceGroups(),
+                               {.world_size = spec.world_size,
+                                .gpus_per_rank = gpus_per_rank,
+                                .visibility = spec.options.gpu_visibility});
+  if (!a.too_few.empty()) return a.too_few;
+  spec.visible_devices = a.visible;
+  spec.gpus = a.str();
+  std::vector<std::string> all;
+  for (const auto& own : a.own) all.insert(all.end(), own.begin(), own.end());
+  spec.gpus_rerun = fmt::format("{}", fmt::join(all, ","));
+  return "";
+}
+
+bool GpusRequired() {
+  const char* value = std::getenv(env::kRequireGpus);
+  if (value == nullptr || *value == '\0') return false;
+  return ParseIntVariable(env::kRequireGpus, value, 0, 1) == 1;
+}
+
+bool ListResources(const std::string& name, int ranks, int gpus_per_rank) {
+  const char* path = std::getenv(env::kListResources);
+  if (path == nullptr || *path == '\0') return false;
+  std::string line = fmt::format("{} {} {}\n", name, ranks, gpus_per_rank);
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0 || write(fd, line.data(), line.size()) !=
+                    static_cast<ssize_t>(line.size())) {
+    int error = errno;
+    if (fd >= 0) close(fd);
+    throw Error(fmt::format("cannot write {}={}: {}", env::kListResources, path,
+                            std::strerror(error)));
+  }
+  close(fd);
+  return true;
+}
+
+}  // namespace disttest::internal
