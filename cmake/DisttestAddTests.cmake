@@ -20,24 +20,52 @@ if(NOT rc EQUAL 0)
     "(${rc}):\n${listing}${listing_err}")
 endif()
 
+# The tests, one per line ("[" and "]" masked: in a CMake list an unmatched
+# bracket, as in a "# GetParam() = [1" comment, would join lines).
+string(REPLACE "[" "<disttest-lb>" listing "${listing}")
+string(REPLACE "]" "<disttest-rb>" listing "${listing}")
+string(REPLACE ";" "<disttest-sc>" listing "${listing}")
+string(REPLACE "\n" ";" lines "${listing}")
+set(tests "")
+set(distributed "")
+set(suite "")
+foreach(line IN LISTS lines)
+  string(REPLACE "<disttest-lb>" "[" line "${line}")
+  string(REPLACE "<disttest-rb>" "]" line "${line}")
+  string(REPLACE "<disttest-sc>" ";" line "${line}")
+  if(line MATCHES "^([^ #][^ ]*)\\.( +#.*)?$")
+    set(suite "${CMAKE_MATCH_1}")
+  elseif(NOT suite STREQUAL "" AND line MATCHES "^  ([^ #]+)( +#.*)?$")
+    set(test "${suite}.${CMAKE_MATCH_1}")
+    list(APPEND tests "${test}")
+    if(test MATCHES "/[0-9]+ranks$")
+      string(APPEND distributed ":${test}")
+    endif()
+  endif()
+endforeach()
+
 # Each distributed test writes "<name> <ranks> <gpus per rank>" and skips.
 set(resources_file "${CTEST_FILE}.resources")
 file(REMOVE "${resources_file}")
-execute_process(
-  COMMAND "${CMAKE_COMMAND}" -E env --unset=GTEST_OUTPUT --unset=GTEST_FILTER
-          "DISTTEST_LIST_RESOURCES=${resources_file}" DISTTEST_LAUNCHER=spawn
-          "${TEST_EXECUTABLE}" "--gtest_filter=*ranks" ${extra_args}
-  WORKING_DIRECTORY "${TEST_WORKING_DIR}"
-  TIMEOUT ${TEST_DISCOVERY_TIMEOUT}
-  OUTPUT_VARIABLE ignored
-  ERROR_VARIABLE ignored
-  RESULT_VARIABLE rc)
+string(SUBSTRING "${distributed}:" 1 -1 distributed)
+set(rc 0)
+set(ignored "")
+if(NOT distributed STREQUAL "")
+  execute_process(
+    COMMAND "${CMAKE_COMMAND}" -E env --unset=GTEST_OUTPUT --unset=GTEST_FILTER
+            "DISTTEST_LIST_RESOURCES=${resources_file}" DISTTEST_LAUNCHER=spawn
+            "${TEST_EXECUTABLE}" "--gtest_filter=${distributed}" ${extra_args}
+    WORKING_DIRECTORY "${TEST_WORKING_DIR}"
+    TIMEOUT ${TEST_DISCOVERY_TIMEOUT}
+    OUTPUT_VARIABLE ignored
+    ERROR_VARIABLE ignored
+    RESULT_VARIABLE rc)
+endif()
 if(NOT rc MATCHES "^[01]$")
   message(FATAL_ERROR
     "disttest_discover_tests: listing the ranks of ${TEST_EXECUTABLE}'s tests "
     "failed (${rc}):\n${ignored}")
 endif()
-set(ranks_of "")
 if(EXISTS "${resources_file}")
   file(STRINGS "${resources_file}" resource_lines)
   file(REMOVE "${resources_file}")
@@ -51,17 +79,7 @@ if(EXISTS "${resources_file}")
 endif()
 
 set(script "")
-string(REPLACE "\n" ";" lines "${listing}")
-set(suite "")
-foreach(line IN LISTS lines)
-  if(line MATCHES "^([^ #][^ ]*)\\.( +#.*)?$")
-    set(suite "${CMAKE_MATCH_1}")
-    continue()
-  endif()
-  if(NOT suite OR NOT line MATCHES "^  ([^ #]+)( +#.*)?$")
-    continue()
-  endif()
-  set(test "${suite}.${CMAKE_MATCH_1}")
+foreach(test IN LISTS tests)
   set(name "${TEST_PREFIX}${test}")
   set(args "")
   foreach(arg IN LISTS extra_args)
@@ -70,12 +88,13 @@ foreach(line IN LISTS lines)
   string(APPEND script
     "add_test([==[${name}]==] [==[${TEST_EXECUTABLE}]==] "
     "[==[--gtest_filter=${test}]==]${args})\n")
-  set(props "WORKING_DIRECTORY [==[${TEST_WORKING_DIR}]==] "
-            "SKIP_REGULAR_EXPRESSION [==[\\[  SKIPPED \\]]==]")
+  set(props "WORKING_DIRECTORY [==[${TEST_WORKING_DIR}]==]")
+  string(APPEND props " SKIP_REGULAR_EXPRESSION [==[\\[  SKIPPED \\]]==]")
   if(test MATCHES "(^|\\.)DISABLED_")
     string(APPEND props " DISABLED TRUE")
   endif()
   string(MAKE_C_IDENTIFIER "${test}" key)
+  set(groups "")
   if(DEFINED "ranks_${key}")
     set(ranks "${ranks_${key}}")
     string(APPEND props " PROCESSORS ${ranks}")
@@ -84,12 +103,18 @@ foreach(line IN LISTS lines)
       foreach(i RANGE 1 ${gpus_${key}})
         string(APPEND group ",gpus:1")
       endforeach()
-      string(APPEND props " RESOURCE_GROUPS [==[${group}]==]")
+      math(EXPR needed "${ranks} * ${gpus_${key}}")
+      # _disttest_gpus: counted by the include file when ctest starts.
+      string(APPEND groups
+        "if(_disttest_gpus GREATER_EQUAL ${needed})\n"
+        "  set_tests_properties([==[${name}]==] PROPERTIES "
+        "RESOURCE_GROUPS [==[${group}]==])\n"
+        "endif()\n")
     endif()
   endif()
   foreach(p IN LISTS properties)
     string(APPEND props " [==[${p}]==]")
   endforeach()
-  string(APPEND script "set_tests_properties([==[${name}]==] PROPERTIES ${props})\n")
+  string(APPEND script "set_tests_properties([==[${name}]==] PROPERTIES ${props})\n${groups}")
 endforeach()
 file(WRITE "${CTEST_FILE}" "${script}")

@@ -10,15 +10,19 @@
 #                    ("<ranks>,gpus:1,gpus:1" for two), so that
 #                    `ctest --resource-spec-file spec.json -j` never gives
 #                    one GPU to two tests; write spec.json with
-#                    disttest_resource_spec. Without a spec file ctest
-#                    ignores RESOURCE_GROUPS and the ranks take the GPUs in
-#                    order (a test that needs more is skipped).
+#                    disttest_resource_spec. Only for tests that the machine
+#                    running ctest has the GPUs for (counted when ctest
+#                    starts, as disttest_resource_spec --count does): ctest
+#                    would report the others "Not Run", a failure, where
+#                    disttest skips them ("needs 8 GPUs, found 4"). Without
+#                    a spec file ctest ignores RESOURCE_GROUPS and the ranks
+#                    take the GPUs in order.
 #   SKIP_REGULAR_EXPRESSION  gtest's "[  SKIPPED ]", so skips show as skips.
 # The ranks and GPUs come from the test binary itself, after each build: it
 # runs once with DISTTEST_LIST_RESOURCES set, which makes every distributed
 # test write its line instead of running (the fixtures' constructors and
-# SetUp() run, in the parent). Backend::kAuto counts the GPUs of the machine
-# that builds.
+# SetUp() run, in the parent; only tests named "<...>/<N>ranks" are asked).
+# Backend::kAuto asks for GPUs when disttest has NCCL.
 function(disttest_discover_tests target)
   cmake_parse_arguments(ARG ""
     "TEST_PREFIX;WORKING_DIRECTORY;DISCOVERY_TIMEOUT" "EXTRA_ARGS;PROPERTIES"
@@ -52,12 +56,20 @@ function(disttest_discover_tests target)
       -D "CTEST_FILE=${tests_file}"
       -P "${_DISTTEST_ADD_TESTS_SCRIPT}"
     VERBATIM)
-  file(WRITE "${include_file}"
+  # Run by ctest each time it starts: how many GPUs there are now.
+  string(CONCAT content
     "if(EXISTS \"${tests_file}\")\n"
+    "  execute_process(COMMAND \"$<TARGET_FILE:disttest::resource_spec>\" --count\n"
+    "    OUTPUT_VARIABLE _disttest_gpus ERROR_QUIET RESULT_VARIABLE _disttest_rc\n"
+    "    OUTPUT_STRIP_TRAILING_WHITESPACE)\n"
+    "  if(NOT _disttest_rc EQUAL 0 OR NOT _disttest_gpus MATCHES \"^[0-9]+$\")\n"
+    "    set(_disttest_gpus 0)\n"
+    "  endif()\n"
     "  include(\"${tests_file}\")\n"
     "else()\n"
     "  add_test(${target}_NOT_BUILT ${target}_NOT_BUILT)\n"
     "endif()\n")
+  file(GENERATE OUTPUT "${include_file}" CONTENT "${content}")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${include_file}")
 endfunction()
 

@@ -102,7 +102,17 @@ void NcclCommunicator::Init(Store& store) {
   cudaError_t error = cudaSetDevice(device_);
   if (error != cudaSuccess) {
     cudaGetLastError();  // Leaves no error behind for the caller's CUDA.
-    Fail(what, CudaCause(fmt::format("cudaSetDevice({})", device_), error));
+    std::string cause =
+        CudaCause(fmt::format("cudaSetDevice({})", device_), error);
+    if (error == cudaErrorInitializationError) {
+      // The classic cause in a forked rank.
+      cause +=
+          "; if the test's parent process (a fixture's constructor or "
+          "SetUp()) used CUDA before the ranks were forked, they cannot use "
+          "it: keep CUDA in the ranks (SetUpRank()), or use "
+          "LaunchMode::kExec";
+    }
+    Fail(what, cause);
   }
   error = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
   if (error != cudaSuccess) {

@@ -108,7 +108,9 @@ std::optional<std::vector<std::vector<std::string>>> ReadCtestResourceGroups(
   };
   const char* count_text = get(kCountVariable);
   if (count_text == nullptr) return std::nullopt;
-  int count = ParseIntVariable(kCountVariable, count_text, 1, kMaxWorldSize);
+  // ctest run with a spec file sets 0 for a test without RESOURCE_GROUPS.
+  int count = ParseIntVariable(kCountVariable, count_text, 0, kMaxWorldSize);
+  if (count == 0) return std::nullopt;
   std::vector<std::vector<std::string>> groups;
   bool any = false;
   for (int i = 0; i < count; ++i) {
@@ -214,12 +216,11 @@ GpuAssignment AssignGpus(
     a.source = inventory.source;
     if (n * g > inventory.count()) {
       GpuAssignment short_of;
-      std::string found =
-          inventory.devices.empty()
-              ? fmt::format("0 ({})", inventory.source)
-              : fmt::format("{} ({} from {})", inventory.count(),
-                            fmt::join(inventory.devices, ","),
-                            inventory.source);
+      std::string found = inventory.devices.empty()
+                              ? fmt::format("0 ({})", inventory.source)
+                              : fmt::format("{}: {} ({})", inventory.count(),
+                                            fmt::join(inventory.devices, ","),
+                                            inventory.source);
       short_of.too_few =
           g == 1 ? fmt::format("needs {} GPU{}, found {}", n, n == 1 ? "" : "s",
                                found)

@@ -71,7 +71,9 @@ std::vector<std::string> ParseGpusOverride(std::string_view value) {
     return CountedDevices(std::stoi(std::string(trimmed)));
   }
   std::vector<std::string> devices;
-  for (std::string_view entry : SplitCommas(value)) {
+  // "3," is a list of one GPU (a bare "3" is a count).
+  if (trimmed.ends_with(',')) trimmed.remove_suffix(1);
+  for (std::string_view entry : SplitCommas(trimmed)) {
     if (entry.empty()) throw malformed("an entry is empty");
     if (std::find(devices.begin(), devices.end(), entry) != devices.end()) {
       throw malformed(fmt::format("'{}' is listed twice", entry));
@@ -201,7 +203,10 @@ GpuInventory MakeGpuInventory(const EnvLookup& lookup,
   }
   if (const char* visible = get(env::kCudaVisibleDevices)) {
     inventory.devices = ParseVisibleDevices(visible, driver->count);
-    inventory.source = env::kCudaVisibleDevices;
+    inventory.source =
+        inventory.devices.empty()
+            ? fmt::format("{}='{}'", env::kCudaVisibleDevices, visible)
+            : env::kCudaVisibleDevices;
     return inventory;
   }
   inventory.devices = CountedDevices(driver->count);

@@ -25,9 +25,10 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: disttest_resource_spec [-o FILE]\n"
+    "usage: disttest_resource_spec [-o FILE] [--count]\n"
     "Writes a CTest resource spec file (JSON) with one \"gpus\" entry of one\n"
-    "slot for each GPU this machine shows disttest, to FILE or stdout.\n";
+    "slot for each GPU this machine shows disttest, to FILE or stdout.\n"
+    "--count prints only how many GPUs that is.\n";
 
 std::string SpecJson(const disttest::GpuInventory& gpus) {
   std::string entries;
@@ -46,10 +47,13 @@ std::string SpecJson(const disttest::GpuInventory& gpus) {
 
 int main(int argc, char** argv) {
   std::string output;
+  bool count_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if ((arg == "-o" || arg == "--output") && i + 1 < argc) {
       output = argv[++i];
+    } else if (arg == "--count") {
+      count_only = true;
     } else if (arg == "-h" || arg == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -61,6 +65,10 @@ int main(int argc, char** argv) {
   }
   try {
     const disttest::GpuInventory& gpus = disttest::Gpus();
+    if (count_only) {
+      std::printf("%d\n", gpus.count());
+      return 0;
+    }
     std::string json = SpecJson(gpus);
     if (output.empty()) {
       std::fputs(json.c_str(), stdout);

@@ -173,12 +173,12 @@ void Supervise(DistributedTest& test) {
   };
   try {
     spec.options = EffectiveOptions(test);
-    const int gpus_per_rank = ResolveBackend(spec.options, spec.world_size);
     int most = spec.world_size;
     for (auto& fixture : fixtures) most = std::max(most, fixture->world_size());
-    if (ListResources(spec.name, most, gpus_per_rank)) {
+    if (ListResources(spec.name, most, ListedGpusPerRank(spec.options))) {
       return skip("listed for disttest_discover_tests; not run");
     }
+    const int gpus_per_rank = ResolveBackend(spec.options, spec.world_size);
     RecordProperties(spec);
     if (std::string why = ParallelMisfit(spec); !why.empty()) return skip(why);
     for (auto& fixture : fixtures) {

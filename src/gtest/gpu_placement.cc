@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -48,6 +49,14 @@ int ResolveBackend(Options& options, int world_size) {
                                 static_cast<int>(options.backend)));
 }
 
+int ListedGpusPerRank(const Options& options) {
+  if (options.backend == Backend::kAuto) {
+    return NcclBuilt() ? std::max(0, options.gpus_per_rank.value_or(1)) : 0;
+  }
+  Options copy = options;
+  return ResolveBackend(copy, 1);
+}
+
 std::string PlaceOnGpus(TestSpec& spec, int gpus_per_rank) {
   spec.child_env.emplace_back(env::kInternalBackend,
                               Name(spec.options.backend));
@@ -62,6 +71,11 @@ std::string PlaceOnGpus(TestSpec& spec, int gpus_per_rank) {
   std::vector<std::string> all;
   for (const auto& own : a.own) all.insert(all.end(), own.begin(), own.end());
   spec.gpus_rerun = fmt::format("{}", fmt::join(all, ","));
+  // One numeric GPU would read as a count: "3," is the list of GPU 3.
+  if (all.size() == 1 &&
+      all.front().find_first_not_of("0123456789") == std::string::npos) {
+    spec.gpus_rerun += ",";
+  }
   return "";
 }
 

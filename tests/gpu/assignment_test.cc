@@ -41,6 +41,9 @@ std::string ErrorOf(const std::function<void()>& f) {
 
 TEST(CtestResourceGroups, AbsentWithoutTheCount) {
   EXPECT_EQ(ReadCtestResourceGroups(Env({})), std::nullopt);
+  // What ctest sets, under a spec file, for a test without RESOURCE_GROUPS.
+  EXPECT_EQ(ReadCtestResourceGroups(Env({{"CTEST_RESOURCE_GROUP_COUNT", "0"}})),
+            std::nullopt);
 }
 
 TEST(CtestResourceGroups, OneGroupPerRank) {
@@ -142,11 +145,11 @@ TEST(AssignGpus, TooFewSaysHowManyAndWhere) {
   EXPECT_EQ(AssignGpus(Inventory({"0", "1"}), std::nullopt,
                        {.world_size = 4, .gpus_per_rank = 1})
                 .too_few,
-            "needs 4 GPUs, found 2 (0,1 from NVML)");
+            "needs 4 GPUs, found 2: 0,1 (NVML)");
   EXPECT_EQ(AssignGpus(Inventory({"0", "1", "2"}), std::nullopt,
                        {.world_size = 2, .gpus_per_rank = 2})
                 .too_few,
-            "needs 4 GPUs (2 ranks x 2), found 3 (0,1,2 from NVML)");
+            "needs 4 GPUs (2 ranks x 2), found 3: 0,1,2 (NVML)");
   GpuAssignment none = AssignGpus(Inventory({}, "no NVIDIA driver"),
                                   std::nullopt, {.world_size = 2});
   EXPECT_EQ(none.too_few, "needs 2 GPUs, found 0 (no NVIDIA driver)");

@@ -53,6 +53,11 @@ TEST(GpuInventory, InheritedVisibleDevicesKeepTheirNames) {
       kFourFromNvml);
   EXPECT_THAT(gpus.devices, ElementsAre("3", "1", "GPU-8f2e-aa", "MIG-1c2d"));
   EXPECT_EQ(gpus.source, "CUDA_VISIBLE_DEVICES");
+  // A list that hides every GPU is shown as it was written.
+  EXPECT_EQ(
+      MakeGpuInventory(Env({{"CUDA_VISIBLE_DEVICES", "-1"}}), kFourFromNvml)
+          .str(),
+      "no GPU (CUDA_VISIBLE_DEVICES='-1')");
 }
 
 TEST(GpuInventory, VisibleDevicesStopWhereCudaStops) {
@@ -80,6 +85,10 @@ TEST(GpuInventory, OverrideTakesACountOrAList) {
   EXPECT_THAT(
       MakeGpuInventory(Env({{"DISTTEST_GPUS", "0"}}), kFourFromNvml).devices,
       IsEmpty());
+  // A trailing comma makes one number a list: GPU 3, not three GPUs.
+  EXPECT_THAT(
+      MakeGpuInventory(Env({{"DISTTEST_GPUS", "3,"}}), std::nullopt).devices,
+      ElementsAre("3"));
 }
 
 TEST(GpuInventory, MalformedOverrideNamesTheVariable) {

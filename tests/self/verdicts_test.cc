@@ -533,14 +533,27 @@ TEST_P(VerdictsTest, FailureNamesTheGpusAndTheRerunKeepsThem) {
                         "DISTTEST_GPUS=GPU-c,GPU-a " + GetParam().binary));
 }
 
+TEST_P(VerdictsTest, RerunOfOneNumericGpuNamesItAsAList) {
+  // "DISTTEST_GPUS=3" would be a count of three; "3," is GPU 3.
+  Verdict v = Run("VerdictsGpus.FailsOnRank1/2ranks",
+                  Plus(Plus({{"DISTTEST_GPUS", "4"}}, CtestGroups({"3", "1"})),
+                       {{"VERDICTS_GPUS_PER_RANK", "1"}}));
+  EXPECT_THAT(v.run.out,
+              HasSubstr("rerun this test alone: DISTTEST_GPUS=3,1 "));
+  Verdict one = Run("VerdictsGpus.ShowsItsDevices/1ranks",
+                    Plus(Plus({{"DISTTEST_GPUS", "3,"}}, CtestGroups({"0"})),
+                         {{"VERDICTS_GPUS_PER_RANK", "1"}}));
+  EXPECT_EQ(one.run.exit_code, 0) << one.run.out << one.run.err;
+  EXPECT_THAT(one.run.out, HasSubstr(DevicesLine(0, "3")));
+}
+
 TEST_P(VerdictsTest, TooFewGpusSkipsSayingHowMany) {
   Verdict v =
       Run("VerdictsNccl.NeedsAGpuPerRank/2ranks", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   EXPECT_THAT(TestCaseXml(v.xml, "NeedsAGpuPerRank/2ranks"),
               HasSubstr("result=\"skipped\""));
-  EXPECT_THAT(v.run.out,
-              HasSubstr("needs 2 GPUs, found 1 (0 from DISTTEST_GPUS)"));
+  EXPECT_THAT(v.run.out, HasSubstr("needs 2 GPUs, found 1: 0 (DISTTEST_GPUS)"));
   EXPECT_THAT(v.run.out, Not(HasSubstr("marker-nccl-body")));
 }
 

@@ -55,8 +55,8 @@ inline constexpr char kLauncher[] = "DISTTEST_LAUNCHER";
 
 // GPUs the harness may hand to ranks, instead of asking the driver: a count
 // ("4": devices 0..3) or a comma list of CUDA_VISIBLE_DEVICES entries
-// ("0,2" or "GPU-8f2e...,GPU-11aa..."). For tests of the harness itself,
-// and to keep a test run off some of a machine's GPUs.
+// ("0,2", "3," for GPU 3 alone, or "GPU-8f2e...,GPU-11aa..."). For tests of the
+// harness itself, and to keep a test run off some of a machine's GPUs.
 inline constexpr char kGpus[] = "DISTTEST_GPUS";
 // "1": a test that needs more GPUs than there are fails instead of being
 // skipped (for GPU runners that must not skip silently).

@@ -3,8 +3,9 @@
 // GPU assignment: which GPUs each rank of a test owns, and the
 // CUDA_VISIBLE_DEVICES each rank gets.
 //
-//   auto groups = disttest::ReadCtestResourceGroups();  // nullopt outside
-//   ctest disttest::GpuAssignment a = disttest::AssignGpus(
+//   // nullopt outside ctest:
+//   auto groups = disttest::ReadCtestResourceGroups();
+//   disttest::GpuAssignment a = disttest::AssignGpus(
 //       disttest::Gpus(), groups, {.world_size = 2, .gpus_per_rank = 1});
 //   if (!a.too_few.empty()) { /* skip: "needs 2 GPUs, found 1 (...)" */ }
 //   // a.visible[1] == "1": rank 1's CUDA_VISIBLE_DEVICES
@@ -60,7 +61,7 @@ struct GpuRequest {
 
 struct GpuAssignment {
   // Set when the machine has too few GPUs for the request (and the rest is
-  // empty): "needs 8 GPUs (4 ranks x 2), found 2 (0,1 from NVML)",
+  // empty): "needs 8 GPUs (4 ranks x 2), found 2: 0,1 (NVML)",
   // "needs 2 GPUs, found 0 (no NVIDIA driver)".
   std::string too_few;
   // Per rank: the inventory entries it owns.

@@ -10,7 +10,8 @@
 //
 // Where the list comes from, first match wins:
 //   1. DISTTEST_GPUS: a count ("4" means 0..3) or a comma list of
-//      CUDA_VISIBLE_DEVICES entries. For tests of the harness itself.
+//      CUDA_VISIBLE_DEVICES entries ("3,5"; "3," is GPU 3 alone). For tests
+//      of the harness itself, and to pin a rerun to the GPUs of a failure.
 //   2. An inherited CUDA_VISIBLE_DEVICES, read the way CUDA reads it: every
 //      entry up to the first one CUDA would reject (a negative or out-of-range
 //      index, a repeated one, text that is neither an index nor a "GPU-" or
@@ -48,8 +49,9 @@ struct GpuInventory {
   std::string str() const;
 };
 
-// The GPUs of this process, found once and cached (the first call may take
-// a millisecond: it starts the NVML probe). Throws ConfigError naming the
+// The GPUs of this process, found once and cached (the first call starts
+// the NVML probe: milliseconds, more where the driver initialises the GPUs
+// on demand; it gives up after 10 s). Throws ConfigError naming the
 // variable when DISTTEST_GPUS is malformed (and again on each call).
 const GpuInventory& Gpus();
 
