@@ -31,6 +31,11 @@ class Exec : public disttest::DistributedTest {
   Exec() { options().launch = disttest::LaunchMode::kExec; }
 };
 
+class Pooled : public disttest::DistributedTest {
+ protected:
+  Pooled() { options().reuse_workers = true; }
+};
+
 class NoComm : public disttest::DistributedTest {
  protected:
   NoComm() { options().init_distributed = false; }
@@ -45,6 +50,9 @@ void BarrierAndAllReduce(disttest::Communicator& comm) {
 
 DIST_TEST_F(Fork, BarrierAllReduce, 1, 2, 4, 8) { BarrierAndAllReduce(comm()); }
 DIST_TEST_F(Exec, BarrierAllReduce, 1, 2, 4, 8) { BarrierAndAllReduce(comm()); }
+DIST_TEST_F(Pooled, BarrierAllReduce, 1, 2, 4, 8) {
+  BarrierAndAllReduce(comm());
+}
 DIST_TEST_F(NoComm, Empty, 1, 2, 4, 8) {}
 
 // Times every test from start to end as gtest runs it.
@@ -80,6 +88,7 @@ void PrintTable(const Timer& timer, int runs) {
   const std::pair<const char*, const char*> rows[] = {
       {"Fork", "fork, barrier + allreduce"},
       {"Exec", "exec, barrier + allreduce"},
+      {"Pooled", "pooled (reuse_workers), barrier + allreduce"},
       {"NoComm", "fork, no communicator"}};
   for (const auto& [suite, label] : rows) {
     std::printf("| %s |", label);
@@ -100,6 +109,21 @@ void PrintTable(const Timer& timer, int runs) {
                   Percentile(v, 0.9));
     }
     std::printf("\n");
+  }
+  // Whether a test costs the same at the end of a long run as at its start
+  // (TIME_WAIT sockets or leaks would make it drift).
+  for (const auto& [suite, tests] : timer.times()) {
+    for (const auto& [test, v] : tests) {
+      if (v.size() < 200) continue;
+      std::size_t tenth = v.size() / 10;
+      std::vector<double> head(v.begin(), v.begin() + tenth);
+      std::vector<double> tail(v.end() - tenth, v.end());
+      std::printf(
+          "%s.%s over %zu runs: median of the first tenth %.2f ms, of the "
+          "last tenth %.2f ms\n",
+          suite.c_str(), test.c_str(), v.size(), Percentile(head, 0.5),
+          Percentile(tail, 0.5));
+    }
   }
   rusage self{}, children{};
   getrusage(RUSAGE_SELF, &self);

@@ -7,6 +7,7 @@
 
 #include <cxxabi.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest-spi.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -122,16 +124,82 @@ void PrintLogTails(const std::vector<RankReport>& ranks) {
   std::fflush(stdout);
 }
 
+// Parked ranks (options().reuse_workers), one pool per kind of test that
+// can share ranks. A pool ends at a failure; the others when the process
+// exits (they outlive --gtest_repeat's iterations). A process that ends
+// with _exit or a signal leaves its pools to PR_SET_PDEATHSIG, and their
+// queues to the next run's clean-up of dead processes' queues.
+class Pools {
+ public:
+  static Pools& Get() {
+    static Pools pools;
+    return pools;
+  }
+  ~Pools() { ShutdownAll(); }
+
+  std::vector<RankReport> Run(DistributedTest& test, TestSpec spec) {
+    spec.child_env.emplace_back(env::kInternalPool, "1");
+    // Ranks are interchangeable when all that went into them is.
+    std::string key = fmt::format(
+        "{}|{}|{}|{}", spec.world_size, spec.options.master_addr,
+        spec.options.timeout.count(), fmt::join(spec.visible_devices, ";"));
+    for (const auto& [name, value] : spec.child_env) {
+      key += fmt::format("|{}={}", name, value);
+    }
+    std::unique_ptr<Supervisor>& pool = pools_[key];
+    if (pool == nullptr) {
+      pool = std::make_unique<Supervisor>(
+          spec, MakeLauncher(LaunchMode::kFork, [&test] {
+            // Only ever called while `test` runs: when its ranks are forked.
+            RunAsRank(test, -1);
+          }));
+    }
+    std::vector<RankReport> reports;
+    try {
+      reports = pool->RunPooled(spec);
+    } catch (...) {
+      pools_.erase(key);
+      throw;
+    }
+    if (!pool->alive()) pools_.erase(key);
+    return reports;
+  }
+
+  void ShutdownAll() {
+    for (auto& [key, pool] : pools_) pool->Shutdown();
+    pools_.clear();
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<Supervisor>> pools_;
+};
+
+// Whether a test's ranks may come from a pool.
+bool Pooled(const DistributedTest& test, const TestSpec& spec) {
+  if (!spec.options.reuse_workers) return false;
+  if (const char* off = std::getenv(env::kNoReuse);
+      off != nullptr && std::string_view(off) == "1") {
+    return false;
+  }
+  return spec.options.launch == LaunchMode::kFork && spec.fixture.empty() &&
+         !spec.options.parallel && spec.options.init_distributed &&
+         FixtureAccess::fixtures(const_cast<DistributedTest&>(test)).empty();
+}
+
 // Runs one distributed step of a test (a fixture, or the test itself) and
 // re-raises its verdict; false when the test ends here (it failed or
 // skipped).
 bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
   std::vector<RankReport> ranks;
   try {
-    Supervisor supervisor(
-        spec, MakeLauncher(spec.options.launch,
-                           [&test, fixture] { RunAsRank(test, fixture); }));
-    ranks = supervisor.Run();
+    if (fixture < 0 && Pooled(test, spec)) {
+      ranks = Pools::Get().Run(test, spec);
+    } else {
+      Supervisor supervisor(
+          spec, MakeLauncher(spec.options.launch,
+                             [&test, fixture] { RunAsRank(test, fixture); }));
+      ranks = supervisor.Run();
+    }
   } catch (const std::exception& e) {
     std::string message = spec.fixture.empty()
                               ? std::string(e.what())

@@ -111,6 +111,9 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
       Guarded("building the parallel groups (options().parallel)",
               [&] { Launch(env, *comm, store, options); });
     }
+    if (owned_ != nullptr && !reporter.stops_body()) {
+      Guarded("SetUp()", [&] { TestAccess::SetUp(test_); });
+    }
     if (!reporter.stops_body()) {
       Guarded("SetUpRank()", [&] { TestAccess::SetUpRank(test_); });
     }
@@ -118,12 +121,22 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
       Guarded("the test body", [&] { TestAccess::Body(test_); });
     }
     Guarded("TearDownRank()", [&] { TestAccess::TearDownRank(test_); });
+    if (owned_ != nullptr) {
+      Guarded("TearDown()", [&] { TestAccess::TearDown(test_); });
+    }
     TestAccess::BindContext(test_, nullptr);
     TestAccess::Bind(test_, nullptr, nullptr, nullptr);
   }
   SetCurrentCommunicator(nullptr);
   if (reporter.failed()) return RankVerdict::kFailed;
   return reporter.skipped() ? RankVerdict::kSkipped : RankVerdict::kPassed;
+}
+
+std::unique_ptr<RankProgram> GtestRankProgram::Next(const std::string& test) {
+  auto it = TestFactories().find(test);
+  if (it == TestFactories().end()) return nullptr;
+  return std::make_unique<GtestRankProgram>(
+      std::unique_ptr<DistributedTest>(it->second()));
 }
 
 // launch() on the test's store and communicator. A spawned rank _exits

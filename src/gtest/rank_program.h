@@ -36,11 +36,16 @@ class GtestRankProgram : public RankProgram {
  public:
   GtestRankProgram(DistributedTest& test, DistributedFixture* fixture)
       : test_(test), fixture_(fixture) {}
+  // A pooled rank's own test object: SetUp() and TearDown() run in the rank
+  // too, around SetUpRank() and TearDownRank().
+  explicit GtestRankProgram(std::unique_ptr<DistributedTest> test)
+      : test_(*test), fixture_(nullptr), owned_(std::move(test)) {}
 
   RankVerdict Run(const RankEnv& env, Communicator* comm, Store& store,
                   const ReportFn& report) override;
   const char* file() const override { return TestAccess::file(test_); }
   int line() const override { return TestAccess::line(test_); }
+  std::unique_ptr<RankProgram> Next(const std::string& test) override;
 
  private:
   void Launch(const RankEnv& env, Communicator& comm, Store& store,
@@ -50,6 +55,7 @@ class GtestRankProgram : public RankProgram {
 
   DistributedTest& test_;
   DistributedFixture* fixture_;
+  std::unique_ptr<DistributedTest> owned_;
   std::unique_ptr<Context> ctx_;  // options().parallel's groups.
 };
 

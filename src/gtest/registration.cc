@@ -5,6 +5,14 @@
 
 namespace disttest::internal {
 
+std::map<std::string, std::function<DistributedTest*()>>& TestFactories() {
+  // Never destroyed: registration runs during static initialisation, in any
+  // order, and pooled ranks leave with _exit.
+  static auto* factories =
+      new std::map<std::string, std::function<DistributedTest*()>>;
+  return *factories;
+}
+
 std::string DistributedTestName(const char* name, int world_size) {
   if (world_size >= 1 && world_size <= kMaxWorldSize) {
     return fmt::format("{}/{}ranks", name, world_size);

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <map>
+#include <utility>
 
 namespace disttest::internal {
 namespace {
@@ -13,22 +15,45 @@ namespace {
 // publishes it, so a handler running on another thread never reads a plan
 // being written (unless two Arms happen within one handler run).
 struct Plan {
-  pid_t pgid = 0;
+  std::vector<pid_t> pgids;
   std::vector<std::string> shm_paths;  // "/<queue name>", as shm_open sees it.
 };
 
+// Every live EmergencyCleanup's group and queues (a test's, and those of
+// pooled ranks that outlive their tests), published to the handler as one
+// plan: the handler reads one slot while the other is rewritten.
 Plan g_slots[2];
 std::atomic<int> g_published{-1};  // Index into g_slots, or -1.
-// The dispositions before disttest's, restored before the signal is raised
-// again, so a test program's own handler still runs.
 struct sigaction g_previous[NSIG];
+int g_installed = 0;  // Live EmergencyCleanup objects.
+
+std::map<const void*, std::pair<pid_t, std::vector<std::string>>>&
+Registered() {
+  static auto* registered =
+      new std::map<const void*, std::pair<pid_t, std::vector<std::string>>>;
+  return *registered;
+}
+
+void Publish() {
+  int next = g_published.load() == 0 ? 1 : 0;
+  Plan& plan = g_slots[next];
+  plan.pgids.clear();
+  plan.shm_paths.clear();
+  for (const auto& [owner, what] : Registered()) {
+    if (what.first > 0) plan.pgids.push_back(what.first);
+    for (const std::string& name : what.second) {
+      plan.shm_paths.push_back("/" + name);
+    }
+  }
+  g_published.store(next);
+}
 
 void OnSignal(int sig) {
   int saved_errno = errno;
   int slot = g_published.load();
   if (slot >= 0) {
     const Plan& plan = g_slots[slot];
-    if (plan.pgid > 0) kill(-plan.pgid, SIGKILL);
+    for (pid_t pgid : plan.pgids) kill(-pgid, SIGKILL);
     for (const std::string& path : plan.shm_paths) shm_unlink(path.c_str());
   }
   // Then whatever would have happened without disttest.
@@ -40,6 +65,8 @@ void OnSignal(int sig) {
 }  // namespace
 
 EmergencyCleanup::EmergencyCleanup() {
+  Registered()[this] = {};
+  if (g_installed++ > 0) return;
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigemptyset(&sa.sa_mask);
@@ -54,24 +81,29 @@ EmergencyCleanup::EmergencyCleanup() {
 }
 
 EmergencyCleanup::~EmergencyCleanup() {
-  for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &old_[i], nullptr);
+  Registered().erase(this);
+  Publish();
+  if (--g_installed > 0) return;
+  for (int sig : kSignals) {
+    struct sigaction current {};
+    sigaction(sig, nullptr, &current);
+    if (current.sa_handler == OnSignal) {
+      sigaction(sig, &g_previous[sig], nullptr);
+    }
+  }
   g_published.store(-1);
 }
 
 void EmergencyCleanup::Arm(pid_t pgid,
                            const std::vector<std::string>& queue_names) {
-  int next = g_published.load() == 0 ? 1 : 0;
-  Plan& plan = g_slots[next];
-  plan.pgid = pgid;
-  plan.shm_paths.clear();
-  for (const std::string& name : queue_names) {
-    plan.shm_paths.push_back("/" + name);
-  }
-  g_published.store(next);
+  Registered()[this] = {pgid, queue_names};
+  Publish();
 }
 
 void EmergencyCleanup::ResetInChild() {
   g_published.store(-1);
+  Registered().clear();
+  g_installed = 0;
   for (int sig : kSignals) {
     struct sigaction current {};
     sigaction(sig, nullptr, &current);

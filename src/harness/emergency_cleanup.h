@@ -9,6 +9,9 @@
 //   guard.Arm(pgid, queue_names);           // once the ranks exist
 //   ...                                     // guard's destructor restores
 //
+// Several may live at once (a test's, and pooled ranks'): the handler
+// cleans up after all of them; the last one gone restores the handlers.
+//
 // Only async-signal-safe calls run in the handler (kill, shm_unlink,
 // sigaction, raise); everything it needs is prepared by Arm(). A SIGKILLed
 // parent cannot clean up: its ranks die through PDEATHSIG and its queues are
@@ -40,7 +43,7 @@ class EmergencyCleanup {
 
  private:
   static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
-  struct sigaction old_[3];
+  struct sigaction old_[3];  // As found by the first live object.
 };
 
 }  // namespace disttest::internal

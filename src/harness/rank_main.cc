@@ -21,6 +21,8 @@
 
 #include "disttest/comm/create.h"
 #include "disttest/env/names.h"
+#include "disttest/error.h"
+#include "disttest/rendezvous/prefix_store.h"
 #include "disttest/rendezvous/tcp_store.h"
 #include "harness/rank_outcome.h"
 #include "harness/stack_dump.h"
@@ -142,6 +144,41 @@ void MeetAndDropConnections(TcpStore& store, const RankEnv& env,
   }
 }
 
+// A pooled rank (DISTTEST_INTERNAL_POOL): after its first test it runs the
+// tests the parent hands it ("disttest/pool/<n>" = a test's name), each
+// under a store prefix of its own, until the name is empty (leave) or a test
+// fails here (the parent ends the pool then). Returns the last verdict.
+RankVerdict ServePool(RankProgram& first, const RankEnv& env,
+                      Communicator* comm, TcpStore& store,
+                      const ReportFn& report) {
+  const std::chrono::milliseconds timeout = store.timeout();
+  for (int n = 1;; ++n) {
+    // Waiting for the next test has no deadline: the parent decides, and a
+    // parent that dies takes this process with it (PR_SET_PDEATHSIG).
+    store.set_timeout(std::chrono::hours(24 * 365));
+    std::vector<char> name = store.get(fmt::format("disttest/pool/{}", n));
+    store.set_timeout(timeout);
+    if (name.empty()) return RankVerdict::kPassed;
+    const std::string test(name.begin(), name.end());
+    RankVerdict verdict = RankVerdict::kFailed;
+    try {
+      std::unique_ptr<RankProgram> next = first.Next(test);
+      if (next == nullptr) {
+        throw Error(
+            fmt::format("this binary has no distributed test {}", test));
+      }
+      PrefixStore own(fmt::format("disttest/pool/{}", n), store);
+      verdict = next->Run(env, comm, own, report);
+    } catch (const std::exception& e) {
+      report({RankMessage::Kind::kFatalFailure, first.file(), first.line(),
+              fmt::format("a pooled rank could not start {}: {}", test,
+                          e.what())});
+    }
+    ReportDone(report, verdict);
+    if (verdict == RankVerdict::kFailed) return verdict;
+  }
+}
+
 // Rendezvous, communicator and the first barrier. Throws on failure.
 std::unique_ptr<Communicator> Connect(const RankEnv& env,
                                       const Options& options,
@@ -211,6 +248,10 @@ void RunRank(RankProgram& program, const Options& options) {
     if (options.init_distributed) comm = Connect(env, options, &store);
     RankVerdict verdict = program.Run(env, comm.get(), *store, report);
     ReportDone(report, verdict);
+    if (std::getenv(env::kInternalPool) != nullptr &&
+        verdict != RankVerdict::kFailed) {
+      verdict = ServePool(program, env, comm.get(), *store, report);
+    }
     // The meeting never throws; a peer that does not come only costs the
     // reset (and a second).
     if (comm) {

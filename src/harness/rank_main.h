@@ -17,6 +17,8 @@
 
 #include <functional>
 #include <map>
+#include <memory>
+#include <string>
 
 #include "disttest/comm/communicator.h"
 #include "disttest/env/rank_env.h"
@@ -42,6 +44,11 @@ class RankProgram {
   // Where harness failures (rendezvous, communicator) are reported.
   virtual const char* file() const = 0;
   virtual int line() const = 0;
+  // A pooled rank's next test, by its full gtest name; null when this
+  // binary has no such test. May throw (a fixture's constructor).
+  virtual std::unique_ptr<RankProgram> Next(const std::string& /*test*/) {
+    return nullptr;
+  }
 };
 
 [[noreturn]] void RunRank(RankProgram& program, const Options& options);

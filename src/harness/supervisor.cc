@@ -213,6 +213,117 @@ std::vector<RankReport> Supervisor::Run() {
   return reports;
 }
 
+std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
+  const bool first = !alive_;
+  spec_ = spec;
+  pooled_ = true;
+  RemoveStaleQueuesOnce();
+  Validate();
+  start_ = Clock::now();
+  heartbeat_ = HeartbeatInterval();
+  next_heartbeat_ = start_ + heartbeat_;
+  std::optional<int> debug_rank = DebugRankVariable();
+  deadline_ = debug_rank && *debug_rank < spec_.world_size
+                  ? Clock::time_point::max()
+                  : Clock::now() + spec_.options.timeout;
+  grace_deadline_.reset();
+  if (first) {
+    store_token_ = GenerateStoreToken();
+    server_ = std::make_unique<TcpStoreServer>(spec_.options.master_addr, 0,
+                                               store_token_);
+    int seq = NextTestSequence();
+    ranks_.clear();
+    ranks_.resize(spec_.world_size);
+    queue_names_.clear();
+    for (int r = 0; r < spec_.world_size; ++r) {
+      ranks_[r].report.rank = r;
+      queue_names_.push_back(ResultQueueName(getpid(), seq, spec_.name, r));
+    }
+    emergency_ = std::make_unique<EmergencyCleanup>();
+    emergency_->Arm(0, queue_names_);
+    for (int r = 0; r < spec_.world_size; ++r) {
+      ranks_[r].channel = ResultChannel::Create(queue_names_[r]);
+    }
+    OpenLogs();
+    SpawnAll();
+    emergency_->Arm(pgid_, queue_names_);
+    alive_ = true;
+  } else {
+    for (Rank& rank : ranks_) {
+      if (rank.log != nullptr) std::fclose(rank.log);
+      rank.log = nullptr;
+      rank.report = RankReport{};
+      rank.report.rank = static_cast<int>(&rank - ranks_.data());
+    }
+    OpenLogs();
+    for (Rank& rank : ranks_) {
+      rank.out->CopyTo(rank.log);
+      rank.err->CopyTo(rank.log);
+    }
+    ++dispatched_;
+    server_->Set(fmt::format("disttest/pool/{}", dispatched_),
+                 std::vector<char>(spec_.name.begin(), spec_.name.end()));
+  }
+  Supervise();
+  // What a rank printed before its verdict is in the pipe by now.
+  for (Rank& rank : ranks_) {
+    if (rank.out) rank.out->OnReadable();
+    if (rank.err) rank.err->OnReadable();
+  }
+  DrainChannels();
+  bool clean = true;
+  for (const Rank& rank : ranks_) {
+    const RankReport& r = rank.report;
+    clean &= !rank.exited && r.done &&
+             (*r.done == kVerdictPassed || *r.done == kVerdictSkipped) &&
+             r.killed_because.empty() && r.channel_errors.empty();
+    for (const RankMessage& m : r.results) {
+      clean &= m.kind != RankMessage::Kind::kFatalFailure &&
+               m.kind != RankMessage::Kind::kNonFatalFailure;
+    }
+  }
+  std::vector<RankReport> reports;
+  if (clean) {
+    for (Rank& rank : ranks_) {
+      rank.report.parked = true;
+      reports.push_back(rank.report);
+    }
+    return reports;
+  }
+  // Anything else ends the pool, as a test ends its ranks.
+  KillRemaining("the test ended");
+  ReapAll();
+  for (Rank& rank : ranks_) {
+    if (rank.out) rank.out->Finish();
+    if (rank.err) rank.err->Finish();
+  }
+  DrainChannels();
+  for (Rank& rank : ranks_) reports.push_back(std::move(rank.report));
+  CleanUp();
+  alive_ = false;
+  return reports;
+}
+
+void Supervisor::Shutdown() {
+  if (!alive_) return;
+  alive_ = false;
+  // An empty name: leave. Give them a moment to meet and reset their
+  // connections, serving the store meanwhile, then end what is left.
+  ++dispatched_;
+  server_->Set(fmt::format("disttest/pool/{}", dispatched_), {});
+  deadline_ = Clock::now() + std::chrono::seconds(2);
+  grace_deadline_.reset();
+  pooled_ = false;
+  shutting_down_ = true;
+  heartbeat_ = std::chrono::milliseconds(0);
+  Supervise();
+  for (Rank& rank : ranks_) {
+    if (rank.out) rank.out->Finish();
+    if (rank.err) rank.err->Finish();
+  }
+  CleanUp();
+}
+
 void Supervisor::SpawnAll() {
   if (spec_.options.launch == LaunchMode::kFork) WarnIfThreaded(spec_.name);
   for (int r = 0; r < spec_.world_size; ++r) {
@@ -287,7 +398,9 @@ void Supervisor::SpawnRank(int r) {
 
 bool Supervisor::AnyRunning() const {
   for (const Rank& rank : ranks_) {
-    if (rank.pid > 0 && !rank.exited) return true;
+    if (rank.pid > 0 && !rank.exited && !(pooled_ && rank.report.done)) {
+      return true;
+    }
   }
   return false;
 }
@@ -304,7 +417,10 @@ void Supervisor::Supervise() {
   std::vector<pollfd> fds;
   while (AnyRunning()) {
     Clock::time_point now = Clock::now();
-    if (now >= deadline_) {
+    if (now >= deadline_ && shutting_down_) {
+      KillRemaining("the pool was shut down");
+      deadline_ = Clock::time_point::max();
+    } else if (now >= deadline_) {
       KillStuck(fmt::format("the test timed out after {} ms",
                             spec_.options.timeout.count()));
       deadline_ = Clock::time_point::max();  // Now only reaping is left.

@@ -57,6 +57,18 @@ class Supervisor {
   // anything is started) and Error when the harness itself cannot work.
   std::vector<RankReport> Run();
 
+  // Pooled ranks (options().reuse_workers): the first call spawns the ranks,
+  // which run `spec`; each later call hands them the next test through the
+  // store ("disttest/pool/<n>" = its name). A test ends when every rank has
+  // reported its verdict. When every rank passed or skipped, the ranks stay
+  // (parked, waiting for the next test); otherwise they are ended as Run()
+  // ends them and alive() turns false.
+  std::vector<RankReport> RunPooled(const TestSpec& spec);
+  bool alive() const { return alive_; }
+  // Tells parked ranks to leave (they reset their connections, so that no
+  // TIME_WAIT is left), then ends and reaps them and removes the queues.
+  void Shutdown();
+
  private:
   using Clock = std::chrono::steady_clock;
   struct Rank {
@@ -108,6 +120,12 @@ class Supervisor {
   Clock::time_point next_heartbeat_;
   std::optional<Clock::time_point> grace_deadline_;
   std::string grace_reason_;
+  // Pooled: a test ends with the verdicts, not the exits.
+  bool pooled_ = false;
+  bool alive_ = false;
+  bool shutting_down_ = false;
+  int dispatched_ = 0;  // Tests handed to the parked ranks so far.
+  std::vector<std::string> queue_names_;
 };
 
 }  // namespace disttest::internal

@@ -57,7 +57,7 @@ std::optional<std::string> AbnormalEnd(const RankReport& r) {
   if (!r.not_started.empty()) {
     return fmt::format("was not started: {}", r.not_started);
   }
-  if (r.killed_after_done && r.done) return LostFailures(r);
+  if ((r.killed_after_done || r.parked) && r.done) return LostFailures(r);
   if (!r.killed_because.empty()) {
     std::string message =
         fmt::format("was killed by disttest: {}", r.killed_because);

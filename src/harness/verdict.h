@@ -61,6 +61,9 @@ struct RankReport {
   // Killed while it met the others after its body (its verdict had come):
   // judged by that verdict alone.
   bool killed_after_done = false;
+  // A pooled rank still alive after its verdict, waiting for the next test:
+  // judged by that verdict alone.
+  bool parked = false;
   std::string log_path;  // DISTTEST_LOG_DIR: where its output is kept.
   std::vector<std::string> channel_errors;
 };

@@ -375,6 +375,20 @@ void TcpStoreServer::HandleSet(Connection& c, std::string key,
   WakeWaiters(key);
 }
 
+void TcpStoreServer::Set(const std::string& key, std::vector<char> value) {
+  data_[key] = std::move(value);
+  WakeWaiters(key);
+  while (!ready_.empty()) {
+    int fd = ready_.back();
+    ready_.pop_back();
+    auto it = connections_.find(fd);
+    if (it != connections_.end() && !it->second->dead) {
+      ProcessInput(*it->second);
+    }
+  }
+  ReapClosed();
+}
+
 void TcpStoreServer::HandleAdd(Connection& c, const std::string& key,
                                int64_t delta) {
   int64_t value = 0;

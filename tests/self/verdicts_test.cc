@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -577,15 +578,90 @@ TEST_P(VerdictsTest, AutoWithoutGpusRunsOnGloo) {
       HasSubstr("<property name=\"disttest_backend\" value=\"gloo\"/>"));
 }
 
+// --- Pooled ranks (options().reuse_workers) ---
+
+// "[rank 0] marker-pool First pid 123 count 1" -> {pid, count}, per test.
+std::map<std::string, std::pair<int, int>> PoolLines(const std::string& out,
+                                                     int rank) {
+  std::map<std::string, std::pair<int, int>> found;
+  std::istringstream in(out);
+  const std::string prefix = "[rank " + std::to_string(rank) + "] marker-pool ";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    std::istringstream fields(line.substr(prefix.size()));
+    std::string test, pid_word, count_word;
+    int pid = 0, count = 0;
+    fields >> test >> pid_word >> pid >> count_word >> count;
+    found[test] = {pid, count};
+  }
+  return found;
+}
+
+TEST_P(VerdictsTest, PooledRanksRunTheNextTestUntilOneFails) {
+  Verdict v = Run("VerdictsPooled.*");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out,
+              HasSubstr(FailureAt("marker-pool-failure", "[rank 1/2]")));
+  for (int r = 0; r < 2; ++r) {
+    auto tests = PoolLines(v.run.out, r);
+    ASSERT_EQ(tests.size(), 6u) << v.run.out;
+    if (std::string(GetParam().launch) == "exec") {
+      // kExec ranks are started for each test.
+      for (const auto& [test, process] : tests) {
+        EXPECT_EQ(process.second, 1) << test;
+      }
+      continue;
+    }
+    // The same processes ran the first three tests, one after another...
+    EXPECT_EQ(tests["First"].second, 1);
+    EXPECT_EQ(tests["Second"], std::make_pair(tests["First"].first, 2));
+    EXPECT_EQ(tests["FailsOnRank1"], std::make_pair(tests["First"].first, 3));
+    // ...and the failure ended them: the next test has fresh ones.
+    EXPECT_NE(tests["AfterTheFailure"].first, tests["First"].first);
+    EXPECT_EQ(tests["AfterTheFailure"].second, 1);
+  }
+  EXPECT_THAT(TestCaseXml(v.xml, "AfterTheFailure/2ranks"),
+              HasSubstr("result=\"completed\""));
+}
+
+TEST_P(VerdictsTest, PooledRankKilledEndsThePool) {
+  Verdict v =
+      Run("VerdictsPooled.AfterTheFailure/*:VerdictsPooled.KilledOnRank0/"
+          "*:VerdictsPooled.AfterTheKill/*");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 0/2] killed by signal 9 (SIGKILL)"));
+  auto tests = PoolLines(v.run.out, 1);
+  ASSERT_EQ(tests.size(), 3u) << v.run.out;
+  if (std::string(GetParam().launch) == "fork") {
+    EXPECT_EQ(tests["KilledOnRank0"],
+              std::make_pair(tests["AfterTheFailure"].first, 2));
+    EXPECT_EQ(tests["AfterTheKill"].second, 1);
+  }
+  EXPECT_THAT(TestCaseXml(v.xml, "AfterTheKill/2ranks"),
+              HasSubstr("result=\"completed\""));
+  EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
+}
+
+TEST_P(VerdictsTest, NoReuseStartsRanksForEveryTest) {
+  Verdict v = Run("VerdictsPooled.First/*:VerdictsPooled.Second/*",
+                  {{"DISTTEST_NO_REUSE", "1"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  auto tests = PoolLines(v.run.out, 0);
+  ASSERT_EQ(tests.size(), 2u) << v.run.out;
+  EXPECT_EQ(tests["First"].second, 1);
+  EXPECT_EQ(tests["Second"].second, 1);
+  EXPECT_NE(tests["First"].first, tests["Second"].first);
+}
+
 TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // Every case at once, failures, crashes and hangs included; Run() checks
   // for leftover queues and processes.
   // One GPU: the NCCL test skips on any machine.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 21 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 25 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 4 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("18 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("20 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -366,4 +366,48 @@ DIST_TEST_F(VerdictsAuto, ChoosesTheBackend) {
   std::printf("marker-backend %s\n", comm().backend_name());
 }
 
+// Pooled ranks: each test prints its rank process's pid and how many tests
+// that process has run; the driver checks which tests shared processes.
+int g_tests_in_this_process = 0;
+
+class VerdictsPooled : public Verdicts {
+ protected:
+  VerdictsPooled() { options().reuse_workers = true; }
+  void SetUp() override { set_up_ = true; }
+
+  void PrintProcess(const char* test) {
+    ++g_tests_in_this_process;
+    // A fresh fixture object every test; SetUp() ran in this rank too; the
+    // store holds this test's keys only.
+    EXPECT_TRUE(set_up_);
+    EXPECT_EQ(member_++, 0);
+    EXPECT_LE(store().add("tests", 1), world_size());
+    int one = 1;
+    comm().allreduce(&one, 1, disttest::ReduceOp::kSum);
+    EXPECT_EQ(one, world_size());
+    std::printf("marker-pool %s pid %d count %d\n", test, getpid(),
+                g_tests_in_this_process);
+  }
+
+ private:
+  bool set_up_ = false;
+  int member_ = 0;
+};
+
+DIST_TEST_F(VerdictsPooled, First) { PrintProcess("First"); }
+DIST_TEST_F(VerdictsPooled, Second) { PrintProcess("Second"); }
+DIST_TEST_F(VerdictsPooled, FailsOnRank1) {
+  PrintProcess("FailsOnRank1");
+  EXPECT_EQ(rank(), 0) << "marker-pool-failure";
+}
+DIST_TEST_F(VerdictsPooled, AfterTheFailure) {
+  PrintProcess("AfterTheFailure");
+}
+DIST_TEST_F(VerdictsPooled, KilledOnRank0) {
+  PrintProcess("KilledOnRank0");
+  if (rank() == 0) raise(SIGKILL);
+  comm().barrier();
+}
+DIST_TEST_F(VerdictsPooled, AfterTheKill) { PrintProcess("AfterTheKill"); }
+
 }  // namespace

@@ -65,6 +65,8 @@ inline constexpr char kRequireGpus[] = "DISTTEST_REQUIRE_GPUS";
 // "<Suite.Name/Nranks> <ranks> <gpus per rank>" and is skipped without
 // starting a rank. disttest_discover_tests() (CMake) uses it.
 inline constexpr char kListResources[] = "DISTTEST_LIST_RESOURCES";
+// "1": options().reuse_workers is ignored; every test spawns its ranks.
+inline constexpr char kNoReuse[] = "DISTTEST_NO_REUSE";
 // Which devices CUDA shows a process; set per rank by the harness.
 inline constexpr char kCudaVisibleDevices[] = "CUDA_VISIBLE_DEVICES";
 
@@ -86,6 +88,9 @@ inline constexpr char kInternalFixtureDirs[] = "DISTTEST_INTERNAL_FIXTURE_DIRS";
 // The backend the parent chose ("gloo" or "nccl"), which Backend::kAuto
 // resolves to; a rank that sees only its own GPU could not choose alike.
 inline constexpr char kInternalBackend[] = "DISTTEST_INTERNAL_BACKEND";
+// Set in pooled ranks (options().reuse_workers): after its test the rank
+// waits for the next one instead of leaving.
+inline constexpr char kInternalPool[] = "DISTTEST_INTERNAL_POOL";
 
 // --- Variables removed from a rank's environment. ---
 // gtest's sharding, output and premature-exit protocol belong to the parent:

@@ -78,6 +78,18 @@ struct Options {
   // kAllRotated: every GPU, the rank's own first (for tests that need CUDA
   // IPC between ranks' GPUs); see disttest/gpu/assignment.h.
   GpuVisibility gpu_visibility = GpuVisibility::kOwnOnly;
+  // Keep the ranks (their processes and communicator) alive after a test
+  // that every rank passed or skipped, and run the next test with the same
+  // world size and options on them: a test then costs a dispatch through the
+  // store instead of spawning and connecting. Each test gets a new fixture
+  // object in every rank (constructor, SetUp(), SetUpRank(), body,
+  // TearDownRank(), TearDown(), destructor); what lives beyond it in the
+  // rank processes (globals, the environment, the communicator) is shared
+  // with the tests before. A test that fails, crashes or times out ends the
+  // pool, and the next test starts fresh ranks. kFork only (kExec ranks are
+  // started per test); not with DistributedFixtures or options().parallel.
+  // DISTTEST_NO_REUSE=1 turns it off everywhere.
+  bool reuse_workers = false;
 };
 
 const char* Name(LaunchMode mode);

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -32,6 +34,10 @@ struct TestAccess {
     test.ctx_ = ctx;
   }
   static void SetUpRank(DistributedTest& test) { test.SetUpRank(); }
+  // gtest's own fixture hooks, for a pooled rank's tests (gtest runs them
+  // everywhere else).
+  static void SetUp(DistributedTest& test) { test.SetUp(); }
+  static void TearDown(DistributedTest& test) { test.TearDown(); }
   static void Body(DistributedTest& test) { test.RunDistributedBody(); }
   static void TearDownRank(DistributedTest& test) { test.TearDownRank(); }
   static const char* file(const DistributedTest& test) { return test.file_; }
@@ -69,6 +75,10 @@ struct FixtureAccess {
 // a test that fails and says why.
 std::string DistributedTestName(const char* name, int world_size);
 
+// Every DIST_TEST_F test by its full gtest name ("Suite.Name/2ranks"): how
+// to make it. Pooled ranks make the tests they are handed.
+std::map<std::string, std::function<DistributedTest*()>>& TestFactories();
+
 // Registers one gtest test per world size (the fixture's default when
 // `sizes` is empty). Runs during static initialisation.
 template <typename Fixture, typename Test>
@@ -78,12 +88,15 @@ bool RegisterDistributedTest(const char* suite, const char* name,
   std::vector<int> all(sizes);
   if (all.empty()) all.push_back(Fixture::kDefaultWorldSize);
   for (int n : all) {
-    ::testing::RegisterTest(suite, DistributedTestName(name, n).c_str(),
-                            nullptr, nullptr, file, line, [=]() -> Fixture* {
-                              auto* test = new Test();
-                              TestAccess::Configure(*test, n, file, line);
-                              return test;
-                            });
+    auto make = [=]() -> Fixture* {
+      auto* test = new Test();
+      TestAccess::Configure(*test, n, file, line);
+      return test;
+    };
+    std::string test_name = DistributedTestName(name, n);
+    TestFactories()[std::string(suite) + "." + test_name] = make;
+    ::testing::RegisterTest(suite, test_name.c_str(), nullptr, nullptr, file,
+                            line, make);
   }
   return true;
 }

@@ -123,6 +123,11 @@ class TcpStoreServer {
   // Polls the server's own sockets once, waiting at most `timeout_ms`.
   void PollOnce(int timeout_ms);
 
+  // Sets a key from the serving process itself, as a client's set would:
+  // clients waiting for it are answered (their replies go out as the
+  // sockets allow, on the next polls).
+  void Set(const std::string& key, std::vector<char> value);
+
   // Number of open client connections (for tests and diagnostics).
   std::size_t connection_count() const { return connections_.size(); }
 
