@@ -22,7 +22,9 @@
 //   every rank: SetUpRank(), the body, TearDownRank(). In kFork mode a rank
 //     starts as a copy of the fixture after SetUp(); in kExec mode the
 //     re-executed binary builds the fixture and runs SetUp() again itself.
-//     TearDown() never runs in a rank.
+//     TearDown() never runs in a rank, except in pooled ranks
+//     (options().reuse_workers), which build each later test's fixture
+//     themselves and run its SetUp() and TearDown() too.
 // Every gtest assertion and GTEST_SKIP() works in a rank; results are
 // re-raised in the parent at their file:line as "[rank r/N] ...".
 //

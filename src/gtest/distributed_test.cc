@@ -23,6 +23,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <typeinfo>
 
@@ -135,7 +136,16 @@ class Pools {
     static Pools pools;
     return pools;
   }
-  ~Pools() { ShutdownAll(); }
+  // Only in the process that made the pools: a forked child that calls
+  // exit() (a death test, a rank) must not end the parent's ranks.
+  ~Pools() {
+    ParentOnlyDescriptors() = nullptr;
+    if (getpid() == owner_) {
+      ShutdownAll();
+    } else {
+      for (auto& [key, pool] : pools_) (void)pool.release();
+    }
+  }
 
   std::vector<RankReport> Run(DistributedTest& test, TestSpec spec) {
     spec.child_env.emplace_back(env::kInternalPool, "1");
@@ -146,6 +156,7 @@ class Pools {
     for (const auto& [name, value] : spec.child_env) {
       key += fmt::format("|{}={}", name, value);
     }
+    if (pools_.count(key) == 0) MakeRoomFor(spec);
     std::unique_ptr<Supervisor>& pool = pools_[key];
     if (pool == nullptr) {
       pool = std::make_unique<Supervisor>(
@@ -153,37 +164,111 @@ class Pools {
             // Only ever called while `test` runs: when its ranks are forked.
             RunAsRank(test, -1);
           }));
+      gpus_[key] = !spec.visible_devices.empty();
     }
+    used_[key] = ++clock_;
+    last_ = key;
     std::vector<RankReport> reports;
     try {
       reports = pool->RunPooled(spec);
     } catch (...) {
-      pools_.erase(key);
+      Forget(key);
       throw;
     }
-    if (!pool->alive()) pools_.erase(key);
+    if (!pool->alive()) Forget(key);
     return reports;
   }
 
+  // The last test failed in the parent's judgement (a skip on some ranks
+  // only, say) though no rank failed: its ranks are not reused either.
+  void EndLast() {
+    auto it = pools_.find(last_);
+    if (it == pools_.end()) return;
+    it->second->RequestShutdown();
+    it->second->FinishShutdown();
+    Forget(last_);
+  }
+
   void ShutdownAll() {
-    for (auto& [key, pool] : pools_) pool->Shutdown();
+    // Everyone is told first, so that the pools leave together.
+    for (auto& [key, pool] : pools_) pool->RequestShutdown();
+    for (auto& [key, pool] : pools_) pool->FinishShutdown();
     pools_.clear();
+    gpus_.clear();
+    used_.clear();
   }
 
  private:
+  // At most this many pools live at once (each holds its ranks' processes,
+  // and their idle event loops wake every 10 ms).
+  static constexpr std::size_t kMaxPools = 4;
+
+  Pools() {
+    ParentOnlyDescriptors() = [this](std::vector<int>* fds) {
+      for (const auto& [key, pool] : pools_) pool->AppendDescriptors(fds);
+    };
+  }
+
+  // Ends the least recently used pool when there are too many, and every
+  // pool on GPUs before one on GPUs starts (parked NCCL ranks keep their
+  // memory and contexts on the devices).
+  void MakeRoomFor(const TestSpec& spec) {
+    std::vector<std::string> ending;
+    for (const auto& [key, on_gpus] : gpus_) {
+      if (on_gpus && !spec.visible_devices.empty()) ending.push_back(key);
+    }
+    if (ending.empty() && pools_.size() >= kMaxPools) {
+      auto oldest = std::min_element(
+          used_.begin(), used_.end(),
+          [](const auto& a, const auto& b) { return a.second < b.second; });
+      ending.push_back(oldest->first);
+    }
+    for (const std::string& key : ending) pools_[key]->RequestShutdown();
+    for (const std::string& key : ending) {
+      pools_[key]->FinishShutdown();
+      Forget(key);
+    }
+  }
+
+  void Forget(const std::string& key) {
+    pools_.erase(key);
+    gpus_.erase(key);
+    used_.erase(key);
+  }
+
+  const pid_t owner_ = getpid();
   std::map<std::string, std::unique_ptr<Supervisor>> pools_;
+  std::map<std::string, bool> gpus_;
+  std::map<std::string, long> used_;
+  long clock_ = 0;
+  std::string last_;
 };
 
-// Whether a test's ranks may come from a pool.
-bool Pooled(const DistributedTest& test, const TestSpec& spec) {
+// Whether a test's ranks may come from a pool. When options().reuse_workers
+// cannot apply, says why once per reason.
+bool Pooled(DistributedTest& test, const TestSpec& spec) {
   if (!spec.options.reuse_workers) return false;
   if (const char* off = std::getenv(env::kNoReuse);
       off != nullptr && std::string_view(off) == "1") {
     return false;
   }
-  return spec.options.launch == LaunchMode::kFork && spec.fixture.empty() &&
-         !spec.options.parallel && spec.options.init_distributed &&
-         FixtureAccess::fixtures(const_cast<DistributedTest&>(test)).empty();
+  const char* why = spec.options.launch != LaunchMode::kFork
+                        ? "LaunchMode::kExec starts ranks for each test"
+                    : !FixtureAccess::fixtures(test).empty()
+                        ? "a test with DistributedFixtures starts its ranks"
+                    : spec.options.parallel
+                        ? "a test with options().parallel starts its ranks"
+                    : !spec.options.init_distributed
+                        ? "a test without a communicator starts its ranks"
+                        : nullptr;
+  if (why == nullptr) return true;
+  static std::set<std::string> said;
+  if (said.insert(why).second) {
+    std::printf("[ disttest ] options().reuse_workers is ignored here: %s\n",
+                why);
+    std::fflush(stdout);
+  }
+  return false;
 }
 
 // Runs one distributed step of a test (a fixture, or the test itself) and
@@ -191,9 +276,11 @@ bool Pooled(const DistributedTest& test, const TestSpec& spec) {
 // skipped).
 bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
   std::vector<RankReport> ranks;
+  bool pooled = false;
   try {
     if (fixture < 0 && Pooled(test, spec)) {
       ranks = Pools::Get().Run(test, spec);
+      pooled = true;
     } else {
       Supervisor supervisor(
           spec, MakeLauncher(spec.options.launch,
@@ -209,6 +296,7 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
     return false;
   }
   Reraise(Judge(spec, ranks));
+  if (pooled && ::testing::Test::HasFailure()) Pools::Get().EndLast();
   if (::testing::Test::HasFailure()) {
     PrintLogTails(ranks);
     if (!spec.fixture.empty()) {

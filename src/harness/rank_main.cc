@@ -69,6 +69,11 @@ std::unique_ptr<ResultChannel> OpenChannel() {
 // at the end, so that a rank killed while it waits there for a stuck peer
 // is judged by what it did, not by how it was ended.
 void ReportDone(const ReportFn& report, RankVerdict verdict) {
+  // The test's output reaches the pipe before its verdict the parent (a
+  // pooled rank goes on to another test, whose output must not hold it).
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
   const char* word = verdict == RankVerdict::kPassed    ? kVerdictPassed
                      : verdict == RankVerdict::kSkipped ? kVerdictSkipped
                                                         : kVerdictFailed;
@@ -144,6 +149,19 @@ void MeetAndDropConnections(TcpStore& store, const RankEnv& env,
   }
 }
 
+// Whether the communicator still works after a pooled rank's test (which
+// may have caught a failed collective): a barrier. A rank that fails it
+// leaves after its verdict, and the parent starts over with fresh ranks.
+bool StillConnected(Communicator* comm) {
+  if (comm == nullptr) return true;
+  try {
+    comm->barrier();
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 // A pooled rank (DISTTEST_INTERNAL_POOL): after its first test it runs the
 // tests the parent hands it ("disttest/pool/<n>" = a test's name), each
 // under a store prefix of its own, until the name is empty (leave) or a test
@@ -174,8 +192,9 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
               fmt::format("a pooled rank could not start {}: {}", test,
                           e.what())});
     }
+    bool connected = verdict != RankVerdict::kFailed && StillConnected(comm);
     ReportDone(report, verdict);
-    if (verdict == RankVerdict::kFailed) return verdict;
+    if (!connected) return verdict;
   }
 }
 
@@ -247,11 +266,11 @@ void RunRank(RankProgram& program, const Options& options) {
     std::unique_ptr<Communicator> comm;
     if (options.init_distributed) comm = Connect(env, options, &store);
     RankVerdict verdict = program.Run(env, comm.get(), *store, report);
+    const bool pooled = std::getenv(env::kInternalPool) != nullptr &&
+                        verdict != RankVerdict::kFailed &&
+                        StillConnected(comm.get());
     ReportDone(report, verdict);
-    if (std::getenv(env::kInternalPool) != nullptr &&
-        verdict != RankVerdict::kFailed) {
-      verdict = ServePool(program, env, comm.get(), *store, report);
-    }
+    if (pooled) verdict = ServePool(program, env, comm.get(), *store, report);
     // The meeting never throws; a peer that does not come only costs the
     // reset (and a second).
     if (comm) {

@@ -227,7 +227,24 @@ std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
                   ? Clock::time_point::max()
                   : Clock::now() + spec_.options.timeout;
   grace_deadline_.reset();
-  if (first) {
+  if (!first) {
+    // While parked, a rank may have died or said something (a store error
+    // while it waited): that is the pool's, not the next test's. Start over.
+    ObserveExits();
+    DrainChannels();
+    bool quiet = true;
+    for (const Rank& rank : ranks_) {
+      quiet &= !rank.exited && rank.report.results.empty() &&
+               rank.report.channel_errors.empty();
+    }
+    if (!quiet) {
+      KillRemaining("the pool broke while it waited");
+      ReapAll();
+      CleanUp();
+      alive_ = false;
+    }
+  }
+  if (!alive_) {
     store_token_ = GenerateStoreToken();
     server_ = std::make_unique<TcpStoreServer>(spec_.options.master_addr, 0,
                                                store_token_);
@@ -248,6 +265,7 @@ std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
     SpawnAll();
     emergency_->Arm(pgid_, queue_names_);
     alive_ = true;
+    dispatched_ = 0;
   } else {
     for (Rank& rank : ranks_) {
       if (rank.log != nullptr) std::fclose(rank.log);
@@ -265,12 +283,14 @@ std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
                  std::vector<char>(spec_.name.begin(), spec_.name.end()));
   }
   Supervise();
-  // What a rank printed before its verdict is in the pipe by now.
+  // What a rank printed before its verdict is in the pipe by now (ranks
+  // flush before they report); a line left open ends with the test.
   for (Rank& rank : ranks_) {
-    if (rank.out) rank.out->OnReadable();
-    if (rank.err) rank.err->OnReadable();
+    if (rank.out) rank.out->Finish();
+    if (rank.err) rank.err->Finish();
   }
   DrainChannels();
+  ObserveExits();
   bool clean = true;
   for (const Rank& rank : ranks_) {
     const RankReport& r = rank.report;
@@ -293,6 +313,7 @@ std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
   // Anything else ends the pool, as a test ends its ranks.
   KillRemaining("the test ended");
   ReapAll();
+  emergency_->Arm(0, queue_names_);
   for (Rank& rank : ranks_) {
     if (rank.out) rank.out->Finish();
     if (rank.err) rank.err->Finish();
@@ -304,11 +325,10 @@ std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
   return reports;
 }
 
-void Supervisor::Shutdown() {
+void Supervisor::RequestShutdown() {
   if (!alive_) return;
   alive_ = false;
-  // An empty name: leave. Give them a moment to meet and reset their
-  // connections, serving the store meanwhile, then end what is left.
+  // An empty name: leave.
   ++dispatched_;
   server_->Set(fmt::format("disttest/pool/{}", dispatched_), {});
   deadline_ = Clock::now() + std::chrono::seconds(2);
@@ -316,12 +336,32 @@ void Supervisor::Shutdown() {
   pooled_ = false;
   shutting_down_ = true;
   heartbeat_ = std::chrono::milliseconds(0);
+}
+
+void Supervisor::FinishShutdown() {
+  if (!shutting_down_) return;
+  // Serve the store while they meet and reset their connections; whoever is
+  // left at the deadline is ended (no stacks: nothing is wrong).
   Supervise();
+  shutting_down_ = false;
   for (Rank& rank : ranks_) {
     if (rank.out) rank.out->Finish();
     if (rank.err) rank.err->Finish();
   }
   CleanUp();
+}
+
+void Supervisor::AppendDescriptors(std::vector<int>* fds) const {
+  if (server_) {
+    std::vector<pollfd> server_fds;
+    server_->AppendPollFds(&server_fds);
+    for (const pollfd& p : server_fds) fds->push_back(p.fd);
+  }
+  for (const Rank& rank : ranks_) {
+    if (rank.out && rank.out->open()) fds->push_back(rank.out->fd());
+    if (rank.err && rank.err->open()) fds->push_back(rank.err->fd());
+    if (rank.pidfd >= 0) fds->push_back(rank.pidfd);
+  }
 }
 
 void Supervisor::SpawnAll() {
@@ -470,6 +510,16 @@ void Supervisor::DrainChannels() {
     while (auto m = rank.channel->TryReceive(&error)) {
       if (m->kind == RankMessage::Kind::kDone) {
         rank.report.done = m->message;
+        // A pooled rank does not exit: its verdict starts the grace its
+        // exit would (peers may wait for it in a collective).
+        if (pooled_ && m->message != kVerdictPassed && !grace_deadline_) {
+          bool skipped = m->message == kVerdictSkipped;
+          auto grace = spec_.options.failure_grace * (skipped ? 5 : 1);
+          grace_deadline_ = Clock::now() + grace;
+          grace_reason_ =
+              fmt::format("still running {} ms after rank {} {}", grace.count(),
+                          rank.report.rank, m->message);
+        }
       } else {
         rank.report.results.push_back(std::move(*m));
       }

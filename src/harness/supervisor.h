@@ -66,8 +66,13 @@ class Supervisor {
   std::vector<RankReport> RunPooled(const TestSpec& spec);
   bool alive() const { return alive_; }
   // Tells parked ranks to leave (they reset their connections, so that no
-  // TIME_WAIT is left), then ends and reaps them and removes the queues.
-  void Shutdown();
+  // TIME_WAIT is left); FinishShutdown() then serves the store while they
+  // meet, for 2 s at most, ends and reaps them and removes the queues.
+  void RequestShutdown();
+  void FinishShutdown();
+  // The parent's descriptors that serve these ranks: any other process the
+  // parent forks must close them.
+  void AppendDescriptors(std::vector<int>* fds) const;
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -604,7 +604,7 @@ TEST_P(VerdictsTest, PooledRanksRunTheNextTestUntilOneFails) {
               HasSubstr(FailureAt("marker-pool-failure", "[rank 1/2]")));
   for (int r = 0; r < 2; ++r) {
     auto tests = PoolLines(v.run.out, r);
-    ASSERT_EQ(tests.size(), 6u) << v.run.out;
+    ASSERT_EQ(tests.size(), 8u) << v.run.out;
     if (std::string(GetParam().launch) == "exec") {
       // kExec ranks are started for each test.
       for (const auto& [test, process] : tests) {
@@ -642,6 +642,33 @@ TEST_P(VerdictsTest, PooledRankKilledEndsThePool) {
   EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
 }
 
+TEST_P(VerdictsTest, PooledPartialSkipFailsAndEndsThePool) {
+  Verdict v =
+      Run("VerdictsPooled.AfterTheKill/*:VerdictsPooled.SkipsOnRank1/"
+          "*:VerdictsPooled.AfterThePartialSkip/*");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("rank 1 of 2 skipped (\"marker-pool-skip"));
+  auto tests = PoolLines(v.run.out, 0);
+  ASSERT_EQ(tests.size(), 3u) << v.run.out;
+  if (std::string(GetParam().launch) == "fork") {
+    EXPECT_EQ(tests["SkipsOnRank1"].second, 2);
+    EXPECT_EQ(tests["AfterThePartialSkip"].second, 1);
+  }
+}
+
+TEST_P(VerdictsTest, DeathTestChildLeavesThePoolsAlone) {
+  Verdict v =
+      Run("VerdictsPooled.AfterTheKill/*:VerdictsPoolsAndDeathTests.*:"
+          "VerdictsPooledAgain.*");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  auto tests = PoolLines(v.run.out, 0);
+  ASSERT_EQ(tests.size(), 2u) << v.run.out;
+  if (std::string(GetParam().launch) == "fork") {
+    EXPECT_EQ(tests["AfterTheDeathTest"],
+              std::make_pair(tests["AfterTheKill"].first, 2));
+  }
+}
+
 TEST_P(VerdictsTest, NoReuseStartsRanksForEveryTest) {
   Verdict v = Run("VerdictsPooled.First/*:VerdictsPooled.Second/*",
                   {{"DISTTEST_NO_REUSE", "1"}});
@@ -659,9 +686,9 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // One GPU: the NCCL test skips on any machine.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 25 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 28 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 4 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("20 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("21 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

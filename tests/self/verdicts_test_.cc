@@ -409,5 +409,23 @@ DIST_TEST_F(VerdictsPooled, KilledOnRank0) {
   comm().barrier();
 }
 DIST_TEST_F(VerdictsPooled, AfterTheKill) { PrintProcess("AfterTheKill"); }
+DIST_TEST_F(VerdictsPooled, SkipsOnRank1) {
+  PrintProcess("SkipsOnRank1");
+  if (rank() == 1) GTEST_SKIP() << "marker-pool-skip";
+}
+DIST_TEST_F(VerdictsPooled, AfterThePartialSkip) {
+  PrintProcess("AfterThePartialSkip");
+}
+
+// A gtest death test forks the parent while pools live; its child's exit()
+// must leave the parent's pooled ranks alone.
+TEST(VerdictsPoolsAndDeathTests, ChildExits) {
+  EXPECT_EXIT(std::exit(0), ::testing::ExitedWithCode(0), "");
+}
+
+class VerdictsPooledAgain : public VerdictsPooled {};
+DIST_TEST_F(VerdictsPooledAgain, AfterTheDeathTest) {
+  PrintProcess("AfterTheDeathTest");
+}
 
 }  // namespace
