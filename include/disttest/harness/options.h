@@ -83,11 +83,13 @@ struct Options {
   // world size and options on them: a test then costs a dispatch through the
   // store instead of spawning and connecting. Each test gets a new fixture
   // object in every rank (constructor, SetUp(), SetUpRank(), body,
-  // TearDownRank(), TearDown(), destructor); what lives beyond it in the
-  // rank processes (globals, the environment, the communicator) is shared
-  // with the tests before. A test that fails, crashes or times out ends the
-  // pool, and the next test starts fresh ranks. kFork only (kExec ranks are
-  // started per test); not with DistributedFixtures or options().parallel.
+  // TearDownRank(), TearDown(), destructor; SetUp() and TearDown() also run
+  // in the parent); what lives beyond it in the rank processes (globals,
+  // the environment, the communicator) is shared with the tests before. A
+  // test that fails, crashes, times out, skips on some ranks only or leaves
+  // the communicator broken ends the pool, and the next test starts fresh
+  // ranks. kFork only (kExec ranks are started per test); not with
+  // DistributedFixtures, options().parallel or without a communicator.
   // DISTTEST_NO_REUSE=1 turns it off everywhere.
   bool reuse_workers = false;
 };
