@@ -109,6 +109,7 @@ struct GlooCommunicator::Impl {
   int rank = 0;
   int size = 1;
   std::chrono::milliseconds timeout{};
+  bool failed = false;  // An operation threw.
   // Declared before the device: the loop may call it until the device is
   // gone.
   LoopTicker ticker;
@@ -129,6 +130,7 @@ struct GlooCommunicator::Impl {
     try {
       op();
     } catch (const std::exception& e) {
+      failed = true;
       throw CommError(fmt::format("[rank {}/{}] {} failed: {}", rank, size,
                                   what, e.what()));
     }
@@ -176,6 +178,7 @@ GlooCommunicator::GlooCommunicator(std::unique_ptr<Impl> impl)
 GlooCommunicator::~GlooCommunicator() = default;
 
 int GlooCommunicator::rank() const { return impl_->rank; }
+bool GlooCommunicator::failed() const { return impl_->failed; }
 int GlooCommunicator::size() const { return impl_->size; }
 
 void GlooCommunicator::barrier() {

@@ -212,6 +212,11 @@ NcclCommunicator::~NcclCommunicator() {
   cudaGetLastError();  // Leaves no error behind for the caller's CUDA.
 }
 
+bool NcclCommunicator::failed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return aborted_ || !broken_.empty();
+}
+
 void NcclCommunicator::Abort() {
   std::lock_guard<std::mutex> lock(mu_);
   if (comm_ != nullptr) ncclCommAbort(comm_);

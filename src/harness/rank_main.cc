@@ -149,17 +149,12 @@ void MeetAndDropConnections(TcpStore& store, const RankEnv& env,
   }
 }
 
-// Whether the communicator still works after a pooled rank's test (which
-// may have caught a failed collective): a barrier. A rank that fails it
-// leaves after its verdict, and the parent starts over with fresh ranks.
+// Whether the communicator is still fit for another test after a pooled
+// rank's test: no operation of it failed (a test may have caught the
+// CommError). A rank whose communicator failed leaves after its verdict,
+// and the parent starts over with fresh ranks.
 bool StillConnected(Communicator* comm) {
-  if (comm == nullptr) return true;
-  try {
-    comm->barrier();
-    return true;
-  } catch (const std::exception&) {
-    return false;
-  }
+  return comm == nullptr || !comm->failed();
 }
 
 // A pooled rank (DISTTEST_INTERNAL_POOL): after its first test it runs the

@@ -302,6 +302,9 @@ std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
                m.kind != RankMessage::Kind::kNonFatalFailure;
     }
   }
+  // A rank that reported may still leave (its communicator failed): parked
+  // means asking for the next test.
+  if (clean) clean = AwaitParked();
   std::vector<RankReport> reports;
   if (clean) {
     for (Rank& rank : ranks_) {
@@ -323,6 +326,32 @@ std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
   CleanUp();
   alive_ = false;
   return reports;
+}
+
+bool Supervisor::AwaitParked() {
+  const std::string next = fmt::format("disttest/pool/{}", dispatched_ + 1);
+  const Clock::time_point until = Clock::now() + std::chrono::seconds(5);
+  std::vector<pollfd> fds;
+  for (;;) {
+    ObserveExits();
+    for (const Rank& rank : ranks_) {
+      if (rank.exited) return false;
+    }
+    if (server_->waiting_on(next) == ranks_.size()) return true;
+    if (Clock::now() >= until) return false;
+    fds.clear();
+    server_->AppendPollFds(&fds);
+    const std::size_t server_count = fds.size();
+    for (const Rank& rank : ranks_) {
+      if (rank.pidfd >= 0) fds.push_back({rank.pidfd, POLLIN, 0});
+    }
+    int n = poll(fds.data(), fds.size(), kDrainTickMs);
+    if (n > 0) server_->HandlePollFds(fds.data(), server_count);
+    for (Rank& rank : ranks_) {
+      if (rank.out) rank.out->OnReadable();
+      if (rank.err) rank.err->OnReadable();
+    }
+  }
 }
 
 void Supervisor::RequestShutdown() {

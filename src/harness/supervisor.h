@@ -110,6 +110,10 @@ class Supervisor {
   void KillRemaining(const std::string& reason);
   void CleanUp();
   void ReapAll();
+  // Pooled: true once every rank waits for the next test in the store;
+  // false when one leaves instead (its communicator failed) or none of
+  // that happens within a few seconds.
+  bool AwaitParked();
   bool AnyRunning() const;
 
   TestSpec spec_;

@@ -139,6 +139,9 @@ TEST(GlooCommunicatorErrorsTest, InvalidPeerAndRootNameTheRankAndOperation) {
     }
     EXPECT_THROW(comm.recv(&x, 1, 5), CommError);
     EXPECT_THROW(comm.broadcast(&x, 1, 2), CommError);
+    // Refused before anything was sent: the communicator is still fine.
+    EXPECT_FALSE(comm.failed());
+    comm.barrier();
   });
 }
 
@@ -149,6 +152,7 @@ TEST(GlooCommunicatorErrorsTest, RecvTimeoutNamesTheOperationAndPeer) {
       [&recv_done](Communicator& comm) {
         if (comm.rank() == 1) {
           int x = 0;
+          EXPECT_FALSE(comm.failed());
           try {
             comm.recv(&x, 1, 0, /*tag=*/9);
             ADD_FAILURE() << "recv without a sender returned";
@@ -157,6 +161,8 @@ TEST(GlooCommunicatorErrorsTest, RecvTimeoutNamesTheOperationAndPeer) {
                         HasSubstr("[rank 1/2] recv of 1 int32 from rank 0 "
                                   "(tag 9) failed"));
           }
+          // What a pooled rank checks before it takes another test.
+          EXPECT_TRUE(comm.failed());
           recv_done = true;
         } else {
           // Rank 0 stays connected, sending nothing, until the recv has

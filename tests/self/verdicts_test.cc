@@ -669,6 +669,16 @@ TEST_P(VerdictsTest, DeathTestChildLeavesThePoolsAlone) {
   }
 }
 
+TEST_P(VerdictsTest, CaughtCommunicatorFailureEndsThePool) {
+  Verdict v = Run("VerdictsPooledShort.*");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  auto tests = PoolLines(v.run.out, 0);
+  ASSERT_EQ(tests.size(), 2u) << v.run.out;
+  EXPECT_EQ(tests["AfterTheCaughtFailure"].second, 1);
+  EXPECT_NE(tests["AfterTheCaughtFailure"].first,
+            tests["CatchesAFailedRecv"].first);
+}
+
 TEST_P(VerdictsTest, NoReuseStartsRanksForEveryTest) {
   Verdict v = Run("VerdictsPooled.First/*:VerdictsPooled.Second/*",
                   {{"DISTTEST_NO_REUSE", "1"}});
@@ -686,7 +696,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // One GPU: the NCCL test skips on any machine.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 28 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 30 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 4 tests"));
   EXPECT_THAT(v.run.out, HasSubstr("21 FAILED TESTS"));
 }

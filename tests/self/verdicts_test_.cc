@@ -423,6 +423,29 @@ TEST(VerdictsPoolsAndDeathTests, ChildExits) {
   EXPECT_EXIT(std::exit(0), ::testing::ExitedWithCode(0), "");
 }
 
+// A test that catches a failed collective passes, but its communicator
+// must not serve another test.
+class VerdictsPooledShort : public VerdictsPooled {
+ protected:
+  VerdictsPooledShort() { options().timeout = std::chrono::seconds(4); }
+};
+DIST_TEST_F(VerdictsPooledShort, CatchesAFailedRecv) {
+  PrintProcess("CatchesAFailedRecv");
+  if (rank() == 1) {
+    int x = 0;
+    EXPECT_THROW(comm().recv(&x, 1, 0, /*tag=*/7), disttest::CommError);
+    store().set("recv-failed", std::string_view("1"));
+  } else {
+    // Connected, sending nothing, until the peer's recv has timed out.
+    while (!store().check({"recv-failed"})) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+}
+DIST_TEST_F(VerdictsPooledShort, AfterTheCaughtFailure) {
+  PrintProcess("AfterTheCaughtFailure");
+}
+
 class VerdictsPooledAgain : public VerdictsPooled {};
 DIST_TEST_F(VerdictsPooledAgain, AfterTheDeathTest) {
   PrintProcess("AfterTheDeathTest");

@@ -73,6 +73,9 @@ class Communicator {
   virtual int size() const = 0;
   // "gloo" or "nccl".
   virtual const char* backend_name() const = 0;
+  // Whether an operation of this communicator has failed (thrown CommError)
+  // since it was created: it may be unusable, or out of step with its peers.
+  virtual bool failed() const { return false; }
 
   // Blocks until every rank has called barrier().
   virtual void barrier() = 0;

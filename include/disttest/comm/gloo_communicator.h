@@ -45,6 +45,7 @@ class GlooCommunicator : public Communicator {
   int rank() const override;
   int size() const override;
   const char* backend_name() const override { return "gloo"; }
+  bool failed() const override;
 
   using Communicator::allgather;
   using Communicator::allreduce;

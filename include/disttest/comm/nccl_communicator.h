@@ -89,6 +89,7 @@ class NcclCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* backend_name() const override { return "nccl"; }
+  bool failed() const override;
 
   // The raw handles, for NCCL calls and kernels of the test's own.
   // nccl_comm() is null once the communicator is aborted.
@@ -171,7 +172,7 @@ class NcclCommunicator : public Communicator {
   Clock::time_point deadline_{};
 
   // Guards comm_, aborted_ and broken_ against Abort() from another thread.
-  std::mutex mu_;
+  mutable std::mutex mu_;
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
   std::string broken_;  // Why the communicator broke; empty while healthy.

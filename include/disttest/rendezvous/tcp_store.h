@@ -128,6 +128,12 @@ class TcpStoreServer {
   // sockets allow, on the next polls).
   void Set(const std::string& key, std::vector<char> value);
 
+  // Number of clients blocked in a get or wait for `key`.
+  std::size_t waiting_on(const std::string& key) const {
+    auto it = waiters_.find(key);
+    return it == waiters_.end() ? 0 : it->second.size();
+  }
+
   // Number of open client connections (for tests and diagnostics).
   std::size_t connection_count() const { return connections_.size(); }
 
