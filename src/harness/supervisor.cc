@@ -164,12 +164,11 @@ void Supervisor::Validate() const {
   }
 }
 
-std::vector<RankReport> Supervisor::Run() {
-  RemoveStaleQueuesOnce();
-  Validate();
+void Supervisor::StartClock() {
   start_ = Clock::now();
   heartbeat_ = HeartbeatInterval();
   next_heartbeat_ = start_ + heartbeat_;
+  grace_deadline_.reset();
   std::optional<int> debug_rank = DebugRankVariable();
   if (debug_rank && *debug_rank < spec_.world_size) {
     // Someone is at a debugger; the clock does not run meanwhile.
@@ -177,31 +176,38 @@ std::vector<RankReport> Supervisor::Run() {
   } else {
     deadline_ = Clock::now() + spec_.options.timeout;
   }
+}
+
+void Supervisor::StartRanks() {
+  pgid_ = 0;  // A new group (rank 0 leads it), also when a pool restarts.
   store_token_ = GenerateStoreToken();
   server_ = std::make_unique<TcpStoreServer>(spec_.options.master_addr, 0,
                                              store_token_);
   int seq = NextTestSequence();
+  ranks_.clear();
   ranks_.resize(spec_.world_size);
-  std::vector<std::string> queue_names;
+  queue_names_.clear();
   for (int r = 0; r < spec_.world_size; ++r) {
     ranks_[r].report.rank = r;
-    queue_names.push_back(ResultQueueName(getpid(), seq, spec_.name, r));
+    queue_names_.push_back(ResultQueueName(getpid(), seq, spec_.name, r));
   }
   emergency_ = std::make_unique<EmergencyCleanup>();
-  emergency_->Arm(0, queue_names);
+  emergency_->Arm(0, queue_names_);
   for (int r = 0; r < spec_.world_size; ++r) {
-    ranks_[r].channel = ResultChannel::Create(queue_names[r]);
+    ranks_[r].channel = ResultChannel::Create(queue_names_[r]);
   }
   OpenLogs();
   SpawnAll();
-  emergency_->Arm(pgid_, queue_names);
-  Supervise();
+  emergency_->Arm(pgid_, queue_names_);
+}
+
+std::vector<RankReport> Supervisor::EndRanks(const std::string& reason) {
   // Kill the group and reap first: a process a rank started may still hold
   // the output pipes, and its death lets the relays see end of file.
-  KillRemaining("the test ended");
+  KillRemaining(reason);
   ReapAll();
   // Rank 0 is reaped: the group id may now be reused.
-  emergency_->Arm(0, queue_names);
+  emergency_->Arm(0, queue_names_);
   for (Rank& rank : ranks_) {
     if (rank.out) rank.out->Finish();
     if (rank.err) rank.err->Finish();
@@ -213,20 +219,22 @@ std::vector<RankReport> Supervisor::Run() {
   return reports;
 }
 
+std::vector<RankReport> Supervisor::Run() {
+  RemoveStaleQueuesOnce();
+  Validate();
+  StartClock();
+  StartRanks();
+  Supervise();
+  return EndRanks("the test ended");
+}
+
 std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
   const bool first = !alive_;
   spec_ = spec;
   pooled_ = true;
   RemoveStaleQueuesOnce();
   Validate();
-  start_ = Clock::now();
-  heartbeat_ = HeartbeatInterval();
-  next_heartbeat_ = start_ + heartbeat_;
-  std::optional<int> debug_rank = DebugRankVariable();
-  deadline_ = debug_rank && *debug_rank < spec_.world_size
-                  ? Clock::time_point::max()
-                  : Clock::now() + spec_.options.timeout;
-  grace_deadline_.reset();
+  StartClock();
   if (!first) {
     // While parked, a rank may have died or said something (a store error
     // while it waited): that is the pool's, not the next test's. Start over.
@@ -245,25 +253,7 @@ std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
     }
   }
   if (!alive_) {
-    store_token_ = GenerateStoreToken();
-    server_ = std::make_unique<TcpStoreServer>(spec_.options.master_addr, 0,
-                                               store_token_);
-    int seq = NextTestSequence();
-    ranks_.clear();
-    ranks_.resize(spec_.world_size);
-    queue_names_.clear();
-    for (int r = 0; r < spec_.world_size; ++r) {
-      ranks_[r].report.rank = r;
-      queue_names_.push_back(ResultQueueName(getpid(), seq, spec_.name, r));
-    }
-    emergency_ = std::make_unique<EmergencyCleanup>();
-    emergency_->Arm(0, queue_names_);
-    for (int r = 0; r < spec_.world_size; ++r) {
-      ranks_[r].channel = ResultChannel::Create(queue_names_[r]);
-    }
-    OpenLogs();
-    SpawnAll();
-    emergency_->Arm(pgid_, queue_names_);
+    StartRanks();
     alive_ = true;
     dispatched_ = 0;
   } else {
@@ -314,18 +304,8 @@ std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
     return reports;
   }
   // Anything else ends the pool, as a test ends its ranks.
-  KillRemaining("the test ended");
-  ReapAll();
-  emergency_->Arm(0, queue_names_);
-  for (Rank& rank : ranks_) {
-    if (rank.out) rank.out->Finish();
-    if (rank.err) rank.err->Finish();
-  }
-  DrainChannels();
-  for (Rank& rank : ranks_) reports.push_back(std::move(rank.report));
-  CleanUp();
   alive_ = false;
-  return reports;
+  return EndRanks("the test ended");
 }
 
 bool Supervisor::AwaitParked() {

@@ -93,6 +93,13 @@ class Supervisor {
   };
 
   static void RemoveStaleQueuesOnce();
+  // The test's deadline, heartbeat and grace, from now.
+  void StartClock();
+  // The store, one result queue per rank, the logs and the ranks.
+  void StartRanks();
+  // Ends every rank (and what it started), reaps them, collects the last
+  // output and results, and cleans up; returns their reports.
+  std::vector<RankReport> EndRanks(const std::string& reason);
   void Validate() const;
   void OpenLogs();
   // "Suite.Name/2ranks", or "... (its fixture SavedShards)".

@@ -217,6 +217,10 @@ void TcpStoreServer::HandlePollFds(const pollfd* fds, std::size_t count) {
     // POLLHUP and POLLERR are handled by the read, which reports them.
     if (!c.dead && (p.revents & (POLLIN | POLLHUP | POLLERR))) OnReadable(c);
   }
+  ProcessReady();
+}
+
+void TcpStoreServer::ProcessReady() {
   while (!ready_.empty()) {
     int fd = ready_.back();
     ready_.pop_back();
@@ -378,15 +382,7 @@ void TcpStoreServer::HandleSet(Connection& c, std::string key,
 void TcpStoreServer::Set(const std::string& key, std::vector<char> value) {
   data_[key] = std::move(value);
   WakeWaiters(key);
-  while (!ready_.empty()) {
-    int fd = ready_.back();
-    ready_.pop_back();
-    auto it = connections_.find(fd);
-    if (it != connections_.end() && !it->second->dead) {
-      ProcessInput(*it->second);
-    }
-  }
-  ReapClosed();
+  ProcessReady();
 }
 
 void TcpStoreServer::HandleAdd(Connection& c, const std::string& key,

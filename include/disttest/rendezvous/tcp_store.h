@@ -151,6 +151,8 @@ class TcpStoreServer {
   void Flush(Connection& c);
   void WakeWaiters(const std::string& key);
   bool TryCompleteParked(Connection& c);
+  // Serves the connections that wake-ups unparked, then drops dead ones.
+  void ProcessReady();
   void ReapClosed();
 
   std::string host_;
