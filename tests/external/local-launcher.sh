@@ -9,7 +9,9 @@ set -uo pipefail
 style=$1
 n=$2
 shift 2
-port=$((20000 + RANDOM % 30000))
+# Below the kernel's ephemeral range (32768 and up by default), where no
+# connect() or bind(0) of another process can take the port meanwhile.
+port=$((20000 + RANDOM % 12000))
 job=$((100000 + RANDOM % 900000))
 pids=()
 for ((r = 0; r < n; r++)); do

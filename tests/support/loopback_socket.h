@@ -2,8 +2,8 @@
 //
 // Test helper: a TCP socket on 127.0.0.1 and a port the kernel picked.
 //
-//   LoopbackSocket taken(/*listen=*/true);   // holds taken.port() until it
-//   goes int port = FreePort();                   // free a moment ago
+//   LoopbackSocket taken(/*listen=*/true);  // holds taken.port() while alive
+//   int port = FreePort();                    // free a moment ago
 #ifndef DISTTEST_TESTS_SUPPORT_LOOPBACK_SOCKET_H_
 #define DISTTEST_TESTS_SUPPORT_LOOPBACK_SOCKET_H_
 
@@ -12,6 +12,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <random>
 
 namespace disttest::testing {
 
@@ -43,9 +48,32 @@ class LoopbackSocket {
   int port_ = 0;
 };
 
-// A port that was free a moment ago; whoever binds it next may race another
-// process for it.
-inline int FreePort() { return LoopbackSocket().port(); }
+// A port that was free a moment ago, below the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range): no connect() or bind(0) of
+// another process is handed it meanwhile, only an explicit bind could race.
+inline int FreePort() {
+  int low = 32768, high = 60999;
+  if (std::FILE* f =
+          std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d %d", &low, &high) != 2) low = 32768;
+    std::fclose(f);
+  }
+  std::minstd_rand random(static_cast<unsigned>(
+      getpid() ^ std::chrono::steady_clock::now().time_since_epoch().count()));
+  for (int attempt = 0; low > 11000 && attempt < 100; ++attempt) {
+    int port = 10000 + static_cast<int>(random() % (low - 10001));
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    bool available =
+        bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    close(fd);
+    if (available) return port;
+  }
+  return LoopbackSocket().port();
+}
 
 }  // namespace disttest::testing
 
