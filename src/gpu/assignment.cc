@@ -10,21 +10,15 @@
 #include <map>
 
 #include "disttest/error.h"
+#include "env/text.h"
 
 namespace disttest {
 namespace {
 
 constexpr char kCountVariable[] = "CTEST_RESOURCE_GROUP_COUNT";
 
-std::vector<std::string_view> Split(std::string_view s, char separator) {
-  std::vector<std::string_view> parts;
-  for (std::size_t start = 0;;) {
-    std::size_t at = s.find(separator, start);
-    parts.push_back(s.substr(start, at - start));
-    if (at == std::string_view::npos) return parts;
-    start = at + 1;
-  }
-}
+using internal::IsDigits;
+using internal::SplitOn;
 
 bool IsIdText(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
@@ -34,10 +28,7 @@ bool IsIdText(std::string_view s) {
 }
 
 bool IsPositiveCount(std::string_view s) {
-  return !s.empty() && s.size() <= 9 && s.front() != '0' &&
-         std::all_of(s.begin(), s.end(), [](char c) {
-           return std::isdigit(static_cast<unsigned char>(c)) != 0;
-         });
+  return IsDigits(s) && s.size() <= 9 && s.front() != '0';
 }
 
 // "id:<id>,slots:<n>[;id:<id>,slots:<n>...]", exactly as ctest writes it.
@@ -50,8 +41,8 @@ std::vector<std::string> ParseGroupEntries(const std::string& name,
         name, value, entry));
   };
   std::vector<std::string> ids;
-  for (std::string_view entry : Split(value, ';')) {
-    std::vector<std::string_view> fields = Split(entry, ',');
+  for (std::string_view entry : SplitOn(value, ';')) {
+    std::vector<std::string_view> fields = SplitOn(entry, ',');
     if (fields.size() != 2 || !fields[0].starts_with("id:") ||
         !fields[1].starts_with("slots:")) {
       throw malformed(entry);
@@ -74,11 +65,7 @@ std::string Upper(std::string_view s) {
 // The inventory entry that CTest's `id` names.
 const std::string& DeviceOf(const GpuInventory& inventory,
                             const std::string& id, int group) {
-  bool numeric = !id.empty() && id.size() <= 4 &&
-                 std::all_of(id.begin(), id.end(), [](char c) {
-                   return std::isdigit(static_cast<unsigned char>(c)) != 0;
-                 });
-  int index = numeric ? std::atoi(id.c_str()) : -1;
+  int index = IsDigits(id) && id.size() <= 4 ? std::atoi(id.c_str()) : -1;
   if (index < 0 || index >= inventory.count()) {
     throw ConfigError(fmt::format(
         "CTest resource group {} names GPU '{}', but this process has {}; a "
@@ -103,9 +90,7 @@ const char* Name(GpuVisibility visibility) {
 
 std::optional<std::vector<std::vector<std::string>>> ReadCtestResourceGroups(
     const EnvLookup& lookup, std::string_view type) {
-  EnvLookup get = lookup ? lookup : [](const char* name) -> const char* {
-    return std::getenv(name);
-  };
+  EnvLookup get = internal::OrProcessEnvironment(lookup);
   const char* count_text = get(kCountVariable);
   if (count_text == nullptr) return std::nullopt;
   // ctest run with a spec file sets 0 for a test without RESOURCE_GROUPS.
@@ -120,7 +105,7 @@ std::optional<std::vector<std::vector<std::string>>> ReadCtestResourceGroups(
       throw ConfigError(fmt::format("{}={}, but {} is not set", kCountVariable,
                                     count, types_name));
     }
-    std::vector<std::string_view> listed = Split(types, ',');
+    std::vector<std::string_view> listed = SplitOn(types, ',');
     groups.emplace_back();
     if (std::find(listed.begin(), listed.end(), type) == listed.end()) {
       continue;

@@ -21,32 +21,19 @@
 
 #include "disttest/env/names.h"
 #include "disttest/error.h"
+#include "env/text.h"
 
 namespace disttest {
 namespace {
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-    s.remove_suffix(1);
-  return s;
-}
+using internal::IsDigits;
+using internal::Trim;
 
-bool AllDigits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isdigit(static_cast<unsigned char>(c)) != 0;
-  });
-}
-
+// A comma list's items, without white space around them.
 std::vector<std::string_view> SplitCommas(std::string_view s) {
-  std::vector<std::string_view> parts;
-  for (std::size_t start = 0;;) {
-    std::size_t comma = s.find(',', start);
-    parts.push_back(Trim(s.substr(start, comma - start)));
-    if (comma == std::string_view::npos) return parts;
-    start = comma + 1;
-  }
+  std::vector<std::string_view> items = internal::SplitOn(s, ',');
+  for (std::string_view& item : items) item = Trim(item);
+  return items;
 }
 
 std::vector<std::string> CountedDevices(int count) {
@@ -64,7 +51,7 @@ std::vector<std::string> ParseGpusOverride(std::string_view value) {
         env::kGpus, value, why));
   };
   std::string_view trimmed = Trim(value);
-  if (AllDigits(trimmed)) {
+  if (IsDigits(trimmed)) {
     if (trimmed.size() > 4 || std::stoi(std::string(trimmed)) > 1024) {
       throw malformed("more than 1024 GPUs");
     }
@@ -150,7 +137,7 @@ std::vector<std::string> ParseVisibleDevices(std::string_view value,
   for (std::string_view entry : SplitCommas(value)) {
     bool identifier = entry.starts_with("GPU-") || entry.starts_with("MIG-");
     if (!identifier) {
-      if (!AllDigits(entry) || entry.size() > 4) break;
+      if (!IsDigits(entry) || entry.size() > 4) break;
       if (driver_count && std::stoi(std::string(entry)) >= *driver_count) break;
     }
     if (std::find(devices.begin(), devices.end(), entry) != devices.end()) {
@@ -184,9 +171,7 @@ std::optional<DriverGpus> ProbeDriverGpus() {
 
 GpuInventory MakeGpuInventory(const EnvLookup& lookup,
                               const std::optional<DriverGpus>& driver) {
-  EnvLookup get = lookup ? lookup : [](const char* name) -> const char* {
-    return std::getenv(name);
-  };
+  EnvLookup get = internal::OrProcessEnvironment(lookup);
   GpuInventory inventory;
   if (const char* value = get(env::kGpus); value != nullptr && *value) {
     inventory.devices = ParseGpusOverride(value);

@@ -146,7 +146,7 @@ class Pools {
       // Kept, not destroyed (that would end them), and still reachable, so
       // that a leak checker in this child does not count them.
       static auto* kept = new std::vector<std::unique_ptr<Supervisor>>;
-      for (auto& [key, pool] : pools_) kept->push_back(std::move(pool));
+      for (auto& [key, pool] : pools_) kept->push_back(std::move(pool.ranks));
     }
   }
 
@@ -159,56 +159,54 @@ class Pools {
     for (const auto& [name, value] : spec.child_env) {
       key += fmt::format("|{}={}", name, value);
     }
-    if (pools_.count(key) == 0) MakeRoomFor(spec);
-    std::unique_ptr<Supervisor>& pool = pools_[key];
-    if (pool == nullptr) {
-      pool = std::make_unique<Supervisor>(
+    if (pools_.count(key) == 0) {
+      MakeRoomFor(spec);
+      Pool& fresh = pools_[key];
+      fresh.ranks = std::make_unique<Supervisor>(
           spec, MakeLauncher(LaunchMode::kFork, [&test] {
             // Only ever called while `test` runs: when its ranks are forked.
             RunAsRank(test, -1);
           }));
-      gpus_[key] = !spec.visible_devices.empty();
+      fresh.on_gpus = !spec.visible_devices.empty();
     }
-    used_[key] = ++clock_;
+    Pool& pool = pools_[key];
+    pool.used = ++clock_;
     last_ = key;
     std::vector<RankReport> reports;
     try {
-      reports = pool->RunPooled(spec);
+      reports = pool.ranks->RunPooled(spec);
     } catch (...) {
-      Forget(key);
+      pools_.erase(key);
       throw;
     }
-    if (!pool->alive()) Forget(key);
+    if (!pool.ranks->alive()) pools_.erase(key);
     return reports;
   }
 
   // The last test failed in the parent's judgement (a skip on some ranks
   // only, say) though no rank failed: its ranks are not reused either.
-  void EndLast() {
-    auto it = pools_.find(last_);
-    if (it == pools_.end()) return;
-    it->second->RequestShutdown();
-    it->second->FinishShutdown();
-    Forget(last_);
-  }
+  void EndLast() { End({last_}); }
 
   void ShutdownAll() {
-    // Everyone is told first, so that the pools leave together.
-    for (auto& [key, pool] : pools_) pool->RequestShutdown();
-    for (auto& [key, pool] : pools_) pool->FinishShutdown();
-    pools_.clear();
-    gpus_.clear();
-    used_.clear();
+    std::vector<std::string> all;
+    for (const auto& [key, pool] : pools_) all.push_back(key);
+    End(all);
   }
 
  private:
+  struct Pool {
+    std::unique_ptr<Supervisor> ranks;
+    bool on_gpus = false;
+    long used = 0;  // When it last ran a test (clock_).
+  };
+
   // At most this many pools live at once (each holds its ranks' processes,
   // and their idle event loops wake every 10 ms).
   static constexpr std::size_t kMaxPools = 4;
 
   Pools() {
     ParentOnlyDescriptors() = [this](std::vector<int>* fds) {
-      for (const auto& [key, pool] : pools_) pool->AppendDescriptors(fds);
+      for (const auto& [key, pool] : pools_) pool.ranks->AppendDescriptors(fds);
     };
   }
 
@@ -217,32 +215,36 @@ class Pools {
   // memory and contexts on the devices).
   void MakeRoomFor(const TestSpec& spec) {
     std::vector<std::string> ending;
-    for (const auto& [key, on_gpus] : gpus_) {
-      if (on_gpus && !spec.visible_devices.empty()) ending.push_back(key);
+    for (const auto& [key, pool] : pools_) {
+      if (pool.on_gpus && !spec.visible_devices.empty()) ending.push_back(key);
     }
     if (ending.empty() && pools_.size() >= kMaxPools) {
-      auto oldest = std::min_element(
-          used_.begin(), used_.end(),
-          [](const auto& a, const auto& b) { return a.second < b.second; });
+      auto oldest = std::min_element(pools_.begin(), pools_.end(),
+                                     [](const auto& a, const auto& b) {
+                                       return a.second.used < b.second.used;
+                                     });
       ending.push_back(oldest->first);
     }
-    for (const std::string& key : ending) pools_[key]->RequestShutdown();
-    for (const std::string& key : ending) {
-      pools_[key]->FinishShutdown();
-      Forget(key);
-    }
+    End(ending);
   }
 
-  void Forget(const std::string& key) {
-    pools_.erase(key);
-    gpus_.erase(key);
-    used_.erase(key);
+  // Tells every one of them first, so that they leave together.
+  void End(const std::vector<std::string>& keys) {
+    for (const std::string& key : keys) {
+      if (auto it = pools_.find(key); it != pools_.end()) {
+        it->second.ranks->RequestShutdown();
+      }
+    }
+    for (const std::string& key : keys) {
+      if (auto it = pools_.find(key); it != pools_.end()) {
+        it->second.ranks->FinishShutdown();
+        pools_.erase(it);
+      }
+    }
   }
 
   const pid_t owner_ = getpid();
-  std::map<std::string, std::unique_ptr<Supervisor>> pools_;
-  std::map<std::string, bool> gpus_;
-  std::map<std::string, long> used_;
+  std::map<std::string, Pool> pools_;
   long clock_ = 0;
   std::string last_;
 };
@@ -334,7 +336,7 @@ void Supervise(DistributedTest& test) {
     spec.options = EffectiveOptions(test);
     int most = spec.world_size;
     for (auto& fixture : fixtures) most = std::max(most, fixture->world_size());
-    if (ListResources(spec.name, most, ListedGpusPerRank(spec.options))) {
+    if (ListResources(spec.name, most, spec.options)) {
       return skip("listed for disttest_discover_tests; not run");
     }
     const int gpus_per_rank = ResolveBackend(spec.options, spec.world_size);

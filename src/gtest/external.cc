@@ -328,9 +328,7 @@ class ExternalWorld {
         }
       } forget{this, &own_store_socket};
       const int device =
-          options.backend == Backend::kGloo
-              ? 0
-              : SelectDevice(env_.local_rank, rank(), CudaDeviceCount());
+          LaunchedDevice(options.backend, env_.local_rank, rank());
       comm = CreateCommunicator(options.backend, connect_store, rank(), n, gloo,
                                 std::max(device, 0));
       // The new sockets, less the store's (rank 0 accepts connections

@@ -16,6 +16,7 @@
 #include "disttest/error.h"
 #include "disttest/gpu/assignment.h"
 #include "disttest/gpu/inventory.h"
+#include "env/text.h"
 
 namespace disttest::internal {
 
@@ -49,6 +50,11 @@ int ResolveBackend(Options& options, int world_size) {
                                 static_cast<int>(options.backend)));
 }
 
+namespace {
+
+// The GPUs a rank of a test with `options` asks for, wherever it runs: as
+// ResolveBackend, but kAuto asks for its GPUs whenever disttest has NCCL
+// (the machine that lists may not be the one that runs).
 int ListedGpusPerRank(const Options& options) {
   if (options.backend == Backend::kAuto) {
     return NcclBuilt() ? std::max(0, options.gpus_per_rank.value_or(1)) : 0;
@@ -56,6 +62,8 @@ int ListedGpusPerRank(const Options& options) {
   Options copy = options;
   return ResolveBackend(copy, 1);
 }
+
+}  // namespace
 
 std::string PlaceOnGpus(TestSpec& spec, int gpus_per_rank) {
   spec.child_env.emplace_back(env::kInternalBackend,
@@ -72,8 +80,7 @@ std::string PlaceOnGpus(TestSpec& spec, int gpus_per_rank) {
   for (const auto& own : a.own) all.insert(all.end(), own.begin(), own.end());
   spec.gpus_rerun = fmt::format("{}", fmt::join(all, ","));
   // One numeric GPU would read as a count: "3," is the list of GPU 3.
-  if (all.size() == 1 &&
-      all.front().find_first_not_of("0123456789") == std::string::npos) {
+  if (all.size() == 1 && IsDigits(all.front())) {
     spec.gpus_rerun += ",";
   }
   return "";
@@ -85,10 +92,11 @@ bool GpusRequired() {
   return ParseIntVariable(env::kRequireGpus, value, 0, 1) == 1;
 }
 
-bool ListResources(const std::string& name, int ranks, int gpus_per_rank) {
+bool ListResources(const std::string& name, int ranks, const Options& options) {
   const char* path = std::getenv(env::kListResources);
   if (path == nullptr || *path == '\0') return false;
-  std::string line = fmt::format("{} {} {}\n", name, ranks, gpus_per_rank);
+  std::string line =
+      fmt::format("{} {} {}\n", name, ranks, ListedGpusPerRank(options));
   int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0 || write(fd, line.data(), line.size()) !=
                     static_cast<ssize_t>(line.size())) {

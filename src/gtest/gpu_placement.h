@@ -35,14 +35,10 @@ std::string PlaceOnGpus(TestSpec& spec, int gpus_per_rank);
 // DISTTEST_REQUIRE_GPUS=1: too few GPUs is a failure, not a skip.
 bool GpusRequired();
 
-// The GPUs a rank of a test with `options` asks for, wherever it runs: as
-// ResolveBackend, but kAuto asks for its GPUs whenever disttest has NCCL
-// (the machine that lists may not be the one that runs).
-int ListedGpusPerRank(const Options& options);
-
 // DISTTEST_LIST_RESOURCES: appends "<name> <ranks> <gpus per rank>" to the
-// file it names and returns true; false when it is unset.
-bool ListResources(const std::string& name, int ranks, int gpus_per_rank);
+// file it names and returns true; false when it is unset. The GPUs are those
+// a rank asks for wherever it runs (kAuto: one when disttest has NCCL).
+bool ListResources(const std::string& name, int ranks, const Options& options);
 
 }  // namespace disttest::internal
 

@@ -149,13 +149,11 @@ void MeetAndDropConnections(TcpStore& store, const RankEnv& env,
   }
 }
 
-// Whether the communicator is still fit for another test after a pooled
-// rank's test: no operation of it failed (a test may have caught the
-// CommError). A rank whose communicator failed leaves after its verdict,
-// and the parent starts over with fresh ranks.
-bool StillConnected(Communicator* comm) {
-  return comm == nullptr || !comm->failed();
-}
+// Whether a pooled rank's communicator may serve another test: no operation
+// of it failed (a test may have caught the CommError). A rank whose
+// communicator failed leaves after its verdict, and the parent starts over
+// with fresh ranks.
+bool Reusable(Communicator* comm) { return comm == nullptr || !comm->failed(); }
 
 // A pooled rank (DISTTEST_INTERNAL_POOL): after its first test it runs the
 // tests the parent hands it ("disttest/pool/<n>" = a test's name), each
@@ -187,9 +185,9 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
               fmt::format("a pooled rank could not start {}: {}", test,
                           e.what())});
     }
-    bool connected = verdict != RankVerdict::kFailed && StillConnected(comm);
+    const bool again = verdict != RankVerdict::kFailed && Reusable(comm);
     ReportDone(report, verdict);
-    if (!connected) return verdict;
+    if (!again) return verdict;
   }
 }
 
@@ -262,8 +260,7 @@ void RunRank(RankProgram& program, const Options& options) {
     if (options.init_distributed) comm = Connect(env, options, &store);
     RankVerdict verdict = program.Run(env, comm.get(), *store, report);
     const bool pooled = std::getenv(env::kInternalPool) != nullptr &&
-                        verdict != RankVerdict::kFailed &&
-                        StillConnected(comm.get());
+                        verdict != RankVerdict::kFailed && Reusable(comm.get());
     ReportDone(report, verdict);
     if (pooled) verdict = ServePool(program, env, comm.get(), *store, report);
     // The meeting never throws; a peer that does not come only costs the

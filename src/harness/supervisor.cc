@@ -246,9 +246,7 @@ std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
                rank.report.channel_errors.empty();
     }
     if (!quiet) {
-      KillRemaining("the pool broke while it waited");
-      ReapAll();
-      CleanUp();
+      (void)EndRanks("the pool broke while it waited");
       alive_ = false;
     }
   }

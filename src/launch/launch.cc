@@ -149,6 +149,11 @@ int SelectDevice(std::optional<int> local_rank, int rank, int device_count) {
   return rank % device_count;
 }
 
+int LaunchedDevice(Backend backend, std::optional<int> local_rank, int rank) {
+  if (backend == Backend::kGloo) return -1;
+  return SelectDevice(local_rank, rank, CudaDeviceCount());
+}
+
 namespace {
 
 // Every rank's hostname, through the global communicator.
@@ -191,10 +196,10 @@ Context LaunchOnStore(const LaunchRequest& request, Store& store,
   };
   // An NCCL rank's device: the given global communicator's, else the one
   // SelectDevice picks among the devices this process sees.
-  int device = global != nullptr ? DeviceOf(*global) : -1;
-  if (global == nullptr && request.backend != Backend::kGloo && NcclBuilt()) {
-    device = SelectDevice(request.local_rank, request.rank, CudaDeviceCount());
-  }
+  const int device =
+      global != nullptr
+          ? DeviceOf(*global)
+          : LaunchedDevice(request.backend, request.local_rank, request.rank);
   if (global == nullptr) {
     state->own_global = CreateCommunicator(
         request.backend, prefixed(ParallelMode::kGlobal, 0), request.rank,

@@ -51,6 +51,11 @@ std::string BindHostFor(const std::string& master_addr);
 // the devices visible; -1 without devices.
 int SelectDevice(std::optional<int> local_rank, int rank, int device_count);
 
+// The CUDA device of a rank that a launcher started, for `backend`:
+// SelectDevice among the devices this process sees; -1 on Gloo (CUDA is not
+// asked) or without devices.
+int LaunchedDevice(Backend backend, std::optional<int> local_rank, int rank);
+
 }  // namespace disttest::internal
 
 #endif  // DISTTEST_SRC_LAUNCH_LAUNCH_INTERNAL_H_

@@ -9,6 +9,7 @@
 
 #include "disttest/env/rank_env.h"
 #include "disttest/error.h"
+#include "env/text.h"
 
 namespace disttest {
 namespace {
@@ -97,26 +98,11 @@ long ParseNumber(std::string_view digits, std::string_view list) {
   return n;
 }
 
-// "a,b,,c" -> "a", "b", "", "c" (an empty text is one empty item).
-std::vector<std::string_view> SplitOnCommas(std::string_view text) {
-  std::vector<std::string_view> items;
-  std::size_t start = 0;
-  for (;;) {
-    std::size_t comma = text.find(',', start);
-    if (comma == std::string_view::npos) {
-      items.push_back(text.substr(start));
-      return items;
-    }
-    items.push_back(text.substr(start, comma - start));
-    start = comma + 1;
-  }
-}
-
 // The names one bracket body ("007-009,12") stands for.
 std::vector<std::string> ExpandRanges(std::string_view body,
                                       std::string_view list) {
   std::vector<std::string> out;
-  for (std::string_view item : SplitOnCommas(body)) {
+  for (std::string_view item : internal::SplitOn(body, ',')) {
     std::size_t dash = item.find('-');
     std::string_view first = item.substr(0, dash);
     std::string_view last =
@@ -187,7 +173,7 @@ std::vector<std::string> ExpandSlurmNodelist(std::string_view list) {
 
 int SlurmTasksOnNode(std::string_view list, int node) {
   int index = 0;
-  for (std::string_view item : SplitOnCommas(list)) {
+  for (std::string_view item : internal::SplitOn(list, ',')) {
     std::size_t paren = item.find("(x");
     std::string_view count = item.substr(0, paren);
     long repeat = 1;
@@ -208,9 +194,7 @@ int SlurmTasksOnNode(std::string_view list, int node) {
 }
 
 LauncherEnv DetectLauncherEnv(const EnvLookup& lookup) {
-  EnvLookup get = lookup ? lookup : [](const char* name) -> const char* {
-    return std::getenv(name);
-  };
+  EnvLookup get = internal::OrProcessEnvironment(lookup);
   const Family* found = nullptr;
   for (const Family& f : Families()) {
     if (!IsSet(get(f.rank))) continue;

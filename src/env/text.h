@@ -1,0 +1,57 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Reading the text of environment variables: lists, numbers, and where the
+// variables come from. Shared by the launcher, GPU and CTest parsers.
+//
+//   EnvLookup get = OrProcessEnvironment(lookup);  // a test's map, or getenv
+//   for (std::string_view item : SplitOn(get("LIST"), ',')) ...
+#ifndef DISTTEST_SRC_ENV_TEXT_H_
+#define DISTTEST_SRC_ENV_TEXT_H_
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <string_view>
+#include <vector>
+
+#include "disttest/env/rank_env.h"
+
+namespace disttest::internal {
+
+// `lookup`, or the process's environment when it is empty.
+inline EnvLookup OrProcessEnvironment(const EnvLookup& lookup) {
+  if (lookup) return lookup;
+  return [](const char* name) -> const char* { return std::getenv(name); };
+}
+
+// "a,b,,c" -> "a", "b", "", "c"; an empty text is one empty item.
+inline std::vector<std::string_view> SplitOn(std::string_view text,
+                                             char separator) {
+  std::vector<std::string_view> items;
+  for (std::size_t start = 0;;) {
+    std::size_t at = text.find(separator, start);
+    items.push_back(text.substr(start, at - start));
+    if (at == std::string_view::npos) return items;
+    start = at + 1;
+  }
+}
+
+// Without leading and trailing white space.
+inline std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+    s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.remove_suffix(1);
+  return s;
+}
+
+// Non-empty and decimal digits only.
+inline bool IsDigits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) != 0;
+  });
+}
+
+}  // namespace disttest::internal
+
+#endif  // DISTTEST_SRC_ENV_TEXT_H_
