@@ -9,10 +9,23 @@
 //   ./build/bench/per_test_cost            # 50 runs of each test
 //   ./build/bench/per_test_cost --runs=200
 //
+// Beside ours, it times the same work done the plain way (RawForkGloo): fork
+// one child per rank, each makes Gloo's tcp device and full mesh over a
+// disttest TcpStore, a barrier and the allreduce, then _exit; the parent
+// reaps them. That is what a hand-rolled fork loop costs with Gloo as it
+// comes, so the two rows give the ratio.
+//
 // It is a gtest binary: re-executed ranks run its main() again, as ranks of
 // any user's test binary do.
 #include <disttest/disttest.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,6 +34,9 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include "comm/gloo_store.h"
+#include "rendezvous/store_server_thread.h"
 
 namespace {
 
@@ -55,6 +71,69 @@ DIST_TEST_F(Pooled, BarrierAllReduce, 1, 2, 4, 8) {
 }
 DIST_TEST_F(NoComm, Empty, 1, 2, 4, 8) {}
 
+// One rank of RawForkGloo, in a forked child. It _exits with the Gloo
+// objects alive, as the reference measurement did: destroying them would
+// wait on Gloo's event loop (gloo_mesh_cost.md, cause A) and make the raw
+// row slower still.
+[[noreturn]] void RawRank(int port, int rank, int world) {
+  try {
+    disttest::TcpStore store("127.0.0.1", port, std::chrono::seconds(30));
+    disttest::internal::GlooStore adapter(store);
+    gloo::transport::tcp::attr attr;
+    attr.hostname = "127.0.0.1";
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, world);
+    context->connectFullMesh(adapter, device);
+    gloo::BarrierOptions barrier(context);
+    gloo::barrier(barrier);
+    std::vector<float> v(8, 1.0f);
+    gloo::AllreduceOptions allreduce(context);
+    allreduce.setOutput(v.data(), v.size());
+    allreduce.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(
+            &gloo::sum<float>));
+    gloo::allreduce(allreduce);
+    _exit(v[0] == static_cast<float>(world) ? 0 : 1);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "raw rank %d: %s\n", rank, e.what());
+    _exit(1);
+  }
+}
+
+void RawForkGloo(int world) {
+  disttest::internal::StoreServerThread server("127.0.0.1", 0);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0) << "fork failed";
+    if (pid == 0) RawRank(server.port(), r, world);
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "a raw rank failed, status " << status;
+  }
+}
+
+// Registered like the DIST_TEST_F rows: "RawForkGloo.BarrierAllReduce/4ranks".
+void RegisterRawForkGloo() {
+  for (int world : {1, 2, 4, 8}) {
+    ::testing::RegisterTest(
+        "RawForkGloo",
+        ("BarrierAllReduce/" + std::to_string(world) + "ranks").c_str(),
+        nullptr, nullptr, __FILE__, __LINE__, [world]() -> ::testing::Test* {
+          struct Raw : ::testing::Test {
+            explicit Raw(int w) : world(w) {}
+            void TestBody() override { RawForkGloo(world); }
+            int world;
+          };
+          return new Raw(world);
+        });
+  }
+}
+
 // Times every test from start to end as gtest runs it.
 class Timer : public ::testing::EmptyTestEventListener {
  public:
@@ -86,6 +165,7 @@ void PrintTable(const Timer& timer, int runs) {
   std::printf("| mode | 1 rank | 2 ranks | 4 ranks | 8 ranks |\n");
   std::printf("|---|---|---|---|---|\n");
   const std::pair<const char*, const char*> rows[] = {
+      {"RawForkGloo", "raw fork + Gloo (hand-rolled, for the ratio)"},
       {"Fork", "fork, barrier + allreduce"},
       {"Exec", "exec, barrier + allreduce"},
       {"Pooled", "pooled (reuse_workers), barrier + allreduce"},
@@ -146,6 +226,7 @@ int main(int argc, char** argv) {
   }
   int n = static_cast<int>(args.size());
   ::testing::InitGoogleTest(&n, args.data());
+  RegisterRawForkGloo();
   // A re-executed rank runs this main() too: there it is an ordinary gtest
   // run of one test.
   if (std::getenv(disttest::env::kInternalChildTest) != nullptr) {

@@ -10,6 +10,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -105,6 +106,38 @@ class LoopTicker : public gloo::transport::tcp::Handler {
   int fd_;
 };
 
+// While alive, threads started by the calling thread are SCHED_BATCH: they
+// get their fair share of the CPU, but waking up does not preempt a running
+// thread.
+//
+// Gloo's loop thread handles a socket's events only if it can take the
+// pair's lock, and otherwise returns to epoll_wait, which (level-triggered)
+// returns at once. Woken by an incoming message, it would preempt the rank's
+// own main thread while that holds the lock in send() or recv(), then spin
+// until the scheduler tick takes the CPU back (4 ms here; reference
+// gloo_mesh_cost.md, cause B). As SCHED_BATCH it waits instead until the
+// main thread blocks. SCHED_IDLE would do the same, but starves the loop
+// under CPU load; SCHED_BATCH does not. The calling thread's own policy is
+// restored at once; one that is not SCHED_OTHER is left alone.
+class BatchPolicyForNewThreads {
+ public:
+  BatchPolicyForNewThreads() {
+    if (sched_getscheduler(0) != SCHED_OTHER) return;
+    sched_param none{};
+    batch_ = sched_setscheduler(0, SCHED_BATCH, &none) == 0;
+  }
+  ~BatchPolicyForNewThreads() {
+    if (!batch_) return;
+    sched_param none{};
+    sched_setscheduler(0, SCHED_OTHER, &none);
+  }
+  BatchPolicyForNewThreads(const BatchPolicyForNewThreads&) = delete;
+  BatchPolicyForNewThreads& operator=(const BatchPolicyForNewThreads&) = delete;
+
+ private:
+  bool batch_ = false;
+};
+
 struct GlooCommunicator::Impl {
   int rank = 0;
   int size = 1;
@@ -157,7 +190,11 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
   impl->Guard("cannot connect the gloo mesh", [&] {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
-    impl->device = gloo::transport::tcp::CreateDevice(attr);
+    {
+      // The device starts the loop thread.
+      BatchPolicyForNewThreads batch;
+      impl->device = gloo::transport::tcp::CreateDevice(attr);
+    }
     impl->ticker.Attach(*impl->device);
     PrefixStore prefixed(options.prefix, store);
     prefixed.set_timeout(options.timeout);

@@ -7,8 +7,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <atomic>
+#include <filesystem>
 #include <functional>
 #include <thread>
 
@@ -173,6 +175,43 @@ TEST(GlooCommunicatorErrorsTest, RecvTimeoutNamesTheOperationAndPeer) {
         }
       },
       std::chrono::milliseconds(500));
+}
+
+// Threads of this process whose policy is `policy`.
+int ThreadsWithPolicy(int policy) {
+  int n = 0;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    pid_t tid = std::atoi(task.path().filename().c_str());
+    if (sched_getscheduler(tid) == policy) ++n;
+  }
+  return n;
+}
+
+// Gloo's event-loop thread is SCHED_BATCH (so that it does not preempt the
+// rank's main thread while that holds a pair's lock); the thread that made
+// the communicator keeps its own policy.
+TEST(GlooCommunicatorSchedulingTest, LoopThreadIsBatchAndCallerUnchanged) {
+  const int batch_before = ThreadsWithPolicy(SCHED_BATCH);
+  RunRanks(1, [&](Communicator&) {
+    EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+    EXPECT_EQ(ThreadsWithPolicy(SCHED_BATCH), batch_before + 1);
+  });
+  EXPECT_EQ(ThreadsWithPolicy(SCHED_BATCH), batch_before);
+}
+
+TEST(GlooCommunicatorSchedulingTest, CallerWithItsOwnPolicyKeepsIt) {
+  // The rank thread that RunRanks starts inherits the policy.
+  std::thread caller([] {
+    sched_param none{};
+    ASSERT_EQ(sched_setscheduler(0, SCHED_IDLE, &none), 0);
+    RunRanks(1, [](Communicator& comm) {
+      EXPECT_EQ(sched_getscheduler(0), SCHED_IDLE);
+      comm.barrier();
+    });
+    EXPECT_EQ(sched_getscheduler(0), SCHED_IDLE);
+  });
+  caller.join();
 }
 
 }  // namespace
