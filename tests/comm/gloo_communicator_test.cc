@@ -86,6 +86,28 @@ TEST_P(GlooCommunicatorTest, AllReduceEveryOpAndType) {
   });
 }
 
+// Small buffers take Gloo's bcube algorithm, large ones its ring; bcube
+// factors the world size (6 = 2 x 3, 5 not at all), and counts smaller than
+// the world leave some ranks' chunks empty.
+TEST_P(GlooCommunicatorTest, AllReduceSmallAndLargeBuffers) {
+  RunRanks(GetParam(), [](Communicator& comm) {
+    const int n = comm.size(), r = comm.rank();
+    for (std::size_t count :
+         {std::size_t{1}, std::size_t{3}, std::size_t{7}, std::size_t{65536},
+          std::size_t{65537}, std::size_t{100003}}) {
+      std::vector<std::int32_t> v(count);
+      for (std::size_t i = 0; i < count; ++i) {
+        v[i] = static_cast<std::int32_t>(i % 1000) * (r + 1);
+      }
+      comm.allreduce(v.data(), v.size(), ReduceOp::kSum);
+      for (std::size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(v[i], static_cast<std::int32_t>(i % 1000) * n * (n + 1) / 2)
+            << "count " << count << ", element " << i;
+      }
+    }
+  });
+}
+
 TEST_P(GlooCommunicatorTest, BroadcastFromEveryRoot) {
   RunRanks(GetParam(), [](Communicator& comm) {
     for (int root = 0; root < comm.size(); ++root) {
@@ -128,7 +150,7 @@ TEST_P(GlooCommunicatorTest, SendRecvMatchesByPeerAndTag) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooCommunicatorTest,
-                         ::testing::Values(1, 2, 3));
+                         ::testing::Values(1, 2, 3, 4, 5, 6));
 
 TEST(GlooCommunicatorErrorsTest, InvalidPeerAndRootNameTheRankAndOperation) {
   RunRanks(2, [](Communicator& comm) {
