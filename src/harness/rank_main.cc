@@ -132,15 +132,18 @@ void WaitForDebugger(const RankEnv& env) {
 void MeetAndDropConnections(TcpStore& store, const RankEnv& env,
                             const std::map<ino_t, int>& inherited,
                             bool failed) {
-  try {
-    store.set_timeout(std::chrono::seconds(1));
-    if (store.add("disttest/exit", 1) == env.world_size) {
-      store.set("disttest/exit/all", std::string_view("1"));
+  // A rank alone has nobody to meet.
+  if (env.world_size > 1) {
+    try {
+      store.set_timeout(std::chrono::seconds(1));
+      if (store.add("disttest/exit", 1) == env.world_size) {
+        store.set("disttest/exit/all", std::string_view("1"));
+      }
+      if (failed) return;
+      store.wait({"disttest/exit/all"});
+    } catch (const std::exception&) {
+      return;  // A peer did not get here; end the usual way.
     }
-    if (failed) return;
-    store.wait({"disttest/exit/all"});
-  } catch (const std::exception&) {
-    return;  // A peer did not get here; end the usual way.
   }
   for (const auto& [inode, fd] : TcpSockets()) {
     if (inherited.count(inode) != 0) continue;
@@ -237,7 +240,9 @@ void RunRank(RankProgram& program, const Options& options) {
   // with SIGPIPE. Gloo writes without MSG_NOSIGNAL.
   std::signal(SIGPIPE, SIG_IGN);
   InstallStackSignalHandler();
-  const std::map<ino_t, int> inherited_sockets = TcpSockets();
+  // Only a rank with a communicator resets its connections at the end.
+  const std::map<ino_t, int> inherited_sockets =
+      options.init_distributed ? TcpSockets() : std::map<ino_t, int>{};
   const char* token_variable = std::getenv(env::kInternalStoreToken);
   const std::string token = token_variable != nullptr ? token_variable : "";
   std::unique_ptr<ResultChannel> channel = OpenChannel();
