@@ -15,7 +15,9 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <exception>
+#include <mutex>
 
 #include "comm/gloo_store.h"
 #include "disttest/error.h"
@@ -99,19 +101,53 @@ class LoopTicker : public gloo::transport::tcp::Handler {
     static_cast<gloo::transport::tcp::Device&>(device).registerDescriptor(
         fd_, EPOLLIN, this);
   }
-  void Arm(bool on) {
-    if (fd_ < 0) return;
-    itimerspec t{};
-    if (on) t.it_interval.tv_nsec = t.it_value.tv_nsec = 200 * 1000;
-    timerfd_settime(fd_, 0, &t, nullptr);
+  void Arm(bool on) { Set(on ? 200'000 : 0, on); }
+
+  // Pause(): the loop thread's next pass blocks here until Resume(), instead
+  // of waking every 10 ms while nothing is expected. Only while the
+  // communicator is idle: Gloo cannot make progress, and a thread that waits
+  // for a loop pass (connecting, destroying a pair) would wait for Resume().
+  void Pause() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      paused_ = true;
+    }
+    Set(1, /*periodic=*/false);  // A pass now.
   }
+  void Resume() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!paused_) return;
+      paused_ = false;
+    }
+    resumed_.notify_all();
+  }
+  bool paused() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return paused_;
+  }
+
   void handleEvents(int) override {
     uint64_t expirations;
     (void)!read(fd_, &expirations, sizeof expirations);
+    std::unique_lock<std::mutex> lock(mutex_);
+    resumed_.wait(lock, [this] { return !paused_; });
   }
 
  private:
+  // Fires after `ns`, and every `ns` if periodic; 0 disarms.
+  void Set(long ns, bool periodic) {
+    if (fd_ < 0) return;
+    itimerspec t{};
+    t.it_value.tv_nsec = ns;
+    if (periodic) t.it_interval.tv_nsec = ns;
+    timerfd_settime(fd_, 0, &t, nullptr);
+  }
+
   int fd_;
+  std::mutex mutex_;
+  std::condition_variable resumed_;
+  bool paused_ = false;
 };
 
 // While alive, threads started by the calling thread are SCHED_BATCH: they
@@ -159,6 +195,7 @@ struct GlooCommunicator::Impl {
 
   ~Impl() {
     // Pairs and the loop wait for loop passes as they go: keep them coming.
+    ticker.Resume();
     ticker.Arm(true);
     context.reset();
     device.reset();
@@ -168,6 +205,7 @@ struct GlooCommunicator::Impl {
   // the operation.
   template <typename Op>
   void Guard(const std::string& what, Op&& op) {
+    ticker.Resume();
     try {
       op();
     } catch (const std::exception& e) {
@@ -219,6 +257,12 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
 
 GlooCommunicator::GlooCommunicator(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
+
+void GlooCommunicator::PauseEventLoop() { impl_->ticker.Pause(); }
+void GlooCommunicator::ResumeEventLoop() { impl_->ticker.Resume(); }
+bool GlooCommunicator::event_loop_paused() const {
+  return impl_->ticker.paused();
+}
 
 GlooCommunicator::~GlooCommunicator() = default;
 

@@ -20,6 +20,7 @@
 #include <set>
 
 #include "disttest/comm/create.h"
+#include "disttest/comm/gloo_communicator.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
@@ -170,7 +171,12 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
     // Waiting for the next test has no deadline: the parent decides, and a
     // parent that dies takes this process with it (PR_SET_PDEATHSIG).
     store.set_timeout(std::chrono::hours(24 * 365));
+    // Parked, the communicator's event loop sleeps instead of waking every
+    // 10 ms (and taking CPU from the tests that run meanwhile).
+    auto* gloo = dynamic_cast<GlooCommunicator*>(comm);
+    if (gloo != nullptr) gloo->PauseEventLoop();
     std::vector<char> name = store.get(fmt::format("disttest/pool/{}", n));
+    if (gloo != nullptr) gloo->ResumeEventLoop();
     store.set_timeout(timeout);
     if (name.empty()) return RankVerdict::kPassed;
     const std::string test(name.begin(), name.end());

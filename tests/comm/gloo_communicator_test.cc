@@ -11,6 +11,8 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <functional>
 #include <thread>
 
@@ -234,6 +236,71 @@ TEST(GlooCommunicatorSchedulingTest, CallerWithItsOwnPolicyKeepsIt) {
     EXPECT_EQ(sched_getscheduler(0), SCHED_IDLE);
   });
   caller.join();
+}
+
+// Times a thread of this process has gone to sleep.
+long VoluntarySwitches(pid_t tid) {
+  std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0) {
+      return std::stol(line.substr(line.find(':') + 1));
+    }
+  }
+  return -1;
+}
+
+// The one SCHED_BATCH thread: a 1-rank communicator's event loop.
+pid_t LoopThread() {
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    pid_t tid = std::atoi(task.path().filename().c_str());
+    if (sched_getscheduler(tid) == SCHED_BATCH) return tid;
+  }
+  return 0;
+}
+
+// A paused event loop sleeps instead of waking every 10 ms; the next
+// operation resumes it.
+TEST(GlooCommunicatorSchedulingTest, PausedEventLoopSleepsUntilTheNextOp) {
+  ASSERT_EQ(ThreadsWithPolicy(SCHED_BATCH), 0);
+  RunRanks(1, [](Communicator& comm) {
+    auto& gloo = dynamic_cast<GlooCommunicator&>(comm);
+    const pid_t loop = LoopThread();
+    ASSERT_NE(loop, 0);
+    const auto wakeups_over_200ms = [&] {
+      long before = VoluntarySwitches(loop);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return VoluntarySwitches(loop) - before;
+    };
+    EXPECT_GE(wakeups_over_200ms(), 10) << "an idle loop wakes every 10 ms";
+    gloo.PauseEventLoop();
+    EXPECT_TRUE(gloo.event_loop_paused());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_LE(wakeups_over_200ms(), 1);
+    std::vector<float> v(4, 2.0f);
+    comm.allreduce(v.data(), v.size(), ReduceOp::kSum);
+    EXPECT_FALSE(gloo.event_loop_paused());
+    EXPECT_EQ(v[0], 2.0f);
+    EXPECT_GE(wakeups_over_200ms(), 10);
+  });
+}
+
+// Ranks that pause between operations still meet: the first operation
+// resumes each one's loop.
+TEST(GlooCommunicatorSchedulingTest, PausedRanksStillMeet) {
+  RunRanks(3, [](Communicator& comm) {
+    auto& gloo = dynamic_cast<GlooCommunicator&>(comm);
+    for (int round = 0; round < 3; ++round) {
+      gloo.PauseEventLoop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5 * comm.rank()));
+      std::int64_t x = comm.rank() + round;
+      comm.allreduce(&x, 1, ReduceOp::kSum);
+      EXPECT_EQ(x, 3 + 3 * round);
+      comm.barrier();
+    }
+    gloo.PauseEventLoop();  // The destructor resumes it.
+  });
 }
 
 }  // namespace

@@ -64,6 +64,14 @@ class GlooCommunicator : public Communicator {
   void recv(void* data, std::size_t count, DataType type, int peer,
             std::uint32_t tag) override;
 
+  // Gloo's event-loop thread wakes every 10 ms even when nothing happens.
+  // For a communicator that will sit idle (a pooled rank between tests),
+  // PauseEventLoop() lets it sleep until ResumeEventLoop() or the next
+  // operation, which resumes it first. Pending socket events wait meanwhile.
+  void PauseEventLoop();
+  void ResumeEventLoop();
+  bool event_loop_paused() const;
+
  private:
   struct Impl;
   explicit GlooCommunicator(std::unique_ptr<Impl> impl);
