@@ -192,6 +192,12 @@ struct GlooCommunicator::Impl {
   LoopTicker ticker;
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::rendezvous::Context> context;
+  // Small collectives, when the ranks share one (GlooOptions::arena).
+  std::shared_ptr<HostArena> arena;
+
+  bool InArena(std::size_t bytes) const {
+    return arena != nullptr && HostArena::Fits(bytes);
+  }
 
   ~Impl() {
     // Pairs and the loop wait for loop passes as they go: keep them coming.
@@ -233,6 +239,12 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
   impl->rank = rank;
   impl->size = size;
   impl->timeout = options.timeout;
+  if (options.arena != nullptr && options.arena->world() != size) {
+    throw CommError(
+        fmt::format("[rank {}/{}] the host arena is for {} ranks, not {}", rank,
+                    size, options.arena->world(), size));
+  }
+  impl->arena = options.arena;
   impl->Guard("cannot connect the gloo mesh", [&] {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
@@ -260,6 +272,9 @@ GlooCommunicator::GlooCommunicator(std::unique_ptr<Impl> impl)
 
 void GlooCommunicator::PauseEventLoop() { impl_->ticker.Pause(); }
 void GlooCommunicator::ResumeEventLoop() { impl_->ticker.Resume(); }
+bool GlooCommunicator::uses_host_arena() const {
+  return impl_->arena != nullptr;
+}
 bool GlooCommunicator::event_loop_paused() const {
   return impl_->ticker.paused();
 }
@@ -272,6 +287,10 @@ int GlooCommunicator::size() const { return impl_->size; }
 
 void GlooCommunicator::barrier() {
   impl_->Guard("barrier", [&] {
+    if (impl_->arena != nullptr) {
+      impl_->arena->Barrier(impl_->rank, impl_->timeout);
+      return;
+    }
     gloo::BarrierOptions opts(impl_->context);
     gloo::barrier(opts);
   });
@@ -283,6 +302,11 @@ void GlooCommunicator::allreduce(void* data, std::size_t count, DataType type,
   std::string what = fmt::format(
       "{} ({})", impl_->Describe("allreduce", count, type), Name(op));
   impl_->Guard(what, [&] {
+    if (impl_->InArena(count * SizeOf(type))) {
+      impl_->arena->AllReduce(impl_->rank, data, count, type, op,
+                              impl_->timeout);
+      return;
+    }
     VisitType(type, [&]<typename T>(T*) {
       gloo::AllreduceOptions opts(impl_->context);
       opts.setOutput(static_cast<T*>(data), count);
@@ -303,6 +327,11 @@ void GlooCommunicator::broadcast(void* data, std::size_t count, DataType type,
   }
   if (count == 0) return;
   impl_->Guard(impl_->Describe("broadcast", count, type), [&] {
+    if (impl_->InArena(count * SizeOf(type))) {
+      impl_->arena->Broadcast(impl_->rank, data, count * SizeOf(type), root,
+                              impl_->timeout);
+      return;
+    }
     gloo::BroadcastOptions opts(impl_->context);
     opts.setOutput(static_cast<uint8_t*>(data), count * SizeOf(type));
     opts.setRoot(root);
@@ -315,6 +344,10 @@ void GlooCommunicator::allgather(const void* in, void* out, std::size_t count,
   if (count == 0) return;
   impl_->Guard(impl_->Describe("allgather", count, type), [&] {
     std::size_t bytes = count * SizeOf(type);
+    if (impl_->InArena(bytes)) {
+      impl_->arena->AllGather(impl_->rank, in, out, bytes, impl_->timeout);
+      return;
+    }
     gloo::AllgatherOptions opts(impl_->context);
     // Gloo takes a non-const input pointer but only reads it.
     opts.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), bytes);

@@ -140,12 +140,12 @@ void MeetAndDropConnections(TcpStore& store, const RankEnv& env,
       if (store.add("disttest/exit", 1) == env.world_size) {
         store.set("disttest/exit/all", std::string_view("1"));
       }
-      if (failed) return;
-      store.wait({"disttest/exit/all"});
+      if (!failed) store.wait({"disttest/exit/all"});
     } catch (const std::exception&) {
       return;  // A peer did not get here; end the usual way.
     }
   }
+  if (failed) return;
   for (const auto& [inode, fd] : TcpSockets()) {
     if (inherited.count(inode) != 0) continue;
     linger reset{1, 0};
@@ -207,6 +207,7 @@ std::unique_ptr<Communicator> Connect(const RankEnv& env,
   GlooOptions gloo;
   gloo.hostname = env.master_addr;
   gloo.timeout = RankTimeout(env, options.timeout);
+  gloo.arena = ArenaForForkedRanks();
   // An NCCL rank uses device 0: the harness lists its own GPU first in
   // CUDA_VISIBLE_DEVICES.
   auto comm = CreateCommunicator(options.backend, **store, env.rank,
@@ -216,6 +217,11 @@ std::unique_ptr<Communicator> Connect(const RankEnv& env,
 }
 
 }  // namespace
+
+std::shared_ptr<HostArena>& ArenaForForkedRanks() {
+  static auto* arena = new std::shared_ptr<HostArena>;
+  return *arena;
+}
 
 std::map<ino_t, int> TcpSockets() {
   std::map<ino_t, int> sockets;

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "disttest/comm/communicator.h"
+#include "disttest/comm/host_arena.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/harness/options.h"
 #include "disttest/rendezvous/store.h"
@@ -52,6 +53,11 @@ class RankProgram {
 };
 
 [[noreturn]] void RunRank(RankProgram& program, const Options& options);
+
+// The arena that the ranks being forked share (null: none). The parent sets
+// it just before it forks a test's ranks and clears it after; a forked rank
+// finds it here, a re-executed one does not.
+std::shared_ptr<HostArena>& ArenaForForkedRanks();
 
 // This process's TCP sockets (IPv4 and IPv6): inode -> descriptor.
 std::map<ino_t, int> TcpSockets();

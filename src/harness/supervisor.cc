@@ -12,13 +12,16 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 
 #include "disttest/env/names.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/error.h"
 #include "harness/emergency_cleanup.h"
+#include "harness/rank_main.h"
 #include "harness/stack_dump.h"
 
 namespace disttest::internal {
@@ -197,7 +200,21 @@ void Supervisor::StartRanks() {
     ranks_[r].channel = ResultChannel::Create(queue_names_[r]);
   }
   OpenLogs();
-  SpawnAll();
+  arena_.reset();
+  const char* no_arena = std::getenv(env::kNoHostArena);
+  if (spec_.options.launch == LaunchMode::kFork &&
+      spec_.options.init_distributed &&
+      !(no_arena != nullptr && std::string_view(no_arena) == "1")) {
+    arena_ = HostArena::Create(spec_.world_size);
+  }
+  ArenaForForkedRanks() = arena_;
+  try {
+    SpawnAll();
+  } catch (...) {
+    ArenaForForkedRanks().reset();
+    throw;
+  }
+  ArenaForForkedRanks().reset();
   emergency_->Arm(pgid_, queue_names_);
 }
 
@@ -563,6 +580,9 @@ void Supervisor::OnRankEnded(Rank& rank) {
     close(rank.pidfd);
     rank.pidfd = -1;
   }
+  // Its peers' collectives in the arena cannot complete now; their waits
+  // end at once, naming it (as Gloo's do when its connections close).
+  if (arena_) arena_->MarkEnded(rank.report.rank);
   const RankOutcome& o = *rank.report.outcome;
   bool passed = o.exited() && o.exit_code() == kExitPassed;
   if (passed || grace_deadline_ || !rank.report.killed_because.empty()) return;

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "disttest/comm/host_arena.h"
 #include "disttest/rendezvous/tcp_store.h"
 #include "harness/emergency_cleanup.h"
 #include "harness/launcher.h"
@@ -128,6 +129,9 @@ class Supervisor {
   std::string store_token_;
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<EmergencyCleanup> emergency_;
+  // Forked ranks' small collectives (fork mode; DISTTEST_NO_HOST_ARENA=1
+  // turns it off). A rank that ends breaks every wait in it.
+  std::shared_ptr<HostArena> arena_;
   std::vector<Rank> ranks_;
   pid_t pgid_ = 0;
   Clock::time_point start_;

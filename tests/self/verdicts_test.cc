@@ -5,6 +5,7 @@
 // verdicts_test_ (both launch modes), then check the exit status, the
 // "[rank r/N]" messages at the child's file:line, the XML, the time to the
 // verdict, and that nothing was left behind.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -75,13 +76,38 @@ TEST_P(VerdictsTest, PeerBlockedInACollectiveWithADeadRankFailsPromptly) {
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out,
               HasSubstr(FailureAt("marker-fatal-collective", "[rank 0/2]")));
-  // Gloo sees the closed connection, or the grace period ends the rank.
-  EXPECT_THAT(v.run.out,
-              ::testing::AnyOf(HasSubstr("[rank 1/2] the test body threw "
+  if (std::string(GetParam().launch) == "fork") {
+    // The harness saw rank 0 end and said so in the ranks' arena.
+    EXPECT_THAT(v.run.out,
+                HasSubstr("[rank 1/2] the test body threw disttest::CommError: "
+                          "[rank 1/2] barrier failed: rank 0 ended while its "
+                          "peers waited for it in a collective"));
+  } else {
+    // Gloo sees the closed connection, or the grace period ends the rank.
+    EXPECT_THAT(v.run.out, ::testing::AnyOf(
+                               HasSubstr("[rank 1/2] the test body threw "
                                          "disttest::CommError: [rank 1/2] "
                                          "barrier failed"),
                                HasSubstr("[rank 1/2] was killed by disttest")));
+  }
   EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
+}
+
+// Forked ranks share a same-host arena for small collectives; re-executed
+// ranks, and forked ones under DISTTEST_NO_HOST_ARENA=1, use Gloo alone.
+TEST_P(VerdictsTest, ForkedRanksShareAHostArena) {
+  const bool fork = std::string(GetParam().launch) == "fork";
+  Verdict v = Run("Verdicts.ReportsItsHostArena/3ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(v.run.out, HasSubstr(fmt::format("[rank {}] marker-arena {}\n",
+                                                 r, fork ? "yes" : "no")));
+  }
+  Verdict off = Run("Verdicts.ReportsItsHostArena/3ranks",
+                    {{"DISTTEST_NO_HOST_ARENA", "1"}});
+  EXPECT_EQ(off.run.exit_code, 0) << off.run.out << off.run.err;
+  EXPECT_THAT(off.run.out, HasSubstr("[rank 1] marker-arena no\n"));
+  EXPECT_THAT(off.run.out, Not(HasSubstr("marker-arena yes")));
 }
 
 TEST_P(VerdictsTest, SkipOnEveryRankSkipsTheTest) {
@@ -696,7 +722,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // One GPU: the NCCL test skips on any machine.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 30 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 31 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 4 tests"));
   EXPECT_THAT(v.run.out, HasSubstr("21 FAILED TESTS"));
 }

@@ -189,6 +189,26 @@ DIST_TEST_F(Verdicts, PrintsLines) {
   std::fprintf(stderr, "marker-stderr from rank %d\n", rank());
 }
 
+// Says whether its collectives go through the same-host arena, and runs one
+// of each kind (through it, or through Gloo for the large ones).
+DIST_TEST_F(Verdicts, ReportsItsHostArena, 3) {
+  auto* gloo = dynamic_cast<disttest::GlooCommunicator*>(&comm());
+  ASSERT_NE(gloo, nullptr);
+  std::printf("marker-arena %s\n", gloo->uses_host_arena() ? "yes" : "no");
+  for (std::size_t n : {std::size_t{5}, std::size_t{40000}}) {
+    std::vector<double> v(n, rank() + 1.0);
+    comm().allreduce(v.data(), n, disttest::ReduceOp::kSum);
+    EXPECT_EQ(v.front(), 6.0);
+    EXPECT_EQ(v.back(), 6.0);
+    std::vector<double> b(n, rank() == 2 ? 7.5 : 0.0);
+    comm().broadcast(b.data(), n, 2);
+    EXPECT_EQ(b.back(), 7.5);
+    std::vector<double> all(3 * n);
+    comm().allgather(v.data(), all.data(), n);
+    EXPECT_EQ(all[2 * n], 6.0);
+  }
+}
+
 DIST_TEST_F(Verdicts, InvalidWorldSize, 0) {}
 
 DIST_TEST_F(Verdicts, ChildEnvironment, 2) {

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "disttest/comm/communicator.h"
+#include "disttest/comm/host_arena.h"
 #include "disttest/rendezvous/store.h"
 
 namespace disttest {
@@ -31,6 +32,11 @@ struct GlooOptions {
   std::string prefix = "gloo";
   // Bounds connecting and every operation.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  // Shared memory of ranks on one host (host_arena.h), mapped before they
+  // forked: barrier, and allreduce, broadcast and allgather of up to
+  // HostArena::kSlotBytes per rank, go through it instead of the sockets.
+  // Every rank of the communicator must pass the same arena, or none.
+  std::shared_ptr<HostArena> arena;
 };
 
 class GlooCommunicator : public Communicator {
@@ -71,6 +77,9 @@ class GlooCommunicator : public Communicator {
   void PauseEventLoop();
   void ResumeEventLoop();
   bool event_loop_paused() const;
+
+  // Whether small collectives go through a HostArena (GlooOptions::arena).
+  bool uses_host_arena() const;
 
  private:
   struct Impl;

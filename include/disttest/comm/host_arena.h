@@ -1,0 +1,92 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// HostArena: shared memory in which the ranks of one host run small
+// collectives (barrier, and allreduce, broadcast and allgather of up to
+// kSlotBytes per rank) without a round trip through sockets.
+//
+//   auto arena = disttest::HostArena::Create(world);  // before fork()
+//   ... fork the ranks ...
+//   // in rank r:
+//   disttest::GlooOptions gloo;
+//   gloo.arena = arena;
+//   auto comm = disttest::GlooCommunicator::Create(store, r, world, gloo);
+//   // in the parent, when a rank has ended:
+//   arena->MarkEnded(r);   // its peers' waits fail at once, naming it
+//
+// The memory is an anonymous shared mapping: processes forked after Create()
+// share it, a re-executed process does not. A Gloo communicator given an
+// arena routes those collectives through it and everything else (send and
+// recv, larger buffers) through Gloo; all ranks take the same path, since
+// they call the same collectives with the same counts.
+//
+// On a 2-core machine a Gloo barrier and allreduce of 8 floats cost about
+// 0.6 ms at 4 ranks, nearly all of it hand-offs between each rank's event-loop
+// thread and its main thread; here a rank waits on a futex in the arena.
+//
+// Every result is reduced in rank order on every rank, so all ranks get the
+// same bits. A wait ends with CommError when its timeout passes (naming the
+// ranks that did not arrive) or when MarkEnded() says a rank has gone.
+#ifndef DISTTEST_COMM_HOST_ARENA_H_
+#define DISTTEST_COMM_HOST_ARENA_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "disttest/comm/communicator.h"
+
+namespace disttest {
+
+class HostArena {
+ public:
+  // Bytes each rank may contribute to one collective through the arena.
+  static constexpr std::size_t kSlotBytes = 64 * 1024;
+  static constexpr int kMaxRanks = 256;
+
+  // Maps the arena for `world` ranks; throws Error if world is out of
+  // [1, kMaxRanks] or the memory cannot be mapped.
+  static std::shared_ptr<HostArena> Create(int world);
+  ~HostArena();
+  HostArena(const HostArena&) = delete;
+  HostArena& operator=(const HostArena&) = delete;
+
+  int world() const { return world_; }
+
+  // Says that `rank` has ended: every wait in the arena, now or later, fails
+  // with a message naming it. Safe to call from a process that takes no part
+  // (the harness's parent) and from a signal handler.
+  void MarkEnded(int rank);
+
+  // Whether `bytes` per rank fit in one slot.
+  static bool Fits(std::size_t bytes) { return bytes <= kSlotBytes; }
+
+  // The collectives, called by rank `rank` of world(); each waits at most
+  // `timeout`. Throw CommError with the cause (without the "[rank r/N] op
+  // failed" prefix, which the communicator adds).
+  void Barrier(int rank, std::chrono::milliseconds timeout);
+  void AllReduce(int rank, void* data, std::size_t count, DataType type,
+                 ReduceOp op, std::chrono::milliseconds timeout);
+  void Broadcast(int rank, void* data, std::size_t bytes, int root,
+                 std::chrono::milliseconds timeout);
+  void AllGather(int rank, const void* in, void* out, std::size_t bytes,
+                 std::chrono::milliseconds timeout);
+
+ private:
+  struct Header;
+  HostArena(int world, void* memory, std::size_t size);
+  unsigned char* Slot(int rank, unsigned parity);
+  // The rank's next slot parity: collectives alternate between two slots,
+  // so that writing one never races with a slow peer still reading the last.
+  unsigned NextParity(int rank);
+
+  int world_;
+  void* memory_;
+  std::size_t size_;
+  Header* header_;
+};
+
+}  // namespace disttest
+
+#endif  // DISTTEST_COMM_HOST_ARENA_H_

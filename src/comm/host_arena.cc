@@ -1,0 +1,227 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "disttest/comm/host_arena.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <ctime>
+#include <new>
+#include <vector>
+
+#include "disttest/error.h"
+
+namespace disttest {
+
+// The barrier is a counter and a generation number: the last rank to arrive
+// resets the counter and bumps the generation, on which the others wait
+// (a futex: the memory is shared between processes). `ended` holds 1 + the
+// first rank said to have ended.
+struct HostArena::Header {
+  struct alignas(64) PerRank {
+    // Barriers this rank has entered: who is missing, on a timeout.
+    std::atomic<std::uint64_t> arrivals{0};
+    // Collectives with data: the parity of this rank's next slot.
+    std::uint32_t data_ops = 0;
+  };
+  alignas(64) std::atomic<std::uint32_t> arrived{0};
+  alignas(64) std::atomic<std::uint32_t> generation{0};
+  alignas(64) std::atomic<std::int32_t> ended{0};
+  PerRank ranks[kMaxRanks];
+};
+
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
+                  std::atomic<std::uint64_t>::is_always_lock_free,
+              "the arena's atomics must work across processes");
+
+namespace {
+
+// The header: three cache lines and one per rank, rounded up to a page.
+constexpr std::size_t kHeaderBytes =
+    (64 * (HostArena::kMaxRanks + 3) + 4095) / 4096 * 4096;
+
+// Waits while *word == expected, at most `ns`; shared (not private) futex.
+void FutexWait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+               long long ns) {
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000),
+              static_cast<long>(ns % 1'000'000'000)};
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT,
+          expected, &ts, nullptr, 0);
+}
+
+void FutexWakeAll(std::atomic<std::uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE,
+          INT_MAX, nullptr, nullptr, 0);
+}
+
+template <typename T>
+void Reduce(T* out, const T* in, std::size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      for (std::size_t i = 0; i < n; ++i) out[i] = out[i] + in[i];
+      return;
+    case ReduceOp::kProd:
+      for (std::size_t i = 0; i < n; ++i) out[i] = out[i] * in[i];
+      return;
+    case ReduceOp::kMin:
+      for (std::size_t i = 0; i < n; ++i) out[i] = std::min(out[i], in[i]);
+      return;
+    case ReduceOp::kMax:
+      for (std::size_t i = 0; i < n; ++i) out[i] = std::max(out[i], in[i]);
+      return;
+  }
+}
+
+void ReduceAs(DataType type, void* out, const void* in, std::size_t n,
+              ReduceOp op) {
+  switch (type) {
+    case DataType::kInt8:
+      return Reduce(static_cast<std::int8_t*>(out),
+                    static_cast<const std::int8_t*>(in), n, op);
+    case DataType::kUint8:
+      return Reduce(static_cast<std::uint8_t*>(out),
+                    static_cast<const std::uint8_t*>(in), n, op);
+    case DataType::kInt32:
+      return Reduce(static_cast<std::int32_t*>(out),
+                    static_cast<const std::int32_t*>(in), n, op);
+    case DataType::kInt64:
+      return Reduce(static_cast<std::int64_t*>(out),
+                    static_cast<const std::int64_t*>(in), n, op);
+    case DataType::kFloat32:
+      return Reduce(static_cast<float*>(out), static_cast<const float*>(in), n,
+                    op);
+    case DataType::kFloat64:
+      return Reduce(static_cast<double*>(out), static_cast<const double*>(in),
+                    n, op);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<HostArena> HostArena::Create(int world) {
+  if (world < 1 || world > kMaxRanks) {
+    throw Error(fmt::format("a host arena takes 1 to {} ranks, not {}",
+                            kMaxRanks, world));
+  }
+  const std::size_t size =
+      kHeaderBytes + static_cast<std::size_t>(world) * 2 * kSlotBytes;
+  void* memory = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) {
+    throw Error(fmt::format("cannot map a host arena of {} bytes: {}", size,
+                            std::strerror(errno)));
+  }
+  return std::shared_ptr<HostArena>(new HostArena(world, memory, size));
+}
+
+HostArena::HostArena(int world, void* memory, std::size_t size)
+    : world_(world),
+      memory_(memory),
+      size_(size),
+      header_(new (memory) Header) {
+  static_assert(sizeof(Header) <= kHeaderBytes);
+}
+
+HostArena::~HostArena() { munmap(memory_, size_); }
+
+void HostArena::MarkEnded(int rank) {
+  std::int32_t none = 0;
+  header_->ended.compare_exchange_strong(none, rank + 1,
+                                         std::memory_order_acq_rel);
+  FutexWakeAll(&header_->generation);
+}
+
+unsigned char* HostArena::Slot(int rank, unsigned parity) {
+  return static_cast<unsigned char*>(memory_) + kHeaderBytes +
+         (static_cast<std::size_t>(rank) * 2 + parity) * kSlotBytes;
+}
+
+unsigned HostArena::NextParity(int rank) {
+  return header_->ranks[rank].data_ops++ & 1u;
+}
+
+void HostArena::Barrier(int rank, std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + timeout;
+  Header& h = *header_;
+  const std::uint32_t generation = h.generation.load(std::memory_order_acquire);
+  const std::uint64_t mine =
+      h.ranks[rank].arrivals.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (h.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 ==
+      static_cast<std::uint32_t>(world_)) {
+    h.arrived.store(0, std::memory_order_relaxed);
+    h.generation.fetch_add(1, std::memory_order_acq_rel);
+    FutexWakeAll(&h.generation);
+    return;
+  }
+  for (;;) {
+    if (h.generation.load(std::memory_order_acquire) != generation) return;
+    if (std::int32_t ended = h.ended.load(std::memory_order_acquire)) {
+      throw CommError(fmt::format(
+          "rank {} ended while its peers waited for it in a collective",
+          ended - 1));
+    }
+    const auto left = deadline - Clock::now();
+    if (left <= Clock::duration::zero()) {
+      std::vector<int> missing;
+      for (int q = 0; q < world_; ++q) {
+        if (h.ranks[q].arrivals.load(std::memory_order_relaxed) < mine) {
+          missing.push_back(q);
+        }
+      }
+      throw CommError(fmt::format(
+          "timed out after {} ms waiting for rank{} {} (same-host arena)",
+          timeout.count(), missing.size() == 1 ? "" : "s",
+          fmt::join(missing, ", ")));
+    }
+    // Wake now and then even without a futex wake, to check the deadline
+    // and whether a peer has ended.
+    const long long ns = std::min<long long>(
+        std::chrono::nanoseconds(left).count(), 100'000'000);
+    FutexWait(&h.generation, generation, ns);
+  }
+}
+
+void HostArena::AllReduce(int rank, void* data, std::size_t count,
+                          DataType type, ReduceOp op,
+                          std::chrono::milliseconds timeout) {
+  const std::size_t bytes = count * SizeOf(type);
+  const unsigned parity = NextParity(rank);
+  std::memcpy(Slot(rank, parity), data, bytes);
+  Barrier(rank, timeout);
+  // Every rank reduces in rank order: all of them get the same bits.
+  std::memcpy(data, Slot(0, parity), bytes);
+  for (int q = 1; q < world_; ++q) {
+    ReduceAs(type, data, Slot(q, parity), count, op);
+  }
+}
+
+void HostArena::Broadcast(int rank, void* data, std::size_t bytes, int root,
+                          std::chrono::milliseconds timeout) {
+  const unsigned parity = NextParity(rank);
+  if (rank == root) std::memcpy(Slot(root, parity), data, bytes);
+  Barrier(rank, timeout);
+  if (rank != root) std::memcpy(data, Slot(root, parity), bytes);
+}
+
+void HostArena::AllGather(int rank, const void* in, void* out,
+                          std::size_t bytes,
+                          std::chrono::milliseconds timeout) {
+  const unsigned parity = NextParity(rank);
+  std::memcpy(Slot(rank, parity), in, bytes);
+  Barrier(rank, timeout);
+  for (int q = 0; q < world_; ++q) {
+    std::memcpy(static_cast<unsigned char*>(out) + q * bytes, Slot(q, parity),
+                bytes);
+  }
+}
+
+}  // namespace disttest
