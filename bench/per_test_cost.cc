@@ -2,7 +2,8 @@
 //
 // What one distributed test costs: spawn, rendezvous, communicator, barrier,
 // an allreduce of 8 floats, and teardown, at world sizes 1, 2, 4 and 8, with
-// forked ranks, re-executed ranks, and ranks without a communicator. Prints
+// forked ranks (with and without the same-host arena), re-executed ranks,
+// pooled ranks, and ranks without a communicator. Prints
 // the median (and the 10th and 90th percentiles) over N runs of each, and
 // the peak RSS of the parent and of the largest rank.
 //
@@ -42,6 +43,14 @@ namespace {
 
 class Fork : public disttest::DistributedTest {};
 
+// Forked ranks whose collectives all go through Gloo, as without the
+// same-host arena (DISTTEST_NO_HOST_ARENA=1, read when the ranks start).
+class ForkGlooOnly : public disttest::DistributedTest {
+ protected:
+  void SetUp() override { setenv(disttest::env::kNoHostArena, "1", 1); }
+  void TearDown() override { unsetenv(disttest::env::kNoHostArena); }
+};
+
 class Exec : public disttest::DistributedTest {
  protected:
   Exec() { options().launch = disttest::LaunchMode::kExec; }
@@ -65,6 +74,9 @@ void BarrierAndAllReduce(disttest::Communicator& comm) {
 }
 
 DIST_TEST_F(Fork, BarrierAllReduce, 1, 2, 4, 8) { BarrierAndAllReduce(comm()); }
+DIST_TEST_F(ForkGlooOnly, BarrierAllReduce, 1, 2, 4, 8) {
+  BarrierAndAllReduce(comm());
+}
 DIST_TEST_F(Exec, BarrierAllReduce, 1, 2, 4, 8) { BarrierAndAllReduce(comm()); }
 DIST_TEST_F(Pooled, BarrierAllReduce, 1, 2, 4, 8) {
   BarrierAndAllReduce(comm());
@@ -167,6 +179,7 @@ void PrintTable(const Timer& timer, int runs) {
   const std::pair<const char*, const char*> rows[] = {
       {"RawForkGloo", "raw fork + Gloo (hand-rolled, for the ratio)"},
       {"Fork", "fork, barrier + allreduce"},
+      {"ForkGlooOnly", "fork, Gloo only (no host arena)"},
       {"Exec", "exec, barrier + allreduce"},
       {"Pooled", "pooled (reuse_workers), barrier + allreduce"},
       {"NoComm", "fork, no communicator"}};
@@ -237,10 +250,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   GTEST_FLAG_SET(repeat, runs);
-  // Each round runs the tests in a new order. A test that follows one which
-  // left the CPUs idle a while (the raw row's ranks sleep in Gloo's 10 ms
-  // waits) costs more (here, +1.5 ms after 20 ms idle): shuffled, every row
-  // meets that equally, instead of always the same row.
+  // Each round runs the rows (gtest's suites) in a new order, and the world
+  // sizes within each. A test that follows one which left the CPUs idle a
+  // while (the raw row's ranks sleep in Gloo's 10 ms waits) costs more (here,
+  // +1.5 ms after 20 ms idle): shuffled, no row always comes after it.
   GTEST_FLAG_SET(shuffle, true);
   ::testing::TestEventListeners& listeners =
       ::testing::UnitTest::GetInstance()->listeners();

@@ -196,7 +196,7 @@ struct GlooCommunicator::Impl {
   std::shared_ptr<HostArena> arena;
 
   bool InArena(std::size_t bytes) const {
-    return arena != nullptr && HostArena::Fits(bytes);
+    return arena != nullptr && arena->Fits(bytes);
   }
 
   ~Impl() {

@@ -402,6 +402,17 @@ TEST(HostArenaTest, TimeoutNamesTheRanksThatDidNotArrive) {
       std::chrono::milliseconds(300), arena);
 }
 
+// Each rank reads every rank's slot: larger worlds take smaller buffers.
+TEST(HostArenaTest, BuffersFitPerRankAndInAll) {
+  EXPECT_TRUE(HostArena::Create(2)->Fits(HostArena::kSlotBytes));
+  EXPECT_FALSE(HostArena::Create(2)->Fits(HostArena::kSlotBytes + 1));
+  EXPECT_TRUE(HostArena::Create(8)->Fits(64 * 1024));
+  EXPECT_FALSE(HostArena::Create(16)->Fits(64 * 1024));
+  EXPECT_TRUE(HostArena::Create(16)->Fits(32 * 1024));
+  EXPECT_TRUE(HostArena::Create(HostArena::kMaxRanks)->Fits(512));
+  EXPECT_THROW(HostArena::Create(HostArena::kMaxRanks + 1), Error);
+}
+
 TEST(HostArenaTest, ArenaForAnotherWorldSizeIsAClearError) {
   testing::ServerThread store;
   TcpStore client("127.0.0.1", store.port(), std::chrono::seconds(5));

@@ -34,7 +34,8 @@ struct GlooOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
   // Shared memory of ranks on one host (host_arena.h), mapped before they
   // forked: barrier, and allreduce, broadcast and allgather of up to
-  // HostArena::kSlotBytes per rank, go through it instead of the sockets.
+  // HostArena::kSlotBytes per rank (kMaxTotalBytes for all ranks), go
+  // through it instead of the sockets.
   // Every rank of the communicator must pass the same arena, or none.
   std::shared_ptr<HostArena> arena;
 };

@@ -2,7 +2,8 @@
 //
 // HostArena: shared memory in which the ranks of one host run small
 // collectives (barrier, and allreduce, broadcast and allgather of up to
-// kSlotBytes per rank) without a round trip through sockets.
+// kSlotBytes per rank, kMaxTotalBytes for all ranks) without a round trip
+// through sockets.
 //
 //   auto arena = disttest::HostArena::Create(world);  // before fork()
 //   ... fork the ranks ...
@@ -43,7 +44,11 @@ class HostArena {
  public:
   // Bytes each rank may contribute to one collective through the arena.
   static constexpr std::size_t kSlotBytes = 64 * 1024;
-  static constexpr int kMaxRanks = 256;
+  // Bytes of all ranks together that one collective may read: each rank
+  // reduces or copies every rank's slot, so larger worlds take smaller
+  // buffers through the arena.
+  static constexpr std::size_t kMaxTotalBytes = 512 * 1024;
+  static constexpr int kMaxRanks = 1024;
 
   // Maps the arena for `world` ranks; throws Error if world is out of
   // [1, kMaxRanks] or the memory cannot be mapped.
@@ -59,8 +64,11 @@ class HostArena {
   // (the harness's parent) and from a signal handler.
   void MarkEnded(int rank);
 
-  // Whether `bytes` per rank fit in one slot.
-  static bool Fits(std::size_t bytes) { return bytes <= kSlotBytes; }
+  // Whether a collective of `bytes` per rank goes through the arena.
+  bool Fits(std::size_t bytes) const {
+    return bytes <= kSlotBytes &&
+           bytes * static_cast<std::size_t>(world_) <= kMaxTotalBytes;
+  }
 
   // The collectives, called by rank `rank` of world(); each waits at most
   // `timeout`. Throw CommError with the cause (without the "[rank r/N] op
