@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -106,31 +107,71 @@ void ReduceAs(DataType type, void* out, const void* in, std::size_t n,
 
 }  // namespace
 
+std::size_t HostArena::SizeFor(int world) {
+  return kHeaderBytes + static_cast<std::size_t>(world) * 2 * kSlotBytes;
+}
+
 std::shared_ptr<HostArena> HostArena::Create(int world) {
   if (world < 1 || world > kMaxRanks) {
     throw Error(fmt::format("a host arena takes 1 to {} ranks, not {}",
                             kMaxRanks, world));
   }
-  const std::size_t size =
-      kHeaderBytes + static_cast<std::size_t>(world) * 2 * kSlotBytes;
-  void* memory = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (memory == MAP_FAILED) {
-    throw Error(fmt::format("cannot map a host arena of {} bytes: {}", size,
-                            std::strerror(errno)));
+  const std::size_t size = SizeFor(world);
+  int fd = memfd_create("disttest-arena", MFD_CLOEXEC);
+  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    close(fd);
+    fd = -1;
   }
-  return std::shared_ptr<HostArena>(new HostArena(world, memory, size));
+  // Without a memfd, anonymous shared memory still serves forked ranks.
+  void* memory = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                      fd >= 0 ? MAP_SHARED : MAP_SHARED | MAP_ANONYMOUS, fd, 0);
+  if (memory == MAP_FAILED) {
+    const int error = errno;
+    if (fd >= 0) close(fd);
+    throw Error(fmt::format("cannot map a host arena of {} bytes: {}", size,
+                            std::strerror(error)));
+  }
+  return std::shared_ptr<HostArena>(
+      new HostArena(world, fd, memory, size, /*fresh=*/true));
 }
 
-HostArena::HostArena(int world, void* memory, std::size_t size)
+std::shared_ptr<HostArena> HostArena::Attach(int fd, int world) {
+  struct stat st {};
+  const std::size_t size =
+      world >= 1 && world <= kMaxRanks ? SizeFor(world) : 0;
+  if (size == 0 || fstat(fd, &st) != 0 ||
+      static_cast<std::size_t>(st.st_size) != size) {
+    close(fd);
+    throw Error(fmt::format(
+        "descriptor {} is not a host arena for {} ranks (expected {} bytes)",
+        fd, world, size));
+  }
+  void* memory = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int error = errno;
+  close(fd);
+  if (memory == MAP_FAILED) {
+    throw Error(fmt::format("cannot map the host arena (descriptor {}): {}", fd,
+                            std::strerror(error)));
+  }
+  return std::shared_ptr<HostArena>(
+      new HostArena(world, -1, memory, size, /*fresh=*/false));
+}
+
+HostArena::HostArena(int world, int fd, void* memory, std::size_t size,
+                     bool fresh)
     : world_(world),
+      fd_(fd),
       memory_(memory),
       size_(size),
-      header_(new (memory) Header) {
+      header_(fresh ? new (memory) Header
+                    : std::launder(reinterpret_cast<Header*>(memory))) {
   static_assert(sizeof(Header) <= kHeaderBytes);
 }
 
-HostArena::~HostArena() { munmap(memory_, size_); }
+HostArena::~HostArena() {
+  munmap(memory_, size_);
+  if (fd_ >= 0) close(fd_);
+}
 
 void HostArena::MarkEnded(int rank) {
   std::int32_t none = 0;

@@ -122,7 +122,11 @@ class ExecLauncher : public Launcher {
     envp_ = Pointers(env_);
   }
 
-  [[noreturn]] void RunChild(const SpawnRequest&) override {
+  [[noreturn]] void RunChild(const SpawnRequest& request) override {
+    // Only this child's copy of the descriptor loses close-on-exec.
+    if (request.keep_across_exec >= 0) {
+      fcntl(request.keep_across_exec, F_SETFD, 0);
+    }
     // /proc/self/exe: the binary itself, whatever argv[0] and the cwd say.
     execve("/proc/self/exe", argv_.data(), envp_.data());
     RawError("cannot exec /proc/self/exe");

@@ -40,6 +40,9 @@ struct SpawnRequest {
   int stderr_fd = -1;
   pid_t pgid = 0;                   // 0: the child leads a new group.
   std::vector<int> close_in_child;  // Parent-owned descriptors.
+  // A close-on-exec descriptor that a kExec rank keeps across exec (the
+  // host arena); -1: none.
+  int keep_across_exec = -1;
 };
 
 class Launcher {

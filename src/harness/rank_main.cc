@@ -200,6 +200,21 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
   }
 }
 
+// A re-executed rank maps the host arena from the descriptor it kept across
+// exec (a forked one has it mapped already). Throws on a bad descriptor.
+void AttachInheritedArena(const RankEnv& env) {
+  const char* fd = std::getenv(env::kInternalArenaFd);
+  if (fd == nullptr) return;
+  std::string value = fd;
+  unsetenv(env::kInternalArenaFd);  // Not for the processes a test starts.
+  if (value.empty() || value.size() > 9 ||
+      value.find_first_not_of("0123456789") != std::string::npos) {
+    throw Error(
+        fmt::format("{}={} is not a descriptor", env::kInternalArenaFd, value));
+  }
+  RanksArena() = HostArena::Attach(std::stoi(value), env.world_size);
+}
+
 // Rendezvous, communicator and the first barrier. Throws on failure.
 std::unique_ptr<Communicator> Connect(const RankEnv& env,
                                       const Options& options,
@@ -207,7 +222,7 @@ std::unique_ptr<Communicator> Connect(const RankEnv& env,
   GlooOptions gloo;
   gloo.hostname = env.master_addr;
   gloo.timeout = RankTimeout(env, options.timeout);
-  gloo.arena = ArenaForForkedRanks();
+  gloo.arena = RanksArena();
   // An NCCL rank uses device 0: the harness lists its own GPU first in
   // CUDA_VISIBLE_DEVICES.
   auto comm = CreateCommunicator(options.backend, **store, env.rank,
@@ -218,7 +233,7 @@ std::unique_ptr<Communicator> Connect(const RankEnv& env,
 
 }  // namespace
 
-std::shared_ptr<HostArena>& ArenaForForkedRanks() {
+std::shared_ptr<HostArena>& RanksArena() {
   static auto* arena = new std::shared_ptr<HostArena>;
   return *arena;
 }
@@ -267,6 +282,7 @@ void RunRank(RankProgram& program, const Options& options) {
   int code = kExitHarnessError;
   try {
     RankEnv env = RankEnv::FromEnvironment();
+    AttachInheritedArena(env);
     WaitForDebugger(env);
     // Connects on first use: a test without a communicator that never
     // touches the store never connects.

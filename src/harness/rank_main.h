@@ -54,10 +54,10 @@ class RankProgram {
 
 [[noreturn]] void RunRank(RankProgram& program, const Options& options);
 
-// The arena that the ranks being forked share (null: none). The parent sets
-// it just before it forks a test's ranks and clears it after; a forked rank
-// finds it here, a re-executed one does not.
-std::shared_ptr<HostArena>& ArenaForForkedRanks();
+// The host arena of this test's ranks (null: none). The parent sets it just
+// before it forks a test's ranks and clears it after: a forked rank finds it
+// here; a re-executed one maps it from the descriptor it inherited.
+std::shared_ptr<HostArena>& RanksArena();
 
 // This process's TCP sockets (IPv4 and IPv6): inode -> descriptor.
 std::map<ino_t, int> TcpSockets();

@@ -202,19 +202,18 @@ void Supervisor::StartRanks() {
   OpenLogs();
   arena_.reset();
   const char* no_arena = std::getenv(env::kNoHostArena);
-  if (spec_.options.launch == LaunchMode::kFork &&
-      spec_.options.init_distributed &&
+  if (spec_.options.init_distributed &&
       !(no_arena != nullptr && std::string_view(no_arena) == "1")) {
     arena_ = HostArena::Create(spec_.world_size);
   }
-  ArenaForForkedRanks() = arena_;
+  RanksArena() = arena_;
   try {
     SpawnAll();
   } catch (...) {
-    ArenaForForkedRanks().reset();
+    RanksArena().reset();
     throw;
   }
-  ArenaForForkedRanks().reset();
+  RanksArena().reset();
   emergency_->Arm(pgid_, queue_names_);
 }
 
@@ -381,6 +380,7 @@ void Supervisor::AppendDescriptors(std::vector<int>* fds) const {
     server_->AppendPollFds(&server_fds);
     for (const pollfd& p : server_fds) fds->push_back(p.fd);
   }
+  if (arena_ != nullptr && arena_->fd() >= 0) fds->push_back(arena_->fd());
   for (const Rank& rank : ranks_) {
     if (rank.out && rank.out->open()) fds->push_back(rank.out->fd());
     if (rank.err && rank.err->open()) fds->push_back(rank.err->fd());
@@ -438,6 +438,12 @@ void Supervisor::SpawnRank(int r) {
     request.extra_env.emplace_back(
         env::kCudaVisibleDevices,
         spec_.visible_devices.at(static_cast<std::size_t>(r)));
+  }
+  if (arena_ != nullptr && arena_->fd() >= 0 &&
+      spec_.options.launch == LaunchMode::kExec) {
+    request.keep_across_exec = arena_->fd();
+    request.extra_env.emplace_back(env::kInternalArenaFd,
+                                   std::to_string(arena_->fd()));
   }
   request.result_queue = rank.channel->name();
   request.store_token = store_token_;

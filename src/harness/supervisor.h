@@ -129,8 +129,8 @@ class Supervisor {
   std::string store_token_;
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<EmergencyCleanup> emergency_;
-  // Forked ranks' small collectives (fork mode; DISTTEST_NO_HOST_ARENA=1
-  // turns it off). A rank that ends breaks every wait in it.
+  // The ranks' small collectives (DISTTEST_NO_HOST_ARENA=1 turns it off).
+  // A rank that ends breaks every wait in it.
   std::shared_ptr<HostArena> arena_;
   std::vector<Rank> ranks_;
   pid_t pgid_ = 0;

@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -400,6 +401,33 @@ TEST(HostArenaTest, TimeoutNamesTheRanksThatDidNotArrive) {
         EXPECT_TRUE(comm.failed());
       },
       std::chrono::milliseconds(300), arena);
+}
+
+// A re-executed rank maps the arena from the descriptor it inherited: the
+// same memory as the parent's.
+TEST(HostArenaTest, AttachedArenaIsTheSameMemory) {
+  auto created = HostArena::Create(2);
+  ASSERT_GE(created->fd(), 0) << "memfd_create is not allowed here";
+  auto attached = HostArena::Attach(dup(created->fd()), 2);
+  EXPECT_EQ(attached->fd(), -1);
+  std::vector<double> zero(3, 1.5), one(3, 2.0);
+  std::thread peer([&] {
+    attached->AllReduce(1, one.data(), one.size(), DataType::kFloat64,
+                        ReduceOp::kSum, std::chrono::seconds(30));
+  });
+  created->AllReduce(0, zero.data(), zero.size(), DataType::kFloat64,
+                     ReduceOp::kSum, std::chrono::seconds(30));
+  peer.join();
+  EXPECT_EQ(zero, std::vector<double>(3, 3.5));
+  EXPECT_EQ(one, std::vector<double>(3, 3.5));
+
+  try {
+    HostArena::Attach(dup(created->fd()), 3);
+    ADD_FAILURE() << "a 2-rank arena was attached for 3 ranks";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("is not a host arena for 3 ranks"));
+  }
+  EXPECT_THROW(HostArena::Attach(-1, 2), Error);
 }
 
 // Each rank reads every rank's slot: larger worlds take smaller buffers.

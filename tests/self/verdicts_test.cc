@@ -76,32 +76,23 @@ TEST_P(VerdictsTest, PeerBlockedInACollectiveWithADeadRankFailsPromptly) {
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out,
               HasSubstr(FailureAt("marker-fatal-collective", "[rank 0/2]")));
-  if (std::string(GetParam().launch) == "fork") {
-    // The harness saw rank 0 end and said so in the ranks' arena.
-    EXPECT_THAT(v.run.out,
-                HasSubstr("[rank 1/2] the test body threw disttest::CommError: "
-                          "[rank 1/2] barrier failed: rank 0 ended while its "
-                          "peers waited for it in a collective"));
-  } else {
-    // Gloo sees the closed connection, or the grace period ends the rank.
-    EXPECT_THAT(v.run.out, ::testing::AnyOf(
-                               HasSubstr("[rank 1/2] the test body threw "
-                                         "disttest::CommError: [rank 1/2] "
-                                         "barrier failed"),
-                               HasSubstr("[rank 1/2] was killed by disttest")));
-  }
+  // The harness saw rank 0 end and said so in the ranks' arena.
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[rank 1/2] the test body threw disttest::CommError: "
+                        "[rank 1/2] barrier failed: rank 0 ended while its "
+                        "peers waited for it in a collective"));
   EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
 }
 
-// Forked ranks share a same-host arena for small collectives; re-executed
-// ranks, and forked ones under DISTTEST_NO_HOST_ARENA=1, use Gloo alone.
-TEST_P(VerdictsTest, ForkedRanksShareAHostArena) {
-  const bool fork = std::string(GetParam().launch) == "fork";
+// A test's ranks share a same-host arena for small collectives: forked ones
+// through the mapping, re-executed ones through the descriptor they keep
+// across exec. With DISTTEST_NO_HOST_ARENA=1 they use Gloo alone.
+TEST_P(VerdictsTest, RanksShareAHostArena) {
   Verdict v = Run("Verdicts.ReportsItsHostArena/3ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   for (int r = 0; r < 3; ++r) {
-    EXPECT_THAT(v.run.out, HasSubstr(fmt::format("[rank {}] marker-arena {}\n",
-                                                 r, fork ? "yes" : "no")));
+    EXPECT_THAT(v.run.out,
+                HasSubstr(fmt::format("[rank {}] marker-arena yes\n", r)));
   }
   Verdict off = Run("Verdicts.ReportsItsHostArena/3ranks",
                     {{"DISTTEST_NO_HOST_ARENA", "1"}});

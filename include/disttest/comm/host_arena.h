@@ -14,8 +14,11 @@
 //   // in the parent, when a rank has ended:
 //   arena->MarkEnded(r);   // its peers' waits fail at once, naming it
 //
-// The memory is an anonymous shared mapping: processes forked after Create()
-// share it, a re-executed process does not. A Gloo communicator given an
+// The memory is a memfd ("disttest-arena", close-on-exec) mapped shared:
+// processes forked after Create() share the mapping; a process started with
+// exec() gets it through the descriptor (fd(), cleared of close-on-exec in
+// that child) and Attach(). Nothing is left on any file system, and the
+// memory goes with the last mapping. A Gloo communicator given an
 // arena routes those collectives through it and everything else (send and
 // recv, larger buffers) through Gloo; all ranks take the same path, since
 // they call the same collectives with the same counts.
@@ -53,11 +56,18 @@ class HostArena {
   // Maps the arena for `world` ranks; throws Error if world is out of
   // [1, kMaxRanks] or the memory cannot be mapped.
   static std::shared_ptr<HostArena> Create(int world);
+  // Maps the arena behind `fd` (an fd() inherited across exec) for `world`
+  // ranks, and closes fd; throws Error naming the descriptor if it is not
+  // such an arena.
+  static std::shared_ptr<HostArena> Attach(int fd, int world);
   ~HostArena();
   HostArena(const HostArena&) = delete;
   HostArena& operator=(const HostArena&) = delete;
 
   int world() const { return world_; }
+  // The memfd behind the arena (-1 once attached, or where memfd_create is
+  // not allowed: then only forked processes can share it).
+  int fd() const { return fd_; }
 
   // Says that `rank` has ended: every wait in the arena, now or later, fails
   // with a message naming it. Safe to call from a process that takes no part
@@ -83,13 +93,15 @@ class HostArena {
 
  private:
   struct Header;
-  HostArena(int world, void* memory, std::size_t size);
+  HostArena(int world, int fd, void* memory, std::size_t size, bool fresh);
+  static std::size_t SizeFor(int world);
   unsigned char* Slot(int rank, unsigned parity);
   // The rank's next slot parity: collectives alternate between two slots,
   // so that writing one never races with a slow peer still reading the last.
   unsigned NextParity(int rank);
 
   int world_;
+  int fd_;
   void* memory_;
   std::size_t size_;
   Header* header_;

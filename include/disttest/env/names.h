@@ -94,6 +94,9 @@ inline constexpr char kInternalBackend[] = "DISTTEST_INTERNAL_BACKEND";
 // Set in pooled ranks (options().reuse_workers): after its test the rank
 // waits for the next one instead of leaving.
 inline constexpr char kInternalPool[] = "DISTTEST_INTERNAL_POOL";
+// The descriptor of the ranks' host arena (disttest/comm/host_arena.h),
+// kept open across exec.
+inline constexpr char kInternalArenaFd[] = "DISTTEST_INTERNAL_ARENA_FD";
 
 // --- Variables removed from a rank's environment. ---
 // gtest's sharding, output and premature-exit protocol belong to the parent:
