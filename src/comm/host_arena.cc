@@ -1,6 +1,7 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include "disttest/comm/host_arena.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <linux/futex.h>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <ctime>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "disttest/error.h"
@@ -36,6 +38,9 @@ struct HostArena::Header {
   alignas(64) std::atomic<std::uint32_t> arrived{0};
   alignas(64) std::atomic<std::uint32_t> generation{0};
   alignas(64) std::atomic<std::int32_t> ended{0};
+  // 1 + the first rank whose wait failed. Its arrival is still counted in
+  // a barrier that never completed, so the arena cannot be used again.
+  std::atomic<std::int32_t> failed{0};
   PerRank ranks[kMaxRanks];
 };
 
@@ -118,6 +123,12 @@ std::shared_ptr<HostArena> HostArena::Create(int world) {
   }
   const std::size_t size = SizeFor(world);
   int fd = memfd_create("disttest-arena", MFD_CLOEXEC);
+  if (fd >= 0 && fd <= STDERR_FILENO) {
+    // A process started without stdin: a rank's stdio would replace it.
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    close(fd);
+    fd = moved;
+  }
   if (fd >= 0 && ftruncate(fd, static_cast<off_t>(size)) != 0) {
     close(fd);
     fd = -1;
@@ -193,6 +204,15 @@ void HostArena::Barrier(int rank, std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline = Clock::now() + timeout;
   Header& h = *header_;
+  const auto unusable = [&] {
+    if (std::int32_t failed = h.failed.load(std::memory_order_acquire)) {
+      throw CommError(fmt::format(
+          "rank {} gave up a collective in the host arena (see its error); "
+          "the arena cannot be used after that",
+          failed - 1));
+    }
+  };
+  unusable();
   const std::uint32_t generation = h.generation.load(std::memory_order_acquire);
   const std::uint64_t mine =
       h.ranks[rank].arrivals.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -203,13 +223,23 @@ void HostArena::Barrier(int rank, std::chrono::milliseconds timeout) {
     FutexWakeAll(&h.generation);
     return;
   }
+  // Gives up this wait: from now on every wait in the arena fails (this
+  // rank's arrival stays counted), unless the barrier completed meanwhile.
+  const auto give_up = [&](const std::string& why) {
+    std::int32_t none = 0;
+    h.failed.compare_exchange_strong(none, rank + 1, std::memory_order_acq_rel);
+    FutexWakeAll(&h.generation);
+    if (h.generation.load(std::memory_order_acquire) != generation) return;
+    throw CommError(why);
+  };
   for (;;) {
     if (h.generation.load(std::memory_order_acquire) != generation) return;
     if (std::int32_t ended = h.ended.load(std::memory_order_acquire)) {
-      throw CommError(fmt::format(
+      return give_up(fmt::format(
           "rank {} ended while its peers waited for it in a collective",
           ended - 1));
     }
+    unusable();
     const auto left = deadline - Clock::now();
     if (left <= Clock::duration::zero()) {
       std::vector<int> missing;
@@ -218,7 +248,7 @@ void HostArena::Barrier(int rank, std::chrono::milliseconds timeout) {
           missing.push_back(q);
         }
       }
-      throw CommError(fmt::format(
+      return give_up(fmt::format(
           "timed out after {} ms waiting for rank{} {} (same-host arena)",
           timeout.count(), missing.size() == 1 ? "" : "s",
           fmt::join(missing, ", ")));

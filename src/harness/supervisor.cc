@@ -204,7 +204,18 @@ void Supervisor::StartRanks() {
   const char* no_arena = std::getenv(env::kNoHostArena);
   if (spec_.options.init_distributed &&
       !(no_arena != nullptr && std::string_view(no_arena) == "1")) {
-    arena_ = HostArena::Create(spec_.world_size);
+    try {
+      arena_ = HostArena::Create(spec_.world_size);
+    } catch (const Error& e) {
+      // The ranks' collectives all go through Gloo then; say so once.
+      static bool said = false;
+      if (!said) {
+        std::fprintf(stderr,
+                     "[ disttest ] note: %s; collectives go through Gloo\n",
+                     e.what());
+        said = true;
+      }
+    }
   }
   RanksArena() = arena_;
   try {

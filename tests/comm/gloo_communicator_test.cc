@@ -375,13 +375,16 @@ TEST(HostArenaTest, EndedRankFailsItsPeersWaitNamingIt) {
   }
 }
 
-// Through a communicator: the message names the rank and the operation, and
-// the communicator counts as failed (a pooled rank leaves).
+// Through a communicator: the first rank to time out names the rank that
+// never came; a peer still waiting then learns that the arena broke. Each
+// message names the rank and the operation, and the communicator counts as
+// failed (a pooled rank leaves).
 TEST(HostArenaTest, TimeoutNamesTheRanksThatDidNotArrive) {
   auto arena = HostArena::Create(3);
+  std::vector<std::string> errors(2);
   RunRanks(
       3,
-      [](Communicator& comm) {
+      [&errors](Communicator& comm) {
         if (comm.rank() == 2) {
           std::this_thread::sleep_for(std::chrono::milliseconds(600));
           return;  // Never joins the allreduce.
@@ -391,16 +394,53 @@ TEST(HostArenaTest, TimeoutNamesTheRanksThatDidNotArrive) {
           comm.allreduce(&x, 1, ReduceOp::kSum);
           ADD_FAILURE() << "an allreduce without rank 2 returned";
         } catch (const CommError& e) {
-          EXPECT_THAT(e.what(),
-                      HasSubstr(fmt::format(
-                          "[rank {}/3] allreduce of 1 int32 (sum) failed: "
-                          "timed out after 300 ms waiting for rank 2 "
-                          "(same-host arena)",
-                          comm.rank())));
+          errors[comm.rank()] = e.what();
         }
         EXPECT_TRUE(comm.failed());
       },
       std::chrono::milliseconds(300), arena);
+  const std::string timeout =
+      "timed out after 300 ms waiting for rank 2 (same-host arena)";
+  int timed_out = 0;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_THAT(errors[r],
+                HasSubstr(fmt::format(
+                    "[rank {}/3] allreduce of 1 int32 (sum) failed: ", r)));
+    if (errors[r].find(timeout) != std::string::npos) {
+      ++timed_out;
+    } else {
+      EXPECT_THAT(errors[r], HasSubstr("gave up a collective in the host "
+                                       "arena (see its error)"));
+    }
+  }
+  EXPECT_GE(timed_out, 1) << errors[0] << "\n" << errors[1];
+}
+
+// A rank that gave up a wait stays counted in that barrier: after it, no
+// collective may pair the ranks up (it would be one step off); every one
+// fails, naming the rank that gave up.
+TEST(HostArenaTest, AfterAFailedWaitEveryCollectiveFails) {
+  auto arena = HostArena::Create(2);
+  try {
+    arena->Barrier(0, std::chrono::milliseconds(50));
+    ADD_FAILURE() << "a barrier without rank 1 returned";
+  } catch (const CommError& e) {
+    EXPECT_THAT(e.what(),
+                HasSubstr("timed out after 50 ms waiting for rank 1"));
+  }
+  const std::string broken =
+      "rank 0 gave up a collective in the host arena (see its error); the "
+      "arena cannot be used after that";
+  for (int rank : {0, 1}) {
+    std::int32_t x = 1;
+    try {
+      arena->AllReduce(rank, &x, 1, DataType::kInt32, ReduceOp::kSum,
+                       std::chrono::seconds(30));
+      ADD_FAILURE() << "rank " << rank << " completed a collective alone";
+    } catch (const CommError& e) {
+      EXPECT_EQ(e.what(), broken);
+    }
+  }
 }
 
 // A re-executed rank maps the arena from the descriptor it inherited: the
