@@ -20,6 +20,7 @@
 #include <mutex>
 
 #include "comm/gloo_store.h"
+#include "comm/visit_type.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
 
@@ -53,25 +54,6 @@ ReduceFn ReduceFunction(ReduceOp op) {
       return static_cast<ReduceFn>(&gloo::max<T>);
   }
   return nullptr;
-}
-
-// Calls f(static_cast<T*>(nullptr)) with T the C++ type of `type`.
-template <typename F>
-void VisitType(DataType type, F&& f) {
-  switch (type) {
-    case DataType::kInt8:
-      return f(static_cast<int8_t*>(nullptr));
-    case DataType::kUint8:
-      return f(static_cast<uint8_t*>(nullptr));
-    case DataType::kInt32:
-      return f(static_cast<int32_t*>(nullptr));
-    case DataType::kInt64:
-      return f(static_cast<int64_t*>(nullptr));
-    case DataType::kFloat32:
-      return f(static_cast<float*>(nullptr));
-    case DataType::kFloat64:
-      return f(static_cast<double*>(nullptr));
-  }
 }
 
 }  // namespace
@@ -307,7 +289,7 @@ void GlooCommunicator::allreduce(void* data, std::size_t count, DataType type,
                               impl_->timeout);
       return;
     }
-    VisitType(type, [&]<typename T>(T*) {
+    internal::VisitType(type, [&]<typename T>(T*) {
       gloo::AllreduceOptions opts(impl_->context);
       opts.setOutput(static_cast<T*>(data), count);
       opts.setReduceFunction(ReduceFunction<T>(op));
@@ -327,13 +309,13 @@ void GlooCommunicator::broadcast(void* data, std::size_t count, DataType type,
   }
   if (count == 0) return;
   impl_->Guard(impl_->Describe("broadcast", count, type), [&] {
-    if (impl_->InArena(count * SizeOf(type))) {
-      impl_->arena->Broadcast(impl_->rank, data, count * SizeOf(type), root,
-                              impl_->timeout);
+    const std::size_t bytes = count * SizeOf(type);
+    if (impl_->InArena(bytes)) {
+      impl_->arena->Broadcast(impl_->rank, data, bytes, root, impl_->timeout);
       return;
     }
     gloo::BroadcastOptions opts(impl_->context);
-    opts.setOutput(static_cast<uint8_t*>(data), count * SizeOf(type));
+    opts.setOutput(static_cast<uint8_t*>(data), bytes);
     opts.setRoot(root);
     gloo::broadcast(opts);
   });

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/visit_type.h"
 #include "disttest/error.h"
 
 namespace disttest {
@@ -88,26 +89,9 @@ void Reduce(T* out, const T* in, std::size_t n, ReduceOp op) {
 
 void ReduceAs(DataType type, void* out, const void* in, std::size_t n,
               ReduceOp op) {
-  switch (type) {
-    case DataType::kInt8:
-      return Reduce(static_cast<std::int8_t*>(out),
-                    static_cast<const std::int8_t*>(in), n, op);
-    case DataType::kUint8:
-      return Reduce(static_cast<std::uint8_t*>(out),
-                    static_cast<const std::uint8_t*>(in), n, op);
-    case DataType::kInt32:
-      return Reduce(static_cast<std::int32_t*>(out),
-                    static_cast<const std::int32_t*>(in), n, op);
-    case DataType::kInt64:
-      return Reduce(static_cast<std::int64_t*>(out),
-                    static_cast<const std::int64_t*>(in), n, op);
-    case DataType::kFloat32:
-      return Reduce(static_cast<float*>(out), static_cast<const float*>(in), n,
-                    op);
-    case DataType::kFloat64:
-      return Reduce(static_cast<double*>(out), static_cast<const double*>(in),
-                    n, op);
-  }
+  internal::VisitType(type, [&]<typename T>(T*) {
+    Reduce(static_cast<T*>(out), static_cast<const T*>(in), n, op);
+  });
 }
 
 }  // namespace

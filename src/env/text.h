@@ -45,6 +45,13 @@ inline std::string_view Trim(std::string_view s) {
   return s;
 }
 
+// Whether the process's variable `name` is "1" (the switches that turn a
+// feature off: DISTTEST_NO_REUSE, DISTTEST_NO_HOST_ARENA).
+inline bool SetToOne(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::string_view(value) == "1";
+}
+
 // Non-empty and decimal digits only.
 inline bool IsDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {

@@ -30,6 +30,7 @@
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
+#include "env/text.h"
 #include "gtest/current_communicator.h"
 #include "gtest/external.h"
 #include "gtest/gpu_placement.h"
@@ -253,10 +254,7 @@ class Pools {
 // cannot apply, says why once per reason.
 bool Pooled(DistributedTest& test, const TestSpec& spec) {
   if (!spec.options.reuse_workers) return false;
-  if (const char* off = std::getenv(env::kNoReuse);
-      off != nullptr && std::string_view(off) == "1") {
-    return false;
-  }
+  if (SetToOne(env::kNoReuse)) return false;
   const char* why = spec.options.launch != LaunchMode::kFork
                         ? "LaunchMode::kExec starts ranks for each test"
                     : !FixtureAccess::fixtures(test).empty()

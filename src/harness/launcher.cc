@@ -19,6 +19,7 @@
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "harness/emergency_cleanup.h"
+#include "harness/rank_main.h"
 #include "harness/rank_outcome.h"
 
 namespace disttest::internal {
@@ -90,6 +91,7 @@ class ForkLauncher : public Launcher {
     for (const auto& [name, value] : request.extra_env) {
       setenv(name.c_str(), value.c_str(), 1);
     }
+    RanksArena() = request.arena;  // The mapping came with the fork.
     // stdio now writes to a pipe: line buffering shows a hung rank's last
     // words instead of keeping them in a buffer.
     setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -117,6 +119,10 @@ class ExecLauncher : public Launcher {
         {env::kInternalStoreToken, request.store_token}};
     extra.insert(extra.end(), request.extra_env.begin(),
                  request.extra_env.end());
+    if (ArenaDescriptor(request) >= 0) {
+      extra.emplace_back(env::kInternalArenaFd,
+                         std::to_string(ArenaDescriptor(request)));
+    }
     env_ = ChildEnvironment(request.rank, extra);
     argv_ = Pointers(args_);
     envp_ = Pointers(env_);
@@ -124,8 +130,8 @@ class ExecLauncher : public Launcher {
 
   [[noreturn]] void RunChild(const SpawnRequest& request) override {
     // Only this child's copy of the descriptor loses close-on-exec.
-    if (request.keep_across_exec >= 0) {
-      fcntl(request.keep_across_exec, F_SETFD, 0);
+    if (ArenaDescriptor(request) >= 0) {
+      fcntl(ArenaDescriptor(request), F_SETFD, 0);
     }
     // /proc/self/exe: the binary itself, whatever argv[0] and the cwd say.
     execve("/proc/self/exe", argv_.data(), envp_.data());
@@ -134,6 +140,11 @@ class ExecLauncher : public Launcher {
   }
 
  private:
+  // The arena's memfd, which the rank keeps across exec; -1: none.
+  static int ArenaDescriptor(const SpawnRequest& request) {
+    return request.arena != nullptr ? request.arena->fd() : -1;
+  }
+
   static std::vector<char*> Pointers(std::vector<std::string>& strings) {
     std::vector<char*> out;
     for (std::string& s : strings) out.push_back(s.data());

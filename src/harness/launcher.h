@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "disttest/comm/host_arena.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/harness/options.h"
 
@@ -40,9 +41,9 @@ struct SpawnRequest {
   int stderr_fd = -1;
   pid_t pgid = 0;                   // 0: the child leads a new group.
   std::vector<int> close_in_child;  // Parent-owned descriptors.
-  // A close-on-exec descriptor that a kExec rank keeps across exec (the
-  // host arena); -1: none.
-  int keep_across_exec = -1;
+  // The ranks' host arena, or null. A forked rank finds it in RanksArena();
+  // a re-executed one keeps its descriptor across exec and maps it.
+  std::shared_ptr<HostArena> arena;
 };
 
 class Launcher {

@@ -25,6 +25,7 @@
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
 #include "disttest/rendezvous/tcp_store.h"
+#include "env/text.h"
 #include "harness/rank_outcome.h"
 #include "harness/stack_dump.h"
 #include "harness/verdict.h"
@@ -207,8 +208,7 @@ void AttachInheritedArena(const RankEnv& env) {
   if (fd == nullptr) return;
   std::string value = fd;
   unsetenv(env::kInternalArenaFd);  // Not for the processes a test starts.
-  if (value.empty() || value.size() > 9 ||
-      value.find_first_not_of("0123456789") != std::string::npos) {
+  if (!IsDigits(value) || value.size() > 9) {
     throw Error(
         fmt::format("{}={} is not a descriptor", env::kInternalArenaFd, value));
   }

@@ -54,9 +54,9 @@ class RankProgram {
 
 [[noreturn]] void RunRank(RankProgram& program, const Options& options);
 
-// The host arena of this test's ranks (null: none). The parent sets it just
-// before it forks a test's ranks and clears it after: a forked rank finds it
-// here; a re-executed one maps it from the descriptor it inherited.
+// In a rank, the host arena of its test's ranks (null: none): set by the
+// fork launcher in a forked rank, mapped from the descriptor it inherited in
+// a re-executed one.
 std::shared_ptr<HostArena>& RanksArena();
 
 // This process's TCP sockets (IPv4 and IPv6): inode -> descriptor.

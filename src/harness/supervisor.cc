@@ -15,13 +15,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <string_view>
 
 #include "disttest/env/names.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/error.h"
+#include "env/text.h"
 #include "harness/emergency_cleanup.h"
-#include "harness/rank_main.h"
 #include "harness/stack_dump.h"
 
 namespace disttest::internal {
@@ -181,6 +180,29 @@ void Supervisor::StartClock() {
   }
 }
 
+namespace {
+
+// The ranks' host arena; null when DISTTEST_NO_HOST_ARENA=1 or when it
+// cannot be mapped (the ranks' collectives all go through Gloo then, which
+// the run says once).
+std::shared_ptr<HostArena> MakeArena(int world_size) {
+  if (SetToOne(env::kNoHostArena)) return nullptr;
+  try {
+    return HostArena::Create(world_size);
+  } catch (const Error& e) {
+    static bool said = false;
+    if (!said) {
+      std::fprintf(stderr,
+                   "[ disttest ] note: %s; collectives go through Gloo\n",
+                   e.what());
+      said = true;
+    }
+    return nullptr;
+  }
+}
+
+}  // namespace
+
 void Supervisor::StartRanks() {
   pgid_ = 0;  // A new group (rank 0 leads it), also when a pool restarts.
   store_token_ = GenerateStoreToken();
@@ -200,31 +222,9 @@ void Supervisor::StartRanks() {
     ranks_[r].channel = ResultChannel::Create(queue_names_[r]);
   }
   OpenLogs();
-  arena_.reset();
-  const char* no_arena = std::getenv(env::kNoHostArena);
-  if (spec_.options.init_distributed &&
-      !(no_arena != nullptr && std::string_view(no_arena) == "1")) {
-    try {
-      arena_ = HostArena::Create(spec_.world_size);
-    } catch (const Error& e) {
-      // The ranks' collectives all go through Gloo then; say so once.
-      static bool said = false;
-      if (!said) {
-        std::fprintf(stderr,
-                     "[ disttest ] note: %s; collectives go through Gloo\n",
-                     e.what());
-        said = true;
-      }
-    }
-  }
-  RanksArena() = arena_;
-  try {
-    SpawnAll();
-  } catch (...) {
-    RanksArena().reset();
-    throw;
-  }
-  RanksArena().reset();
+  arena_ =
+      spec_.options.init_distributed ? MakeArena(spec_.world_size) : nullptr;
+  SpawnAll();
   emergency_->Arm(pgid_, queue_names_);
 }
 
@@ -450,12 +450,7 @@ void Supervisor::SpawnRank(int r) {
         env::kCudaVisibleDevices,
         spec_.visible_devices.at(static_cast<std::size_t>(r)));
   }
-  if (arena_ != nullptr && arena_->fd() >= 0 &&
-      spec_.options.launch == LaunchMode::kExec) {
-    request.keep_across_exec = arena_->fd();
-    request.extra_env.emplace_back(env::kInternalArenaFd,
-                                   std::to_string(arena_->fd()));
-  }
+  request.arena = arena_;
   request.result_queue = rank.channel->name();
   request.store_token = store_token_;
   request.stdout_fd = out_write.fd;
