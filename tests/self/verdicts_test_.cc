@@ -196,16 +196,22 @@ DIST_TEST_F(Verdicts, ReportsItsHostArena, 3) {
   ASSERT_NE(gloo, nullptr);
   std::printf("marker-arena %s\n", gloo->uses_host_arena() ? "yes" : "no");
   for (std::size_t n : {std::size_t{5}, std::size_t{40000}}) {
-    std::vector<double> v(n, rank() + 1.0);
+    const std::vector<double> mine(n, rank() + 1.0);
+    std::vector<double> v = mine;
     comm().allreduce(v.data(), n, disttest::ReduceOp::kSum);
-    EXPECT_EQ(v.front(), 6.0);
-    EXPECT_EQ(v.back(), 6.0);
+    EXPECT_EQ(v, std::vector<double>(n, 6.0)) << n;
     std::vector<double> b(n, rank() == 2 ? 7.5 : 0.0);
     comm().broadcast(b.data(), n, 2);
-    EXPECT_EQ(b.back(), 7.5);
+    EXPECT_EQ(b, std::vector<double>(n, 7.5)) << n;
+    // Each rank's contribution at its own offset.
     std::vector<double> all(3 * n);
-    comm().allgather(v.data(), all.data(), n);
-    EXPECT_EQ(all[2 * n], 6.0);
+    comm().allgather(mine.data(), all.data(), n);
+    for (int q = 0; q < 3; ++q) {
+      EXPECT_EQ(
+          std::vector<double>(all.begin() + q * n, all.begin() + (q + 1) * n),
+          std::vector<double>(n, q + 1.0))
+          << n << " from rank " << q;
+    }
   }
 }
 
