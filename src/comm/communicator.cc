@@ -1,6 +1,10 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include "disttest/comm/communicator.h"
 
+#include <fmt/format.h>
+
+#include "disttest/comm/collective_call.h"
+
 namespace disttest {
 
 std::size_t SizeOf(DataType type) {
@@ -60,6 +64,22 @@ const char* Name(Backend backend) {
       return "auto";
   }
   return "unknown";
+}
+
+std::string CollectiveCall::str() const {
+  switch (op) {
+    case Op::kBarrier:
+      return "barrier()";
+    case Op::kAllReduce:
+      return fmt::format("allreduce({} x {}, {})", count, Name(type),
+                         Name(reduce));
+    case Op::kBroadcast:
+      return fmt::format("broadcast({} x {}, root {})", count, Name(type),
+                         root);
+    case Op::kAllGather:
+      return fmt::format("allgather({} x {})", count, Name(type));
+  }
+  return fmt::format("unknown collective {}", static_cast<int>(op));
 }
 
 }  // namespace disttest

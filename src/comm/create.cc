@@ -61,6 +61,7 @@ std::unique_ptr<Communicator> CreateCommunicator(Backend backend, Store& store,
       nccl.device = device;
       nccl.prefix = options.prefix + "/nccl";
       nccl.timeout = options.timeout;
+      nccl.arena = options.arena;
       return NcclCommunicator::Create(store, rank, size, nccl);
 #else
       (void)device;

@@ -181,6 +181,12 @@ struct GlooCommunicator::Impl {
     return arena != nullptr && arena->Fits(bytes);
   }
 
+  // Before a collective whose data goes through Gloo: every rank on this
+  // host must have made the same call (the arena compares them).
+  void CheckCall(const CollectiveCall& call) {
+    if (arena != nullptr) arena->Check(rank, call, timeout);
+  }
+
   ~Impl() {
     // Pairs and the loop wait for loop passes as they go: keep them coming.
     ticker.Resume();
@@ -255,7 +261,7 @@ GlooCommunicator::GlooCommunicator(std::unique_ptr<Impl> impl)
 void GlooCommunicator::PauseEventLoop() { impl_->ticker.Pause(); }
 void GlooCommunicator::ResumeEventLoop() { impl_->ticker.Resume(); }
 bool GlooCommunicator::uses_host_arena() const {
-  return impl_->arena != nullptr;
+  return impl_->arena != nullptr && impl_->arena->carries_data();
 }
 bool GlooCommunicator::event_loop_paused() const {
   return impl_->ticker.paused();
@@ -271,7 +277,7 @@ void GlooCommunicator::barrier() {
   impl_->Guard("barrier", [&] {
     if (impl_->arena != nullptr) {
       impl_->arena->Barrier(impl_->rank, impl_->timeout);
-      return;
+      if (impl_->arena->carries_data()) return;
     }
     gloo::BarrierOptions opts(impl_->context);
     gloo::barrier(opts);
@@ -280,7 +286,9 @@ void GlooCommunicator::barrier() {
 
 void GlooCommunicator::allreduce(void* data, std::size_t count, DataType type,
                                  ReduceOp op) {
-  if (count == 0) return;
+  // Empty collectives are checked too: an empty one against a full one is
+  // a mismatch, not a hang.
+  if (count == 0 && impl_->arena == nullptr) return;
   std::string what = fmt::format(
       "{} ({})", impl_->Describe("allreduce", count, type), Name(op));
   impl_->Guard(what, [&] {
@@ -289,6 +297,8 @@ void GlooCommunicator::allreduce(void* data, std::size_t count, DataType type,
                               impl_->timeout);
       return;
     }
+    impl_->CheckCall(CollectiveCall::AllReduce(count, type, op));
+    if (count == 0) return;
     internal::VisitType(type, [&]<typename T>(T*) {
       gloo::AllreduceOptions opts(impl_->context);
       opts.setOutput(static_cast<T*>(data), count);
@@ -307,13 +317,16 @@ void GlooCommunicator::broadcast(void* data, std::size_t count, DataType type,
     throw CommError(fmt::format("[rank {}/{}] broadcast: invalid root rank {}",
                                 impl_->rank, impl_->size, root));
   }
-  if (count == 0) return;
+  if (count == 0 && impl_->arena == nullptr) return;
   impl_->Guard(impl_->Describe("broadcast", count, type), [&] {
     const std::size_t bytes = count * SizeOf(type);
     if (impl_->InArena(bytes)) {
-      impl_->arena->Broadcast(impl_->rank, data, bytes, root, impl_->timeout);
+      impl_->arena->Broadcast(impl_->rank, data, count, type, root,
+                              impl_->timeout);
       return;
     }
+    impl_->CheckCall(CollectiveCall::Broadcast(count, type, root));
+    if (count == 0) return;
     gloo::BroadcastOptions opts(impl_->context);
     opts.setOutput(static_cast<uint8_t*>(data), bytes);
     opts.setRoot(root);
@@ -323,13 +336,16 @@ void GlooCommunicator::broadcast(void* data, std::size_t count, DataType type,
 
 void GlooCommunicator::allgather(const void* in, void* out, std::size_t count,
                                  DataType type) {
-  if (count == 0) return;
+  if (count == 0 && impl_->arena == nullptr) return;
   impl_->Guard(impl_->Describe("allgather", count, type), [&] {
     std::size_t bytes = count * SizeOf(type);
     if (impl_->InArena(bytes)) {
-      impl_->arena->AllGather(impl_->rank, in, out, bytes, impl_->timeout);
+      impl_->arena->AllGather(impl_->rank, in, out, count, type,
+                              impl_->timeout);
       return;
     }
+    impl_->CheckCall(CollectiveCall::AllGather(count, type));
+    if (count == 0) return;
     gloo::AllgatherOptions opts(impl_->context);
     // Gloo takes a non-const input pointer but only reads it.
     opts.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), bytes);

@@ -30,11 +30,20 @@ namespace disttest {
 // (a futex: the memory is shared between processes). `ended` holds 1 + the
 // first rank said to have ended.
 struct HostArena::Header {
+  // What a rank called as its collective `seq`.
+  struct Entry {
+    CollectiveCall call;
+    std::uint64_t seq = 0;
+  };
   struct alignas(64) PerRank {
     // Barriers this rank has entered: who is missing, on a timeout.
     std::atomic<std::uint64_t> arrivals{0};
-    // Collectives with data: the parity of this rank's next slot.
-    std::uint32_t data_ops = 0;
+    // Collectives this rank has entered: the next one's sequence number.
+    // Written only by the rank itself.
+    std::uint64_t ops = 0;
+    // Its last two calls, by the parity of their sequence numbers: a fast
+    // rank writes the next while a slow one may still read the last.
+    Entry entries[2];
   };
   alignas(64) std::atomic<std::uint32_t> arrived{0};
   alignas(64) std::atomic<std::uint32_t> generation{0};
@@ -42,6 +51,8 @@ struct HostArena::Header {
   // 1 + the first rank whose wait failed. Its arrival is still counted in
   // a barrier that never completed, so the arena cannot be used again.
   std::atomic<std::int32_t> failed{0};
+  // 1 + the sequence number of the first collective that did not match.
+  std::atomic<std::uint64_t> mismatch{0};
   PerRank ranks[kMaxRanks];
 };
 
@@ -51,9 +62,6 @@ static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
 
 namespace {
 
-// The header: three cache lines and one per rank, rounded up to a page.
-constexpr std::size_t kHeaderBytes =
-    (64 * (HostArena::kMaxRanks + 3) + 4095) / 4096 * 4096;
 
 // Waits while *word == expected, at most `ns`; shared (not private) futex.
 void FutexWait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
@@ -94,18 +102,37 @@ void ReduceAs(DataType type, void* out, const void* in, std::size_t n,
   });
 }
 
-}  // namespace
-
-std::size_t HostArena::SizeFor(int world) {
-  return kHeaderBytes + static_cast<std::size_t>(world) * 2 * kSlotBytes;
+// "rank 3", "ranks 0-2, 5".
+std::string RanksText(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (i > 0) text += ", ";
+    text += j == i ? fmt::format("{}", ranks[i])
+                   : fmt::format("{}-{}", ranks[i], ranks[j]);
+    i = j + 1;
+  }
+  return text;
 }
 
-std::shared_ptr<HostArena> HostArena::Create(int world) {
+}  // namespace
+
+// The header, rounded up to a page.
+constexpr std::size_t HostArena::kHeaderBytes =
+    (sizeof(HostArena::Header) + 4095) / 4096 * 4096;
+
+std::size_t HostArena::SizeFor(int world, bool carry_data) {
+  return kHeaderBytes +
+         (carry_data ? static_cast<std::size_t>(world) * 2 * kSlotBytes : 0);
+}
+
+std::shared_ptr<HostArena> HostArena::Create(int world, bool carry_data) {
   if (world < 1 || world > kMaxRanks) {
     throw Error(fmt::format("a host arena takes 1 to {} ranks, not {}",
                             kMaxRanks, world));
   }
-  const std::size_t size = SizeFor(world);
+  const std::size_t size = SizeFor(world, carry_data);
   int fd = memfd_create("disttest-arena", MFD_CLOEXEC);
   if (fd >= 0 && fd <= STDERR_FILENO) {
     // A process started without stdin: a rank's stdio would replace it.
@@ -127,21 +154,27 @@ std::shared_ptr<HostArena> HostArena::Create(int world) {
                             std::strerror(error)));
   }
   return std::shared_ptr<HostArena>(
-      new HostArena(world, fd, memory, size, /*fresh=*/true));
+      new HostArena(world, fd, memory, size, /*fresh=*/true, carry_data));
 }
 
 std::shared_ptr<HostArena> HostArena::Attach(int fd, int world) {
   struct stat st {};
-  const std::size_t size =
-      world >= 1 && world <= kMaxRanks ? SizeFor(world) : 0;
-  if (size == 0 || fstat(fd, &st) != 0 ||
-      static_cast<std::size_t>(st.st_size) != size) {
+  const bool valid = world >= 1 && world <= kMaxRanks;
+  const std::size_t size = valid ? SizeFor(world, true) : 0;
+  const std::size_t checks_only = valid ? SizeFor(world, false) : 0;
+  if (!valid || fstat(fd, &st) != 0 ||
+      (static_cast<std::size_t>(st.st_size) != size &&
+       static_cast<std::size_t>(st.st_size) != checks_only)) {
     close(fd);
     throw Error(fmt::format(
-        "descriptor {} is not a host arena for {} ranks (expected {} bytes)",
-        fd, world, size));
+        "descriptor {} is not a host arena for {} ranks (expected {} or {} "
+        "bytes)",
+        fd, world, size, checks_only));
   }
-  void* memory = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const bool carry_data = static_cast<std::size_t>(st.st_size) == size;
+  const std::size_t mapped = static_cast<std::size_t>(st.st_size);
+  void* memory =
+      mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int error = errno;
   close(fd);
   if (memory == MAP_FAILED) {
@@ -149,12 +182,13 @@ std::shared_ptr<HostArena> HostArena::Attach(int fd, int world) {
                             std::strerror(error)));
   }
   return std::shared_ptr<HostArena>(
-      new HostArena(world, -1, memory, size, /*fresh=*/false));
+      new HostArena(world, -1, memory, mapped, /*fresh=*/false, carry_data));
 }
 
 HostArena::HostArena(int world, int fd, void* memory, std::size_t size,
-                     bool fresh)
+                     bool fresh, bool carry_data)
     : world_(world),
+      carry_data_(carry_data),
       fd_(fd),
       memory_(memory),
       size_(size),
@@ -180,11 +214,69 @@ unsigned char* HostArena::Slot(int rank, unsigned parity) {
          (static_cast<std::size_t>(rank) * 2 + parity) * kSlotBytes;
 }
 
-unsigned HostArena::NextParity(int rank) {
-  return header_->ranks[rank].data_ops++ & 1u;
+std::uint64_t HostArena::NextSequence(int rank) {
+  return header_->ranks[rank].ops++;
 }
 
 void HostArena::Barrier(int rank, std::chrono::milliseconds timeout) {
+  Meet(rank, CollectiveCall::Barrier(), NextSequence(rank), timeout);
+}
+
+void HostArena::Check(int rank, const CollectiveCall& call,
+                      std::chrono::milliseconds timeout) {
+  Meet(rank, call, NextSequence(rank), timeout);
+}
+
+void HostArena::Meet(int rank, const CollectiveCall& call, std::uint64_t seq,
+                     std::chrono::milliseconds timeout) {
+  Header& h = *header_;
+  if (std::uint64_t bad = h.mismatch.load(std::memory_order_acquire)) {
+    throw CommError(fmt::format(
+        "collective #{} did not match across the ranks (see that error); the "
+        "host arena cannot be used after that",
+        bad - 1));
+  }
+  const unsigned parity = static_cast<unsigned>(seq & 1u);
+  if (!check_calls_) return Wait(rank, timeout);
+  h.ranks[rank].entries[parity] = {call, seq};
+  // The barrier's release and acquire order the entries (and the data slots)
+  // before every peer's reads.
+  Wait(rank, timeout);
+  for (int q = 0; q < world_; ++q) {
+    const Header::Entry& theirs = h.ranks[q].entries[parity];
+    if (theirs.seq != seq || !(theirs.call == call)) Mismatch(seq, parity);
+  }
+}
+
+void HostArena::Mismatch(std::uint64_t seq, unsigned parity) {
+  Header& h = *header_;
+  std::uint64_t none = 0;
+  h.mismatch.compare_exchange_strong(none, seq + 1, std::memory_order_acq_rel);
+  // Ranks grouped by what they called, in order of their first rank.
+  std::vector<std::pair<Header::Entry, std::vector<int>>> groups;
+  for (int q = 0; q < world_; ++q) {
+    const Header::Entry& entry = h.ranks[q].entries[parity];
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
+      return g.first.seq == entry.seq && g.first.call == entry.call;
+    });
+    if (same == groups.end()) {
+      groups.push_back({entry, {q}});
+    } else {
+      same->second.push_back(q);
+    }
+  }
+  std::string calls;
+  for (const auto& [entry, ranks] : groups) {
+    if (!calls.empty()) calls += "; ";
+    calls += fmt::format("{}: {}", RanksText(ranks), entry.call.str());
+    if (entry.seq != seq) calls += fmt::format(" as its collective #{}", entry.seq);
+  }
+  throw CommError(fmt::format(
+      "collective #{} does not match across the {} ranks: {}", seq, world_,
+      calls));
+}
+
+void HostArena::Wait(int rank, std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline = Clock::now() + timeout;
   Header& h = *header_;
@@ -249,9 +341,10 @@ void HostArena::AllReduce(int rank, void* data, std::size_t count,
                           DataType type, ReduceOp op,
                           std::chrono::milliseconds timeout) {
   const std::size_t bytes = count * SizeOf(type);
-  const unsigned parity = NextParity(rank);
+  const std::uint64_t seq = NextSequence(rank);
+  const unsigned parity = static_cast<unsigned>(seq & 1u);
   std::memcpy(Slot(rank, parity), data, bytes);
-  Barrier(rank, timeout);
+  Meet(rank, CollectiveCall::AllReduce(count, type, op), seq, timeout);
   // Every rank reduces in rank order: all of them get the same bits.
   std::memcpy(data, Slot(0, parity), bytes);
   for (int q = 1; q < world_; ++q) {
@@ -259,20 +352,25 @@ void HostArena::AllReduce(int rank, void* data, std::size_t count,
   }
 }
 
-void HostArena::Broadcast(int rank, void* data, std::size_t bytes, int root,
+void HostArena::Broadcast(int rank, void* data, std::size_t count,
+                          DataType type, int root,
                           std::chrono::milliseconds timeout) {
-  const unsigned parity = NextParity(rank);
+  const std::size_t bytes = count * SizeOf(type);
+  const std::uint64_t seq = NextSequence(rank);
+  const unsigned parity = static_cast<unsigned>(seq & 1u);
   if (rank == root) std::memcpy(Slot(root, parity), data, bytes);
-  Barrier(rank, timeout);
+  Meet(rank, CollectiveCall::Broadcast(count, type, root), seq, timeout);
   if (rank != root) std::memcpy(data, Slot(root, parity), bytes);
 }
 
 void HostArena::AllGather(int rank, const void* in, void* out,
-                          std::size_t bytes,
+                          std::size_t count, DataType type,
                           std::chrono::milliseconds timeout) {
-  const unsigned parity = NextParity(rank);
+  const std::size_t bytes = count * SizeOf(type);
+  const std::uint64_t seq = NextSequence(rank);
+  const unsigned parity = static_cast<unsigned>(seq & 1u);
   std::memcpy(Slot(rank, parity), in, bytes);
-  Barrier(rank, timeout);
+  Meet(rank, CollectiveCall::AllGather(count, type), seq, timeout);
   for (int q = 0; q < world_; ++q) {
     std::memcpy(static_cast<unsigned char*>(out) + q * bytes, Slot(q, parity),
                 bytes);

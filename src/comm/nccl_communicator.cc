@@ -77,7 +77,8 @@ NcclCommunicator::NcclCommunicator(int rank, int size,
       size_(size),
       device_(options.device),
       prefix_(options.prefix),
-      timeout_(options.timeout) {}
+      timeout_(options.timeout),
+      arena_(options.arena) {}
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::Create(
     Store& store, int rank, int size, const NcclOptions& options) {
@@ -400,9 +401,20 @@ void NcclCommunicator::Synchronize() {
   Wait(what);
 }
 
+void NcclCommunicator::CheckCall(const std::string& what,
+                                 const CollectiveCall& call) {
+  if (arena_ == nullptr) return;
+  try {
+    arena_->Check(rank_, call, timeout_);
+  } catch (const CommError& e) {
+    Break(what, e.what());
+  }
+}
+
 void NcclCommunicator::barrier() {
   const std::string what = "barrier failed";
   Begin(what);
+  CheckCall(what, CollectiveCall::Barrier());
   void* flag = Scratch(what, sizeof(std::int32_t));
   cudaError_t error = cudaMemsetAsync(flag, 0, sizeof(std::int32_t), stream_);
   if (error != cudaSuccess) Break(what, CudaCause("cudaMemsetAsync", error));
@@ -417,10 +429,12 @@ void NcclCommunicator::barrier() {
 // (which may wait for the stream) never waits for a collective.
 void NcclCommunicator::allreduce(void* data, std::size_t count, DataType type,
                                  ReduceOp op) {
-  if (count == 0) return;
+  if (count == 0 && arena_ == nullptr) return;
   const std::string what = fmt::format(
       "{} ({}) failed", Describe("allreduce", count, type), Name(op));
   Begin(what);
+  CheckCall(what, CollectiveCall::AllReduce(count, type, op));
+  if (count == 0) return;
   const std::size_t bytes = count * SizeOf(type);
   const bool staged = !OnDevice(data);
   void* buffer = staged ? Scratch(what, bytes) : data;
@@ -442,10 +456,12 @@ void NcclCommunicator::broadcast(void* data, std::size_t count, DataType type,
     throw CommError(fmt::format("[rank {}/{}] broadcast: invalid root rank {}",
                                 rank_, size_, root));
   }
-  if (count == 0) return;
+  if (count == 0 && arena_ == nullptr) return;
   const std::string what = fmt::format(
       "{} from rank {} failed", Describe("broadcast", count, type), root);
   Begin(what);
+  CheckCall(what, CollectiveCall::Broadcast(count, type, root));
+  if (count == 0) return;
   const std::size_t bytes = count * SizeOf(type);
   const bool staged = !OnDevice(data);
   void* buffer = staged ? Scratch(what, bytes) : data;
@@ -465,10 +481,12 @@ void NcclCommunicator::broadcast(void* data, std::size_t count, DataType type,
 
 void NcclCommunicator::allgather(const void* in, void* out, std::size_t count,
                                  DataType type) {
-  if (count == 0) return;
+  if (count == 0 && arena_ == nullptr) return;
   const std::string what =
       fmt::format("{} failed", Describe("allgather", count, type));
   Begin(what);
+  CheckCall(what, CollectiveCall::AllGather(count, type));
+  if (count == 0) return;
   const std::size_t bytes = count * SizeOf(type);
   const std::size_t total = bytes * static_cast<std::size_t>(size_);
   const bool staged_out = !OnDevice(out);

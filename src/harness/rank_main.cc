@@ -26,6 +26,7 @@
 #include "disttest/rendezvous/prefix_store.h"
 #include "disttest/rendezvous/tcp_store.h"
 #include "env/text.h"
+#include "harness/descendants.h"
 #include "harness/rank_outcome.h"
 #include "harness/stack_dump.h"
 #include "harness/verdict.h"
@@ -71,6 +72,15 @@ std::unique_ptr<ResultChannel> OpenChannel() {
 // at the end, so that a rank killed while it waits there for a stuck peer
 // is judged by what it did, not by how it was ended.
 void ReportDone(const ReportFn& report, RankVerdict verdict) {
+  // Processes the test started end with it (the rank is their subreaper,
+  // so a daemon that forked twice and called setsid() is still ours).
+  for (const std::string& process : EndChildren()) {
+    std::cout.flush();
+    std::fprintf(stderr,
+                 "disttest: note: ended process %s, which the test started "
+                 "and left running\n",
+                 process.c_str());
+  }
   // The test's output reaches the pipe before its verdict the parent (a
   // pooled rank goes on to another test, whose output must not hold it).
   std::cout.flush();
@@ -267,6 +277,9 @@ void RunRank(RankProgram& program, const Options& options) {
   // with SIGPIPE. Gloo writes without MSG_NOSIGNAL.
   std::signal(SIGPIPE, SIG_IGN);
   InstallStackSignalHandler();
+  // Orphans of the processes the test starts come to this rank, not to
+  // init: ReportDone ends them.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   // Only a rank with a communicator resets its connections at the end.
   const std::map<ino_t, int> inherited_sockets =
       options.init_distributed ? TcpSockets() : std::map<ino_t, int>{};

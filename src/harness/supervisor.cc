@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "disttest/env/rank_env.h"
 #include "disttest/error.h"
 #include "env/text.h"
+#include "harness/descendants.h"
 #include "harness/emergency_cleanup.h"
 #include "harness/stack_dump.h"
 
@@ -182,18 +184,20 @@ void Supervisor::StartClock() {
 
 namespace {
 
-// The ranks' host arena; null when DISTTEST_NO_HOST_ARENA=1 or when it
-// cannot be mapped (the ranks' collectives all go through Gloo then, which
-// the run says once).
+// The ranks' host arena. Under DISTTEST_NO_HOST_ARENA=1 it carries no
+// data (collectives go through Gloo) but still checks that the ranks agree
+// on every collective. Null when it cannot be mapped: collectives then go
+// through Gloo unchecked, which the run says once.
 std::shared_ptr<HostArena> MakeArena(int world_size) {
-  if (SetToOne(env::kNoHostArena)) return nullptr;
   try {
-    return HostArena::Create(world_size);
+    return HostArena::Create(world_size,
+                             /*carry_data=*/!SetToOne(env::kNoHostArena));
   } catch (const Error& e) {
     static bool said = false;
     if (!said) {
       std::fprintf(stderr,
-                   "[ disttest ] note: %s; collectives go through Gloo\n",
+                   "[ disttest ] note: %s; collectives go through Gloo, and "
+                   "ranks that call different collectives are not detected\n",
                    e.what());
       said = true;
     }
@@ -204,6 +208,10 @@ std::shared_ptr<HostArena> MakeArena(int world_size) {
 }  // namespace
 
 void Supervisor::StartRanks() {
+  // Processes that ranks start and that outlive a rank the harness kills
+  // (a daemon that called setsid() leaves the group) come to this process,
+  // not to init: EndRanks ends them.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   pgid_ = 0;  // A new group (rank 0 leads it), also when a pool restarts.
   store_token_ = GenerateStoreToken();
   server_ = std::make_unique<TcpStoreServer>(spec_.options.master_addr, 0,
@@ -233,6 +241,7 @@ std::vector<RankReport> Supervisor::EndRanks(const std::string& reason) {
   // the output pipes, and its death lets the relays see end of file.
   KillRemaining(reason);
   ReapAll();
+  EndOrphans();
   // Rank 0 is reaped: the group id may now be reused.
   emergency_->Arm(0, queue_names_);
   for (Rank& rank : ranks_) {
@@ -681,9 +690,25 @@ void Supervisor::ReapAll() {
   }
 }
 
+void Supervisor::EndOrphans() {
+  if (!server_) return;
+  // Only processes of this test: they inherited its store's port.
+  const std::string mine =
+      fmt::format("{}={}", env::kMasterPort, server_->port());
+  for (const std::string& process :
+       EndChildren([&](pid_t pid) { return EnvironmentHas(pid, mine); })) {
+    std::printf(
+        "[ disttest ] note: %s: ended process %s, which its ranks started "
+        "and left running\n",
+        Subject().c_str(), process.c_str());
+    std::fflush(stdout);
+  }
+}
+
 void Supervisor::CleanUp() {
   KillRemaining("the test ended");
   ReapAll();
+  EndOrphans();
   for (Rank& rank : ranks_) {
     if (rank.pidfd >= 0) close(rank.pidfd);
     rank.pidfd = -1;

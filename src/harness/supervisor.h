@@ -23,7 +23,8 @@
 // killed; a rank that skipped gives them five times as long, since skipping
 // ranks usually all skip at once. At options.timeout every live rank is
 // killed. Nothing outlives Run(): at the end the test's process group is
-// killed (processes a rank started go with it), every child is reaped, every
+// killed, every child is reaped, processes the ranks started that were
+// handed to this process (a child subreaper) are ended with a note, every
 // queue removed, every socket and pipe closed, also when Run() throws.
 #ifndef DISTTEST_SRC_HARNESS_SUPERVISOR_H_
 #define DISTTEST_SRC_HARNESS_SUPERVISOR_H_
@@ -118,6 +119,9 @@ class Supervisor {
   void KillRemaining(const std::string& reason);
   void CleanUp();
   void ReapAll();
+  // Ends the processes of this test's ranks that were handed to this
+  // process (a subreaper) when a rank ended, naming each.
+  void EndOrphans();
   // Pooled: true once every rank waits for the next test in the store;
   // false when one leaves instead (its communicator failed) or none of
   // that happens within a few seconds.

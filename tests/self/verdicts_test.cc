@@ -24,6 +24,16 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// How often `needle` occurs in `haystack`.
+int Count(const std::string& haystack, const std::string& needle) {
+  int n = 0;
+  for (std::size_t at = haystack.find(needle); at != std::string::npos;
+       at = haystack.find(needle, at + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
 class VerdictsTest : public ::testing::TestWithParam<ChildSetup> {
  protected:
   Verdict Run(const std::string& filter,
@@ -101,6 +111,92 @@ TEST_P(VerdictsTest, RanksShareAHostArena) {
   EXPECT_THAT(off.run.out, Not(HasSubstr("marker-arena yes")));
 }
 
+// Ranks that disagree about a collective fail at once, every one of them,
+// with one message naming what each rank called: through the host arena,
+// through Gloo (buffers too large for the arena's slots, and every buffer
+// under DISTTEST_NO_HOST_ARENA=1), and for an empty buffer against a full one.
+TEST_P(VerdictsTest, RanksThatDisagreeAboutACollectiveAllFail) {
+  struct Case {
+    const char* test;
+    int world;
+    const char* calls;
+  };
+  const Case cases[] = {
+      {"AllReduceAgainstBroadcast", 2,
+       "rank 0: allreduce(8 x float32, sum); rank 1: broadcast(8 x float32, "
+       "root 0)"},
+      {"CountsDiffer", 2,
+       "rank 0: allreduce(8 x float32, sum); rank 1: allreduce(16 x float32, "
+       "sum)"},
+      {"TypesDiffer", 2,
+       "rank 0: allreduce(8 x float64, sum); rank 1: allreduce(8 x float32, "
+       "sum)"},
+      {"ReduceOpsDiffer", 2,
+       "rank 0: allreduce(8 x float32, sum); rank 1: allreduce(8 x float32, "
+       "max)"},
+      {"EachRankItsOwnRoot", 2,
+       "rank 0: broadcast(8 x float32, root 0); rank 1: broadcast(8 x "
+       "float32, root 1)"},
+      {"BarrierAgainstAllReduce", 2,
+       "rank 0: barrier(); rank 1: allreduce(8 x float32, sum)"},
+      {"AllGatherAgainstAllReduce", 2,
+       "rank 0: allgather(8 x float32); rank 1: allreduce(8 x float32, sum)"},
+      {"OneAllGathersWhileThreeBarrier", 4,
+       "ranks 0-1, 3: barrier(); rank 2: allgather(8 x float32)"},
+      {"LargeCountsDiffer", 2,
+       "rank 0: allreduce(100000 x float32, sum); rank 1: allreduce(200000 x "
+       "float32, sum)"},
+      {"SmallAgainstLarge", 2,
+       "rank 0: broadcast(8 x float32, root 0); rank 1: broadcast(100000 x "
+       "float32, root 0)"},
+      {"EmptyAgainstFull", 2,
+       "rank 0: allreduce(0 x float32, sum); rank 1: allreduce(8 x float32, "
+       "sum)"},
+  };
+  for (const char* no_arena : {"0", "1"}) {
+    SCOPED_TRACE(std::string("DISTTEST_NO_HOST_ARENA=") + no_arena);
+    Verdict v = Run("VerdictsMismatch.*", {{"DISTTEST_NO_HOST_ARENA", no_arena}});
+    EXPECT_EQ(v.run.exit_code, 1);
+    // At once: not at the collectives' deadline (0.9 x the 60 s timeout).
+    EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
+    EXPECT_THAT(v.run.out, Not(HasSubstr("marker-mismatch-passed")));
+    EXPECT_THAT(v.run.out, Not(HasSubstr("was killed by disttest")));
+    for (const Case& c : cases) {
+      std::string tc =
+          TestCaseXml(v.xml, fmt::format("{}/{}ranks", c.test, c.world));
+      EXPECT_THAT(tc, HasSubstr("<failure")) << c.test;
+      for (int r = 0; r < c.world; ++r) {
+        EXPECT_THAT(
+            tc, HasSubstr(fmt::format(
+                    "[rank {}/{}] the test body threw disttest::CommError: "
+                    "[rank {}/{}] ",
+                    r, c.world, r, c.world)))
+            << c.test;
+      }
+      const std::string message = fmt::format(
+          "failed: collective #1 does not match across the {} ranks: {}",
+          c.world, c.calls);
+      // Every rank names every rank's call, in one message (twice in the
+      // XML: the failure's message attribute and its text).
+      EXPECT_EQ(Count(tc, message), 2 * c.world) << c.test << "\n" << tc;
+    }
+    // A caught mismatch leaves the communicator failing, naming it.
+    std::string caught =
+        TestCaseXml(v.xml, "CaughtMismatchBreaksLaterCollectives/2ranks");
+    EXPECT_EQ(Count(caught, "barrier failed: collective #1 did not match "
+                            "across the ranks (see that error)"),
+              2 * 2)
+        << caught;
+    // Ranks that agree pass, through the arena and Gloo, empty buffers too.
+    for (const char* agree : {"AgreeingRanksPass/1ranks",
+                              "AgreeingRanksPass/3ranks"}) {
+      std::string tc = TestCaseXml(v.xml, agree);
+      EXPECT_THAT(tc, HasSubstr("result=\"completed\"")) << agree;
+      EXPECT_THAT(tc, Not(HasSubstr("<failure"))) << agree << "\n" << tc;
+    }
+  }
+}
+
 TEST_P(VerdictsTest, SkipOnEveryRankSkipsTheTest) {
   Verdict v = Run("Verdicts.SkipsOnEveryRank/2ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
@@ -119,6 +215,33 @@ TEST_P(VerdictsTest, ProcessesStartedByARankEndWithTheTest) {
   // Run() fails if the `sleep 600` a rank started is still alive.
   Verdict v = Run("Verdicts.StartsAProcessThatOutlivesTheRank/2ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+}
+
+// A daemon (fork, fork, setsid) leaves the rank's process group; the rank,
+// its subreaper, ends it when the test ends and says so. Run() fails if it
+// is still alive (the driver is a subreaper too, and would inherit it).
+TEST_P(VerdictsTest, DaemonStartedByARankEndsWithTheTest) {
+  Verdict v = Run("Verdicts.StartsADaemon/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.err,
+              ::testing::ContainsRegex(
+                  "\\[rank 1\\] disttest: note: ended process [0-9]+ "
+                  "\\(sleep 1000\\), which the test started and left "
+                  "running\n"));
+}
+
+// A rank the harness cannot ask (it was killed) leaves its daemon to the
+// parent, which ends it.
+TEST_P(VerdictsTest, DaemonOfAKilledRankEndsWithTheTest) {
+  Verdict v = Run("Verdicts.StartsADaemonAndIsKilled/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] killed by signal 9 (SIGKILL)"));
+  EXPECT_THAT(v.run.out,
+              ::testing::ContainsRegex(
+                  "\\[ disttest \\] note: "
+                  "Verdicts.StartsADaemonAndIsKilled/2ranks: ended process "
+                  "[0-9]+ \\(sleep 1000\\), which its ranks started and "
+                  "left running\n"));
 }
 
 TEST_P(VerdictsTest, SkipOnOneRankIsAFailureNamingIt) {
@@ -614,6 +737,22 @@ std::map<std::string, std::pair<int, int>> PoolLines(const std::string& out,
   return found;
 }
 
+TEST_P(VerdictsTest, DaemonStartedByAPooledRankEndsWithItsTest) {
+  Verdict v = Run("VerdictsPooledDaemon.*");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.err, ::testing::ContainsRegex(
+                             "\\[rank 1\\] disttest: note: ended process "
+                             "[0-9]+ \\(sleep 1000\\)"));
+  // Ended with its test, not when the pool ends: the next test on the same
+  // rank finds no child left.
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1] marker-no-children\n"));
+  auto tests = PoolLines(v.run.out, 1);
+  ASSERT_EQ(tests.size(), 2u) << v.run.out;
+  if (std::string(GetParam().launch) == "fork") {
+    EXPECT_EQ(tests["AfterTheDaemon"].first, tests["StartsADaemon"].first);
+  }
+}
+
 TEST_P(VerdictsTest, PooledRanksRunTheNextTestUntilOneFails) {
   Verdict v = Run("VerdictsPooled.*");
   EXPECT_EQ(v.run.exit_code, 1);
@@ -713,9 +852,9 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // One GPU: the NCCL test skips on any machine.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 31 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 33 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 4 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("21 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("33 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -5,7 +5,9 @@
 // verdicts_test.cc runs each with --gtest_filter and checks what the parent
 // reported. Nothing here is run on its own by ctest.
 #include <disttest/disttest.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -16,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -111,6 +114,46 @@ DIST_TEST_F(Verdicts, StartsAProcessThatOutlivesTheRank) {
   // it with the test.
   if (rank() == 1) {
     ASSERT_EQ(std::system("sleep 600 &"), 0);
+  }
+}
+
+// Starts `sleep 1000` as a daemon: fork, fork, setsid, exec; the middle
+// process exits at once, so the daemon has left the rank's process group
+// and lost its parent. Only async-signal-safe calls after fork (the rank
+// runs Gloo's thread).
+void StartDaemon() {
+  // Read to its end once the daemon has exec'd (close-on-exec).
+  int started[2];
+  ASSERT_EQ(pipe2(started, O_CLOEXEC), 0);
+  pid_t middle = fork();
+  ASSERT_GE(middle, 0);
+  if (middle == 0) {
+    if (fork() == 0) {
+      setsid();
+      char sleep[] = "sleep";
+      char seconds[] = "1000";
+      char* argv[] = {sleep, seconds, nullptr};
+      execve("/bin/sleep", argv, environ);
+      _exit(127);
+    }
+    _exit(0);
+  }
+  close(started[1]);
+  char byte;
+  while (read(started[0], &byte, 1) > 0) {
+  }
+  close(started[0]);
+  ASSERT_EQ(waitpid(middle, nullptr, 0), middle);
+}
+
+DIST_TEST_F(Verdicts, StartsADaemon) {
+  if (rank() == 1) StartDaemon();
+}
+
+DIST_TEST_F(Verdicts, StartsADaemonAndIsKilled) {
+  if (rank() == 1) {
+    StartDaemon();
+    raise(SIGKILL);
   }
 }
 
@@ -213,6 +256,134 @@ DIST_TEST_F(Verdicts, ReportsItsHostArena, 3) {
           << n << " from rank " << q;
     }
   }
+}
+
+// Ranks that disagree about a collective: each must fail on every rank at
+// once, naming what each rank called, whether the data would have gone
+// through the host arena or through Gloo. A rank that gets past the call
+// prints marker-mismatch-passed.
+class VerdictsMismatch : public Verdicts {
+ protected:
+  // Large enough that the data goes through Gloo, not the arena's slots.
+  static constexpr std::size_t kLarge = 100000;
+  void Passed() { std::printf("marker-mismatch-passed %d\n", rank()); }
+};
+
+DIST_TEST_F(VerdictsMismatch, AllReduceAgainstBroadcast) {
+  std::vector<float> v(8, rank() + 1.0f);
+  if (rank() == 0) {
+    comm().allreduce(v.data(), v.size(), disttest::ReduceOp::kSum);
+  } else {
+    comm().broadcast(v.data(), v.size(), 0);
+  }
+  Passed();
+}
+
+DIST_TEST_F(VerdictsMismatch, CountsDiffer) {
+  std::vector<float> v(rank() == 0 ? 8 : 16, 1.0f);
+  comm().allreduce(v.data(), v.size(), disttest::ReduceOp::kSum);
+  Passed();
+}
+
+DIST_TEST_F(VerdictsMismatch, TypesDiffer) {
+  std::vector<float> f(8, 1.0f);
+  std::vector<double> d(8, 1.0);
+  if (rank() == 0) {
+    comm().allreduce(d.data(), d.size(), disttest::ReduceOp::kSum);
+  } else {
+    comm().allreduce(f.data(), f.size(), disttest::ReduceOp::kSum);
+  }
+  Passed();
+}
+
+DIST_TEST_F(VerdictsMismatch, ReduceOpsDiffer) {
+  std::vector<float> v(8, rank() + 1.0f);
+  comm().allreduce(v.data(), v.size(),
+                   rank() == 0 ? disttest::ReduceOp::kSum
+                               : disttest::ReduceOp::kMax);
+  Passed();
+}
+
+DIST_TEST_F(VerdictsMismatch, EachRankItsOwnRoot) {
+  std::vector<float> v(8, rank() + 1.0f);
+  comm().broadcast(v.data(), v.size(), rank());
+  Passed();
+}
+
+DIST_TEST_F(VerdictsMismatch, BarrierAgainstAllReduce) {
+  std::vector<float> v(8, 1.0f);
+  if (rank() == 0) {
+    comm().barrier();
+  } else {
+    comm().allreduce(v.data(), v.size(), disttest::ReduceOp::kSum);
+  }
+  Passed();
+}
+
+DIST_TEST_F(VerdictsMismatch, AllGatherAgainstAllReduce) {
+  std::vector<float> v(8, 1.0f);
+  std::vector<float> all(16);
+  if (rank() == 0) {
+    comm().allgather(v.data(), all.data(), v.size());
+  } else {
+    comm().allreduce(v.data(), v.size(), disttest::ReduceOp::kSum);
+  }
+  Passed();
+}
+
+DIST_TEST_F(VerdictsMismatch, OneAllGathersWhileThreeBarrier, 4) {
+  std::vector<float> v(8, 1.0f);
+  std::vector<float> all(32);
+  if (rank() == 2) {
+    comm().allgather(v.data(), all.data(), v.size());
+  } else {
+    comm().barrier();
+  }
+  Passed();
+}
+
+// Too large for the arena's slots: the data would go through Gloo.
+DIST_TEST_F(VerdictsMismatch, LargeCountsDiffer) {
+  std::vector<float> v(rank() == 0 ? kLarge : 2 * kLarge, 1.0f);
+  comm().allreduce(v.data(), v.size(), disttest::ReduceOp::kSum);
+  Passed();
+}
+
+// One rank's buffer fits the slots, the other's does not.
+DIST_TEST_F(VerdictsMismatch, SmallAgainstLarge) {
+  std::vector<float> v(rank() == 0 ? 8 : kLarge, 1.0f);
+  comm().broadcast(v.data(), v.size(), 0);
+  Passed();
+}
+
+DIST_TEST_F(VerdictsMismatch, EmptyAgainstFull) {
+  std::vector<float> v(rank() == 0 ? 0 : 8, 1.0f);
+  comm().allreduce(v.data(), v.size(), disttest::ReduceOp::kSum);
+  Passed();
+}
+
+// After a mismatch the communicator is not used again as if nothing
+// happened: a caught mismatch leaves every later collective failing.
+DIST_TEST_F(VerdictsMismatch, CaughtMismatchBreaksLaterCollectives) {
+  std::vector<float> v(rank() == 0 ? 8 : 16, 1.0f);
+  EXPECT_THROW(comm().allreduce(v.data(), v.size(), disttest::ReduceOp::kSum),
+               disttest::CommError);
+  comm().barrier();
+  Passed();
+}
+
+// The same calls in the same order pass, through the arena and Gloo alike.
+DIST_TEST_F(VerdictsMismatch, AgreeingRanksPass, 1, 3) {
+  for (std::size_t n : {std::size_t{0}, std::size_t{8}, kLarge}) {
+    std::vector<float> v(n, 1.0f);
+    comm().allreduce(v.data(), n, disttest::ReduceOp::kSum);
+    EXPECT_EQ(v, std::vector<float>(n, static_cast<float>(world_size())));
+    comm().broadcast(v.data(), n, world_size() - 1);
+    std::vector<float> all(n * world_size());
+    comm().allgather(v.data(), all.data(), n);
+    comm().barrier();
+  }
+  std::printf("marker-agreed %d\n", rank());
 }
 
 DIST_TEST_F(Verdicts, InvalidWorldSize, 0) {}
@@ -441,6 +612,25 @@ DIST_TEST_F(VerdictsPooled, SkipsOnRank1) {
 }
 DIST_TEST_F(VerdictsPooled, AfterThePartialSkip) {
   PrintProcess("AfterThePartialSkip");
+}
+
+// A pooled rank ends what a test left running when that test ends, not when
+// the pool does.
+class VerdictsPooledDaemon : public VerdictsPooled {};
+DIST_TEST_F(VerdictsPooledDaemon, StartsADaemon) {
+  PrintProcess("StartsADaemon");
+  if (rank() == 1) StartDaemon();
+}
+DIST_TEST_F(VerdictsPooledDaemon, AfterTheDaemon) {
+  PrintProcess("AfterTheDaemon");
+  std::string children;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "children");
+    for (std::string pid; in >> pid;) children += pid + " ";
+  }
+  EXPECT_EQ(children, "");
+  if (children.empty()) std::printf("marker-no-children\n");
 }
 
 // A gtest death test forks the parent while pools live; its child's exit()

@@ -54,6 +54,7 @@
 #include <string>
 
 #include "disttest/comm/communicator.h"
+#include "disttest/comm/host_arena.h"
 #include "disttest/rendezvous/store.h"
 
 namespace disttest {
@@ -66,6 +67,11 @@ struct NcclOptions {
   std::string prefix = "nccl";
   // Bounds the rendezvous, the initialisation and every operation.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  // Ranks on one host (the harness's spawned ranks): before each collective
+  // every rank's call is compared in this arena (HostArena::Check), so that
+  // ranks that disagree fail at once instead of hanging in NCCL or
+  // reducing mismatched buffers. The data still goes through NCCL.
+  std::shared_ptr<HostArena> arena;
 };
 
 class NcclCommunicator : public Communicator {
@@ -155,6 +161,9 @@ class NcclCommunicator : public Communicator {
   void Poll(const std::string& what, bool stream);
   // A device buffer of at least `bytes` bytes (the stream must be idle).
   void* Scratch(const std::string& what, std::size_t bytes);
+  // Compares `call` with every rank's through the arena, if there is one;
+  // a mismatch (or a peer that does not come) breaks the communicator.
+  void CheckCall(const std::string& what, const CollectiveCall& call);
   // Calls cudaMemcpyAsync on the stream; breaks on failure.
   void Copy(const std::string& what, void* to, const void* from,
             std::size_t bytes, cudaMemcpyKind kind);
@@ -169,6 +178,7 @@ class NcclCommunicator : public Communicator {
   const int device_;
   const std::string prefix_;
   const std::chrono::milliseconds timeout_;
+  const std::shared_ptr<HostArena> arena_;
   Clock::time_point deadline_{};
 
   // Guards comm_, aborted_ and broken_ against Abort() from another thread.

@@ -1,0 +1,125 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/descendants.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
+
+namespace disttest::internal {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in),
+                     std::istreambuf_iterator<char>());
+}
+
+// The state letter of /proc/<pid>/stat ('Z': a zombie), or 0 if it is gone.
+char State(pid_t pid) {
+  const std::string stat = Slurp(fmt::format("/proc/{}/stat", pid));
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return 0;
+  return stat[close + 2];
+}
+
+}  // namespace
+
+std::vector<pid_t> Children() {
+  std::set<pid_t> found;
+  std::error_code ec;
+  bool listed = false;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream in(task.path() / "children");
+    if (!in) continue;
+    listed = true;
+    pid_t pid;
+    while (in >> pid) found.insert(pid);
+  }
+  if (!listed) {
+    // A kernel without /proc/<pid>/task/<tid>/children: every process's
+    // parent, from its stat.
+    const pid_t self = getpid();
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      const std::string stat = Slurp(entry.path() / "stat");
+      const std::size_t close = stat.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(stat.substr(close + 2));
+      char state;
+      pid_t ppid = 0;
+      if (rest >> state >> ppid && ppid == self) {
+        found.insert(static_cast<pid_t>(std::atoi(name.c_str())));
+      }
+    }
+  }
+  return {found.begin(), found.end()};
+}
+
+std::string DescribeProcess(pid_t pid) {
+  std::string cmdline = Slurp(fmt::format("/proc/{}/cmdline", pid));
+  while (!cmdline.empty() && cmdline.back() == '\0') cmdline.pop_back();
+  std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+  if (cmdline.empty()) {
+    cmdline = Slurp(fmt::format("/proc/{}/comm", pid));
+    while (!cmdline.empty() && cmdline.back() == '\n') cmdline.pop_back();
+  }
+  if (cmdline.size() > 100) cmdline = cmdline.substr(0, 97) + "...";
+  return cmdline;
+}
+
+bool EnvironmentHas(pid_t pid, const std::string& entry) {
+  const std::string environ = Slurp(fmt::format("/proc/{}/environ", pid));
+  std::size_t start = 0;
+  while (start < environ.size()) {
+    std::size_t end = environ.find('\0', start);
+    if (end == std::string::npos) end = environ.size();
+    if (environ.compare(start, end - start, entry) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+std::vector<std::string> EndChildren(const std::function<bool(pid_t)>& pick) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(2);
+  std::vector<std::string> ended;
+  std::set<pid_t> picked;
+  // Killing a child hands its own children to this process (a subreaper):
+  // go on until no picked child is left, or the deadline.
+  while (Clock::now() < deadline) {
+    std::vector<pid_t> now;
+    for (pid_t pid : Children()) {
+      if (picked.count(pid) != 0 || pick == nullptr || pick(pid)) {
+        now.push_back(pid);
+      }
+    }
+    if (now.empty()) break;
+    for (pid_t pid : now) {
+      if (picked.insert(pid).second && State(pid) != 'Z') {
+        ended.push_back(fmt::format("{} ({})", pid, DescribeProcess(pid)));
+      }
+      kill(pid, SIGKILL);
+    }
+    for (pid_t pid : now) {
+      while (waitpid(pid, nullptr, WNOHANG) == 0 && Clock::now() < deadline) {
+        poll(nullptr, 0, 1);
+      }
+    }
+  }
+  return ended;
+}
+
+}  // namespace disttest::internal
