@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "comm/visit_type.h"
+#include "env/text.h"
 #include "disttest/error.h"
 
 namespace disttest {
@@ -100,20 +101,6 @@ void ReduceAs(DataType type, void* out, const void* in, std::size_t n,
   internal::VisitType(type, [&]<typename T>(T*) {
     Reduce(static_cast<T*>(out), static_cast<const T*>(in), n, op);
   });
-}
-
-// "rank 3", "ranks 0-2, 5".
-std::string RanksText(const std::vector<int>& ranks) {
-  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (i > 0) text += ", ";
-    text += j == i ? fmt::format("{}", ranks[i])
-                   : fmt::format("{}-{}", ranks[i], ranks[j]);
-    i = j + 1;
-  }
-  return text;
 }
 
 }  // namespace
@@ -268,7 +255,7 @@ void HostArena::Mismatch(std::uint64_t seq, unsigned parity) {
   std::string calls;
   for (const auto& [entry, ranks] : groups) {
     if (!calls.empty()) calls += "; ";
-    calls += fmt::format("{}: {}", RanksText(ranks), entry.call.str());
+    calls += fmt::format("{}: {}", internal::RanksText(ranks), entry.call.str());
     if (entry.seq != seq) calls += fmt::format(" as its collective #{}", entry.seq);
   }
   throw CommError(fmt::format(

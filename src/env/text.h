@@ -8,9 +8,12 @@
 #ifndef DISTTEST_SRC_ENV_TEXT_H_
 #define DISTTEST_SRC_ENV_TEXT_H_
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -57,6 +60,20 @@ inline bool IsDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
     return std::isdigit(static_cast<unsigned char>(c)) != 0;
   });
+}
+
+// "rank 3", "ranks 0-2, 5": ascending ranks, runs as ranges.
+inline std::string RanksText(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (i > 0) text += ", ";
+    text += j == i ? fmt::format("{}", ranks[i])
+                   : fmt::format("{}-{}", ranks[i], ranks[j]);
+    i = j + 1;
+  }
+  return text;
 }
 
 }  // namespace disttest::internal

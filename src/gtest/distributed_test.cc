@@ -94,7 +94,10 @@ void AdoptFixtureDirsFromEnvironment(DistributedTest& test) {
 
 // Whether a rank's own part of the test went wrong.
 bool RankFailed(const RankReport& r) {
-  if (!r.killed_because.empty() || !r.not_started.empty()) return true;
+  if (!r.killed_because.empty() || !r.not_started.empty() ||
+      !r.overran.empty()) {
+    return true;
+  }
   if (r.done != kVerdictPassed && r.done != kVerdictSkipped) return true;
   for (const RankMessage& m : r.results) {
     if (m.kind == RankMessage::Kind::kFatalFailure ||

@@ -507,10 +507,11 @@ void Supervisor::Supervise() {
       deadline_ = Clock::time_point::max();
     } else if (now >= deadline_) {
       KillStuck(fmt::format("the test timed out after {} ms",
-                            spec_.options.timeout.count()));
+                            spec_.options.timeout.count()),
+                /*deadline=*/true);
       deadline_ = Clock::time_point::max();  // Now only reaping is left.
     } else if (grace_deadline_ && now >= *grace_deadline_) {
-      KillStuck(grace_reason_);
+      KillStuck(grace_reason_, /*deadline=*/false);
     }
     if (heartbeat_.count() > 0 && now >= next_heartbeat_) {
       PrintHeartbeat(now);
@@ -621,14 +622,18 @@ void Supervisor::OnRankEnded(Rank& rank) {
                               grace.count(), rank.report.rank, how);
 }
 
-void Supervisor::KillStuck(const std::string& reason) {
+void Supervisor::KillStuck(const std::string& reason, bool deadline) {
   std::vector<pid_t> pids;
   std::vector<Rank*> stuck;
   DrainChannels();  // A rank that reported its verdict is not stuck.
+  ObserveExits();
   for (Rank& rank : ranks_) {
     if (rank.pid <= 0 || rank.exited || rank.report.done) continue;
     pids.push_back(rank.pid);
     stuck.push_back(&rank);
+    // Decided now: whatever the rank does while its stack is taken, it did
+    // not finish in time.
+    if (deadline) rank.report.overran = reason;
   }
   if (!pids.empty()) {
     std::printf("[ disttest ] %s: %s; taking the stacks of %zu rank%s\n",

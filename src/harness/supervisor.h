@@ -114,8 +114,10 @@ class Supervisor {
   void DrainChannels();
   void ObserveExits();
   void OnRankEnded(Rank& rank);
-  // Takes the stacks of the ranks still running, then kills them.
-  void KillStuck(const std::string& reason);
+  // Takes the stacks of the ranks still running, then kills them. At the
+  // test's `deadline` the ranks still running have overrun it, whatever
+  // they do while the stacks are taken.
+  void KillStuck(const std::string& reason, bool deadline);
   void KillRemaining(const std::string& reason);
   void CleanUp();
   void ReapAll();

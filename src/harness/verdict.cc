@@ -4,6 +4,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
+#include "env/text.h"
+
 namespace disttest::internal {
 namespace {
 
@@ -51,24 +55,35 @@ std::optional<std::string> LostFailures(const RankReport& r) {
   return std::nullopt;
 }
 
+// `message`, then where the rank was when its stack was taken.
+std::string WithStack(const RankReport& r, std::string message) {
+  if (!r.stack.empty()) {
+    // Enough to see where it was; a deep stack is cut, not the verdict.
+    constexpr std::size_t kMaxStack = 16 * 1024;
+    message += fmt::format("; it was here:\n{}", r.stack.substr(0, kMaxStack));
+    if (r.stack.size() > kMaxStack) message += "\n... (stack cut)";
+  }
+  return message;
+}
+
 // How a rank ended when that is itself a failure; nullopt when it ended the
 // way the harness ends a rank that ran its body to the end.
 std::optional<std::string> AbnormalEnd(const RankReport& r) {
   if (!r.not_started.empty()) {
     return fmt::format("was not started: {}", r.not_started);
   }
+  // The deadline is decided when it passes: a rank that finished only while
+  // its stack was being taken did not finish in time.
+  if (!r.overran.empty() && r.killed_because.empty()) {
+    return WithStack(
+        r, fmt::format("did not finish in time: {}; it ended by itself only "
+                       "while disttest took the stacks",
+                       r.overran));
+  }
   if ((r.killed_after_done || r.parked) && r.done) return LostFailures(r);
   if (!r.killed_because.empty()) {
-    std::string message =
-        fmt::format("was killed by disttest: {}", r.killed_because);
-    if (!r.stack.empty()) {
-      // Enough to see where it was; a deep stack is cut, not the verdict.
-      constexpr std::size_t kMaxStack = 16 * 1024;
-      message +=
-          fmt::format("; it was here:\n{}", r.stack.substr(0, kMaxStack));
-      if (r.stack.size() > kMaxStack) message += "\n... (stack cut)";
-    }
-    return message;
+    return WithStack(
+        r, fmt::format("was killed by disttest: {}", r.killed_because));
   }
   if (!r.outcome) return std::string("ended, but how is unknown");
   const RankOutcome& o = *r.outcome;
@@ -118,26 +133,63 @@ const RankMessage* FirstSkip(const RankReport& r) {
 
 void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
                 std::vector<Finding>* out) {
+  // The skipped ranks grouped by their reason, in order of their first rank.
+  struct Reason {
+    const RankMessage* skip;  // Null: the rank skipped without a message.
+    std::vector<int> ranks;
+  };
+  std::vector<Reason> reasons;
   std::vector<int> skipped;
   for (const RankReport& r : ranks) {
-    if (r.done == kVerdictSkipped) skipped.push_back(r.rank);
+    if (r.done != kVerdictSkipped) continue;
+    skipped.push_back(r.rank);
+    const RankMessage* skip = FirstSkip(r);
+    const std::string why = skip != nullptr ? skip->message : std::string();
+    auto same = std::find_if(reasons.begin(), reasons.end(), [&](auto& g) {
+      return (g.skip != nullptr ? g.skip->message : std::string()) == why;
+    });
+    if (same == reasons.end()) {
+      reasons.push_back({skip, {r.rank}});
+    } else {
+      same->ranks.push_back(r.rank);
+    }
   }
   if (skipped.empty()) return;
-  const RankMessage* first = FirstSkip(ranks[skipped.front()]);
-  std::string why = first != nullptr ? first->message : std::string();
+  const RankMessage* first = reasons.front().skip;
   std::string file =
       first != nullptr && !first->file.empty() ? first->file : spec.file;
   int line = first != nullptr && first->line >= 0 ? first->line : spec.line;
+  const auto why = [](const Reason& g, bool quoted) {
+    if (g.skip == nullptr || g.skip->message.empty()) {
+      return std::string("no message");
+    }
+    return quoted ? "\"" + g.skip->message + "\"" : g.skip->message;
+  };
+  // One reason: itself; several: each with its ranks.
+  const auto reasons_text = [&](bool quoted) {
+    if (reasons.size() == 1) return why(reasons.front(), quoted);
+    std::string text;
+    for (const Reason& g : reasons) {
+      if (!text.empty()) text += "; ";
+      text += fmt::format("{}: {}", RanksText(g.ranks), why(g, quoted));
+    }
+    return text;
+  };
   if (static_cast<int>(skipped.size()) == spec.world_size) {
     out->push_back({Finding::Kind::kSkip, file, line,
                     fmt::format("{}all {} ranks skipped: {}", Whose(spec),
-                                spec.world_size, why)});
+                                spec.world_size,
+                                reasons.size() == 1 &&
+                                        (first == nullptr ||
+                                         first->message.empty())
+                                    ? std::string()
+                                    : reasons_text(false))});
     return;
   }
   std::string which = fmt::format(
       "{}{} {} of {} skipped ({}) while the other ranks ran", Whose(spec),
       skipped.size() == 1 ? "rank" : "ranks", fmt::join(skipped, ", "),
-      spec.world_size, why.empty() ? "no message" : "\"" + why + "\"");
+      spec.world_size, reasons_text(true));
   if (spec.options.skip_policy == SkipPolicy::kAllowPartial) {
     out->push_back({Finding::Kind::kNote, file, line, which});
   } else {

@@ -57,6 +57,10 @@ struct RankReport {
   std::optional<RankOutcome> outcome;  // How it ended; empty if unknown.
   std::string not_started;             // Why the rank was never started.
   std::string killed_because;          // Set when the harness killed the rank.
+  // Set when the test's deadline passed while this rank was still running
+  // (before its verdict came): a failure however the rank then ended, also
+  // when it finished by itself while the harness took the stacks.
+  std::string overran;
   std::string stack;  // Its threads' stacks, taken before the kill.
   // Killed while it met the others after its body (its verdict had come):
   // judged by that verdict alone.

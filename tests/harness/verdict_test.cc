@@ -120,6 +120,22 @@ TEST(JudgeTest, PartialSkipFailsByDefaultAndIsANoteWhenAllowed) {
   EXPECT_EQ(f[0].kind, Kind::kNote);
 }
 
+TEST(JudgeTest, EveryDistinctSkipReasonIsKeptWithItsRanks) {
+  auto f = Judge(Spec(4), {Skipped(0, "no gpu"), Skipped(1, "no disk"),
+                           Skipped(2, "no gpu"), Skipped(3, "no gpu")});
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].kind, Kind::kSkip);
+  EXPECT_EQ(f[0].message,
+            "all 4 ranks skipped: ranks 0, 2-3: no gpu; rank 1: no disk");
+  f = Judge(Spec(4), {Passed(0), Skipped(1, "a"), Skipped(2, "b"),
+                      Skipped(3, "a")});
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].kind, Kind::kFailure);
+  EXPECT_THAT(f[0].message,
+              HasSubstr("ranks 1, 2, 3 of 4 skipped (ranks 1, 3: \"a\"; rank "
+                        "2: \"b\") while the other ranks ran"));
+}
+
 TEST(JudgeTest, FailureOutranksSkip) {
   RankReport r0 = Ended(0, kVerdictFailed, kExitFailed);
   r0.results.push_back({RankMessage::Kind::kNonFatalFailure, "x.cc", 1, "no"});

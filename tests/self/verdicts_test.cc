@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -205,6 +206,15 @@ TEST_P(VerdictsTest, SkipOnEveryRankSkipsTheTest) {
               HasSubstr("result=\"skipped\""));
 }
 
+TEST_P(VerdictsTest, EachRanksSkipReasonIsKept) {
+  Verdict v = Run("Verdicts.SkipsForDifferentReasons/3ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("all 3 ranks skipped: ranks 0, 2: "
+                                   "marker-skip-even; rank 1: marker-skip-odd"));
+  EXPECT_THAT(TestCaseXml(v.xml, "SkipsForDifferentReasons/3ranks"),
+              HasSubstr("result=\"skipped\""));
+}
+
 TEST_P(VerdictsTest, RanksThatSkipAtDifferentTimesStillSkipTheTest) {
   Verdict v = Run("Verdicts.SkipsOnEveryRankAtDifferentTimes/2ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
@@ -295,6 +305,32 @@ TEST_P(VerdictsTest, HangIsEndedAtTheTimeout) {
                                    "test timed out after 3000 ms"));
   EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/2]")));
   EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
+}
+
+// The timeout is decided when it expires: a rank that ends while the
+// harness takes its stack (a slow stack tool: this one takes 2 s) has still
+// overrun it.
+TEST_P(VerdictsTest, RankThatEndsWhileItsStackIsTakenHasTimedOut) {
+  const std::string dir = TempPath(".tools");
+  std::filesystem::create_directory(dir);
+  {
+    std::ofstream tool(dir + "/eu-stack");
+    tool << "#!/bin/sh\nsleep 2\necho 'marker-slow-stack-tool'\n";
+  }
+  std::filesystem::permissions(dir + "/eu-stack",
+                               std::filesystem::perms::owner_all);
+  const char* path = std::getenv("PATH");
+  Verdict v = Run("VerdictsShortTimeout.FinishesJustAfterTheTimeout/2ranks",
+                  {{"DISTTEST_TIMEOUT", "1"},
+                   {"PATH", dir + ":" + (path != nullptr ? path : "")}});
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[rank 1/2] did not finish in time: the test timed "
+                        "out after 1000 ms; it ended by itself only while "
+                        "disttest took the stacks; it was here:\n"));
+  EXPECT_THAT(v.run.out, HasSubstr("marker-slow-stack-tool"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/2]")));
 }
 
 TEST_P(VerdictsTest, TimeoutComesFromTheEnvironment) {
@@ -852,9 +888,9 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // One GPU: the NCCL test skips on any machine.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 33 tests."));
-  EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 4 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("33 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 37 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
+  EXPECT_THAT(v.run.out, HasSubstr("34 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -62,6 +62,10 @@ DIST_TEST_F(Verdicts, PeerOfADeadRankFailsInItsCollective) {
 
 DIST_TEST_F(Verdicts, SkipsOnEveryRank) { GTEST_SKIP() << "marker-skip-all"; }
 
+DIST_TEST_F(Verdicts, SkipsForDifferentReasons, 3) {
+  GTEST_SKIP() << (rank() % 2 == 0 ? "marker-skip-even" : "marker-skip-odd");
+}
+
 DIST_TEST_F(Verdicts, SkipsOnOneRank) {
   if (rank() == 1) GTEST_SKIP() << "marker-skip-one";
 }
@@ -100,6 +104,12 @@ DIST_TEST_F(VerdictsShortTimeout, Hangs) {
   if (rank() == 1) pause();  // marker-hang
   // Not a tail call, so an optimised build keeps this frame in the stack.
   std::fflush(stdout);
+}
+
+// Rank 1 ends 300 ms after a 1 s timeout (DISTTEST_TIMEOUT=1), while the
+// harness still takes its stack.
+DIST_TEST_F(VerdictsShortTimeout, FinishesJustAfterTheTimeout) {
+  if (rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1300));
 }
 
 DIST_TEST_F(Verdicts, SkipsOnEveryRankAtDifferentTimes) {
