@@ -27,9 +27,7 @@
 
 namespace disttest::internal {
 struct HostArenaBenchmark {
-  static void SetChecks(HostArena& arena, bool on) {
-    arena.check_calls_ = on;
-  }
+  static void SetChecks(HostArena& arena, bool on) { arena.check_calls_ = on; }
 };
 }  // namespace disttest::internal
 
@@ -44,9 +42,9 @@ enum class Op { kBarrier, kAllReduce8 };
 double Round(int world, Op op, bool checks, int ops) {
   auto arena = disttest::HostArena::Create(world);
   disttest::internal::HostArenaBenchmark::SetChecks(*arena, checks);
-  auto* result = static_cast<double*>(mmap(nullptr, sizeof(double),
-                                           PROT_READ | PROT_WRITE,
-                                           MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  auto* result =
+      static_cast<double*>(mmap(nullptr, sizeof(double), PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
     pid_t pid = fork();
@@ -64,8 +62,7 @@ double Round(int world, Op op, bool checks, int ops) {
         }
       }
       if (r == 0) {
-        *result = std::chrono::duration<double, std::nano>(Clock::now() -
-                                                           start)
+        *result = std::chrono::duration<double, std::nano>(Clock::now() - start)
                       .count() /
                   ops;
       }

@@ -133,6 +133,9 @@ class DistributedTest : public ::testing::Test {
   int registered_world_size_ = kDefaultWorldSize;  // Parent's view.
   const char* file_ = "";
   int line_ = 0;
+  // Set when DIST_TEST_F itself is wrong (a world size listed twice): the
+  // test fails saying so instead of running.
+  std::string registration_error_;
   const RankEnv* rank_env_ = nullptr;  // Set only in a rank.
   Communicator* comm_ = nullptr;       // Set only in a rank.
   Store* store_ = nullptr;             // Set only in a rank.

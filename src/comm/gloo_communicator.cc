@@ -196,16 +196,17 @@ struct GlooCommunicator::Impl {
   }
 
   // Runs `op`, turning any exception into a CommError that names the rank and
-  // the operation.
+  // the operation: "[rank 1/2] <what> failed: <cause>", or with `failed`
+  // false (`what` says it already), "[rank 1/2] <what>: <cause>".
   template <typename Op>
-  void Guard(const std::string& what, Op&& op) {
+  void Guard(const std::string& what, Op&& op, bool failed_suffix = true) {
     ticker.Resume();
     try {
       op();
     } catch (const std::exception& e) {
       failed = true;
-      throw CommError(fmt::format("[rank {}/{}] {} failed: {}", rank, size,
-                                  what, e.what()));
+      throw CommError(fmt::format("[rank {}/{}] {}{}: {}", rank, size, what,
+                                  failed_suffix ? " failed" : "", e.what()));
     }
   }
 
@@ -233,24 +234,27 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
                     size, options.arena->world(), size));
   }
   impl->arena = options.arena;
-  impl->Guard("cannot connect the gloo mesh", [&] {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = options.hostname;
-    {
-      // The device starts the loop thread.
-      BatchPolicyForNewThreads batch;
-      impl->device = gloo::transport::tcp::CreateDevice(attr);
-    }
-    impl->ticker.Attach(*impl->device);
-    PrefixStore prefixed(options.prefix, store);
-    prefixed.set_timeout(options.timeout);
-    internal::GlooStore adapter(prefixed);
-    impl->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    impl->context->setTimeout(options.timeout);
-    impl->ticker.Arm(true);
-    impl->context->connectFullMesh(adapter, impl->device);
-    impl->ticker.Arm(false);
-  });
+  impl->Guard(
+      "cannot connect the gloo mesh",
+      [&] {
+        gloo::transport::tcp::attr attr;
+        attr.hostname = options.hostname;
+        {
+          // The device starts the loop thread.
+          BatchPolicyForNewThreads batch;
+          impl->device = gloo::transport::tcp::CreateDevice(attr);
+        }
+        impl->ticker.Attach(*impl->device);
+        PrefixStore prefixed(options.prefix, store);
+        prefixed.set_timeout(options.timeout);
+        internal::GlooStore adapter(prefixed);
+        impl->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+        impl->context->setTimeout(options.timeout);
+        impl->ticker.Arm(true);
+        impl->context->connectFullMesh(adapter, impl->device);
+        impl->ticker.Arm(false);
+      },
+      /*failed_suffix=*/false);
   return std::unique_ptr<GlooCommunicator>(
       new GlooCommunicator(std::move(impl)));
 }

@@ -52,11 +52,18 @@ std::optional<std::chrono::milliseconds> SecondsVariable(const char* name) {
   errno = 0;
   char* end = nullptr;
   double seconds = std::strtod(value, &end);
-  if (end == value || *end != '\0' || errno == ERANGE ||
-      !std::isfinite(seconds) || seconds <= 0 || seconds > 1e7) {
+  if (end == value || *end != '\0' || std::isnan(seconds) || seconds <= 0) {
     throw ConfigError(fmt::format(
         "environment variable {}='{}' is not a positive number of seconds",
         name, value));
+  }
+  // Far beyond any test, and small enough that a deadline never overflows.
+  constexpr double kMaxSeconds = 1e7;
+  if (errno == ERANGE || !std::isfinite(seconds) || seconds > kMaxSeconds) {
+    throw ConfigError(fmt::format(
+        "environment variable {}='{}' is too large: at most {:.0f} seconds "
+        "(about 115 days)",
+        name, value, kMaxSeconds));
   }
   return std::chrono::milliseconds(
       static_cast<long long>(std::ceil(seconds * 1000)));

@@ -62,6 +62,12 @@ std::vector<std::string> ParseGpusOverride(std::string_view value) {
   if (trimmed.ends_with(',')) trimmed.remove_suffix(1);
   for (std::string_view entry : SplitCommas(trimmed)) {
     if (entry.empty()) throw malformed("an entry is empty");
+    // What CUDA_VISIBLE_DEVICES takes: an index, or a GPU or MIG UUID.
+    if (!IsDigits(entry) && !entry.starts_with("GPU-") &&
+        !entry.starts_with("MIG-")) {
+      throw malformed(fmt::format(
+          "'{}' is neither a GPU index nor a GPU-/MIG- UUID", entry));
+    }
     if (std::find(devices.begin(), devices.end(), entry) != devices.end()) {
       throw malformed(fmt::format("'{}' is listed twice", entry));
     }

@@ -405,6 +405,11 @@ void SetCurrentCommunicator(Communicator* comm) { g_current_comm = comm; }
 }  // namespace internal
 
 void DistributedTest::TestBody() {
+  if (!registration_error_.empty()) {
+    GTEST_MESSAGE_AT_(file_, line_, registration_error_.c_str(),
+                      ::testing::TestPartResult::kFatalFailure);
+    return;
+  }
   const char* child = std::getenv(env::kInternalChildTest);
   if (child == nullptr) {
     if (internal::ExternalLaunch()) return internal::RunExternal(*this);

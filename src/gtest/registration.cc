@@ -1,6 +1,8 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "disttest/distributed_test.h"
 
 namespace disttest::internal {
@@ -23,6 +25,24 @@ std::string DistributedTestName(const char* name, int world_size) {
                      world_size < 0 ? "minus_" : "",
                      world_size < 0 ? -static_cast<long>(world_size)
                                     : static_cast<long>(world_size));
+}
+
+std::string DuplicateWorldSizeName(const char* name, int world_size,
+                                   const std::vector<int>& sizes,
+                                   std::size_t index) {
+  const long earlier =
+      std::count(sizes.begin(), sizes.begin() + index, world_size);
+  std::string test = DistributedTestName(name, world_size) + "_listed_again";
+  if (earlier > 1) test += std::to_string(earlier);
+  return test;
+}
+
+std::string DuplicateWorldSizeError(const char* suite, const char* name,
+                                    int world_size) {
+  return fmt::format(
+      "DIST_TEST_F({}, {}, ...) lists world size {} more than once; list "
+      "each world size once",
+      suite, name, world_size);
 }
 
 }  // namespace disttest::internal

@@ -68,6 +68,11 @@ std::vector<pid_t> Children() {
   return {found.begin(), found.end()};
 }
 
+bool Stopped(pid_t pid) {
+  const char state = State(pid);
+  return state == 'T' || state == 't';
+}
+
 std::string DescribeProcess(pid_t pid) {
   std::string cmdline = Slurp(fmt::format("/proc/{}/cmdline", pid));
   while (!cmdline.empty() && cmdline.back() == '\0') cmdline.pop_back();

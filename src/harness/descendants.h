@@ -34,6 +34,9 @@ std::string DescribeProcess(pid_t pid);
 std::vector<std::string> EndChildren(
     const std::function<bool(pid_t)>& pick = nullptr);
 
+// Whether `pid` is stopped (SIGSTOP, SIGTSTP, or held by a tracer).
+bool Stopped(pid_t pid);
+
 // Whether `pid`'s environment holds exactly `entry` ("MASTER_PORT=4242").
 bool EnvironmentHas(pid_t pid, const std::string& entry);
 

@@ -123,10 +123,13 @@ std::string Supervisor::Subject() const {
 }
 
 void Supervisor::PrintHeartbeat(Clock::time_point now) {
-  std::vector<int> done, running;
+  std::vector<int> done, running, stopped;
   for (const Rank& rank : ranks_) {
     (rank.exited || rank.report.done ? done : running)
         .push_back(rank.report.rank);
+    if (!rank.exited && !rank.report.done && Stopped(rank.pid)) {
+      stopped.push_back(rank.report.rank);
+    }
   }
   auto seconds =
       std::chrono::duration_cast<std::chrono::seconds>(now - start_).count();
@@ -136,6 +139,12 @@ void Supervisor::PrintHeartbeat(Clock::time_point now) {
       done.empty() ? "none" : fmt::format("{}", fmt::join(done, ", ")).c_str(),
       running.empty() ? "none"
                       : fmt::format("{}", fmt::join(running, ", ")).c_str());
+  if (!stopped.empty()) {
+    std::printf(
+        "[ disttest ] %s: stopped, not running (SIGSTOP, SIGTSTP or "
+        "a tracer): %s\n",
+        Subject().c_str(), RanksText(stopped).c_str());
+  }
   std::fflush(stdout);
 }
 
@@ -634,6 +643,11 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline) {
     // Decided now: whatever the rank does while its stack is taken, it did
     // not finish in time.
     if (deadline) rank.report.overran = reason;
+    if (Stopped(rank.pid) && rank.report.killed_because.empty()) {
+      rank.report.killed_because = fmt::format(
+          "{}; it was stopped, not running (SIGSTOP, SIGTSTP or a tracer)",
+          reason);
+    }
   }
   if (!pids.empty()) {
     std::printf("[ disttest ] %s: %s; taking the stacks of %zu rank%s\n",

@@ -224,6 +224,23 @@ TEST(GlooCommunicatorErrorsTest, RecvTimeoutNamesTheOperationAndPeer) {
       std::chrono::milliseconds(500));
 }
 
+// A peer that never comes: the error says what could not be done, once
+// ("cannot connect the gloo mesh: ...", not "... mesh failed: ...").
+TEST(GlooCommunicatorErrorsTest, PeerThatNeverComesFailsTheConnectNamingIt) {
+  testing::ServerThread store;
+  TcpStore client("127.0.0.1", store.port(), std::chrono::milliseconds(300));
+  GlooOptions options;
+  options.timeout = std::chrono::milliseconds(300);
+  try {
+    GlooCommunicator::Create(client, 0, 2, options);
+    ADD_FAILURE() << "connected without its peer";
+  } catch (const CommError& e) {
+    EXPECT_THAT(e.what(),
+                HasSubstr("[rank 0/2] cannot connect the gloo mesh: "));
+    EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("mesh failed")));
+  }
+}
+
 // Threads of this process whose policy is SCHED_BATCH.
 std::set<pid_t> BatchThreads() {
   std::set<pid_t> tids;

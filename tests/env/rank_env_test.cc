@@ -1,6 +1,7 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include "disttest/env/rank_env.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -120,6 +121,22 @@ TEST_F(RankEnvTest, SecondsVariable) {
     env_.Set("DISTTEST_TIMEOUT", bad);
     EXPECT_THROW(SecondsVariable("DISTTEST_TIMEOUT"), ConfigError) << bad;
   }
+  // Too large is refused naming the bound; the bound itself is taken.
+  for (const char* large : {"1e9", "1e999"}) {
+    env_.Set("DISTTEST_TIMEOUT", large);
+    try {
+      SecondsVariable("DISTTEST_TIMEOUT");
+      ADD_FAILURE() << large << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                fmt::format("environment variable DISTTEST_TIMEOUT='{}' is too "
+                            "large: at most 10000000 seconds (about 115 days)",
+                            large));
+    }
+  }
+  env_.Set("DISTTEST_TIMEOUT", "1e7");
+  EXPECT_EQ(SecondsVariable("DISTTEST_TIMEOUT"),
+            std::chrono::milliseconds(10'000'000'000LL));
 }
 
 TEST_F(RankEnvTest, ChildEnvironmentReplacesRankAndDropsParentOnlyVariables) {

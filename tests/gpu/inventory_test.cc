@@ -105,6 +105,12 @@ TEST(GpuInventory, MalformedOverrideNamesTheVariable) {
             "a comma list of GPUs: an entry is empty");
   EXPECT_THAT(message("1,2,1"), HasSubstr("'1' is listed twice"));
   EXPECT_THAT(message("99999"), HasSubstr("more than 1024 GPUs"));
+  EXPECT_EQ(message("garbage"),
+            "environment variable DISTTEST_GPUS='garbage' is not a GPU count "
+            "or a comma list of GPUs: 'garbage' is neither a GPU index nor a "
+            "GPU-/MIG- UUID");
+  EXPECT_THAT(message("0,gpu1"), HasSubstr("'gpu1' is neither"));
+  EXPECT_EQ(message("MIG-x,3"), "no error");
 }
 
 TEST(GpuInventory, CountsTheDriversDirectory) {

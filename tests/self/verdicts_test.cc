@@ -156,7 +156,8 @@ TEST_P(VerdictsTest, RanksThatDisagreeAboutACollectiveAllFail) {
   };
   for (const char* no_arena : {"0", "1"}) {
     SCOPED_TRACE(std::string("DISTTEST_NO_HOST_ARENA=") + no_arena);
-    Verdict v = Run("VerdictsMismatch.*", {{"DISTTEST_NO_HOST_ARENA", no_arena}});
+    Verdict v =
+        Run("VerdictsMismatch.*", {{"DISTTEST_NO_HOST_ARENA", no_arena}});
     EXPECT_EQ(v.run.exit_code, 1);
     // At once: not at the collectives' deadline (0.9 x the 60 s timeout).
     EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
@@ -167,11 +168,11 @@ TEST_P(VerdictsTest, RanksThatDisagreeAboutACollectiveAllFail) {
           TestCaseXml(v.xml, fmt::format("{}/{}ranks", c.test, c.world));
       EXPECT_THAT(tc, HasSubstr("<failure")) << c.test;
       for (int r = 0; r < c.world; ++r) {
-        EXPECT_THAT(
-            tc, HasSubstr(fmt::format(
-                    "[rank {}/{}] the test body threw disttest::CommError: "
-                    "[rank {}/{}] ",
-                    r, c.world, r, c.world)))
+        EXPECT_THAT(tc,
+                    HasSubstr(fmt::format(
+                        "[rank {}/{}] the test body threw disttest::CommError: "
+                        "[rank {}/{}] ",
+                        r, c.world, r, c.world)))
             << c.test;
       }
       const std::string message = fmt::format(
@@ -184,13 +185,14 @@ TEST_P(VerdictsTest, RanksThatDisagreeAboutACollectiveAllFail) {
     // A caught mismatch leaves the communicator failing, naming it.
     std::string caught =
         TestCaseXml(v.xml, "CaughtMismatchBreaksLaterCollectives/2ranks");
-    EXPECT_EQ(Count(caught, "barrier failed: collective #1 did not match "
-                            "across the ranks (see that error)"),
+    EXPECT_EQ(Count(caught,
+                    "barrier failed: collective #1 did not match "
+                    "across the ranks (see that error)"),
               2 * 2)
         << caught;
     // Ranks that agree pass, through the arena and Gloo, empty buffers too.
-    for (const char* agree : {"AgreeingRanksPass/1ranks",
-                              "AgreeingRanksPass/3ranks"}) {
+    for (const char* agree :
+         {"AgreeingRanksPass/1ranks", "AgreeingRanksPass/3ranks"}) {
       std::string tc = TestCaseXml(v.xml, agree);
       EXPECT_THAT(tc, HasSubstr("result=\"completed\"")) << agree;
       EXPECT_THAT(tc, Not(HasSubstr("<failure"))) << agree << "\n" << tc;
@@ -209,8 +211,9 @@ TEST_P(VerdictsTest, SkipOnEveryRankSkipsTheTest) {
 TEST_P(VerdictsTest, EachRanksSkipReasonIsKept) {
   Verdict v = Run("Verdicts.SkipsForDifferentReasons/3ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
-  EXPECT_THAT(v.run.out, HasSubstr("all 3 ranks skipped: ranks 0, 2: "
-                                   "marker-skip-even; rank 1: marker-skip-odd"));
+  EXPECT_THAT(v.run.out,
+              HasSubstr("all 3 ranks skipped: ranks 0, 2: "
+                        "marker-skip-even; rank 1: marker-skip-odd"));
   EXPECT_THAT(TestCaseXml(v.xml, "SkipsForDifferentReasons/3ranks"),
               HasSubstr("result=\"skipped\""));
 }
@@ -333,6 +336,21 @@ TEST_P(VerdictsTest, RankThatEndsWhileItsStackIsTakenHasTimedOut) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/2]")));
 }
 
+TEST_P(VerdictsTest, StoppedRankIsReportedAsStopped) {
+  Verdict v = Run("VerdictsShortTimeout.StopsItself/2ranks",
+                  {{"DISTTEST_TIMEOUT", "1"}, {"DISTTEST_HEARTBEAT", "0.2"}});
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[ disttest ] VerdictsShortTimeout.StopsItself/2ranks: "
+                        "stopped, not running (SIGSTOP, SIGTSTP or a tracer): "
+                        "rank 1\n"));
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[rank 1/2] was killed by disttest: the test timed out "
+                        "after 1000 ms; it was stopped, not running (SIGSTOP, "
+                        "SIGTSTP or a tracer)"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/2]")));
+}
+
 TEST_P(VerdictsTest, TimeoutComesFromTheEnvironment) {
   Verdict v =
       Run("VerdictsShortTimeout.Hangs/2ranks", {{"DISTTEST_TIMEOUT", "0.5"}});
@@ -366,6 +384,22 @@ TEST_P(VerdictsTest, InvalidWorldSizeIsAClearFailure) {
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out, HasSubstr("world size 0 is invalid: DIST_TEST_F "
                                    "world sizes must be between 1 and 1024"));
+}
+
+TEST_P(VerdictsTest, WorldSizeListedTwiceIsARegistrationError) {
+  Verdict v = Run("Verdicts.WorldSizeListedTwice/*");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[  FAILED  ] Verdicts.WorldSizeListedTwice/"
+                                   "1ranks_listed_again"));
+  EXPECT_THAT(v.run.out,
+              HasSubstr("DIST_TEST_F(Verdicts, WorldSizeListedTwice, ...) "
+                        "lists world size 1 more than once; list each world "
+                        "size once"));
+  // The sizes themselves run once each.
+  EXPECT_THAT(TestCaseXml(v.xml, "WorldSizeListedTwice/1ranks"),
+              Not(HasSubstr("<failure")));
+  EXPECT_THAT(TestCaseXml(v.xml, "WorldSizeListedTwice/2ranks"),
+              Not(HasSubstr("<failure")));
 }
 
 TEST_P(VerdictsTest, RankEnvironmentIsSetAndParentOnlyVariablesRemoved) {
@@ -888,9 +922,9 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // One GPU: the NCCL test skips on any machine.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 37 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 39 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("34 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("36 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -112,6 +112,10 @@ DIST_TEST_F(VerdictsShortTimeout, FinishesJustAfterTheTimeout) {
   if (rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1300));
 }
 
+DIST_TEST_F(VerdictsShortTimeout, StopsItself) {
+  if (rank() == 1) raise(SIGSTOP);
+}
+
 DIST_TEST_F(Verdicts, SkipsOnEveryRankAtDifferentTimes) {
   // Rank 1 skips 600 ms after rank 0: twice the failure grace (300 ms),
   // well within the grace after a skip (1500 ms), even on a loaded machine.
@@ -308,9 +312,9 @@ DIST_TEST_F(VerdictsMismatch, TypesDiffer) {
 
 DIST_TEST_F(VerdictsMismatch, ReduceOpsDiffer) {
   std::vector<float> v(8, rank() + 1.0f);
-  comm().allreduce(v.data(), v.size(),
-                   rank() == 0 ? disttest::ReduceOp::kSum
-                               : disttest::ReduceOp::kMax);
+  comm().allreduce(
+      v.data(), v.size(),
+      rank() == 0 ? disttest::ReduceOp::kSum : disttest::ReduceOp::kMax);
   Passed();
 }
 
@@ -397,6 +401,8 @@ DIST_TEST_F(VerdictsMismatch, AgreeingRanksPass, 1, 3) {
 }
 
 DIST_TEST_F(Verdicts, InvalidWorldSize, 0) {}
+
+DIST_TEST_F(Verdicts, WorldSizeListedTwice, 1, 2, 1) {}
 
 DIST_TEST_F(Verdicts, ChildEnvironment, 2) {
   for (const char* name :

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <initializer_list>
@@ -19,10 +20,11 @@ namespace disttest::internal {
 
 struct TestAccess {
   static void Configure(DistributedTest& test, int world_size, const char* file,
-                        int line) {
+                        int line, std::string registration_error = "") {
     test.registered_world_size_ = world_size;
     test.file_ = file;
     test.line_ = line;
+    test.registration_error_ = std::move(registration_error);
   }
   static void Bind(DistributedTest& test, const RankEnv* env,
                    Communicator* comm, Store* store) {
@@ -75,6 +77,15 @@ struct FixtureAccess {
 // a test that fails and says why.
 std::string DistributedTestName(const char* name, int world_size);
 
+// For a world size listed twice in one DIST_TEST_F: the failing test's name
+// ("Name/2ranks_listed_again", "Name/2ranks_listed_again2" for a third
+// time) and what it says.
+std::string DuplicateWorldSizeName(const char* name, int world_size,
+                                   const std::vector<int>& sizes,
+                                   std::size_t index);
+std::string DuplicateWorldSizeError(const char* suite, const char* name,
+                                    int world_size);
+
 // Every DIST_TEST_F test by its full gtest name ("Suite.Name/2ranks"): how
 // to make it. Pooled ranks make the tests they are handed.
 std::map<std::string, std::function<DistributedTest*()>>& TestFactories();
@@ -87,14 +98,22 @@ bool RegisterDistributedTest(const char* suite, const char* name,
                              std::initializer_list<int> sizes) {
   std::vector<int> all(sizes);
   if (all.empty()) all.push_back(Fixture::kDefaultWorldSize);
-  for (int n : all) {
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const int n = all[i];
+    // A size listed again is a test of its own that fails saying so (two
+    // gtest tests of one name would run the same test twice).
+    const bool again =
+        std::find(all.begin(), all.begin() + i, n) != all.begin() + i;
+    std::string error =
+        again ? DuplicateWorldSizeError(suite, name, n) : std::string();
     auto make = [=]() -> Fixture* {
       auto* test = new Test();
-      TestAccess::Configure(*test, n, file, line);
+      TestAccess::Configure(*test, n, file, line, error);
       return test;
     };
-    std::string test_name = DistributedTestName(name, n);
-    TestFactories()[std::string(suite) + "." + test_name] = make;
+    std::string test_name = again ? DuplicateWorldSizeName(name, n, all, i)
+                                  : DistributedTestName(name, n);
+    if (!again) TestFactories()[std::string(suite) + "." + test_name] = make;
     ::testing::RegisterTest(suite, test_name.c_str(), nullptr, nullptr, file,
                             line, make);
   }
