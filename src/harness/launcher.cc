@@ -88,6 +88,10 @@ class ForkLauncher : public Launcher {
     }
     setenv(env::kInternalResultQueue, request.result_queue.c_str(), 1);
     setenv(env::kInternalStoreToken, request.store_token.c_str(), 1);
+    if (request.results_ready_fd >= 0) {
+      setenv(env::kInternalResultsReadyFd,
+             std::to_string(request.results_ready_fd).c_str(), 1);
+    }
     for (const auto& [name, value] : request.extra_env) {
       setenv(name.c_str(), value.c_str(), 1);
     }
@@ -123,6 +127,10 @@ class ExecLauncher : public Launcher {
       extra.emplace_back(env::kInternalArenaFd,
                          std::to_string(ArenaDescriptor(request)));
     }
+    if (request.results_ready_fd >= 0) {
+      extra.emplace_back(env::kInternalResultsReadyFd,
+                         std::to_string(request.results_ready_fd));
+    }
     env_ = ChildEnvironment(request.rank, extra);
     argv_ = Pointers(args_);
     envp_ = Pointers(env_);
@@ -132,6 +140,9 @@ class ExecLauncher : public Launcher {
     // Only this child's copy of the descriptor loses close-on-exec.
     if (ArenaDescriptor(request) >= 0) {
       fcntl(ArenaDescriptor(request), F_SETFD, 0);
+    }
+    if (request.results_ready_fd >= 0) {
+      fcntl(request.results_ready_fd, F_SETFD, 0);
     }
     // /proc/self/exe: the binary itself, whatever argv[0] and the cwd say.
     execve("/proc/self/exe", argv_.data(), envp_.data());

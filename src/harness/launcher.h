@@ -44,6 +44,9 @@ struct SpawnRequest {
   // The ranks' host arena, or null. A forked rank finds it in RanksArena();
   // a re-executed one keeps its descriptor across exec and maps it.
   std::shared_ptr<HostArena> arena;
+  // The write end of the parent's results-ready pipe (-1: none), kept
+  // across exec.
+  int results_ready_fd = -1;
 };
 
 class Launcher {

@@ -1,6 +1,7 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include "harness/rank_main.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -57,6 +58,14 @@ std::unique_ptr<ResultChannel> OpenChannel() {
   }
   try {
     auto channel = ResultChannel::Open(name);
+    if (const char* ready = std::getenv(env::kInternalResultsReadyFd)) {
+      if (IsDigits(ready) && std::strlen(ready) < 10) {
+        const int fd = std::atoi(ready);
+        // Not for the programs this rank executes.
+        if (fcntl(fd, F_SETFD, FD_CLOEXEC) == 0) channel->NotifyOnSend(fd);
+      }
+      unsetenv(env::kInternalResultsReadyFd);
+    }
     // Processes this rank starts must not mistake themselves for ranks.
     unsetenv(env::kInternalResultQueue);
     unsetenv(env::kInternalChildTest);

@@ -163,11 +163,14 @@ bool ResultChannel::Send(const RankMessage& m,
   std::vector<char> bytes = EncodeRankMessage(m, kMaxMessageBytes);
   auto deadline = boost::posix_time::microsec_clock::universal_time() +
                   boost::posix_time::milliseconds(timeout.count());
+  bool sent = false;
   try {
-    return queue_->mq.timed_send(bytes.data(), bytes.size(), 0, deadline);
+    sent = queue_->mq.timed_send(bytes.data(), bytes.size(), 0, deadline);
   } catch (const bip::interprocess_exception&) {
     return false;
   }
+  if (sent && notify_fd_ >= 0) (void)!write(notify_fd_, "r", 1);
+  return sent;
 }
 
 std::optional<RankMessage> ResultChannel::TryReceive(std::string* error) {

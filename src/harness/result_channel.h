@@ -64,6 +64,9 @@ class ResultChannel {
 
   // Sends `m`, waiting at most `timeout` for room. False on timeout.
   bool Send(const RankMessage& m, std::chrono::milliseconds timeout);
+  // After each message Send() writes a byte to `fd` (non-blocking; a full
+  // pipe already wakes its reader): the parent polls it.
+  void NotifyOnSend(int fd) { notify_fd_ = fd; }
   // Takes the next message without waiting; nullopt when the queue is empty.
   // A malformed message is returned as nullopt with `error` set.
   std::optional<RankMessage> TryReceive(std::string* error);
@@ -77,6 +80,7 @@ class ResultChannel {
   std::string name_;
   std::unique_ptr<Queue> queue_;
   std::vector<char> buffer_;
+  int notify_fd_ = -1;
 };
 
 // Removes the result queues of test processes that no longer exist (a

@@ -238,6 +238,11 @@ void Supervisor::StartRanks() {
   for (int r = 0; r < spec_.world_size; ++r) {
     ranks_[r].channel = ResultChannel::Create(queue_names_[r]);
   }
+  if (results_ready_[0] < 0 &&
+      pipe2(results_ready_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    // Without it the queues are drained on the tick alone.
+    results_ready_[0] = results_ready_[1] = -1;
+  }
   OpenLogs();
   arena_ =
       spec_.options.init_distributed ? MakeArena(spec_.world_size) : nullptr;
@@ -410,6 +415,9 @@ void Supervisor::AppendDescriptors(std::vector<int>* fds) const {
     for (const pollfd& p : server_fds) fds->push_back(p.fd);
   }
   if (arena_ != nullptr && arena_->fd() >= 0) fds->push_back(arena_->fd());
+  for (int fd : results_ready_) {
+    if (fd >= 0) fds->push_back(fd);
+  }
   for (const Rank& rank : ranks_) {
     if (rank.out && rank.out->open()) fds->push_back(rank.out->fd());
     if (rank.err && rank.err->open()) fds->push_back(rank.err->fd());
@@ -469,6 +477,10 @@ void Supervisor::SpawnRank(int r) {
         spec_.visible_devices.at(static_cast<std::size_t>(r)));
   }
   request.arena = arena_;
+  request.results_ready_fd = results_ready_[1];
+  if (results_ready_[0] >= 0) {
+    request.close_in_child.push_back(results_ready_[0]);
+  }
   request.result_queue = rank.channel->name();
   request.store_token = store_token_;
   request.stdout_fd = out_write.fd;
@@ -529,6 +541,7 @@ void Supervisor::Supervise() {
     fds.clear();
     server_->AppendPollFds(&fds);
     std::size_t server_count = fds.size();
+    if (results_ready_[0] >= 0) fds.push_back({results_ready_[0], POLLIN, 0});
     for (Rank& rank : ranks_) {
       for (OutputRelay* relay : {rank.out.get(), rank.err.get()}) {
         if (relay != nullptr && relay->open())
@@ -551,6 +564,11 @@ void Supervisor::Supervise() {
               relay->OnReadable();
           }
         }
+      }
+    }
+    if (results_ready_[0] >= 0) {
+      char bytes[4096];
+      while (read(results_ready_[0], bytes, sizeof bytes) > 0) {
       }
     }
     DrainChannels();
@@ -742,6 +760,10 @@ void Supervisor::CleanUp() {
   }
   server_.reset();
   emergency_.reset();
+  for (int& fd : results_ready_) {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
 }
 
 }  // namespace disttest::internal

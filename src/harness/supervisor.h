@@ -152,6 +152,9 @@ class Supervisor {
   bool shutting_down_ = false;
   int dispatched_ = 0;  // Tests handed to the parked ranks so far.
   std::vector<std::string> queue_names_;
+  // Ranks write a byte to [1] after each result they queue; the poll loop
+  // wakes on [0] and drains the queues at once.
+  int results_ready_[2] = {-1, -1};
 };
 
 }  // namespace disttest::internal

@@ -176,14 +176,13 @@ void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
     return text;
   };
   if (static_cast<int>(skipped.size()) == spec.world_size) {
-    out->push_back({Finding::Kind::kSkip, file, line,
-                    fmt::format("{}all {} ranks skipped: {}", Whose(spec),
-                                spec.world_size,
-                                reasons.size() == 1 &&
-                                        (first == nullptr ||
-                                         first->message.empty())
-                                    ? std::string()
-                                    : reasons_text(false))});
+    out->push_back(
+        {Finding::Kind::kSkip, file, line,
+         fmt::format(
+             "{}all {} ranks skipped: {}", Whose(spec), spec.world_size,
+             reasons.size() == 1 && (first == nullptr || first->message.empty())
+                 ? std::string()
+                 : reasons_text(false))});
     return;
   }
   std::string which = fmt::format(

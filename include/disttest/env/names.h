@@ -97,6 +97,11 @@ inline constexpr char kInternalPool[] = "DISTTEST_INTERNAL_POOL";
 // The descriptor of the ranks' host arena (disttest/comm/host_arena.h),
 // kept open across exec.
 inline constexpr char kInternalArenaFd[] = "DISTTEST_INTERNAL_ARENA_FD";
+// The write end of the parent's "results ready" pipe, kept open across exec:
+// a rank writes a byte after each result it queues, so that the parent
+// drains the queue at once instead of on its next tick.
+inline constexpr char kInternalResultsReadyFd[] =
+    "DISTTEST_INTERNAL_RESULTS_READY_FD";
 
 // --- Variables removed from a rank's environment. ---
 // gtest's sharding, output and premature-exit protocol belong to the parent:
