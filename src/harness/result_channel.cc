@@ -9,7 +9,10 @@
 
 #include "harness/result_channel.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <boost/date_time/posix_time/posix_time_types.hpp>
@@ -20,6 +23,7 @@
 #include <filesystem>
 
 #include "disttest/error.h"
+#include "harness/resources.h"
 
 namespace disttest::internal {
 namespace bip = boost::interprocess;
@@ -129,12 +133,41 @@ ResultChannel::ResultChannel(std::string name, std::unique_ptr<Queue> queue)
 
 ResultChannel::~ResultChannel() = default;
 
+namespace {
+
+// Allocates the queue's pages in /dev/shm now: tmpfs allocates on first
+// touch, and a touch that finds it full is a SIGBUS. Throws Error naming
+// what was needed and what is free.
+void Reserve(const std::string& name) {
+  const std::string path = "/dev/shm/" + name;
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return;  // Not where Linux keeps it: nothing to reserve.
+  struct stat st {};
+  int rc = fstat(fd, &st) == 0 ? posix_fallocate(fd, 0, st.st_size) : errno;
+  close(fd);
+  // EOPNOTSUPP: a file system that cannot reserve; the queue still works.
+  if (rc == 0 || rc == EOPNOTSUPP || rc == EINVAL) return;
+  ResultChannel::Remove(name);
+  struct statvfs fs {};
+  const std::string free =
+      statvfs("/dev/shm", &fs) == 0
+          ? Bytes(static_cast<std::size_t>(fs.f_bavail) * fs.f_frsize)
+          : std::string("unknown");
+  throw Error(fmt::format(
+      "cannot reserve {} for result queue {} in /dev/shm ({} free): {}",
+      Bytes(static_cast<std::size_t>(st.st_size)), path, free,
+      std::strerror(rc)));
+}
+
+}  // namespace
+
 std::unique_ptr<ResultChannel> ResultChannel::Create(const std::string& name) {
   Remove(name);
   try {
     auto queue =
         std::make_unique<Queue>(bip::create_only, name.c_str(), kCapacity,
                                 kMaxMessageBytes, bip::permissions(0600));
+    Reserve(name);
     return std::unique_ptr<ResultChannel>(
         new ResultChannel(name, std::move(queue)));
   } catch (const bip::interprocess_exception& e) {

@@ -53,7 +53,13 @@ class ResultChannel {
   static constexpr std::size_t kMaxMessageBytes = 64 * 1024;
   static constexpr std::size_t kCapacity = 64;
 
-  // Parent: removes any queue of the same name, then creates a new one, 0600.
+  // About what one queue takes in /dev/shm (its messages and its index).
+  static constexpr std::size_t kQueueBytes =
+      kCapacity * (kMaxMessageBytes + 64) + 4096;
+
+  // Parent: removes any queue of the same name, then creates a new one, 0600,
+  // its memory reserved at once (a full /dev/shm is an error here, naming
+  // the space needed and free, never a SIGBUS in the rank that writes).
   static std::unique_ptr<ResultChannel> Create(const std::string& name);
   // Rank: opens the queue its parent created.
   static std::unique_ptr<ResultChannel> Open(const std::string& name);

@@ -23,6 +23,7 @@
 #include "env/text.h"
 #include "harness/descendants.h"
 #include "harness/emergency_cleanup.h"
+#include "harness/resources.h"
 #include "harness/stack_dump.h"
 
 namespace disttest::internal {
@@ -66,8 +67,10 @@ constexpr std::chrono::seconds kReapDeadline(10);
 std::pair<int, int> MakePipe() {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
-    throw Error(
-        fmt::format("cannot create an output pipe: {}", std::strerror(errno)));
+    const int error = errno;
+    throw Error(fmt::format("cannot create an output pipe: {}{}",
+                            std::strerror(error),
+                            error == EMFILE ? OpenFilesLimitText() : ""));
   }
   fcntl(fds[0], F_SETFL, O_NONBLOCK);
   return {fds[0], fds[1]};
@@ -221,6 +224,12 @@ void Supervisor::StartRanks() {
   // (a daemon that called setsid() leaves the group) come to this process,
   // not to init: EndRanks ends them.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
+  // Limits that would otherwise hang the ranks (no descriptor for a peer's
+  // connection) or kill them (SIGBUS on a full /dev/shm) fail the test now.
+  EnsureOpenFiles(spec_.world_size, spec_.options.init_distributed);
+  EnsureSharedMemory(spec_.world_size,
+                     spec_.world_size * ResultChannel::kQueueBytes);
+  resource_trouble_ = false;
   pgid_ = 0;  // A new group (rank 0 leads it), also when a pool restarts.
   store_token_ = GenerateStoreToken();
   server_ = std::make_unique<TcpStoreServer>(spec_.options.master_addr, 0,
@@ -533,6 +542,14 @@ void Supervisor::Supervise() {
       deadline_ = Clock::time_point::max();  // Now only reaping is left.
     } else if (grace_deadline_ && now >= *grace_deadline_) {
       KillStuck(grace_reason_, /*deadline=*/false);
+    }
+    if (!server_->accept_trouble().empty() && !resource_trouble_) {
+      // A rank waits for a connection that will not be accepted: the test
+      // cannot go on, and waiting for the timeout would blame the store.
+      resource_trouble_ = true;
+      KillRemaining(fmt::format("the harness ran out of resources: {}{}",
+                                server_->accept_trouble(),
+                                OpenFilesLimitText()));
     }
     if (heartbeat_.count() > 0 && now >= next_heartbeat_) {
       PrintHeartbeat(now);

@@ -150,7 +150,8 @@ class Supervisor {
   bool pooled_ = false;
   bool alive_ = false;
   bool shutting_down_ = false;
-  int dispatched_ = 0;  // Tests handed to the parked ranks so far.
+  int dispatched_ = 0;             // Tests handed to the parked ranks so far.
+  bool resource_trouble_ = false;  // Ranks ended: the store could not accept.
   std::vector<std::string> queue_names_;
   // Ranks write a byte to [1] after each result they queue; the poll loop
   // wakes on [0] and drains the queues at once.

@@ -23,6 +23,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -256,10 +257,15 @@ void TcpStoreServer::Accept() {
         // Out of fds or memory: leave the connection in the backlog and
         // retry on the next round rather than bring the harness down.
         case EAGAIN:
+          return;
         case EMFILE:
         case ENFILE:
         case ENOBUFS:
         case ENOMEM:
+          if (accept_trouble_.empty()) {
+            accept_trouble_ = fmt::format(
+                "cannot accept a store connection: {}", std::strerror(errno));
+          }
           return;
         default:
           throw fmt::system_error(errno, "cannot accept store connection");

@@ -386,6 +386,45 @@ TEST_P(VerdictsTest, InvalidWorldSizeIsAClearFailure) {
                                    "world sizes must be between 1 and 1024"));
 }
 
+// Too few descriptors for 16 ranks: the test fails at once naming the
+// limit, instead of hanging in a store wait until the timeout.
+TEST_P(VerdictsTest, OpenFilesLimitTooLowIsAClearFailure) {
+  Verdict v =
+      Run("Verdicts.SixteenRanks/16ranks", {{"VERDICTS_RLIMIT_NOFILE", "64"}});
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, ::testing::ContainsRegex(
+                             "needs about [0-9]+ open files for 16 ranks, and "
+                             "RLIMIT_NOFILE is 64 \\(hard limit 64\\): raise "
+                             "it \\(ulimit -n\\) or run fewer ranks"));
+  EXPECT_LT(v.run.elapsed, std::chrono::seconds(10));
+}
+
+// A low soft limit under a higher hard one is raised, and the test runs.
+TEST_P(VerdictsTest, LowSoftOpenFilesLimitIsRaised) {
+  Verdict v = Run("Verdicts.SixteenRanks/16ranks",
+                  {{"VERDICTS_RLIMIT_NOFILE_SOFT", "64"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.out,
+              ::testing::ContainsRegex(
+                  "\\[ disttest \\] note: raised the open-files limit "
+                  "\\(RLIMIT_NOFILE\\) from 64 to [0-9]+ for 16 ranks"));
+}
+
+// A /dev/shm too small for the result queues: the test fails naming it,
+// the space needed and the space free (in a mount namespace of its own).
+TEST_P(VerdictsTest, FullDevShmIsAClearFailure) {
+  Verdict v = Run("Verdicts.Passes/2ranks", {{"VERDICTS_TINY_DEV_SHM", "1"}});
+  if (v.run.out.find("marker-no-namespace") != std::string::npos) {
+    GTEST_SKIP() << "cannot make a mount namespace here (needs root): "
+                 << v.run.out;
+  }
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, ::testing::ContainsRegex(
+                             "the result queues of 2 ranks need [0-9.]+ MiB in "
+                             "/dev/shm, which has 1.0 MiB free"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("SIGBUS")));
+}
+
 TEST_P(VerdictsTest, WorldSizeListedTwiceIsARegistrationError) {
   Verdict v = Run("Verdicts.WorldSizeListedTwice/*");
   EXPECT_EQ(v.run.exit_code, 1);
@@ -922,7 +961,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // One GPU: the NCCL test skips on any machine.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 39 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 40 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
   EXPECT_THAT(v.run.out, HasSubstr("36 FAILED TESTS"));
 }

@@ -113,6 +113,11 @@ class TcpStoreServer {
 
   const std::string& host() const { return host_; }
   int port() const { return port_; }
+  // Why a connection could not be accepted, once that happened because
+  // this process is out of descriptors or memory (it stays in the backlog,
+  // and the peer waits): "cannot accept a store connection: Too many open
+  // files". Empty otherwise.
+  const std::string& accept_trouble() const { return accept_trouble_; }
   int listen_fd() const { return listen_fd_; }
 
   // Appends one pollfd per socket the server needs watched.
@@ -156,6 +161,7 @@ class TcpStoreServer {
   void ReapClosed();
 
   std::string host_;
+  std::string accept_trouble_;
   int port_ = 0;
   std::string token_;  // empty: every connection is served
   int listen_fd_ = -1;

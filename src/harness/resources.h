@@ -1,0 +1,39 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// What a test's ranks need of the machine, checked before they start, so
+// that a limit is an error that names it instead of a hang:
+//
+//   EnsureOpenFiles(16, /*communicator=*/true);   // raises or throws
+//   EnsureSharedMemory(16, queue_bytes);          // throws
+//
+// "needs about 89 open files for 16 ranks, and RLIMIT_NOFILE is 64 (hard
+// limit 64): raise it (ulimit -n) or run fewer ranks".
+#ifndef DISTTEST_SRC_HARNESS_RESOURCES_H_
+#define DISTTEST_SRC_HARNESS_RESOURCES_H_
+
+#include <cstddef>
+#include <string>
+
+namespace disttest::internal {
+
+// Descriptors the parent needs for `world` ranks (measured: 4 a rank, its
+// two output pipes, its pidfd and its store connection) and a rank needs
+// (with a communicator, one socket a peer and about ten of its own), beside
+// those already open. Raises the soft RLIMIT_NOFILE toward the hard one
+// when that suffices (saying so once); throws ConfigError otherwise.
+void EnsureOpenFiles(int world, bool communicator);
+
+// Throws ConfigError when /dev/shm has less than `bytes` free:
+// "the result queues of 16 ranks need 64.0 MiB in /dev/shm, which has
+// 1.0 MiB free".
+void EnsureSharedMemory(int world, std::size_t bytes);
+
+// " (RLIMIT_NOFILE is 64)": for messages about EMFILE.
+std::string OpenFilesLimitText();
+
+// "64.0 MiB"
+std::string Bytes(std::size_t bytes);
+
+}  // namespace disttest::internal
+
+#endif  // DISTTEST_SRC_HARNESS_RESOURCES_H_
