@@ -34,6 +34,7 @@
 #include "disttest/launch/launcher_env.h"
 #include "disttest/rendezvous/prefix_store.h"
 #include "disttest/rendezvous/tcp_store.h"
+#include "env/text.h"
 #include "gtest/rank_program.h"
 #include "harness/launcher.h"
 #include "harness/rank_main.h"
@@ -70,6 +71,16 @@ constexpr char kStuck[] =
 
 std::string StuckKey(int rank) {
   return fmt::format("external/stuck/{}", rank);
+}
+
+// The variables a launcher is recognised by, for messages.
+const char* VariablesOf(const std::string& launcher) {
+  if (launcher == "torchrun") return "RANK, WORLD_SIZE and MASTER_ADDR";
+  if (launcher == "slurm") return "SLURM_PROCID and SLURM_NTASKS";
+  if (launcher == "openmpi") {
+    return "OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE";
+  }
+  return "the launcher's variables";
 }
 
 struct Detection {
@@ -128,6 +139,16 @@ class DropXmlOutput : public ::testing::EmptyTestEventListener {
 const bool kQuietRank = [] {
   const Detection& d = Detect();
   if (!d.external || !d.error.empty() || d.env.rank == 0) return false;
+  // Said before it goes quiet: a rank started by an enclosing job's
+  // variables, rather than by a launcher of this binary, must not just
+  // hang, or exit without a word.
+  std::fprintf(stderr,
+               "[ disttest ] rank %d of %d, launched by %s: rank 0 (at "
+               "%s:%d) serves the store and reports for every rank; this "
+               "rank's gtest output is dropped (DISTTEST_LOG_DIR keeps it)\n",
+               d.env.rank, d.env.world_size, d.env.launcher.c_str(),
+               d.env.master_addr.c_str(), d.env.master_port);
+  std::fflush(stderr);
   ::testing::TestEventListeners& listeners =
       ::testing::UnitTest::GetInstance()->listeners();
   listeners.Append(new DropXmlOutput);
@@ -164,12 +185,24 @@ class ExternalWorld {
     static ExternalWorld* world = nullptr;
     static std::string failure;
     if (world == nullptr && failure.empty()) {
+      const Detection& d = Detect();
       try {
-        const Detection& d = Detect();
         if (!d.error.empty()) throw ConfigError(d.error);
         world = new ExternalWorld(d.env);
       } catch (const std::exception& e) {
         failure = e.what();
+        // Every rank says why it stops (the gtest output of ranks other
+        // than 0 is dropped), once.
+        std::fprintf(
+            stderr,
+            "[ disttest ] rank %d of %d (launched by %s) cannot join the "
+            "launched ranks: %s\n[ disttest ] if %s come from an enclosing "
+            "job rather than from a launcher that started this binary, run "
+            "it with %s=spawn\n",
+            d.env.rank, d.env.world_size,
+            d.env.launcher.empty() ? "?" : d.env.launcher.c_str(),
+            failure.c_str(), VariablesOf(d.env.launcher), env::kLauncher);
+        std::fflush(stderr);
       }
     }
     if (world == nullptr) throw Error(failure);
@@ -412,9 +445,24 @@ class ExternalWorld {
     if (rank() == 0) {
       std::vector<std::string> keys;
       std::vector<int> from;
+      std::vector<int> missing;
       for (int r = 0; r < size(); ++r) {
         keys.push_back(fmt::format("external/bye/{}", r));
         from.push_back(r);
+        try {
+          if (!store_->check({keys.back()})) missing.push_back(r);
+        } catch (const std::exception&) {
+        }
+      }
+      if (!missing.empty()) {
+        // Not silent: a launcher such as mpirun ends every rank once one
+        // exits, so rank 0 stays until the others have their verdicts.
+        std::fprintf(stderr,
+                     "[ disttest ] rank 0: the run is over here; waiting up "
+                     "to %lld s for %s to finish before leaving\n",
+                     static_cast<long long>(kGoodbyeWait.count() / 1000),
+                     RanksText(missing).c_str());
+        std::fflush(stderr);
       }
       try {
         AwaitResults(keys, from, Clock::now() + kGoodbyeWait);

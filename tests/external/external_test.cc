@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -208,6 +209,58 @@ TEST_P(ExternalTest, RanksAtDifferentTestsFailLoudly) {
                         "External.Passes/4ranks, rank 1 at "
                         "External.AOnlyOnRankOne/4ranks"))
       << r.all;
+}
+
+// A launcher environment without a launcher (inherited from an enclosing
+// job): the rank says what it detected and why it stops, instead of
+// waiting in silence and exiting without a word.
+TEST(ExternalAlone, RankWithoutItsPeersSaysWhyItStops) {
+  const std::string port = std::to_string(FreePort());
+  ChildRun run = RunChild(
+      {DISTTEST_EXTERNAL_CHILD, "--gtest_filter=External.Passes/2ranks"},
+      {{"RANK", "1"},
+       {"WORLD_SIZE", "2"},
+       {"MASTER_ADDR", "127.0.0.1"},
+       {"MASTER_PORT", port},
+       {"DISTTEST_TIMEOUT", "2"}},
+      std::chrono::seconds(60));
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(
+      run.err,
+      HasSubstr("[ disttest ] rank 1 of 2, launched by torchrun: rank "
+                "0 (at 127.0.0.1:" +
+                port + ") serves the store and reports for every rank"));
+  EXPECT_THAT(run.err,
+              HasSubstr("[ disttest ] rank 1 of 2 (launched by torchrun) "
+                        "cannot join the launched ranks: cannot connect to "
+                        "store at 127.0.0.1:" +
+                        port));
+  EXPECT_THAT(run.err, HasSubstr("run it with DISTTEST_LAUNCHER=spawn"));
+  EXPECT_LT(run.elapsed, std::chrono::seconds(30));
+  EXPECT_THAT(KillOrphans(), ::testing::IsEmpty());
+}
+
+// Rank 0, done with its tests, says for whom it still waits.
+TEST(ExternalAlone, RankZeroSaysForWhomItWaitsAtTheEnd) {
+  const std::string port = std::to_string(FreePort());
+  const std::string waiting =
+      "[ disttest ] rank 0: the run is over here; waiting up to 30 s for "
+      "rank 1 to finish before leaving";
+  ChildRun run = RunChild(
+      {DISTTEST_EXTERNAL_CHILD, "--gtest_filter=External.Passes/2ranks"},
+      {{"RANK", "0"},
+       {"WORLD_SIZE", "2"},
+       {"MASTER_ADDR", "127.0.0.1"},
+       {"MASTER_PORT", port},
+       {"DISTTEST_TIMEOUT", "1"}},
+      std::chrono::seconds(60),
+      [&](pid_t pid, const std::string&, const std::string& err) {
+        // Seen: no need to wait the 30 s out.
+        if (err.find(waiting) != std::string::npos) kill(pid, SIGKILL);
+      });
+  EXPECT_THAT(run.err, HasSubstr(waiting));
+  EXPECT_THAT(run.out, HasSubstr("[  FAILED  ] External.Passes/2ranks"));
+  EXPECT_THAT(KillOrphans(), ::testing::IsEmpty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Launchers, ExternalTest,
