@@ -176,6 +176,7 @@ class Pools {
     Pool& pool = pools_[key];
     pool.used = ++clock_;
     last_ = key;
+    last_history_ = pool.history;
     std::vector<RankReport> reports;
     try {
       reports = pool.ranks->RunPooled(spec);
@@ -183,9 +184,17 @@ class Pools {
       pools_.erase(key);
       throw;
     }
-    if (!pool.ranks->alive()) pools_.erase(key);
+    if (!pool.ranks->alive()) {
+      pools_.erase(key);
+    } else {
+      pool.history.push_back(spec.name);
+    }
     return reports;
   }
+
+  // The tests that ran on the last test's ranks before it, oldest first
+  // (empty: its ranks were new).
+  const std::vector<std::string>& LastHistory() const { return last_history_; }
 
   // The last test failed in the parent's judgement (a skip on some ranks
   // only, say) though no rank failed: its ranks are not reused either.
@@ -200,6 +209,7 @@ class Pools {
  private:
   struct Pool {
     std::unique_ptr<Supervisor> ranks;
+    std::vector<std::string> history;  // The tests its ranks ran, in order.
     bool on_gpus = false;
     long used = 0;  // When it last ran a test (clock_).
   };
@@ -251,6 +261,7 @@ class Pools {
   std::map<std::string, Pool> pools_;
   long clock_ = 0;
   std::string last_;
+  std::vector<std::string> last_history_;
 };
 
 // Whether a test's ranks may come from a pool. When options().reuse_workers
@@ -311,13 +322,30 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
           "started\n",
           spec.fixture.c_str());
     }
-    std::string rerun = RerunCommand(spec.name);
+    std::string rerun = RerunCommand(spec.name, spec.gpus.empty());
     if (!spec.gpus.empty()) {
       std::printf("[ disttest ] GPUs: %s\n", spec.gpus.c_str());
       rerun = fmt::format("{}={} {}", env::kGpus, spec.gpus_rerun, rerun);
     }
     ::testing::Test::RecordProperty("disttest_rerun", rerun);
     std::printf("[ disttest ] rerun this test alone: %s\n", rerun.c_str());
+    if (pooled && !Pools::Get().LastHistory().empty()) {
+      // A pooled rank's state may come from the tests before it.
+      const std::vector<std::string>& before = Pools::Get().LastHistory();
+      std::vector<std::string> all = before;
+      all.push_back(spec.name);
+      std::printf(
+          "[ disttest ] this test ran on reused ranks "
+          "(options().reuse_workers), after %zu other test%s on them: %s\n"
+          "[ disttest ] rerun it on fresh ranks: %s=1 %s\n"
+          "[ disttest ] rerun it after the same tests on the same ranks: %s\n",
+          before.size(), before.size() == 1 ? "" : "s",
+          fmt::format("{}", fmt::join(before, ", ")).c_str(), env::kNoReuse,
+          rerun.c_str(),
+          RerunCommand(fmt::format("{}", fmt::join(all, ":")),
+                       spec.gpus.empty())
+              .c_str());
+    }
     std::fflush(stdout);
     return false;
   }

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string_view>
 #include <typeinfo>
@@ -23,6 +24,20 @@
 
 namespace disttest::internal {
 namespace {
+
+// The properties recorded so far in the running test's gtest result.
+std::map<std::string, std::string> Properties() {
+  std::map<std::string, std::string> found;
+  const ::testing::TestInfo* info =
+      ::testing::UnitTest::GetInstance()->current_test_info();
+  if (info == nullptr) return found;
+  const ::testing::TestResult* result = info->result();
+  for (int i = 0; i < result->test_property_count(); ++i) {
+    const ::testing::TestProperty& p = result->GetTestProperty(i);
+    found[p.key()] = p.value();
+  }
+  return found;
+}
 
 // Sends every gtest result of the rank to the parent as it happens, instead
 // of recording it in the rank's (never reported) copy of the test.
@@ -94,6 +109,7 @@ std::string Demangle(const char* name) {
 RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
                                   Store& store, const ReportFn& report) {
   SetCurrentCommunicator(comm);
+  const std::map<std::string, std::string> properties_before = Properties();
   ChannelReporter reporter(report);
   // The harness's own keys live beside the user's; keep them apart.
   PrefixStore user_store("test", store);
@@ -128,6 +144,14 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
     TestAccess::Bind(test_, nullptr, nullptr, nullptr);
   }
   SetCurrentCommunicator(nullptr);
+  // What the rank recorded goes to the parent's XML (a pooled rank's
+  // earlier tests recorded into the same gtest result: only what is new).
+  for (const auto& [key, value] : Properties()) {
+    auto it = properties_before.find(key);
+    if (it != properties_before.end() && it->second == value) continue;
+    report({RankMessage::Kind::kProperty, "", -1,
+            key + std::string(1, '\0') + value});
+  }
   if (reporter.failed()) return RankVerdict::kFailed;
   return reporter.skipped() ? RankVerdict::kSkipped : RankVerdict::kPassed;
 }
@@ -194,6 +218,9 @@ void Reraise(const std::vector<Finding>& findings) {
         break;
       case Finding::Kind::kNote:
         std::printf("[ disttest ] note: %s\n", f.message.c_str());
+        break;
+      case Finding::Kind::kProperty:
+        ::testing::Test::RecordProperty(f.message, f.value);
         break;
     }
   }

@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -280,9 +281,28 @@ std::string ShellQuote(const std::string& arg) {
 
 }  // namespace
 
-std::string RerunCommand(const std::string& test_name) {
+std::string RerunCommand(const std::string& test_name, bool keep_gpus) {
   std::vector<std::string> args = ReadCommandLine();
-  std::string command = args.empty() ? "<test binary>" : ShellQuote(args[0]);
+  // The DISTTEST_* variables of this run change what the test does
+  // (DISTTEST_NO_HOST_ARENA, DISTTEST_TIMEOUT, ...): the rerun keeps them.
+  std::vector<std::string> variables;
+  const std::string gpus = std::string(env::kGpus) + "=";
+  const std::string list = std::string(env::kListResources) + "=";
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::size_t eq = entry.find('=');
+    if (!StartsWith(entry, "DISTTEST_") ||
+        StartsWith(entry, "DISTTEST_INTERNAL_") || entry.rfind(list, 0) == 0 ||
+        (!keep_gpus && entry.rfind(gpus, 0) == 0) || eq == std::string::npos) {
+      continue;
+    }
+    variables.push_back(entry.substr(0, eq + 1) +
+                        ShellQuote(entry.substr(eq + 1)));
+  }
+  std::sort(variables.begin(), variables.end());
+  std::string command;
+  for (const std::string& v : variables) command += v + " ";
+  command += args.empty() ? "<test binary>" : ShellQuote(args[0]);
   for (std::size_t i = 1; i < args.size(); ++i) {
     if (!IsParentOnlyFlag(args[i])) command += " " + ShellQuote(args[i]);
   }

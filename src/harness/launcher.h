@@ -84,7 +84,9 @@ void WarnIfThreaded(const std::string& test_name);
 // The command line that reruns exactly `test_name`: this binary with its own
 // arguments, less the gtest flags of this run, plus the filter:
 // "/path/to/bin --my_flag '--gtest_filter=Suite.Name/2ranks'".
-std::string RerunCommand(const std::string& test_name);
+// The DISTTEST_* variables of this run come first (DISTTEST_GPUS only with
+// `keep_gpus`: a test on assigned GPUs names its own).
+std::string RerunCommand(const std::string& test_name, bool keep_gpus = true);
 
 }  // namespace disttest::internal
 

@@ -32,6 +32,8 @@ struct RankMessage {
     kFatalFailure = 2,
     kSkip = 3,
     kDone = 4,  // The rank finished its body; message is its verdict.
+    // RecordProperty() in the rank: message is the key, a NUL, the value.
+    kProperty = 5,
   };
   Kind kind = Kind::kNonFatalFailure;
   std::string file;  // Empty when unknown.

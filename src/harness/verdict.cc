@@ -109,18 +109,30 @@ void AddRankResults(const TestSpec& spec, const RankReport& r,
       f.kind = Finding::Kind::kFatalFailure;
     } else if (m.kind == RankMessage::Kind::kNonFatalFailure) {
       f.kind = Finding::Kind::kFailure;
+    } else if (m.kind == RankMessage::Kind::kProperty) {
+      // Per rank in the XML: "rank1.key".
+      const std::size_t nul = m.message.find('\0');
+      f.kind = Finding::Kind::kProperty;
+      f.message = fmt::format("rank{}.{}", r.rank, m.message.substr(0, nul));
+      f.value = nul == std::string::npos ? "" : m.message.substr(nul + 1);
     } else {
       continue;  // Skips and successes are judged below.
     }
     out->push_back(std::move(f));
   }
   for (const std::string& e : r.channel_errors) {
-    out->push_back({Finding::Kind::kFailure, spec.file, spec.line,
-                    fmt::format("{} {}", RankLabel(spec, r.rank), e)});
+    out->push_back({Finding::Kind::kFailure,
+                    spec.file,
+                    spec.line,
+                    fmt::format("{} {}", RankLabel(spec, r.rank), e),
+                    {}});
   }
   if (auto end = AbnormalEnd(r)) {
-    out->push_back({Finding::Kind::kFatalFailure, spec.file, spec.line,
-                    fmt::format("{} {}", RankLabel(spec, r.rank), *end)});
+    out->push_back({Finding::Kind::kFatalFailure,
+                    spec.file,
+                    spec.line,
+                    fmt::format("{} {}", RankLabel(spec, r.rank), *end),
+                    {}});
   }
 }
 
@@ -177,12 +189,15 @@ void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
   };
   if (static_cast<int>(skipped.size()) == spec.world_size) {
     out->push_back(
-        {Finding::Kind::kSkip, file, line,
+        {Finding::Kind::kSkip,
+         file,
+         line,
          fmt::format(
              "{}all {} ranks skipped: {}", Whose(spec), spec.world_size,
              reasons.size() == 1 && (first == nullptr || first->message.empty())
                  ? std::string()
-                 : reasons_text(false))});
+                 : reasons_text(false)),
+         {}});
     return;
   }
   std::string which = fmt::format(
@@ -190,13 +205,16 @@ void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
       skipped.size() == 1 ? "rank" : "ranks", fmt::join(skipped, ", "),
       spec.world_size, reasons_text(true));
   if (spec.options.skip_policy == SkipPolicy::kAllowPartial) {
-    out->push_back({Finding::Kind::kNote, file, line, which});
+    out->push_back({Finding::Kind::kNote, file, line, which, {}});
   } else {
     out->push_back(
-        {Finding::Kind::kFailure, file, line,
+        {Finding::Kind::kFailure,
+         file,
+         line,
          which + "; a test must skip on every rank or on none (set "
                  "options().skip_policy = disttest::SkipPolicy::kAllowPartial "
-                 "to allow it)"});
+                 "to allow it)",
+         {}});
   }
 }
 
@@ -213,7 +231,9 @@ std::vector<Finding> Judge(const TestSpec& spec,
                            const std::vector<RankReport>& ranks) {
   std::vector<Finding> findings;
   for (const RankReport& r : ranks) AddRankResults(spec, r, &findings);
-  bool failed = !findings.empty();
+  const bool failed = std::any_of(
+      findings.begin(), findings.end(),
+      [](const Finding& f) { return f.kind != Finding::Kind::kProperty; });
   std::vector<Finding> skips;
   JudgeSkips(spec, ranks, &skips);
   for (Finding& f : skips) {

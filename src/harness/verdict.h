@@ -73,11 +73,14 @@ struct RankReport {
 };
 
 struct Finding {
-  enum class Kind { kFailure, kFatalFailure, kSkip, kNote };
+  // kProperty: a RecordProperty() of a rank, message its key ("rank1.key")
+  // and value its value.
+  enum class Kind { kFailure, kFatalFailure, kSkip, kNote, kProperty };
   Kind kind = Kind::kFailure;
   std::string file;
   int line = 0;
   std::string message;
+  std::string value;
 };
 
 // The verdicts a rank's kDone message carries.

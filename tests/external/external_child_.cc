@@ -51,6 +51,7 @@ DIST_TEST_F(External, Passes, 1, 2, 4) {
   EXPECT_EQ(one, world_size());
   // stderr: the stdout of ranks other than 0 is discarded.
   std::fprintf(stderr, "marker-body rank %d of %d\n", rank(), world_size());
+  RecordProperty("marker-property", rank());
 }
 
 DIST_TEST_F(External, FailsOnRank1, 4) {

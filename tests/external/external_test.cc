@@ -148,6 +148,14 @@ TEST_P(ExternalTest, PassingRunExitsZeroEverywhere) {
   Report r = Launch("External.Passes/*");
   EXPECT_EQ(r.run.exit_code, 0) << r.all;
   EXPECT_THAT(r.run.out, HasSubstr("[  PASSED  ] 3 tests."));
+  // What each rank recorded is in rank 0's XML, per rank.
+  const std::string tc = TestCaseXml(r.xml, "Passes/4ranks");
+  for (int q = 0; q < 4; ++q) {
+    EXPECT_THAT(tc, HasSubstr("<property name=\"rank" + std::to_string(q) +
+                              ".marker-property\" value=\"" +
+                              std::to_string(q) + "\"/>"))
+        << tc;
+  }
 }
 
 TEST_P(ExternalTest, OtherRanksWriteTheirOwnLogsWhenAsked) {

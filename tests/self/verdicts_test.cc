@@ -576,6 +576,46 @@ TEST_P(VerdictsTest, XmlHoldsEachRanksFailureAndTheTestsProperties) {
   EXPECT_THAT(tc, HasSubstr("<property name=\"disttest_rerun\" value=\""));
 }
 
+// RecordProperty() in a rank reaches the parent's XML, per rank; a pooled
+// rank records into the test it runs, not into the one it started with.
+TEST_P(VerdictsTest, PropertiesARankRecordsReachTheXmlPerRank) {
+  Verdict v = Run("Verdicts.RecordsProperties/3ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  std::string tc = TestCaseXml(v.xml, "RecordsProperties/3ranks");
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(
+        tc, HasSubstr(fmt::format(
+                "<property name=\"rank{}.marker-key\" value=\"{}\"/>", r, r)))
+        << tc;
+  }
+  EXPECT_THAT(tc, HasSubstr("<property name=\"rank1.marker-only-rank1\" "
+                            "value=\"yes\"/>"));
+  EXPECT_THAT(tc, Not(HasSubstr("rank0.marker-only-rank1")));
+  Verdict pooled = Run("VerdictsPooledDaemon.*");
+  EXPECT_EQ(pooled.run.exit_code, 0) << pooled.run.out << pooled.run.err;
+  EXPECT_THAT(
+      TestCaseXml(pooled.xml, "AfterTheDaemon/2ranks"),
+      HasSubstr("<property name=\"rank1.marker-pooled\" value=\"1\"/>"));
+  EXPECT_THAT(TestCaseXml(pooled.xml, "StartsADaemon/2ranks"),
+              Not(HasSubstr("marker-pooled")));
+}
+
+// The rerun line keeps the DISTTEST_* variables that shaped the run.
+TEST_P(VerdictsTest, RerunKeepsTheRunsDisttestVariables) {
+  Verdict v =
+      Run("Verdicts.FailsOnRank1Only/2ranks",
+          {{"DISTTEST_NO_HOST_ARENA", "1"}, {"DISTTEST_TIMEOUT", "45"}});
+  EXPECT_EQ(v.run.exit_code, 1);
+  std::string user_args =
+      *GetParam().extra_arg ? std::string(GetParam().extra_arg) + " " : "";
+  EXPECT_THAT(v.run.out,
+              HasSubstr(std::string("rerun this test alone: "
+                                    "DISTTEST_NO_HOST_ARENA=1 "
+                                    "DISTTEST_TIMEOUT=45 ") +
+                        GetParam().binary + " " + user_args +
+                        "--gtest_filter=Verdicts.FailsOnRank1Only/2ranks\n"));
+}
+
 TEST_P(VerdictsTest, TestWithoutCommunicatorBuildsItsOwnFromTheStore) {
   Verdict v = Run("VerdictsNoComm.BuildsItsOwnCommunicator/3ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
@@ -885,6 +925,24 @@ TEST_P(VerdictsTest, PooledRanksRunTheNextTestUntilOneFails) {
     EXPECT_NE(tests["AfterTheFailure"].first, tests["First"].first);
     EXPECT_EQ(tests["AfterTheFailure"].second, 1);
   }
+  if (std::string(GetParam().launch) == "fork") {
+    // The failure on reused ranks says so, and how to rerun it both ways.
+    std::string user_args =
+        *GetParam().extra_arg ? std::string(GetParam().extra_arg) + " " : "";
+    EXPECT_THAT(
+        v.run.out,
+        HasSubstr("[ disttest ] this test ran on reused ranks "
+                  "(options().reuse_workers), after 2 other tests on them: "
+                  "VerdictsPooled.First/2ranks, VerdictsPooled.Second/2ranks\n"
+                  "[ disttest ] rerun it on fresh ranks: DISTTEST_NO_REUSE=1 " +
+                  std::string(GetParam().binary) + " " + user_args +
+                  "--gtest_filter=VerdictsPooled.FailsOnRank1/2ranks\n"
+                  "[ disttest ] rerun it after the same tests on the same "
+                  "ranks: " +
+                  GetParam().binary + " " + user_args +
+                  "--gtest_filter=VerdictsPooled.First/2ranks:VerdictsPooled."
+                  "Second/2ranks:VerdictsPooled.FailsOnRank1/2ranks\n"));
+  }
   EXPECT_THAT(TestCaseXml(v.xml, "AfterTheFailure/2ranks"),
               HasSubstr("result=\"completed\""));
 }
@@ -961,7 +1019,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // One GPU: the NCCL test skips on any machine.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 40 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 41 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
   EXPECT_THAT(v.run.out, HasSubstr("36 FAILED TESTS"));
 }

@@ -438,6 +438,11 @@ DIST_TEST_F(Verdicts, SixteenRanks, 16) {
   EXPECT_EQ(one, 16);
 }
 
+DIST_TEST_F(Verdicts, RecordsProperties, 3) {
+  RecordProperty("marker-key", rank());
+  if (rank() == 1) RecordProperty("marker-only-rank1", "yes");
+}
+
 DIST_TEST_F(Verdicts, InvalidWorldSize, 0) {}
 
 DIST_TEST_F(Verdicts, WorldSizeListedTwice, 1, 2, 1) {}
@@ -677,6 +682,7 @@ DIST_TEST_F(VerdictsPooledDaemon, StartsADaemon) {
 }
 DIST_TEST_F(VerdictsPooledDaemon, AfterTheDaemon) {
   PrintProcess("AfterTheDaemon");
+  RecordProperty("marker-pooled", rank());
   std::string children;
   for (const auto& task :
        std::filesystem::directory_iterator("/proc/self/task")) {
