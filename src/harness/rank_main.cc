@@ -70,6 +70,7 @@ std::unique_ptr<ResultChannel> OpenChannel() {
     unsetenv(env::kInternalResultQueue);
     unsetenv(env::kInternalChildTest);
     unsetenv(env::kInternalStoreToken);
+    unsetenv(env::kInternalStorePort);
     return channel;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "disttest: %s\n", e.what());
@@ -294,6 +295,9 @@ void RunRank(RankProgram& program, const Options& options) {
       options.init_distributed ? TcpSockets() : std::map<ino_t, int>{};
   const char* token_variable = std::getenv(env::kInternalStoreToken);
   const std::string token = token_variable != nullptr ? token_variable : "";
+  // The harness's store; MASTER_PORT is the code under test's.
+  const char* store_port = std::getenv(env::kInternalStorePort);
+  const std::string store_port_text = store_port != nullptr ? store_port : "";
   std::unique_ptr<ResultChannel> channel = OpenChannel();
   ReportFn report = [&](const RankMessage& m) {
     if (!channel->Send(m, kSendTimeout)) {
@@ -308,9 +312,12 @@ void RunRank(RankProgram& program, const Options& options) {
     WaitForDebugger(env);
     // Connects on first use: a test without a communicator that never
     // touches the store never connects.
-    auto store =
-        std::make_unique<TcpStore>(env.master_addr, env.master_port,
-                                   RankTimeout(env, options.timeout), token);
+    auto store = std::make_unique<TcpStore>(
+        env.master_addr,
+        IsDigits(store_port_text) && store_port_text.size() <= 5
+            ? std::stoi(store_port_text)
+            : env.master_port,
+        RankTimeout(env, options.timeout), token);
     std::unique_ptr<Communicator> comm;
     if (options.init_distributed) comm = Connect(env, options, &store);
     RankVerdict verdict = program.Run(env, comm.get(), *store, report);

@@ -1,11 +1,15 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include "harness/supervisor.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +20,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <tuple>
 
 #include "disttest/env/names.h"
 #include "disttest/env/rank_env.h"
@@ -63,6 +69,42 @@ constexpr std::chrono::seconds kStackDeadline(15);
 // How long, after SIGKILL, the parent waits for a rank to be reapable. Only
 // a process stuck in uninterruptible sleep (a hung driver) takes longer.
 constexpr std::chrono::seconds kReapDeadline(10);
+
+// A socket bound to a free port of `host` with SO_REUSEADDR and not
+// listening: {descriptor, port}. Code that binds the port with SO_REUSEADDR
+// too (as stores do) may take it over; nothing else can, and the kernel
+// gives it to no outgoing connection.
+std::pair<int, int> ReservePort(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), "0", &hints, &found); rc != 0) {
+    throw ConfigError(fmt::format("MASTER_ADDR {} does not resolve: {}", host,
+                                  gai_strerror(rc)));
+  }
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> owned(found, freeaddrinfo);
+  int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (fd < 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      bind(fd, found->ai_addr, found->ai_addrlen) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int error = errno;
+    if (fd >= 0) close(fd);
+    throw Error(fmt::format("cannot reserve a MASTER_PORT on {}: {}{}", host,
+                            std::strerror(error),
+                            error == EMFILE ? OpenFilesLimitText() : ""));
+  }
+  const int port =
+      addr.ss_family == AF_INET6
+          ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+          : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  return {fd, port};
+}
 
 std::pair<int, int> MakePipe() {
   int fds[2];
@@ -247,6 +289,10 @@ void Supervisor::StartRanks() {
   for (int r = 0; r < spec_.world_size; ++r) {
     ranks_[r].channel = ResultChannel::Create(queue_names_[r]);
   }
+  if (master_port_fd_ < 0) {
+    std::tie(master_port_fd_, master_port_) =
+        ReservePort(spec_.options.master_addr);
+  }
   if (results_ready_[0] < 0 &&
       pipe2(results_ready_, O_CLOEXEC | O_NONBLOCK) != 0) {
     // Without it the queues are drained on the tick alone.
@@ -427,6 +473,7 @@ void Supervisor::AppendDescriptors(std::vector<int>* fds) const {
   for (int fd : results_ready_) {
     if (fd >= 0) fds->push_back(fd);
   }
+  if (master_port_fd_ >= 0) fds->push_back(master_port_fd_);
   for (const Rank& rank : ranks_) {
     if (rank.out && rank.out->open()) fds->push_back(rank.out->fd());
     if (rank.err && rank.err->open()) fds->push_back(rank.err->fd());
@@ -477,9 +524,11 @@ void Supervisor::SpawnRank(int r) {
   request.rank.local_rank = r;
   request.rank.local_size = spec_.world_size;
   request.rank.master_addr = spec_.options.master_addr;
-  request.rank.master_port = server_->port();
+  request.rank.master_port = master_port_;
   request.test_name = spec_.name;
   request.extra_env = spec_.child_env;
+  request.extra_env.emplace_back(env::kInternalStorePort,
+                                 std::to_string(server_->port()));
   if (!spec_.visible_devices.empty()) {
     request.extra_env.emplace_back(
         env::kCudaVisibleDevices,
@@ -490,6 +539,7 @@ void Supervisor::SpawnRank(int r) {
   if (results_ready_[0] >= 0) {
     request.close_in_child.push_back(results_ready_[0]);
   }
+  if (master_port_fd_ >= 0) request.close_in_child.push_back(master_port_fd_);
   request.result_queue = rank.channel->name();
   request.store_token = store_token_;
   request.stdout_fd = out_write.fd;
@@ -746,9 +796,8 @@ void Supervisor::ReapAll() {
 
 void Supervisor::EndOrphans() {
   if (!server_) return;
-  // Only processes of this test: they inherited its store's port.
-  const std::string mine =
-      fmt::format("{}={}", env::kMasterPort, server_->port());
+  // Only processes of this test: they inherited its MASTER_PORT.
+  const std::string mine = fmt::format("{}={}", env::kMasterPort, master_port_);
   for (const std::string& process :
        EndChildren([&](pid_t pid) { return EnvironmentHas(pid, mine); })) {
     std::printf(
@@ -781,6 +830,8 @@ void Supervisor::CleanUp() {
     if (fd >= 0) close(fd);
     fd = -1;
   }
+  if (master_port_fd_ >= 0) close(master_port_fd_);
+  master_port_fd_ = -1;
 }
 
 }  // namespace disttest::internal

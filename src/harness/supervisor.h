@@ -156,6 +156,12 @@ class Supervisor {
   // Ranks write a byte to [1] after each result they queue; the poll loop
   // wakes on [0] and drains the queues at once.
   int results_ready_[2] = {-1, -1};
+  // MASTER_PORT for the code under test: bound (SO_REUSEADDR) and never
+  // listened on, so that no other process takes it while rank 0's code
+  // may bind it (torch's env://, launch_from_env()). The harness's store
+  // is on a port of its own.
+  int master_port_fd_ = -1;
+  int master_port_ = 0;
 };
 
 }  // namespace disttest::internal

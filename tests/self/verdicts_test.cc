@@ -425,6 +425,24 @@ TEST_P(VerdictsTest, FullDevShmIsAClearFailure) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("SIGBUS")));
 }
 
+// MASTER_PORT is for the code under test (the harness's store is on a port
+// of its own): rank 0 can serve a store there, as torch's env:// does, and
+// launch_from_env() works inside a test.
+TEST_P(VerdictsTest, CodeUnderTestCanServeAStoreOnMasterPort) {
+  Verdict v =
+      Run("Verdicts.CodeServesItsOwnStoreOnMasterPort/*:Verdicts."
+          "LaunchFromEnvInsideATest/*");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(v.run.out,
+                HasSubstr(fmt::format("[rank {}] marker-own-store {}", r, r)));
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_THAT(v.run.out, HasSubstr(fmt::format(
+                               "[rank {}] marker-launch-from-env {}", r, r)));
+  }
+}
+
 TEST_P(VerdictsTest, WorldSizeListedTwiceIsARegistrationError) {
   Verdict v = Run("Verdicts.WorldSizeListedTwice/*");
   EXPECT_EQ(v.run.exit_code, 1);
@@ -1019,7 +1037,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // One GPU: the NCCL test skips on any machine.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 41 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 43 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
   EXPECT_THAT(v.run.out, HasSubstr("36 FAILED TESTS"));
 }

@@ -5,6 +5,7 @@
 // verdicts_test.cc runs each with --gtest_filter and checks what the parent
 // reported. Nothing here is run on its own by ctest.
 #include <disttest/disttest.h>
+#include <disttest/launch/launch.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mount.h>
@@ -12,12 +13,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -443,6 +446,47 @@ DIST_TEST_F(Verdicts, RecordsProperties, 3) {
   if (rank() == 1) RecordProperty("marker-only-rank1", "yes");
 }
 
+// Code under test that sets itself up from the rank environment, as torch's
+// env:// and DeepSpeed do: rank 0 serves a store on MASTER_ADDR:MASTER_PORT
+// and every rank connects to it.
+DIST_TEST_F(Verdicts, CodeServesItsOwnStoreOnMasterPort, 3) {
+  const std::string host = std::getenv("MASTER_ADDR");
+  const int port = std::atoi(std::getenv("MASTER_PORT"));
+  std::unique_ptr<disttest::TcpStoreServer> server;
+  std::atomic<bool> stop{false};
+  std::thread serving;
+  if (rank() == 0) {
+    server = std::make_unique<disttest::TcpStoreServer>(host, port);
+    serving = std::thread([&] {
+      while (!stop) server->PollOnce(10);
+    });
+  }
+  {
+    disttest::TcpStore mine(host, port, std::chrono::seconds(20));
+    if (mine.add("arrived", 1) == world_size()) {
+      mine.set("all", std::string_view("1"));
+    }
+    mine.wait({"all"});
+    comm().barrier();  // Every rank is done with rank 0's store.
+  }
+  if (rank() == 0) {
+    stop = true;
+    serving.join();
+  }
+  std::printf("marker-own-store %d\n", rank());
+}
+
+DIST_TEST_F(Verdicts, LaunchFromEnvInsideATest, 2) {
+  disttest::Context ctx =
+      disttest::launch_from_env(disttest::Config{}, disttest::Backend::kGloo);
+  int one = 1;
+  ctx.group(disttest::ParallelMode::kGlobal)
+      .allreduce(&one, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(one, 2);
+  ctx.group(disttest::ParallelMode::kGlobal).barrier();
+  std::printf("marker-launch-from-env %d\n", rank());
+}
+
 DIST_TEST_F(Verdicts, InvalidWorldSize, 0) {}
 
 DIST_TEST_F(Verdicts, WorldSizeListedTwice, 1, 2, 1) {}
@@ -459,6 +503,7 @@ DIST_TEST_F(Verdicts, ChildEnvironment, 2) {
   EXPECT_EQ(std::atoi(std::getenv("WORLD_SIZE")), 2);
   EXPECT_EQ(std::getenv("DISTTEST_INTERNAL_CHILD_TEST"), nullptr);
   EXPECT_EQ(std::getenv("DISTTEST_INTERNAL_RESULT_QUEUE"), nullptr);
+  EXPECT_EQ(std::getenv("DISTTEST_INTERNAL_STORE_PORT"), nullptr);
   EXPECT_EQ(std::atoi(std::getenv("LOCAL_SIZE")), 2);
   int port = std::atoi(std::getenv("MASTER_PORT"));
   EXPECT_GT(port, 0);

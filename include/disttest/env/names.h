@@ -97,6 +97,9 @@ inline constexpr char kInternalPool[] = "DISTTEST_INTERNAL_POOL";
 // The descriptor of the ranks' host arena (disttest/comm/host_arena.h),
 // kept open across exec.
 inline constexpr char kInternalArenaFd[] = "DISTTEST_INTERNAL_ARENA_FD";
+// The port of the harness's own store (token-protected): MASTER_PORT is
+// left to the code under test, which may serve its own store there.
+inline constexpr char kInternalStorePort[] = "DISTTEST_INTERNAL_STORE_PORT";
 // The write end of the parent's "results ready" pipe, kept open across exec:
 // a rank writes a byte after each result it queues, so that the parent
 // drains the queue at once instead of on its next tick.
