@@ -136,6 +136,8 @@ class DistributedTest : public ::testing::Test {
   // Set when DIST_TEST_F itself is wrong (a world size listed twice): the
   // test fails saying so instead of running.
   std::string registration_error_;
+  // In the child of a "threadsafe" death test: a rank alone, no peers.
+  bool death_test_child_ = false;
   const RankEnv* rank_env_ = nullptr;  // Set only in a rank.
   Communicator* comm_ = nullptr;       // Set only in a rank.
   Store* store_ = nullptr;             // Set only in a rank.

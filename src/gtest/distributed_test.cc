@@ -85,6 +85,26 @@ Communicator* g_current_comm = nullptr;
   RunRank(program, EffectiveOptions(test));
 }
 
+// The child of a "threadsafe" death test started by a rank (the binary
+// re-executed, the rank's environment inherited): runs the body in place as
+// that rank, up to the EXPECT_DEATH that gtest runs here. There are no peers
+// in this process: comm() and store() say so.
+void RunInDeathTestChild(DistributedTest& test) {
+  RankEnv env;
+  try {
+    env = RankEnv::FromEnvironment();
+  } catch (const std::exception& e) {
+    GTEST_FAIL() << "a death test's child cannot read the rank environment: "
+                 << e.what();
+  }
+  TestAccess::MarkDeathTestChild(test);
+  TestAccess::Bind(test, &env, nullptr, nullptr);
+  TestAccess::SetUpRank(test);
+  if (!::testing::Test::HasFatalFailure()) TestAccess::Body(test);
+  TestAccess::TearDownRank(test);
+  TestAccess::Bind(test, nullptr, nullptr, nullptr);
+}
+
 // In a kExec rank: the directories the parent created, in declaration
 // order (a forked rank inherited them with the fixture objects).
 void AdoptFixtureDirsFromEnvironment(DistributedTest& test) {
@@ -438,6 +458,7 @@ void DistributedTest::TestBody() {
                       ::testing::TestPartResult::kFatalFailure);
     return;
   }
+  if (internal::IsDeathTestChild()) return internal::RunInDeathTestChild(*this);
   const char* child = std::getenv(env::kInternalChildTest);
   if (child == nullptr) {
     if (internal::ExternalLaunch()) return internal::RunExternal(*this);
@@ -524,6 +545,12 @@ Context& DistributedTest::ctx() {
 }
 
 Store& DistributedTest::store() {
+  if (death_test_child_) {
+    throw Error(
+        "store() is not available in the child of a death test (the "
+        "\"threadsafe\" style re-runs the body up to the EXPECT_DEATH in a "
+        "new process, without the rank's peers)");
+  }
   if (store_ == nullptr) {
     throw Error(
         "store() is only available inside a rank (SetUpRank, the DIST_TEST_F "
@@ -538,6 +565,13 @@ Communicator& DistributedTest::comm() {
         "comm() is only available inside a rank (SetUpRank, the DIST_TEST_F "
         "body, TearDownRank), not in the parent's constructor, SetUp or "
         "TearDown");
+  }
+  if (death_test_child_) {
+    throw Error(
+        "comm() is not available in the child of a death test (the "
+        "\"threadsafe\" style re-runs the body up to the EXPECT_DEATH in a "
+        "new process, without the rank's peers): put collectives after the "
+        "EXPECT_DEATH, or use the \"fast\" style");
   }
   if (comm_ == nullptr) {
     throw Error(

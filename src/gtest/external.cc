@@ -93,6 +93,8 @@ const Detection& Detect() {
   static const Detection detection = [] {
     Detection d;
     if (std::getenv(env::kInternalChildTest) != nullptr) return d;
+    // A death test's child runs the body as the rank that started it.
+    if (IsDeathTestChild()) return d;
     const char* mode_variable = std::getenv(env::kLauncher);
     const std::string mode = mode_variable != nullptr ? mode_variable : "";
     if (mode == "spawn") return d;

@@ -172,6 +172,18 @@ class ExecLauncher : public Launcher {
 
 }  // namespace
 
+bool IsDeathTestChild() {
+  // Read from the command line, not gtest's flag: launched-mode detection
+  // asks during static initialisation, before gtest parses its flags.
+  static const bool child = [] {
+    for (const std::string& arg : ReadCommandLine()) {
+      if (StartsWith(arg, "--gtest_internal_run_death_test")) return true;
+    }
+    return false;
+  }();
+  return child;
+}
+
 std::function<void(std::vector<int>*)>& ParentOnlyDescriptors() {
   static auto* list = new std::function<void(std::vector<int>*)>;
   return *list;

@@ -81,6 +81,12 @@ std::unique_ptr<Launcher> MakeLauncher(LaunchMode mode, RankEntry fork_entry);
 // has only the forking thread, and locks the others held stay locked.
 void WarnIfThreaded(const std::string& test_name);
 
+// Whether this process is the child of a gtest death test in the
+// "threadsafe" style (this binary re-executed with
+// --gtest_internal_run_death_test): it runs the body up to the EXPECT_DEATH
+// in place, as the rank that started it, and never spawns ranks.
+bool IsDeathTestChild();
+
 // The command line that reruns exactly `test_name`: this binary with its own
 // arguments, less the gtest flags of this run, plus the filter:
 // "/path/to/bin --my_flag '--gtest_filter=Suite.Name/2ranks'".

@@ -443,6 +443,28 @@ TEST_P(VerdictsTest, CodeUnderTestCanServeAStoreOnMasterPort) {
   }
 }
 
+// EXPECT_DEATH in a rank, in gtest's "fast" style and in the "threadsafe"
+// one its warning recommends (the binary re-executed: the child runs the
+// body as the rank that started it, not a distributed test of its own).
+TEST_P(VerdictsTest, DeathTestsWorkInARankInBothStyles) {
+  for (const char* style : {"fast", "threadsafe"}) {
+    SCOPED_TRACE(style);
+    Verdict v = Run("Verdicts.DeathTest*", {{"GTEST_DEATH_TEST_STYLE", style}});
+    EXPECT_EQ(v.run.exit_code, 1);
+    std::string dies = TestCaseXml(v.xml, "DeathTestInARank/2ranks");
+    EXPECT_THAT(dies, HasSubstr("result=\"completed\""));
+    EXPECT_THAT(dies, Not(HasSubstr("<failure"))) << dies;
+    std::string survives = TestCaseXml(v.xml, "DeathTestThatDoesNotDie/2ranks");
+    EXPECT_THAT(survives,
+                HasSubstr("[rank 1/2] Death test: std::fprintf(stderr, "
+                          "&quot;marker-survives\\n&quot;)"))
+        << survives;
+    EXPECT_THAT(survives, HasSubstr("failed to die"));
+    EXPECT_THAT(survives, Not(HasSubstr("[rank 0/2]")));
+    EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
+  }
+}
+
 TEST_P(VerdictsTest, WorldSizeListedTwiceIsARegistrationError) {
   Verdict v = Run("Verdicts.WorldSizeListedTwice/*");
   EXPECT_EQ(v.run.exit_code, 1);
@@ -1037,9 +1059,9 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // One GPU: the NCCL test skips on any machine.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 43 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 44 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("36 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("37 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

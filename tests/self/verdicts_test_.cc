@@ -487,6 +487,25 @@ DIST_TEST_F(Verdicts, LaunchFromEnvInsideATest, 2) {
   std::printf("marker-launch-from-env %d\n", rank());
 }
 
+// gtest's death tests in a rank, in either style (the driver picks it with
+// --gtest_death_test_style): one that dies as expected passes, one that
+// does not die fails naming the statement.
+DIST_TEST_F(Verdicts, DeathTestInARank) {
+  EXPECT_DEATH(
+      {
+        std::fprintf(stderr, "marker-dying on rank %d\n", rank());
+        std::abort();
+      },
+      "marker-dying on rank");
+  comm().barrier();
+}
+
+DIST_TEST_F(Verdicts, DeathTestThatDoesNotDie) {
+  if (rank() == 1) {
+    EXPECT_DEATH(std::fprintf(stderr, "marker-survives\n"), "");
+  }
+}
+
 DIST_TEST_F(Verdicts, InvalidWorldSize, 0) {}
 
 DIST_TEST_F(Verdicts, WorldSizeListedTwice, 1, 2, 1) {}

@@ -36,6 +36,9 @@ struct TestAccess {
     test.ctx_ = ctx;
   }
   static void SetUpRank(DistributedTest& test) { test.SetUpRank(); }
+  static void MarkDeathTestChild(DistributedTest& test) {
+    test.death_test_child_ = true;
+  }
   // gtest's own fixture hooks, for a pooled rank's tests (gtest runs them
   // everywhere else).
   static void SetUp(DistributedTest& test) { test.SetUp(); }
