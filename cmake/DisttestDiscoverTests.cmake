@@ -38,6 +38,10 @@ function(disttest_discover_tests target)
   if(NOT ARG_DISCOVERY_TIMEOUT)
     set(ARG_DISCOVERY_TIMEOUT 120)
   endif()
+  # Where this file is, whichever directory calls the function (a project
+  # that took disttest in with add_subdirectory() does not see our
+  # variables).
+  get_property(add_tests_script GLOBAL PROPERTY DISTTEST_ADD_TESTS_SCRIPT)
   set(base "${CMAKE_CURRENT_BINARY_DIR}/${target}[disttest]")
   set(tests_file "${base}_tests.cmake")
   set(include_file "${base}_include.cmake")
@@ -54,7 +58,7 @@ function(disttest_discover_tests target)
       -D "TEST_PROPERTIES=${properties}"
       -D "TEST_DISCOVERY_TIMEOUT=${ARG_DISCOVERY_TIMEOUT}"
       -D "CTEST_FILE=${tests_file}"
-      -P "${_DISTTEST_ADD_TESTS_SCRIPT}"
+      -P "${add_tests_script}"
     VERBATIM)
   # Run by ctest each time it starts: how many GPUs there are now.
   string(CONCAT content
@@ -73,4 +77,5 @@ function(disttest_discover_tests target)
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${include_file}")
 endfunction()
 
-set(_DISTTEST_ADD_TESTS_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/DisttestAddTests.cmake")
+set_property(GLOBAL PROPERTY DISTTEST_ADD_TESTS_SCRIPT
+  "${CMAKE_CURRENT_LIST_DIR}/DisttestAddTests.cmake")
