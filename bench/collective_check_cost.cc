@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
+
 #include "disttest/comm/host_arena.h"
 
 namespace disttest::internal {
@@ -76,26 +78,11 @@ double Round(int world, Op op, bool checks, int ops) {
   return ns;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-int Flag(int argc, char** argv, const char* name, int fallback) {
-  const std::string prefix = std::string("--") + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) {
-      return std::atoi(argv[i] + prefix.size());
-    }
-  }
-  return fallback;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int ops = Flag(argc, argv, "ops", 20000);
-  const int rounds = Flag(argc, argv, "rounds", 7);
+  const int ops = bench::Flag(argc, argv, "ops", 20000);
+  const int rounds = bench::Flag(argc, argv, "rounds", 7);
   std::printf(
       "collectives in the host arena, ns per operation (median of %d rounds "
       "of %d)\n",
@@ -110,8 +97,8 @@ int main(int argc, char** argv) {
         on.push_back(Round(world, op, true, ops));
         off.push_back(Round(world, op, false, ops));
       }
-      const double a = Median(on);
-      const double b = Median(off);
+      const double a = bench::Median(on);
+      const double b = bench::Median(off);
       std::printf("| %s | %d | %.0f | %.0f | %+.0f |\n",
                   op == Op::kBarrier ? "barrier" : "allreduce(8 x float32)",
                   world, a, b, a - b);

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
+
 namespace {
 
 int Failures() {
@@ -75,21 +77,6 @@ double RunCase(const std::string& filter, int failures) {
       .count();
 }
 
-int Flag(int argc, char** argv, const char* name, int fallback) {
-  const std::string prefix = std::string("--") + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) {
-      return std::atoi(argv[i] + prefix.size());
-    }
-  }
-  return fallback;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,17 +87,17 @@ int main(int argc, char** argv) {
     ::testing::InitGoogleTest(&argc, argv);
     return RUN_ALL_TESTS();
   }
-  const int failures = Flag(argc, argv, "failures", 100000);
-  const int runs = Flag(argc, argv, "runs", 5);
+  const int failures = bench::Flag(argc, argv, "failures", 100000);
+  const int runs = bench::Flag(argc, argv, "runs", 5);
   std::vector<double> plain, forked, exec;
   for (int i = 0; i < runs; ++i) {
     plain.push_back(RunCase("ManyFailuresPlain.Fails", failures));
     forked.push_back(RunCase("ManyFailures.Fails/1ranks", failures));
     exec.push_back(RunCase("ManyFailuresExec.Fails/1ranks", failures));
   }
-  const double p = Median(plain);
-  const double f = Median(forked);
-  const double e = Median(exec);
+  const double p = bench::Median(plain);
+  const double f = bench::Median(forked);
+  const double e = bench::Median(exec);
   std::printf(
       "%d failing EXPECTs, median of %d runs: plain TEST %.2f s; one rank of "
       "DIST_TEST_F, forked %.2f s (%.1fx), re-executed %.2f s (%.1fx)\n",
