@@ -318,6 +318,11 @@ void GlooCommunicator::allreduce(void* data, std::size_t count, DataType type,
 void GlooCommunicator::broadcast(void* data, std::size_t count, DataType type,
                                  int root) {
   if (root < 0 || root >= impl_->size) {
+    // Peers that passed a valid root would otherwise wait for this rank:
+    // the comparison fails them too, naming every rank's root.
+    impl_->Guard(impl_->Describe("broadcast", count, type), [&] {
+      impl_->CheckCall(CollectiveCall::Broadcast(count, type, root));
+    });
     throw CommError(fmt::format("[rank {}/{}] broadcast: invalid root rank {}",
                                 impl_->rank, impl_->size, root));
   }

@@ -88,6 +88,11 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::Create(
         "size",
         rank, size));
   }
+  if (options.arena != nullptr && options.arena->world() != size) {
+    throw CommError(
+        fmt::format("[rank {}/{}] the host arena is for {} ranks, not {}", rank,
+                    size, options.arena->world(), size));
+  }
   // Owned from the start: a failed Init() leaves nothing behind.
   std::unique_ptr<NcclCommunicator> comm(
       new NcclCommunicator(rank, size, options));
@@ -453,6 +458,12 @@ void NcclCommunicator::allreduce(void* data, std::size_t count, DataType type,
 void NcclCommunicator::broadcast(void* data, std::size_t count, DataType type,
                                  int root) {
   if (root < 0 || root >= size_) {
+    // Peers with a valid root would otherwise wait for this rank.
+    if (arena_ != nullptr) {
+      CheckCall(fmt::format("{} from rank {} failed",
+                            Describe("broadcast", count, type), root),
+                CollectiveCall::Broadcast(count, type, root));
+    }
     throw CommError(fmt::format("[rank {}/{}] broadcast: invalid root rank {}",
                                 rank_, size_, root));
   }

@@ -297,6 +297,10 @@ bool Pooled(DistributedTest& test, const TestSpec& spec) {
                         ? "a test with options().parallel starts its ranks"
                     : !spec.options.init_distributed
                         ? "a test without a communicator starts its ranks"
+                    // gtest would re-run the pool's first test in the child.
+                    : GTEST_FLAG_GET(death_test_style) == "threadsafe"
+                        ? "threadsafe death tests re-run a rank's test, "
+                          "which must be the one the rank's process runs"
                         : nullptr;
   if (why == nullptr) return true;
   static std::set<std::string> said;

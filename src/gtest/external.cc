@@ -195,15 +195,21 @@ class ExternalWorld {
         failure = e.what();
         // Every rank says why it stops (the gtest output of ranks other
         // than 0 is dropped), once.
-        std::fprintf(
-            stderr,
-            "[ disttest ] rank %d of %d (launched by %s) cannot join the "
-            "launched ranks: %s\n[ disttest ] if %s come from an enclosing "
-            "job rather than from a launcher that started this binary, run "
-            "it with %s=spawn\n",
-            d.env.rank, d.env.world_size,
-            d.env.launcher.empty() ? "?" : d.env.launcher.c_str(),
-            failure.c_str(), VariablesOf(d.env.launcher), env::kLauncher);
+        if (!d.error.empty()) {
+          // The environment itself is unusable: the error says what.
+          std::fprintf(stderr,
+                       "[ disttest ] cannot join the launched ranks: %s\n",
+                       failure.c_str());
+        } else {
+          std::fprintf(
+              stderr,
+              "[ disttest ] rank %d of %d (launched by %s) cannot join the "
+              "launched ranks: %s\n[ disttest ] if %s come from an enclosing "
+              "job rather than from a launcher that started this binary, run "
+              "it with %s=spawn\n",
+              d.env.rank, d.env.world_size, d.env.launcher.c_str(),
+              failure.c_str(), VariablesOf(d.env.launcher), env::kLauncher);
+        }
         std::fflush(stderr);
       }
     }

@@ -235,7 +235,10 @@ void Launcher::StartChild(const SpawnRequest& request, pid_t parent) {
     close(request.stderr_fd);
   }
   for (int fd : request.close_in_child) close(fd);
-  for (int fd : extra_close_) close(fd);
+  for (int fd : extra_close_) {
+    // A pool's own pipe is among the parent-only descriptors of all pools.
+    if (fd != request.results_ready_fd) close(fd);
+  }
   // Nothing may unwind out of the child into the parent's code (it would
   // run the rest of the parent's test as a second parent).
   try {

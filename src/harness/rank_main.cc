@@ -82,15 +82,6 @@ std::unique_ptr<ResultChannel> OpenChannel() {
 // at the end, so that a rank killed while it waits there for a stuck peer
 // is judged by what it did, not by how it was ended.
 void ReportDone(const ReportFn& report, RankVerdict verdict) {
-  // Processes the test started end with it (the rank is their subreaper,
-  // so a daemon that forked twice and called setsid() is still ours).
-  for (const std::string& process : EndChildren()) {
-    std::cout.flush();
-    std::fprintf(stderr,
-                 "disttest: note: ended process %s, which the test started "
-                 "and left running\n",
-                 process.c_str());
-  }
   // The test's output reaches the pipe before its verdict the parent (a
   // pooled rank goes on to another test, whose output must not hold it).
   std::cout.flush();
@@ -100,6 +91,22 @@ void ReportDone(const ReportFn& report, RankVerdict verdict) {
                      : verdict == RankVerdict::kSkipped ? kVerdictSkipped
                                                         : kVerdictFailed;
   report({RankMessage::Kind::kDone, "", -1, word});
+}
+
+// Ends the processes `whose` test started and left running, saying so: the
+// rank is their subreaper, so a daemon that forked twice and called
+// setsid() is still its own. Only once every rank is done with the test
+// (after the exit meeting, or when a pooled rank gets its next test): a
+// helper one rank started may serve its peers until then.
+void EndLeftovers(const char* whose) {
+  for (const std::string& process : EndChildren()) {
+    std::cout.flush();
+    std::fprintf(stderr,
+                 "disttest: note: ended process %s, which %s started and left "
+                 "running\n",
+                 process.c_str(), whose);
+  }
+  std::fflush(stderr);
 }
 
 // While a rank waits for a debugger, nothing in any rank should time out.
@@ -200,6 +207,8 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
     if (gloo != nullptr) gloo->ResumeEventLoop();
     store.set_timeout(timeout);
     if (name.empty()) return RankVerdict::kPassed;
+    // Every rank has finished the last test: what it left running goes now.
+    EndLeftovers("an earlier test on this rank");
     const std::string test(name.begin(), name.end());
     RankVerdict verdict = RankVerdict::kFailed;
     try {
@@ -344,6 +353,7 @@ void RunRank(RankProgram& program, const Options& options) {
     ReportDone(report, RankVerdict::kFailed);
     code = kExitFailed;
   }
+  EndLeftovers("the test");
   Leave(code);
 }
 

@@ -15,6 +15,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/date_time/posix_time/posix_time_types.hpp>
 #include <boost/interprocess/ipc/message_queue.hpp>
 #include <boost/interprocess/permissions.hpp>
@@ -191,38 +192,84 @@ bool ResultChannel::Remove(const std::string& name) {
   return bip::message_queue::remove(name.c_str());
 }
 
+namespace {
+
+// A slot that starts with one of these (never a RankMessage kind) holds a
+// part of a result too large for one slot: every part but the last, then
+// the last.
+constexpr char kPart = static_cast<char>(0xC0);
+constexpr char kLastPart = static_cast<char>(0xC1);
+
+}  // namespace
+
 bool ResultChannel::Send(const RankMessage& m,
                          std::chrono::milliseconds timeout) {
-  std::vector<char> bytes = EncodeRankMessage(m, kMaxMessageBytes);
+  std::vector<char> bytes = EncodeRankMessage(m, kMaxResultBytes);
   auto deadline = boost::posix_time::microsec_clock::universal_time() +
                   boost::posix_time::milliseconds(timeout.count());
-  bool sent = false;
   try {
-    sent = queue_->mq.timed_send(bytes.data(), bytes.size(), 0, deadline);
+    if (bytes.size() <= kMaxMessageBytes) {
+      if (!queue_->mq.timed_send(bytes.data(), bytes.size(), 0, deadline)) {
+        return false;
+      }
+    } else {
+      std::vector<char> part;
+      const std::size_t room = kMaxMessageBytes - 1;
+      for (std::size_t at = 0; at < bytes.size(); at += room) {
+        const std::size_t n = std::min(room, bytes.size() - at);
+        part.assign(1, at + n == bytes.size() ? kLastPart : kPart);
+        part.insert(part.end(), bytes.begin() + at, bytes.begin() + at + n);
+        if (!queue_->mq.timed_send(part.data(), part.size(), 0, deadline)) {
+          return false;
+        }
+        // The parent drains what came so far while the rest is sent.
+        if (notify_fd_ >= 0) (void)!write(notify_fd_, "r", 1);
+      }
+    }
   } catch (const bip::interprocess_exception&) {
     return false;
   }
-  if (sent && notify_fd_ >= 0) (void)!write(notify_fd_, "r", 1);
-  return sent;
+  if (notify_fd_ >= 0) (void)!write(notify_fd_, "r", 1);
+  return true;
 }
 
 std::optional<RankMessage> ResultChannel::TryReceive(std::string* error) {
-  bip::message_queue::size_type received = 0;
-  unsigned int priority = 0;
-  try {
-    if (!queue_->mq.try_receive(buffer_.data(), buffer_.size(), received,
-                                priority)) {
+  for (;;) {
+    bip::message_queue::size_type received = 0;
+    unsigned int priority = 0;
+    try {
+      if (!queue_->mq.try_receive(buffer_.data(), buffer_.size(), received,
+                                  priority)) {
+        return std::nullopt;  // A large result's parts so far stay pending.
+      }
+    } catch (const bip::interprocess_exception& e) {
+      *error = fmt::format("cannot read result queue {}: {}", name_, e.what());
       return std::nullopt;
     }
-  } catch (const bip::interprocess_exception& e) {
-    *error = fmt::format("cannot read result queue {}: {}", name_, e.what());
-    return std::nullopt;
+    const char* data = buffer_.data();
+    std::size_t size = received;
+    if (size > 0 && (data[0] == kPart || data[0] == kLastPart)) {
+      if (pending_.size() + size - 1 > kMaxResultBytes + kMaxMessageBytes) {
+        *error =
+            fmt::format("result queue {} holds a result of more than {} bytes",
+                        name_, kMaxResultBytes);
+        return std::nullopt;
+      }
+      pending_.insert(pending_.end(), data + 1, data + size);
+      if (data[0] == kPart) continue;
+      data = pending_.data();
+      size = pending_.size();
+    } else if (!pending_.empty()) {
+      *error = fmt::format(
+          "result queue {}: a result ended without its last part", name_);
+      return std::nullopt;
+    }
+    RankMessage m;
+    const bool ok = DecodeRankMessage(data, size, &m, error);
+    pending_.clear();
+    if (!ok) return std::nullopt;
+    return m;
   }
-  RankMessage m;
-  if (!DecodeRankMessage(buffer_.data(), received, &m, error)) {
-    return std::nullopt;
-  }
-  return m;
 }
 
 std::vector<std::string> RemoveQueuesOfDeadProcesses() {

@@ -52,7 +52,14 @@ bool DecodeRankMessage(const char* data, std::size_t size, RankMessage* out,
 
 class ResultChannel {
  public:
-  static constexpr std::size_t kMaxMessageBytes = 64 * 1024;
+  // One slot of the queue. A result larger than this (up to
+  // kMaxResultBytes, beyond which its text is cut with a note) travels in
+  // several slots and is put together again by TryReceive().
+  static constexpr std::size_t kMaxMessageBytes = 2 * 1024;
+  static constexpr std::size_t kMaxResultBytes = 1024 * 1024;
+  // Small: the parent drains a queue as soon as the rank writes to it (the
+  // results-ready pipe), and /dev/shm may be small (64 MiB in a default
+  // Docker container: 16 ranks took it all at 4 MiB a queue).
   static constexpr std::size_t kCapacity = 64;
 
   // About what one queue takes in /dev/shm (its messages and its index).
@@ -88,6 +95,7 @@ class ResultChannel {
   std::string name_;
   std::unique_ptr<Queue> queue_;
   std::vector<char> buffer_;
+  std::vector<char> pending_;  // The parts of a large result so far.
   int notify_fd_ = -1;
 };
 

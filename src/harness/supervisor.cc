@@ -21,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <tuple>
 
 #include "disttest/env/names.h"
@@ -44,6 +45,20 @@ constexpr int kDrainTickMs = 10;
 int NextTestSequence() {
   static int seq = 0;
   return ++seq;
+}
+
+// Supervisors between StartRanks and CleanUp: while any is, this process is
+// a child subreaper.
+int& SupervisorsRunning() {
+  static int running = 0;
+  return running;
+}
+
+// The ranks of every supervisor of this process, not yet reaped: never
+// taken for another test's orphans.
+std::set<pid_t>& LiveRanks() {
+  static auto* ranks = new std::set<pid_t>;
+  return *ranks;
 }
 
 int PidFdOpen(pid_t pid) {
@@ -265,7 +280,12 @@ void Supervisor::StartRanks() {
   // Processes that ranks start and that outlive a rank the harness kills
   // (a daemon that called setsid() leaves the group) come to this process,
   // not to init: EndRanks ends them.
-  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  if (!started_) {
+    started_ = true;
+    if (SupervisorsRunning()++ == 0) prctl(PR_SET_CHILD_SUBREAPER, 1);
+    children_before_.clear();
+    for (pid_t pid : Children()) children_before_.insert(pid);
+  }
   // Limits that would otherwise hang the ranks (no descriptor for a peer's
   // connection) or kill them (SIGBUS on a full /dev/shm) fail the test now.
   EnsureOpenFiles(spec_.world_size, spec_.options.init_distributed);
@@ -556,6 +576,7 @@ void Supervisor::SpawnRank(int r) {
     if (other.pidfd >= 0) request.close_in_child.push_back(other.pidfd);
   }
   pid_t pid = launcher_->Spawn(request);
+  LiveRanks().insert(pid);
   rank.pid = pid;
   if (pgid_ == 0) pgid_ = pid;
   rank.pidfd = PidFdOpen(pid);
@@ -787,6 +808,7 @@ void Supervisor::ReapAll() {
       continue;
     }
     rank.reaped = true;
+    LiveRanks().erase(rank.pid);
     if (!rank.exited) {
       rank.exited = true;
       rank.report.outcome = RankOutcome::FromWaitStatus(status);
@@ -795,11 +817,21 @@ void Supervisor::ReapAll() {
 }
 
 void Supervisor::EndOrphans() {
-  if (!server_) return;
-  // Only processes of this test: they inherited its MASTER_PORT.
+  if (!started_) return;
+  // Only processes of this test's ranks: not there when its ranks started,
+  // not a rank (of any test), and carrying its MASTER_PORT (set at exec);
+  // forked ranks' descendants that never exec'd show the environment the
+  // parent was started with, but the parent of forked ranks runs no
+  // threads that could have started them.
   const std::string mine = fmt::format("{}={}", env::kMasterPort, master_port_);
-  for (const std::string& process :
-       EndChildren([&](pid_t pid) { return EnvironmentHas(pid, mine); })) {
+  const bool forked = spec_.options.launch == LaunchMode::kFork;
+  const auto pick = [&](pid_t pid) {
+    if (children_before_.count(pid) != 0 || LiveRanks().count(pid) != 0) {
+      return false;
+    }
+    return forked || EnvironmentHas(pid, mine);
+  };
+  for (const std::string& process : EndChildren(pick)) {
     std::printf(
         "[ disttest ] note: %s: ended process %s, which its ranks started "
         "and left running\n",
@@ -812,6 +844,11 @@ void Supervisor::CleanUp() {
   KillRemaining("the test ended");
   ReapAll();
   EndOrphans();
+  if (started_) {
+    started_ = false;
+    // The last one: orphans of other code go to init again, as before.
+    if (--SupervisorsRunning() == 0) prctl(PR_SET_CHILD_SUBREAPER, 0);
+  }
   for (Rank& rank : ranks_) {
     if (rank.pidfd >= 0) close(rank.pidfd);
     rank.pidfd = -1;

@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -162,6 +163,9 @@ class Supervisor {
   // is on a port of its own.
   int master_port_fd_ = -1;
   int master_port_ = 0;
+  // Between StartRanks and CleanUp; the parent's children before the ranks.
+  bool started_ = false;
+  std::set<pid_t> children_before_;
 };
 
 }  // namespace disttest::internal

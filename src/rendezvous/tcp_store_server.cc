@@ -257,11 +257,11 @@ void TcpStoreServer::Accept() {
         // Out of fds or memory: leave the connection in the backlog and
         // retry on the next round rather than bring the harness down.
         case EAGAIN:
-          return;
-        case EMFILE:
-        case ENFILE:
         case ENOBUFS:
         case ENOMEM:
+          return;  // Passing: the next round retries.
+        case EMFILE:
+        case ENFILE:
           if (accept_trouble_.empty()) {
             accept_trouble_ = fmt::format(
                 "cannot accept a store connection: {}", std::strerror(errno));

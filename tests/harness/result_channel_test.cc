@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
+#include <string>
+#include <thread>
 
 namespace disttest::internal {
 namespace {
@@ -120,6 +123,45 @@ TEST(ResultChannelTest, FullQueueTimesOutInsteadOfBlocking) {
   }
   EXPECT_FALSE(ch->Send({RankMessage::Kind::kSkip, "", -1, "x"},
                         std::chrono::milliseconds(50)));
+  ResultChannel::Remove(name);
+}
+
+// A result larger than a slot travels in parts and arrives whole, while
+// the parent drains the queue (it holds fewer slots than there are parts).
+TEST(ResultChannelTest, LargeResultArrivesWhole) {
+  std::string name = UniqueName("l");
+  auto parent = ResultChannel::Create(name);
+  auto child = ResultChannel::Open(name);
+  std::string big;
+  for (int i = 0; big.size() < 300 * 1024; ++i) {
+    big += "line " + std::to_string(i) + "\n";
+  }
+  ASSERT_GT(big.size(),
+            ResultChannel::kCapacity * ResultChannel::kMaxMessageBytes);
+  bool sent = false;
+  std::thread sender([&] {
+    sent = child->Send({RankMessage::Kind::kFatalFailure, "big.cc", 7, big},
+                       std::chrono::seconds(20));
+  });
+  std::string error;
+  std::optional<RankMessage> m;
+  while (!m && error.empty()) {
+    m = parent->TryReceive(&error);
+    if (!m) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  sender.join();
+  EXPECT_TRUE(sent);
+  ASSERT_TRUE(m.has_value()) << error;
+  EXPECT_EQ(m->kind, RankMessage::Kind::kFatalFailure);
+  EXPECT_EQ(m->file, "big.cc");
+  EXPECT_EQ(m->line, 7);
+  EXPECT_EQ(m->message, big);
+  // A small one after it is its own.
+  ASSERT_TRUE(child->Send({RankMessage::Kind::kSkip, "", -1, "after"},
+                          std::chrono::milliseconds(100)));
+  m = parent->TryReceive(&error);
+  ASSERT_TRUE(m.has_value()) << error;
+  EXPECT_EQ(m->message, "after");
   ResultChannel::Remove(name);
 }
 

@@ -413,15 +413,17 @@ TEST_P(VerdictsTest, LowSoftOpenFilesLimitIsRaised) {
 // A /dev/shm too small for the result queues: the test fails naming it,
 // the space needed and the space free (in a mount namespace of its own).
 TEST_P(VerdictsTest, FullDevShmIsAClearFailure) {
-  Verdict v = Run("Verdicts.Passes/2ranks", {{"VERDICTS_TINY_DEV_SHM", "1"}});
+  Verdict v =
+      Run("Verdicts.SixteenRanks/16ranks", {{"VERDICTS_TINY_DEV_SHM", "1"}});
   if (v.run.out.find("marker-no-namespace") != std::string::npos) {
     GTEST_SKIP() << "cannot make a mount namespace here (needs root): "
                  << v.run.out;
   }
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, ::testing::ContainsRegex(
-                             "the result queues of 2 ranks need [0-9.]+ MiB in "
-                             "/dev/shm, which has 1.0 MiB free"));
+  EXPECT_THAT(v.run.out,
+              ::testing::ContainsRegex(
+                  "the result queues of 16 ranks need [0-9.]+ MiB in "
+                  "/dev/shm, which has 1.0 MiB free"));
   EXPECT_THAT(v.run.out, Not(HasSubstr("SIGBUS")));
 }
 

@@ -114,7 +114,7 @@ class TcpStoreServer {
   const std::string& host() const { return host_; }
   int port() const { return port_; }
   // Why a connection could not be accepted, once that happened because
-  // this process is out of descriptors or memory (it stays in the backlog,
+  // this process is out of descriptors (it stays in the backlog,
   // and the peer waits): "cannot accept a store connection: Too many open
   // files". Empty otherwise.
   const std::string& accept_trouble() const { return accept_trouble_; }
