@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "bench_args.h"
-
 #include "disttest/comm/host_arena.h"
 
 namespace disttest::internal {

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "comm/visit_type.h"
-#include "env/text.h"
 #include "disttest/error.h"
+#include "env/text.h"
 
 namespace disttest {
 
@@ -62,7 +62,6 @@ static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
               "the arena's atomics must work across processes");
 
 namespace {
-
 
 // Waits while *word == expected, at most `ns`; shared (not private) futex.
 void FutexWait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
@@ -255,12 +254,14 @@ void HostArena::Mismatch(std::uint64_t seq, unsigned parity) {
   std::string calls;
   for (const auto& [entry, ranks] : groups) {
     if (!calls.empty()) calls += "; ";
-    calls += fmt::format("{}: {}", internal::RanksText(ranks), entry.call.str());
-    if (entry.seq != seq) calls += fmt::format(" as its collective #{}", entry.seq);
+    calls +=
+        fmt::format("{}: {}", internal::RanksText(ranks), entry.call.str());
+    if (entry.seq != seq)
+      calls += fmt::format(" as its collective #{}", entry.seq);
   }
-  throw CommError(fmt::format(
-      "collective #{} does not match across the {} ranks: {}", seq, world_,
-      calls));
+  throw CommError(
+      fmt::format("collective #{} does not match across the {} ranks: {}", seq,
+                  world_, calls));
 }
 
 void HostArena::Wait(int rank, std::chrono::milliseconds timeout) {

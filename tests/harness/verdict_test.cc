@@ -127,8 +127,8 @@ TEST(JudgeTest, EveryDistinctSkipReasonIsKeptWithItsRanks) {
   EXPECT_EQ(f[0].kind, Kind::kSkip);
   EXPECT_EQ(f[0].message,
             "all 4 ranks skipped: ranks 0, 2-3: no gpu; rank 1: no disk");
-  f = Judge(Spec(4), {Passed(0), Skipped(1, "a"), Skipped(2, "b"),
-                      Skipped(3, "a")});
+  f = Judge(Spec(4),
+            {Passed(0), Skipped(1, "a"), Skipped(2, "b"), Skipped(3, "a")});
   ASSERT_THAT(f, SizeIs(1));
   EXPECT_EQ(f[0].kind, Kind::kFailure);
   EXPECT_THAT(f[0].message,
