@@ -331,8 +331,10 @@ void HostArena::AllReduce(int rank, void* data, std::size_t count,
   const std::size_t bytes = count * SizeOf(type);
   const std::uint64_t seq = NextSequence(rank);
   const unsigned parity = static_cast<unsigned>(seq & 1u);
-  std::memcpy(Slot(rank, parity), data, bytes);
+  // An empty buffer may be null: no memcpy from it.
+  if (bytes > 0) std::memcpy(Slot(rank, parity), data, bytes);
   Meet(rank, CollectiveCall::AllReduce(count, type, op), seq, timeout);
+  if (bytes == 0) return;
   // Every rank reduces in rank order: all of them get the same bits.
   std::memcpy(data, Slot(0, parity), bytes);
   for (int q = 1; q < world_; ++q) {
@@ -346,9 +348,9 @@ void HostArena::Broadcast(int rank, void* data, std::size_t count,
   const std::size_t bytes = count * SizeOf(type);
   const std::uint64_t seq = NextSequence(rank);
   const unsigned parity = static_cast<unsigned>(seq & 1u);
-  if (rank == root) std::memcpy(Slot(root, parity), data, bytes);
+  if (rank == root && bytes > 0) std::memcpy(Slot(root, parity), data, bytes);
   Meet(rank, CollectiveCall::Broadcast(count, type, root), seq, timeout);
-  if (rank != root) std::memcpy(data, Slot(root, parity), bytes);
+  if (rank != root && bytes > 0) std::memcpy(data, Slot(root, parity), bytes);
 }
 
 void HostArena::AllGather(int rank, const void* in, void* out,
@@ -357,8 +359,9 @@ void HostArena::AllGather(int rank, const void* in, void* out,
   const std::size_t bytes = count * SizeOf(type);
   const std::uint64_t seq = NextSequence(rank);
   const unsigned parity = static_cast<unsigned>(seq & 1u);
-  std::memcpy(Slot(rank, parity), in, bytes);
+  if (bytes > 0) std::memcpy(Slot(rank, parity), in, bytes);
   Meet(rank, CollectiveCall::AllGather(count, type), seq, timeout);
+  if (bytes == 0) return;
   for (int q = 0; q < world_; ++q) {
     std::memcpy(static_cast<unsigned char*>(out) + q * bytes, Slot(q, parity),
                 bytes);

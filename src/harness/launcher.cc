@@ -301,18 +301,18 @@ std::string RerunCommand(const std::string& test_name, bool keep_gpus) {
   // The DISTTEST_* variables of this run change what the test does
   // (DISTTEST_NO_HOST_ARENA, DISTTEST_TIMEOUT, ...): the rerun keeps them.
   std::vector<std::string> variables;
-  const std::string gpus = std::string(env::kGpus) + "=";
-  const std::string list = std::string(env::kListResources) + "=";
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    const std::size_t eq = entry.find('=');
-    if (!StartsWith(entry, "DISTTEST_") ||
-        StartsWith(entry, "DISTTEST_INTERNAL_") || entry.rfind(list, 0) == 0 ||
-        (!keep_gpus && entry.rfind(gpus, 0) == 0) || eq == std::string::npos) {
-      continue;
-    }
-    variables.push_back(entry.substr(0, eq + 1) +
-                        ShellQuote(entry.substr(eq + 1)));
+  // The variables that change what a test run does; not the build's
+  // (DISTTEST_SANITIZE), not DISTTEST_DEBUG_RANK (a rerun is not always at
+  // a debugger).
+  std::vector<const char*> kept = {
+      env::kTimeout,     env::kHeartbeat,     env::kLogDir,
+      env::kLauncher,    env::kRequireGpus,   env::kNoReuse,
+      env::kNoHostArena, env::kKeepNcclDebug, "DISTTEST_MASTER_PORT"};
+  if (keep_gpus) kept.push_back(env::kGpus);
+  for (const char* name : kept) {
+    const char* value = std::getenv(name);
+    if (value == nullptr) continue;
+    variables.push_back(std::string(name) + "=" + ShellQuote(value));
   }
   std::sort(variables.begin(), variables.end());
   std::string command;
