@@ -187,13 +187,15 @@ class Pools {
       MakeRoomFor(spec);
       Pool& fresh = pools_[key];
       fresh.ranks = std::make_unique<Supervisor>(
-          spec, MakeLauncher(LaunchMode::kFork, [&test] {
-            // Only ever called while `test` runs: when its ranks are forked.
-            RunAsRank(test, -1);
+          spec, MakeLauncher(LaunchMode::kFork, [current = fresh.test] {
+            // Only ever called while the pool runs a test: when its ranks
+            // are forked (also when the pool starts over at a later test).
+            RunAsRank(**current, -1);
           }));
       fresh.on_gpus = !spec.visible_devices.empty();
     }
     Pool& pool = pools_[key];
+    *pool.test = &test;
     pool.used = ++clock_;
     last_ = key;
     last_history_ = pool.history;
@@ -229,6 +231,9 @@ class Pools {
  private:
   struct Pool {
     std::unique_ptr<Supervisor> ranks;
+    // The test it runs now, for ranks forked to start (or restart) it.
+    std::shared_ptr<DistributedTest*> test =
+        std::make_shared<DistributedTest*>(nullptr);
     std::vector<std::string> history;  // The tests its ranks ran, in order.
     bool on_gpus = false;
     long used = 0;  // When it last ran a test (clock_).

@@ -423,6 +423,9 @@ std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
     for (Rank& rank : ranks_) {
       rank.report.parked = true;
       reports.push_back(rank.report);
+      // What came is this test's (its properties, say): whatever comes
+      // while the ranks are parked is the pool's trouble.
+      rank.report.results.clear();
     }
     return reports;
   }

@@ -25,6 +25,11 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// The "marker-pool <test> pid <pid> count <n>" lines of rank `rank`:
+// test -> {pid, n}.
+std::map<std::string, std::pair<int, int>> PoolLines(const std::string& out,
+                                                     int rank);
+
 // How often `needle` occurs in `haystack`.
 int Count(const std::string& haystack, const std::string& needle) {
   int n = 0;
@@ -633,8 +638,14 @@ TEST_P(VerdictsTest, PropertiesARankRecordsReachTheXmlPerRank) {
   EXPECT_THAT(tc, HasSubstr("<property name=\"rank1.marker-only-rank1\" "
                             "value=\"yes\"/>"));
   EXPECT_THAT(tc, Not(HasSubstr("rank0.marker-only-rank1")));
-  Verdict pooled = Run("VerdictsPooledDaemon.*");
+  Verdict pooled = Run("VerdictsPooledDaemon.*:VerdictsPooledAgain.*");
   EXPECT_EQ(pooled.run.exit_code, 0) << pooled.run.out << pooled.run.err;
+  // A property is the test's: the pool goes on with the same ranks.
+  if (std::string(GetParam().launch) == "fork") {
+    auto tests = PoolLines(pooled.run.out, 1);
+    EXPECT_EQ(tests["AfterTheDeathTest"],
+              std::make_pair(tests["AfterTheDaemon"].first, 3));
+  }
   EXPECT_THAT(
       TestCaseXml(pooled.xml, "AfterTheDaemon/2ranks"),
       HasSubstr("<property name=\"rank1.marker-pooled\" value=\"1\"/>"));
