@@ -67,8 +67,9 @@ inline constexpr char kRequireGpus[] = "DISTTEST_REQUIRE_GPUS";
 inline constexpr char kListResources[] = "DISTTEST_LIST_RESOURCES";
 // "1": options().reuse_workers is ignored; every test spawns its ranks.
 inline constexpr char kNoReuse[] = "DISTTEST_NO_REUSE";
-// "1": forked ranks run every collective through Gloo, without the
-// same-host arena (disttest/comm/host_arena.h).
+// "1": spawned ranks send every collective's data through Gloo, not through
+// the same-host arena (disttest/comm/host_arena.h); the arena still checks
+// that the ranks agree on each collective.
 inline constexpr char kNoHostArena[] = "DISTTEST_NO_HOST_ARENA";
 // Which devices CUDA shows a process; set per rank by the harness.
 inline constexpr char kCudaVisibleDevices[] = "CUDA_VISIBLE_DEVICES";
