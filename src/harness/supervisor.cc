@@ -1,15 +1,11 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include "harness/supervisor.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +28,7 @@
 #include "harness/emergency_cleanup.h"
 #include "harness/resources.h"
 #include "harness/stack_dump.h"
+#include "rendezvous/bind.h"
 
 namespace disttest::internal {
 namespace {
@@ -90,35 +87,14 @@ constexpr std::chrono::seconds kReapDeadline(10);
 // too (as stores do) may take it over; nothing else can, and the kernel
 // gives it to no outgoing connection.
 std::pair<int, int> ReservePort(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), "0", &hints, &found); rc != 0) {
-    throw ConfigError(fmt::format("MASTER_ADDR {} does not resolve: {}", host,
-                                  gai_strerror(rc)));
-  }
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> owned(found, freeaddrinfo);
-  int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  sockaddr_storage addr{};
-  socklen_t len = sizeof addr;
-  if (fd < 0 ||
-      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-      bind(fd, found->ai_addr, found->ai_addrlen) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+  try {
+    return BindTcp(host, 0, 0);
+  } catch (const std::exception& e) {
     const int error = errno;
-    if (fd >= 0) close(fd);
     throw Error(fmt::format("cannot reserve a MASTER_PORT on {}: {}{}", host,
-                            std::strerror(error),
+                            e.what(),
                             error == EMFILE ? OpenFilesLimitText() : ""));
   }
-  const int port =
-      addr.ss_family == AF_INET6
-          ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-          : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  return {fd, port};
 }
 
 std::pair<int, int> MakePipe() {

@@ -31,6 +31,7 @@
 
 #include "disttest/error.h"
 #include "disttest/rendezvous/tcp_store.h"
+#include "rendezvous/bind.h"
 #include "rendezvous/wire.h"
 
 namespace disttest {
@@ -156,22 +157,18 @@ struct TcpStoreServer::Connection {
   std::string waiting_on;    // while parked: the key waiters_ holds it under
 };
 
-TcpStoreServer::TcpStoreServer(const std::string& host, int port,
-                               std::string token)
-    : host_(host), token_(std::move(token)) {
-  if (token_.size() > internal::kMaxTokenBytes) {
-    throw StoreError(
-        fmt::format("store token of {} bytes exceeds the limit of {} bytes",
-                    token_.size(), internal::kMaxTokenBytes));
-  }
+namespace internal {
+
+std::pair<int, int> BindTcp(const std::string& host, int port, int type_flags) {
   AddrInfoPtr ai = ResolveListenAddress(host, port);
   FdGuard fd(::socket(ai->ai_family,
-                      ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                      ai->ai_socktype | type_flags | SOCK_CLOEXEC,
                       ai->ai_protocol));
   if (fd.get() < 0) {
     throw fmt::system_error(errno, "cannot create store socket");
   }
-  // Lets a restarted harness rebind a port that still has TIME_WAIT entries.
+  // Lets a restarted harness rebind a port that still has TIME_WAIT entries,
+  // and code under test bind a port the harness holds but does not listen on.
   int one = 1;
   if (setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
     throw fmt::system_error(errno, "cannot set SO_REUSEADDR on store socket");
@@ -180,11 +177,27 @@ TcpStoreServer::TcpStoreServer(const std::string& host, int port,
     throw fmt::system_error(errno, "cannot bind store socket to {}:{}", host,
                             port);
   }
+  const int bound_port = LocalPort(fd.get());
+  return {fd.release(), bound_port};
+}
+
+}  // namespace internal
+
+TcpStoreServer::TcpStoreServer(const std::string& host, int port,
+                               std::string token)
+    : host_(host), token_(std::move(token)) {
+  if (token_.size() > internal::kMaxTokenBytes) {
+    throw StoreError(
+        fmt::format("store token of {} bytes exceeds the limit of {} bytes",
+                    token_.size(), internal::kMaxTokenBytes));
+  }
+  auto [bound, bound_port] = internal::BindTcp(host, port, SOCK_NONBLOCK);
+  FdGuard fd(bound);
   if (::listen(fd.get(), SOMAXCONN) != 0) {
     throw fmt::system_error(errno, "cannot listen on store socket {}:{}", host,
                             port);
   }
-  port_ = LocalPort(fd.get());
+  port_ = bound_port;
   listen_fd_ = fd.release();
 }
 
