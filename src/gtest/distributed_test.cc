@@ -38,6 +38,7 @@
 #include "harness/launcher.h"
 #include "harness/rank_main.h"
 #include "harness/rank_outcome.h"
+#include "harness/spawned_rank_host.h"
 #include "harness/supervisor.h"
 #include "harness/verdict.h"
 
@@ -76,13 +77,14 @@ const bool kSilencedInExecRank = [] {
 Communicator* g_current_comm = nullptr;
 
 // `fixture`: the index of the DistributedFixture this rank runs, or -1 for
-// the test itself.
-[[noreturn]] void RunAsRank(DistributedTest& test, int fixture) {
+// the test itself; `arena`: the host arena a forked rank inherited.
+[[noreturn]] void RunAsRank(DistributedTest& test, int fixture,
+                            std::shared_ptr<HostArena> arena) {
   auto& fixtures = FixtureAccess::fixtures(test);
   GtestRankProgram program(
       test, fixture < 0 ? nullptr
                         : fixtures[static_cast<std::size_t>(fixture)].get());
-  RunRank(program, EffectiveOptions(test));
+  RunSpawnedRank(program, EffectiveOptions(test), std::move(arena));
 }
 
 // The child of a "threadsafe" death test started by a rank (the binary
@@ -118,7 +120,7 @@ bool RankFailed(const RankReport& r) {
       !r.overran.empty()) {
     return true;
   }
-  if (r.done != kVerdictPassed && r.done != kVerdictSkipped) return true;
+  if (!r.done || !Succeeded(*r.done)) return true;
   for (const RankMessage& m : r.results) {
     if (m.kind == RankMessage::Kind::kFatalFailure ||
         m.kind == RankMessage::Kind::kNonFatalFailure) {
@@ -187,10 +189,12 @@ class Pools {
       MakeRoomFor(spec);
       Pool& fresh = pools_[key];
       fresh.ranks = std::make_unique<Supervisor>(
-          spec, MakeLauncher(LaunchMode::kFork, [current = fresh.test] {
-            // Only ever called while the pool runs a test: when its ranks
-            // are forked (also when the pool starts over at a later test).
-            RunAsRank(**current, -1);
+          spec,
+          MakeLauncher(LaunchMode::kFork, [current = fresh.test](auto arena) {
+            // Only ever called while the pool runs a
+            // test: when its ranks are forked (also when
+            // the pool starts over at a later test).
+            RunAsRank(**current, -1, std::move(arena));
           }));
       fresh.on_gpus = !spec.visible_devices.empty();
     }
@@ -329,8 +333,9 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
       pooled = true;
     } else {
       Supervisor supervisor(
-          spec, MakeLauncher(spec.options.launch,
-                             [&test, fixture] { RunAsRank(test, fixture); }));
+          spec, MakeLauncher(spec.options.launch, [&test, fixture](auto arena) {
+            RunAsRank(test, fixture, std::move(arena));
+          }));
       ranks = supervisor.Run();
     }
   } catch (const std::exception& e) {
@@ -476,7 +481,7 @@ void DistributedTest::TestBody() {
   std::string running = internal::CurrentTestName();
   if (running == child) {
     internal::AdoptFixtureDirsFromEnvironment(*this);
-    internal::RunAsRank(*this, internal::ChildFixtureIndex(*this));
+    internal::RunAsRank(*this, internal::ChildFixtureIndex(*this), nullptr);
   }
   // A re-executed rank must run only its own test; spawning ranks of another
   // one from here would nest whole tests inside a rank.

@@ -20,7 +20,6 @@
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "harness/emergency_cleanup.h"
-#include "harness/rank_main.h"
 #include "harness/rank_outcome.h"
 
 namespace disttest::internal {
@@ -73,39 +72,55 @@ bool IsParentOnlyFlag(const std::string& arg) {
   return false;
 }
 
+// What a rank finds in its environment beyond its RankEnv, in either mode.
+std::vector<std::pair<std::string, std::string>> HarnessVariables(
+    const SpawnRequest& request) {
+  std::vector<std::pair<std::string, std::string>> vars = {
+      {env::kInternalResultQueue, request.result_queue},
+      {env::kInternalStoreToken, request.store_token}};
+  if (request.results_ready_fd >= 0) {
+    vars.emplace_back(env::kInternalResultsReadyFd,
+                      std::to_string(request.results_ready_fd));
+  }
+  vars.insert(vars.end(), request.extra_env.begin(), request.extra_env.end());
+  return vars;
+}
+
+std::vector<char*> Pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
 class ForkLauncher : public Launcher {
  public:
   explicit ForkLauncher(RankEntry entry) : entry_(std::move(entry)) {}
 
  protected:
+  // The rank's environment is built here, before fork(), as an exec'd
+  // rank's is (ChildEnvironment); the child only points environ at it.
+  void Prepare(const SpawnRequest& request) override {
+    env_ = ChildEnvironment(request.rank, HarnessVariables(request));
+    envp_ = Pointers(env_);
+  }
+
   [[noreturn]] void RunChild(const SpawnRequest& request) override {
+    environ = envp_.data();
     // The parent is single-threaded (a DESIGN decision), so the allocator is
-    // usable here and setenv is safe.
+    // usable from here on.
     EmergencyCleanup::ResetInChild();
-    for (const char* name : env::kRemovedFromChild) unsetenv(name);
-    if (std::getenv(env::kKeepNcclDebug) == nullptr) unsetenv(env::kNcclDebug);
-    for (const auto& [name, value] : request.rank.Variables()) {
-      setenv(name.c_str(), value.c_str(), 1);
-    }
-    setenv(env::kInternalResultQueue, request.result_queue.c_str(), 1);
-    setenv(env::kInternalStoreToken, request.store_token.c_str(), 1);
-    if (request.results_ready_fd >= 0) {
-      setenv(env::kInternalResultsReadyFd,
-             std::to_string(request.results_ready_fd).c_str(), 1);
-    }
-    for (const auto& [name, value] : request.extra_env) {
-      setenv(name.c_str(), value.c_str(), 1);
-    }
-    RanksArena() = request.arena;  // The mapping came with the fork.
     // stdio now writes to a pipe: line buffering shows a hung rank's last
     // words instead of keeping them in a buffer.
     setvbuf(stdout, nullptr, _IOLBF, 0);
-    entry_();
+    entry_(request.arena);     // The mapping came with the fork.
     _exit(kExitHarnessError);  // entry_ must not return.
   }
 
  private:
   RankEntry entry_;
+  std::vector<std::string> env_;
+  std::vector<char*> envp_;
 };
 
 class ExecLauncher : public Launcher {
@@ -118,19 +133,12 @@ class ExecLauncher : public Launcher {
     if (args_.empty()) throw SpawnError("cannot read /proc/self/cmdline");
     args_.push_back("--gtest_filter=" + request.test_name);
     args_.push_back("--gtest_also_run_disabled_tests");
-    std::vector<std::pair<std::string, std::string>> extra = {
-        {env::kInternalChildTest, request.test_name},
-        {env::kInternalResultQueue, request.result_queue},
-        {env::kInternalStoreToken, request.store_token}};
-    extra.insert(extra.end(), request.extra_env.begin(),
-                 request.extra_env.end());
+    std::vector<std::pair<std::string, std::string>> extra =
+        HarnessVariables(request);
+    extra.emplace_back(env::kInternalChildTest, request.test_name);
     if (ArenaDescriptor(request) >= 0) {
       extra.emplace_back(env::kInternalArenaFd,
                          std::to_string(ArenaDescriptor(request)));
-    }
-    if (request.results_ready_fd >= 0) {
-      extra.emplace_back(env::kInternalResultsReadyFd,
-                         std::to_string(request.results_ready_fd));
     }
     env_ = ChildEnvironment(request.rank, extra);
     argv_ = Pointers(args_);
@@ -155,13 +163,6 @@ class ExecLauncher : public Launcher {
   // The arena's memfd, which the rank keeps across exec; -1: none.
   static int ArenaDescriptor(const SpawnRequest& request) {
     return request.arena != nullptr ? request.arena->fd() : -1;
-  }
-
-  static std::vector<char*> Pointers(std::vector<std::string>& strings) {
-    std::vector<char*> out;
-    for (std::string& s : strings) out.push_back(s.data());
-    out.push_back(nullptr);
-    return out;
   }
 
   std::vector<std::string> args_;

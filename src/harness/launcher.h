@@ -4,7 +4,7 @@
 // the rank in a fork of the test process; ExecLauncher (LaunchMode::kExec)
 // re-executes the test binary, filtered to this test, as the rank.
 //
-//   auto launcher = MakeLauncher(LaunchMode::kFork, [&] { RunRank(...); });
+//   auto launcher = MakeLauncher(LaunchMode::kFork, [&](auto arena) {...});
 //   pid_t pid = launcher->Spawn(request);
 //
 // Both differ only in RunChild(); the base class does what every rank needs
@@ -41,8 +41,9 @@ struct SpawnRequest {
   int stderr_fd = -1;
   pid_t pgid = 0;                   // 0: the child leads a new group.
   std::vector<int> close_in_child;  // Parent-owned descriptors.
-  // The ranks' host arena, or null. A forked rank finds it in RanksArena();
-  // a re-executed one keeps its descriptor across exec and maps it.
+  // The ranks' host arena, or null. A forked rank gets it from the entry's
+  // argument; a re-executed one keeps its descriptor across exec and maps
+  // it.
   std::shared_ptr<HostArena> arena;
   // The write end of the parent's results-ready pipe (-1: none), kept
   // across exec.
@@ -72,8 +73,9 @@ class Launcher {
 // in the child. Set by the owner of the pools.
 std::function<void(std::vector<int>*)>& ParentOnlyDescriptors();
 
-// The rank's code, run in the forked child (kFork only).
-using RankEntry = std::function<void()>;
+// The rank's code, run in the forked child (kFork only), given the host
+// arena it inherited mapped (null: none).
+using RankEntry = std::function<void(std::shared_ptr<HostArena> arena)>;
 
 std::unique_ptr<Launcher> MakeLauncher(LaunchMode mode, RankEntry fork_entry);
 

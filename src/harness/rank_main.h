@@ -1,35 +1,40 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// RunRank: the whole life of a rank process, read top to bottom in
-// rank_main.cc: environment in, result queue open, store and communicator
-// up, barrier, the program (set-up, body, tear-down), report, _exit.
+// RunRank: the one code that runs a body as a rank, whichever way its
+// process came to be (rank_host.h): environment in, communicator and
+// barrier, the program (set-up, body, tear-down) with every result
+// reported, the verdict out. Read top to bottom in rank_main.cc.
 //
 //   class MyProgram : public RankProgram { ... };
-//   RunRank(program, options);   // never returns
+//   SpawnedRankHost host(program, options, arena);
+//   RankVerdict v = RunRank(program, options, host);
 //
-// It does not care how the process was started (forked, re-executed or, in
-// time, by an external launcher): everything it needs is in the environment
-// (RankEnv plus DISTTEST_INTERNAL_RESULT_QUEUE).
+// The rules it keeps for both hosts:
+//   - every blocking operation of a rank gives up at RankTimeout(), before
+//     the test's deadline, so that a stuck collective names itself (which
+//     operation, which peer) before the rank is ended from outside;
+//   - a communicator is connected and passes a barrier before any body
+//     runs: a rank that cannot connect fails as "disttest could not set up
+//     the rank", not somewhere in the test's code;
+//   - an exception from the harness's part is a fatal failure at the
+//     test's file:line, and the rank still reports.
 #ifndef DISTTEST_SRC_HARNESS_RANK_MAIN_H_
 #define DISTTEST_SRC_HARNESS_RANK_MAIN_H_
 
-#include <sys/types.h>
-
+#include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 
 #include "disttest/comm/communicator.h"
-#include "disttest/comm/host_arena.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/harness/options.h"
 #include "disttest/rendezvous/store.h"
+#include "harness/rank_host.h"
+#include "harness/rank_verdict.h"
 #include "harness/result_channel.h"
 
 namespace disttest::internal {
-
-enum class RankVerdict { kPassed, kFailed, kSkipped };
 
 using ReportFn = std::function<void(const RankMessage&)>;
 
@@ -52,15 +57,18 @@ class RankProgram {
   }
 };
 
-[[noreturn]] void RunRank(RankProgram& program, const Options& options);
+// Runs `program` as a rank of its test on `host`; returns the rank's last
+// verdict (host.Finish's). Throws only what host.Finish throws (a launched
+// rank whose store is gone).
+RankVerdict RunRank(RankProgram& program, const Options& options,
+                    RankHost& host);
 
-// In a rank, the host arena of its test's ranks (null: none): set by the
-// fork launcher in a forked rank, mapped from the descriptor it inherited in
-// a re-executed one.
-std::shared_ptr<HostArena>& RanksArena();
-
-// This process's TCP sockets (IPv4 and IPv6): inode -> descriptor.
-std::map<ino_t, int> TcpSockets();
+// The deadline of every blocking operation in a rank of a test with
+// timeout `test`: a tenth (at most 5 s) shorter, so that a rank stuck in
+// a collective reports which operation and which peer before the test's
+// deadline ends it; a day while DISTTEST_DEBUG_RANK names one of its ranks.
+std::chrono::milliseconds RankTimeout(const RankEnv& env,
+                                      std::chrono::milliseconds test);
 
 }  // namespace disttest::internal
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,64 +48,70 @@ std::vector<std::string> ToolArgs(const std::string& tool, pid_t pid) {
 
 struct Capture {
   pid_t pid = -1;
-  int fd = -1;
+  int fd = -1;  // A memfd the tool writes into.
+  bool done = false;
   std::string out;
 };
 
-// Starts `args` with stdout and stderr into a pipe; pid -1 on failure.
+// Starts `args` with stdout and stderr into a memfd, not a pipe: a tool
+// that takes the stacks of this very process (a launched rank's watchdog)
+// stops every thread of it, the reader's too, and would block on a full
+// pipe. Between fork and exec only raw system calls run: this process may
+// run threads. pid -1 on failure.
 Capture Start(const std::vector<std::string>& args) {
   Capture c;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return c;
+  int fd = memfd_create("disttest-stacks", MFD_CLOEXEC);
+  if (fd < 0) return c;
   std::vector<char*> argv;
   for (const std::string& a : args)
     argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   pid_t pid = fork();
   if (pid == 0) {
-    dup2(fds[1], STDOUT_FILENO);
-    dup2(fds[1], STDERR_FILENO);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
     int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
     execv(argv[0], argv.data());
     _exit(127);
   }
-  close(fds[1]);
   if (pid < 0) {
-    close(fds[0]);
+    close(fd);
     return c;
   }
-  fcntl(fds[0], F_SETFL, O_NONBLOCK);
   c.pid = pid;
-  c.fd = fds[0];
+  c.fd = fd;
   return c;
 }
 
-// Reads every capture until its tool closes the pipe or the deadline.
+// Waits until every tool has exited or the deadline; then reads what each
+// wrote.
 void Collect(std::vector<Capture>& captures, Clock::time_point deadline) {
   for (;;) {
-    std::vector<pollfd> fds;
+    bool running = false;
     for (Capture& c : captures) {
-      if (c.fd >= 0) fds.push_back({c.fd, POLLIN, 0});
-    }
-    if (fds.empty()) return;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - Clock::now());
-    if (left.count() <= 0) return;
-    if (poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0 &&
-        errno != EINTR) {
-      return;
-    }
-    for (Capture& c : captures) {
-      if (c.fd < 0) continue;
-      char buf[8192];
-      ssize_t n;
-      while ((n = read(c.fd, buf, sizeof buf)) > 0) c.out.append(buf, n);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        close(c.fd);
-        c.fd = -1;
+      if (c.pid < 0 || c.done) continue;
+      pid_t got = waitpid(c.pid, nullptr, WNOHANG);
+      if (got == c.pid || (got < 0 && errno != EINTR)) {
+        c.done = true;
+      } else {
+        running = true;
       }
     }
+    if (!running || Clock::now() >= deadline) break;
+    poll(nullptr, 0, 5);
+  }
+  for (Capture& c : captures) {
+    if (c.fd < 0) continue;
+    char buf[8192];
+    ssize_t n;
+    off_t at = 0;
+    while ((n = pread(c.fd, buf, sizeof buf, at)) > 0) {
+      c.out.append(buf, static_cast<std::size_t>(n));
+      at += n;
+    }
+    close(c.fd);
+    c.fd = -1;
   }
 }
 
@@ -158,12 +165,11 @@ std::vector<std::string> DumpStacks(const std::vector<pid_t>& pids,
       stacks[i] = fmt::format("could not start {}", tool);
       continue;
     }
-    bool late = c.fd >= 0;
+    bool late = !c.done;
     if (late) {
       kill(c.pid, SIGKILL);
-      close(c.fd);
+      waitpid(c.pid, nullptr, 0);
     }
-    waitpid(c.pid, nullptr, 0);
     stacks[i] = Tidy(c.out);
     if (late) {
       stacks[i] += fmt::format("({} did not finish within {} ms)\n", tool,

@@ -28,6 +28,7 @@
 #include "harness/emergency_cleanup.h"
 #include "harness/resources.h"
 #include "harness/stack_dump.h"
+#include "harness/worker_pool.h"
 #include "rendezvous/bind.h"
 
 namespace disttest::internal {
@@ -368,7 +369,7 @@ std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
       rank.err->CopyTo(rank.log);
     }
     ++dispatched_;
-    server_->Set(fmt::format("disttest/pool/{}", dispatched_),
+    server_->Set(PoolKey(dispatched_),
                  std::vector<char>(spec_.name.begin(), spec_.name.end()));
   }
   Supervise();
@@ -383,8 +384,7 @@ std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
   bool clean = true;
   for (const Rank& rank : ranks_) {
     const RankReport& r = rank.report;
-    clean &= !rank.exited && r.done &&
-             (*r.done == kVerdictPassed || *r.done == kVerdictSkipped) &&
+    clean &= !rank.exited && r.done && Succeeded(*r.done) &&
              r.killed_because.empty() && r.channel_errors.empty();
     for (const RankMessage& m : r.results) {
       clean &= m.kind != RankMessage::Kind::kFatalFailure &&
@@ -411,7 +411,7 @@ std::vector<RankReport> Supervisor::RunPooled(const TestSpec& spec) {
 }
 
 bool Supervisor::AwaitParked() {
-  const std::string next = fmt::format("disttest/pool/{}", dispatched_ + 1);
+  const std::string next = PoolKey(dispatched_ + 1);
   const Clock::time_point until = Clock::now() + std::chrono::seconds(5);
   std::vector<pollfd> fds;
   for (;;) {
@@ -441,7 +441,7 @@ void Supervisor::RequestShutdown() {
   alive_ = false;
   // An empty name: leave.
   ++dispatched_;
-  server_->Set(fmt::format("disttest/pool/{}", dispatched_), {});
+  server_->Set(PoolKey(dispatched_), {});
   deadline_ = Clock::now() + std::chrono::seconds(2);
   grace_deadline_.reset();
   pooled_ = false;
@@ -649,16 +649,22 @@ void Supervisor::DrainChannels() {
     std::string error;
     while (auto m = rank.channel->TryReceive(&error)) {
       if (m->kind == RankMessage::Kind::kDone) {
-        rank.report.done = m->message;
+        std::optional<RankVerdict> verdict = ParseRankVerdict(m->message);
+        if (!verdict) {
+          rank.report.channel_errors.push_back(
+              fmt::format("reported the unknown verdict '{}'", m->message));
+          verdict = RankVerdict::kFailed;
+        }
+        rank.report.done = verdict;
         // A pooled rank does not exit: its verdict starts the grace its
         // exit would (peers may wait for it in a collective).
-        if (pooled_ && m->message != kVerdictPassed && !grace_deadline_) {
-          bool skipped = m->message == kVerdictSkipped;
+        if (pooled_ && *verdict != RankVerdict::kPassed && !grace_deadline_) {
+          bool skipped = *verdict == RankVerdict::kSkipped;
           auto grace = spec_.options.failure_grace * (skipped ? 5 : 1);
           grace_deadline_ = Clock::now() + grace;
           grace_reason_ =
               fmt::format("still running {} ms after rank {} {}", grace.count(),
-                          rank.report.rank, m->message);
+                          rank.report.rank, NameOf(*verdict));
         }
       } else {
         rank.report.results.push_back(std::move(*m));

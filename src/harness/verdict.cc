@@ -45,7 +45,7 @@ std::string EndWithoutReport(const RankOutcome& o) {
 // A rank whose verdict is "failed" but none of whose failures arrived (its
 // queue was full or broken) must still fail the test.
 std::optional<std::string> LostFailures(const RankReport& r) {
-  if (*r.done == kVerdictFailed &&
+  if (*r.done == RankVerdict::kFailed &&
       !HasResult(r, RankMessage::Kind::kFatalFailure,
                  RankMessage::Kind::kNonFatalFailure)) {
     return std::string(
@@ -89,11 +89,9 @@ std::optional<std::string> AbnormalEnd(const RankReport& r) {
   const RankOutcome& o = *r.outcome;
   if (o.signaled()) return o.str();
   if (!r.done) return EndWithoutReport(o);
-  int expected = *r.done == kVerdictPassed    ? kExitPassed
-                 : *r.done == kVerdictSkipped ? kExitSkipped
-                                              : kExitFailed;
-  if (o.exit_code() != expected) {
-    return fmt::format("{} after reporting that it {}", o.str(), *r.done);
+  if (o.exit_code() != ExitCodeOf(*r.done)) {
+    return fmt::format("{} after reporting that it {}", o.str(),
+                       NameOf(*r.done));
   }
   return LostFailures(r);
 }
@@ -153,7 +151,7 @@ void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
   std::vector<Reason> reasons;
   std::vector<int> skipped;
   for (const RankReport& r : ranks) {
-    if (r.done != kVerdictSkipped) continue;
+    if (r.done != RankVerdict::kSkipped) continue;
     skipped.push_back(r.rank);
     const RankMessage* skip = FirstSkip(r);
     const std::string why = skip != nullptr ? skip->message : std::string();

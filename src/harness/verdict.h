@@ -21,6 +21,7 @@
 
 #include "disttest/harness/options.h"
 #include "harness/rank_outcome.h"
+#include "harness/rank_verdict.h"
 #include "harness/result_channel.h"
 
 namespace disttest::internal {
@@ -53,7 +54,7 @@ std::string RankLabel(const TestSpec& spec, int rank);
 struct RankReport {
   int rank = 0;
   std::vector<RankMessage> results;    // In arrival order; no kDone.
-  std::optional<std::string> done;     // The kDone verdict, if it came.
+  std::optional<RankVerdict> done;     // The kDone verdict, if it came.
   std::optional<RankOutcome> outcome;  // How it ended; empty if unknown.
   std::string not_started;             // Why the rank was never started.
   std::string killed_because;          // Set when the harness killed the rank.
@@ -82,11 +83,6 @@ struct Finding {
   std::string message;
   std::string value;
 };
-
-// The verdicts a rank's kDone message carries.
-inline constexpr char kVerdictPassed[] = "passed";
-inline constexpr char kVerdictFailed[] = "failed";
-inline constexpr char kVerdictSkipped[] = "skipped";
 
 std::vector<Finding> Judge(const TestSpec& spec,
                            const std::vector<RankReport>& ranks);

@@ -54,6 +54,27 @@ DIST_TEST_F(External, Passes, 1, 2, 4) {
   RecordProperty("marker-property", rank());
 }
 
+// What the launcher set, read before any test runs.
+const std::string kLaunchedRank = Env("RANK");
+const std::string kLaunchedWorldSize = Env("WORLD_SIZE");
+const std::string kLaunchedLocalWorldSize = Env("LOCAL_WORLD_SIZE");
+
+// The body sees its own test's rank environment, as a spawned rank does.
+DIST_TEST_F(External, SeesItsOwnRankEnvironment, 2) {
+  EXPECT_EQ(Env("RANK"), std::to_string(rank()));
+  EXPECT_EQ(Env("WORLD_SIZE"), "2");
+  EXPECT_EQ(Env("LOCAL_SIZE"), "2");
+  EXPECT_EQ(Env("LOCAL_WORLD_SIZE"), "2");
+}
+
+// After a distributed test the launcher's variables are back, each as it
+// was (torchrun's LOCAL_WORLD_SIZE too).
+TEST(ExternalAfterwards, TheLauncherEnvironmentIsBack) {
+  EXPECT_EQ(Env("RANK"), kLaunchedRank);
+  EXPECT_EQ(Env("WORLD_SIZE"), kLaunchedWorldSize);
+  EXPECT_EQ(Env("LOCAL_WORLD_SIZE"), kLaunchedLocalWorldSize);
+}
+
 DIST_TEST_F(External, FailsOnRank1, 4) {
   comm().barrier();
   EXPECT_NE(rank(), 1) << "marker-external-fail";

@@ -198,14 +198,33 @@ TEST_P(ExternalTest, HungRankPrintsItsStacksAndTheRunEnds) {
                                "ExternalShortTimeout.HangsOnRank3/4ranks does "
                                "not return; this process ends when rank 0 "
                                "has reported"));
-  // The others' bodies failed in their barrier and returned; rank 0 reports
-  // the test, naming the rank that did not return.
+  // The others' barrier gave up before the test's deadline (a tenth of it
+  // earlier, as in a spawned rank) and named itself; their bodies returned,
+  // and rank 0 reports the test, naming the rank that did not return.
+  for (int q = 0; q < 3; ++q) {
+    const std::string rank = "[rank " + std::to_string(q) + "/4]";
+    EXPECT_THAT(r.run.out, HasSubstr(rank +
+                                     " the test body threw "
+                                     "disttest::CommError: " +
+                                     rank + " barrier failed: "))
+        << r.all;
+  }
+  EXPECT_THAT(r.run.out, HasSubstr("Timed out waiting 2700ms")) << r.all;
   EXPECT_THAT(r.run.out,
               HasSubstr("[rank 3/4] did not report its result: it was still "
                         "in its body at the test's timeout (it printed its "
                         "stacks to its stderr)"));
   EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] ExternalShortTimeout."
                                    "HangsOnRank3/4ranks"));
+}
+
+// The rank environment a body sees is its test's; after the test, the
+// launcher's is back as it was on every rank.
+TEST_P(ExternalTest, TheLauncherEnvironmentComesBackAfterATest) {
+  Report r =
+      Launch("External.SeesItsOwnRankEnvironment/*:ExternalAfterwards.*");
+  EXPECT_EQ(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("[  PASSED  ] 2 tests.")) << r.all;
 }
 
 TEST_P(ExternalTest, RanksAtDifferentTestsFailLoudly) {

@@ -26,7 +26,7 @@ TestSpec Spec(int world_size) {
 }
 
 // A rank that ended as the harness ends it, with exit `code`.
-RankReport Ended(int rank, const char* verdict, int code) {
+RankReport Ended(int rank, RankVerdict verdict, int code) {
   RankReport r;
   r.rank = rank;
   r.done = verdict;
@@ -34,10 +34,10 @@ RankReport Ended(int rank, const char* verdict, int code) {
   return r;
 }
 
-RankReport Passed(int rank) { return Ended(rank, kVerdictPassed, 0); }
+RankReport Passed(int rank) { return Ended(rank, RankVerdict::kPassed, 0); }
 
 RankReport Skipped(int rank, const char* why) {
-  RankReport r = Ended(rank, kVerdictSkipped, kExitSkipped);
+  RankReport r = Ended(rank, RankVerdict::kSkipped, kExitSkipped);
   r.results.push_back({RankMessage::Kind::kSkip, "s.cc", 5, why});
   return r;
 }
@@ -47,7 +47,7 @@ TEST(JudgeTest, AllPassedIsClean) {
 }
 
 TEST(JudgeTest, FailureIsReraisedAtItsLocationWithTheRank) {
-  RankReport r1 = Ended(1, kVerdictFailed, kExitFailed);
+  RankReport r1 = Ended(1, RankVerdict::kFailed, kExitFailed);
   r1.results.push_back({RankMessage::Kind::kNonFatalFailure, "x.cc", 7, "bad"});
   auto f = Judge(Spec(2), {Passed(0), r1});
   ASSERT_THAT(f, SizeIs(1));
@@ -58,7 +58,7 @@ TEST(JudgeTest, FailureIsReraisedAtItsLocationWithTheRank) {
 }
 
 TEST(JudgeTest, ResultWithoutLocationIsPlacedAtTheTest) {
-  RankReport r0 = Ended(0, kVerdictFailed, kExitFailed);
+  RankReport r0 = Ended(0, RankVerdict::kFailed, kExitFailed);
   r0.results.push_back({RankMessage::Kind::kFatalFailure, "", -1, "boom"});
   auto f = Judge(Spec(1), {r0});
   ASSERT_THAT(f, SizeIs(1));
@@ -89,7 +89,7 @@ TEST(JudgeTest, SignalAndEarlyExitAndKillAreFatalAndNamed) {
 }
 
 TEST(JudgeTest, ExitCodeThatContradictsTheReportIsAFailure) {
-  RankReport r = Ended(0, kVerdictPassed, 7);
+  RankReport r = Ended(0, RankVerdict::kPassed, 7);
   auto f = Judge(Spec(1), {r});
   ASSERT_THAT(f, SizeIs(1));
   EXPECT_THAT(f[0].message,
@@ -137,7 +137,7 @@ TEST(JudgeTest, EveryDistinctSkipReasonIsKeptWithItsRanks) {
 }
 
 TEST(JudgeTest, FailureOutranksSkip) {
-  RankReport r0 = Ended(0, kVerdictFailed, kExitFailed);
+  RankReport r0 = Ended(0, RankVerdict::kFailed, kExitFailed);
   r0.results.push_back({RankMessage::Kind::kNonFatalFailure, "x.cc", 1, "no"});
   r0.results.push_back({RankMessage::Kind::kSkip, "x.cc", 2, "then skip"});
   auto f = Judge(Spec(1), {r0});
@@ -148,7 +148,8 @@ TEST(JudgeTest, FailureOutranksSkip) {
 TEST(JudgeTest, FailureWhoseMessagesWereLostIsStillAFailure) {
   // The rank says it failed and exits so, but no failure reached the parent
   // (its queue was full or broken): the test must not pass.
-  auto f = Judge(Spec(2), {Passed(0), Ended(1, kVerdictFailed, kExitFailed)});
+  auto f =
+      Judge(Spec(2), {Passed(0), Ended(1, RankVerdict::kFailed, kExitFailed)});
   ASSERT_THAT(f, SizeIs(1));
   EXPECT_EQ(f[0].kind, Kind::kFatalFailure);
   EXPECT_THAT(f[0].message,

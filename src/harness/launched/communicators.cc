@@ -1,0 +1,83 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/launched/communicators.h"
+
+#include <fmt/format.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+
+#include "base/sockets.h"
+#include "disttest/comm/create.h"
+#include "disttest/rendezvous/tcp_store.h"
+#include "harness/launched/keys.h"
+#include "launch/launch_internal.h"
+
+namespace disttest::internal::launched {
+
+Communicator* Communicators::For(int n, const Options& options,
+                                 std::chrono::milliseconds timeout) {
+  // One per size, backend and timeout (a test may ask for others).
+  const std::string key =
+      fmt::format("{}/{}/{}", n, Name(options.backend), timeout.count());
+  std::unique_ptr<Communicator>& comm = comms_[key];
+  if (comm) return comm.get();
+  GlooOptions gloo;
+  gloo.hostname = BindHostFor(env_.master_addr);
+  gloo.timeout = timeout;
+  gloo.prefix = CommunicatorPrefix(generation_, key);
+  // Connecting waits in the store for the peers' addresses, over a
+  // connection of its own, which trouble elsewhere (a peer that died
+  // before it published its address) can cut short.
+  TcpStore connect_store(env_.master_addr, env_.master_port, options.timeout);
+  std::map<ino_t, int> before = TcpSockets();
+  connect_store.check({kAbortKey});  // Connects.
+  std::set<ino_t> own_store_socket;
+  for (const auto& [inode, fd] : NewSince(before)) {
+    if (PortOf(fd, /*peer=*/true) == env_.master_port) {
+      own_store_socket.insert(inode);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(sockets_mu_);
+    sockets_.insert(own_store_socket.begin(), own_store_socket.end());
+  }
+  before = TcpSockets();
+  struct Forget {  // The connection closes with connect_store.
+    Communicators* owner;
+    const std::set<ino_t>* inodes;
+    ~Forget() {
+      std::lock_guard<std::mutex> lock(owner->sockets_mu_);
+      for (ino_t inode : *inodes) owner->sockets_.erase(inode);
+    }
+  } forget{this, &own_store_socket};
+  const int device =
+      LaunchedDevice(options.backend, env_.local_rank, env_.rank);
+  comm = CreateCommunicator(options.backend, connect_store, env_.rank, n, gloo,
+                            std::max(device, 0));
+  // The new sockets, less the store's (rank 0 accepts connections
+  // meanwhile, and a client may reconnect): Gloo's own.
+  std::lock_guard<std::mutex> lock(sockets_mu_);
+  for (const auto& [inode, fd] : NewSince(before)) {
+    if (PortOf(fd, false) != env_.master_port &&
+        PortOf(fd, true) != env_.master_port) {
+      sockets_.insert(inode);
+    }
+  }
+  return comm.get();
+}
+
+void Communicators::Drop() {
+  std::lock_guard<std::mutex> lock(sockets_mu_);
+  comms_.clear();  // Under the lock: no shutdown() of a reused descriptor.
+  ++generation_;
+  sockets_.clear();
+}
+
+void Communicators::ShutDown() {
+  std::lock_guard<std::mutex> lock(sockets_mu_);
+  for (const auto& [inode, fd] : TcpSockets()) {
+    if (sockets_.count(inode) != 0) shutdown(fd, SHUT_RDWR);
+  }
+}
+
+}  // namespace disttest::internal::launched

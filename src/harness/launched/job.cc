@@ -1,0 +1,122 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/launched/job.h"
+
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "disttest/env/names.h"
+#include "disttest/env/rank_env.h"
+#include "disttest/error.h"
+#include "env/text.h"
+#include "harness/launched/keys.h"
+#include "harness/stack_dump.h"
+
+namespace disttest::internal::launched {
+namespace {
+
+using std::chrono::milliseconds;
+
+// The store's timeout once every rank is connected: every request of the
+// run's own is short (waits poll), so a store that is gone (rank 0 ended)
+// is noticed within this, not after the test's whole timeout.
+constexpr milliseconds kRequestTimeout{5000};
+
+}  // namespace
+
+LaunchedJob& LaunchedJob::Join(const LauncherEnv& env) {
+  static LaunchedJob* job = new LaunchedJob(env);
+  return *job;
+}
+
+// Rank 0 serves the store; throws StoreError naming the address.
+std::unique_ptr<StoreServerThread> ServeStore(const LauncherEnv& env) {
+  if (env.rank != 0) return nullptr;
+  try {
+    return std::make_unique<StoreServerThread>(env.master_addr,
+                                               env.master_port);
+  } catch (const std::exception& e) {
+    throw StoreError(
+        fmt::format("rank 0 cannot host the store on {}:{} (set "
+                    "DISTTEST_MASTER_PORT to a free port): {}",
+                    env.master_addr, env.master_port, e.what()));
+  }
+}
+
+// A connection to the store, made now (waiting for rank 0's store to come
+// up), with short requests from then on.
+std::unique_ptr<TcpStore> ConnectStore(const LauncherEnv& env) {
+  const milliseconds timeout =
+      SecondsVariable(env::kTimeout).value_or(std::chrono::seconds(300));
+  auto store =
+      std::make_unique<TcpStore>(env.master_addr, env.master_port, timeout);
+  store->check({kAbortKey});  // Connects.
+  store->set_timeout(kRequestTimeout);
+  return store;
+}
+
+LaunchedJob::LaunchedJob(LauncherEnv env)
+    : env_(std::move(env)),
+      liveness_(env_.rank, env_.world_size, store_, side_),
+      communicators_(env_),
+      watchdog_(env_.rank, liveness_, communicators_, side_) {
+  // Writing to a peer that died must fail the operation (Gloo writes
+  // without MSG_NOSIGNAL), not kill this process with SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
+  // Without a stack tool, a hung body's stack comes from SIGUSR2.
+  InstallStackSignalHandler();
+  server_ = ServeStore(env_);
+  store_ = ConnectStore(env_);
+  side_.store = ConnectStore(env_);
+  if (rank() == 0) {
+    std::printf(
+        "[ disttest ] launched by %s with %d ranks: each runs the test "
+        "bodies itself; this is rank 0, which serves the store on %s:%d "
+        "and reports for all\n",
+        env_.launcher.c_str(), size(), env_.master_addr.c_str(),
+        env_.master_port);
+    std::fflush(stdout);
+  }
+  watchdog_.Start();
+}
+
+void LaunchedJob::Goodbye() {
+  try {
+    store_->set(ByeKey(rank()), "1");
+  } catch (const std::exception&) {
+    return;  // The store is gone: rank 0 has ended.
+  }
+  if (rank() != 0) return WaitForTheEnd(*store_);
+  std::vector<std::string> keys;
+  std::vector<int> from;
+  std::vector<int> missing;
+  for (int r = 0; r < size(); ++r) {
+    keys.push_back(ByeKey(r));
+    from.push_back(r);
+    try {
+      if (!store_->check({keys.back()})) missing.push_back(r);
+    } catch (const std::exception&) {
+    }
+  }
+  if (!missing.empty()) {
+    // Not silent: a launcher such as mpirun ends every rank once one
+    // exits, so rank 0 stays until the others have their verdicts.
+    std::fprintf(stderr,
+                 "[ disttest ] rank 0: the run is over here; waiting up "
+                 "to %lld s for %s to finish before leaving\n",
+                 static_cast<long long>(kGoodbyeWait.count() / 1000),
+                 RanksText(missing).c_str());
+    std::fflush(stderr);
+  }
+  try {
+    liveness_.AwaitResults(keys, from, Clock::now() + kGoodbyeWait);
+    store_->set(kEndKey, "1");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[ disttest ] rank 0 at the end: %s\n", e.what());
+  }
+}
+
+}  // namespace disttest::internal::launched

@@ -1,0 +1,76 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Every key a launched job keeps in its store, in one table. Rank 0 serves
+// the store; each process has two connections to it (the main thread's and
+// the side thread's, job.h).
+//
+//   key                                    set by     read by
+//   external/alive/<r>                     r's side   everyone's liveness
+//   external/abort                         anyone     everyone: the run is
+//                                                     over, and why
+//   external/stuck/<r>                     r          rank 0: r's body hangs
+//   external/bye/<r>, external/end         r; 0       0; everyone (Goodbye)
+//   external/<seq>/at/<r>                  r          rank 0 (the meeting)
+//   external/<seq>/start                   rank 0     everyone ("ok" or why
+//                                                     not)
+//   external/<seq>/fixture-dirs            rank 0     everyone
+//   external/<seq>/<step>/msg/<r>/<i>      r          rank 0: r's results
+//   external/<seq>/<step>/done/<r>         r          rank 0: "<count>
+//   <verdict>" external/<seq>/<step>/verdict          rank 0     everyone
+//   external/<seq>/<step>/store/...        the step   the test's own keys
+//   external/comm/<generation>/<key>/...   Gloo       Gloo (its rendezvous)
+#ifndef DISTTEST_SRC_HARNESS_LAUNCHED_KEYS_H_
+#define DISTTEST_SRC_HARNESS_LAUNCHED_KEYS_H_
+
+#include <fmt/format.h>
+
+#include <string>
+
+namespace disttest::internal::launched {
+
+inline constexpr char kAbortKey[] = "external/abort";
+inline constexpr char kEndKey[] = "external/end";
+
+inline std::string AliveKey(int rank) {
+  return fmt::format("external/alive/{}", rank);
+}
+inline std::string StuckKey(int rank) {
+  return fmt::format("external/stuck/{}", rank);
+}
+inline std::string ByeKey(int rank) {
+  return fmt::format("external/bye/{}", rank);
+}
+inline std::string AtKey(int seq, int rank) {
+  return fmt::format("external/{}/at/{}", seq, rank);
+}
+inline std::string StartKey(int seq) {
+  return fmt::format("external/{}/start", seq);
+}
+inline std::string FixtureDirsKey(int seq) {
+  return fmt::format("external/{}/fixture-dirs", seq);
+}
+inline std::string CommunicatorPrefix(int generation, const std::string& key) {
+  return fmt::format("external/comm/{}/{}", generation, key);
+}
+
+// The keys of one step (a fixture, or the test itself) of test `seq`.
+class StepKeys {
+ public:
+  StepKeys(int seq, int step)
+      : base_(fmt::format("external/{}/{}/", seq, step)) {}
+  std::string Message(int rank, std::size_t i) const {
+    return fmt::format("{}msg/{}/{}", base_, rank, i);
+  }
+  std::string Done(int rank) const {
+    return fmt::format("{}done/{}", base_, rank);
+  }
+  std::string Verdict() const { return base_ + "verdict"; }
+  std::string StorePrefix() const { return base_ + "store"; }
+
+ private:
+  std::string base_;
+};
+
+}  // namespace disttest::internal::launched
+
+#endif  // DISTTEST_SRC_HARNESS_LAUNCHED_KEYS_H_

@@ -1,0 +1,139 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/launched/launched_rank_host.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "disttest/rendezvous/prefix_store.h"
+
+namespace disttest::internal::launched {
+namespace {
+
+// Puts a step's rank environment (RANK, WORLD_SIZE, ...) in the process
+// environment, remembering what was there, once per name; Restore() puts
+// it back. Under the side thread's lock, so that the side thread, which may
+// resolve names (getaddrinfo reads the environment), never sees it change.
+class RankEnvironment {
+ public:
+  explicit RankEnvironment(SideChannel& side) : side_(side) {}
+  ~RankEnvironment() { Restore(); }
+  RankEnvironment(const RankEnvironment&) = delete;
+  RankEnvironment& operator=(const RankEnvironment&) = delete;
+
+  void Set(const RankEnv& env) {
+    std::lock_guard<std::mutex> lock(side_.mu);
+    std::set<std::string> seen;
+    for (const auto& [name, value] : env.Variables()) {
+      if (seen.insert(name).second) {
+        const char* old = std::getenv(name.c_str());
+        saved_.emplace_back(name, old != nullptr
+                                      ? std::optional<std::string>(old)
+                                      : std::nullopt);
+      }
+      setenv(name.c_str(), value.c_str(), 1);
+    }
+  }
+
+  void Restore() {
+    std::lock_guard<std::mutex> lock(side_.mu);
+    for (const auto& [name, old] : saved_) {
+      if (old) {
+        setenv(name.c_str(), old->c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+    saved_.clear();
+  }
+
+ private:
+  SideChannel& side_;
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+class LaunchedRankHost : public RankHost {
+ public:
+  LaunchedRankHost(LaunchedJob& job, const StepKeys& keys, int n,
+                   Clock::time_point deadline, std::string what)
+      : job_(job),
+        keys_(keys),
+        n_(n),
+        deadline_(deadline),
+        what_(std::move(what)),
+        environment_(job.side()),
+        store_(keys.StorePrefix(), job.store()) {}
+
+  ~LaunchedRankHost() override { job_.watchdog().Disarm(); }
+
+  RankEnv Enter() override {
+    RankEnv env = StepEnv(job_.env(), n_);
+    // The body sees the rank environment a spawned rank would, for code
+    // that reads it; the launcher's comes back after the step.
+    environment_.Set(env);
+    // Watched from here: connecting can hang on a dead peer too.
+    job_.watchdog().Arm(deadline_, what_);
+    return env;
+  }
+
+  Store& store() override { return store_; }
+
+  Communicator* Connect(const RankEnv& /*env*/, const Options& options,
+                        std::chrono::milliseconds timeout) override {
+    return job_.communicators().For(n_, options, timeout);
+  }
+
+  void Report(const RankMessage& m) override { results_.push_back(m); }
+
+  RankVerdict Finish(RankVerdict verdict, Communicator* /*comm*/) override {
+    job_.watchdog().Disarm();
+    environment_.Restore();
+    const int r = job_.rank();
+    for (std::size_t i = 0; i < results_.size(); ++i) {
+      job_.store().set(keys_.Message(r, i),
+                       EncodeRankMessage(results_[i], 1 << 20));
+    }
+    job_.store().set(keys_.Done(r),
+                     fmt::format("{} {}", results_.size(), NameOf(verdict)));
+    return verdict;
+  }
+
+ private:
+  LaunchedJob& job_;
+  const StepKeys& keys_;
+  const int n_;
+  const Clock::time_point deadline_;
+  const std::string what_;
+  RankEnvironment environment_;
+  PrefixStore store_;
+  std::vector<RankMessage> results_;
+};
+
+}  // namespace
+
+RankEnv StepEnv(const LauncherEnv& job, int n) {
+  RankEnv env;
+  env.rank = job.rank;
+  env.world_size = n;
+  env.local_size = std::min(job.local_size.value_or(job.world_size), n);
+  env.local_rank =
+      std::min(job.local_rank.value_or(job.rank), env.local_size - 1);
+  env.master_addr = job.master_addr;
+  env.master_port = job.master_port;
+  return env;
+}
+
+RankVerdict RunLaunchedRank(LaunchedJob& job, const StepKeys& keys, int n,
+                            RankProgram& program, const Options& options,
+                            Clock::time_point deadline,
+                            const std::string& what) {
+  LaunchedRankHost host(job, keys, n, deadline, what);
+  return RunRank(program, options, host);
+}
+
+}  // namespace disttest::internal::launched

@@ -1,0 +1,200 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/launched/liveness.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <thread>
+
+#include "disttest/error.h"
+#include "harness/launched/keys.h"
+
+namespace disttest::internal::launched {
+namespace {
+
+using std::chrono::milliseconds;
+
+// The pause of polling waits: from 50 us, doubling, to 10 ms.
+class Backoff {
+ public:
+  void Pause() {
+    std::this_thread::sleep_for(pause_);
+    pause_ = std::min<std::chrono::microseconds>(pause_ * 2, milliseconds(10));
+  }
+
+ private:
+  std::chrono::microseconds pause_{50};
+};
+
+}  // namespace
+
+std::string Liveness::broken() {
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> lock(broken_mu_);
+    reason = broken_;
+  }
+  if (reason.empty()) {
+    try {
+      if (store().check({kAbortKey})) reason = Value(kAbortKey);
+    } catch (const std::exception& e) {
+      reason = fmt::format("the store is gone (did rank 0 end?): {}", e.what());
+    }
+    if (!reason.empty()) SetBroken(reason);
+  }
+  return reason;
+}
+
+void Liveness::SetBroken(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(broken_mu_);
+  if (broken_.empty()) broken_ = reason;
+}
+
+void Liveness::Break(const std::string& reason) {
+  SetBroken(reason);
+  try {
+    std::lock_guard<std::mutex> lock(side_.mu);
+    if (!side_.store->check({kAbortKey})) {
+      side_.store->set(kAbortKey, fmt::format("rank {}: {}", rank_, reason));
+    }
+  } catch (const std::exception&) {
+    // The store is gone (rank 0 ended): the others will notice too.
+  }
+}
+
+void Liveness::Await(const std::vector<std::string>& keys,
+                     Clock::time_point deadline, const std::vector<int>& from,
+                     const std::string& what) {
+  Backoff backoff;
+  auto next_health = Clock::now() + std::chrono::seconds(1);
+  for (;;) {
+    if (store().check(keys)) return;
+    if (store().check({kAbortKey})) throw Error(Value(kAbortKey));
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      std::vector<int> missing;
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        if (!store().check({keys[i]})) missing.push_back(from[i]);
+      }
+      throw TimeoutError(fmt::format(
+          "{}: rank{} {} did not arrive before the test's timeout", what,
+          missing.size() == 1 ? "" : "s", fmt::join(missing, ", ")));
+    }
+    if (now >= next_health) {
+      CheckHeartbeats(from, now);
+      next_health = now + std::chrono::seconds(1);
+    }
+    backoff.Pause();
+  }
+}
+
+std::map<int, std::string> Liveness::AwaitResults(
+    const std::vector<std::string>& keys, const std::vector<int>& from,
+    Clock::time_point deadline) {
+  Backoff backoff;
+  auto next_health = Clock::now() + std::chrono::seconds(1);
+  std::map<int, std::string> dead;
+  for (;;) {
+    if (store().check(keys)) return {};
+    const auto now = Clock::now();
+    const bool late = now >= deadline;
+    const bool health = now >= next_health;
+    if (late || health) {
+      next_health = now + std::chrono::seconds(1);
+      std::map<int, std::string> missing;
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        if (store().check({keys[i]})) continue;
+        const int r = from[i];
+        if (store().check({StuckKey(r)})) {
+          dead[r] = kStuck;  // It says so itself, and has told the others.
+        }
+        std::string why = Dead(r, now, store());
+        if (!why.empty() && dead.count(r) == 0) {
+          dead[r] = why;
+          Break(fmt::format("rank {} {}", r, why));  // The job is not whole.
+        }
+        auto it = dead.find(r);
+        missing[r] = it != dead.end() ? it->second : "";
+      }
+      bool all_dead = true;
+      for (auto& [r, why] : missing) {
+        if (why.empty()) all_dead = false;
+      }
+      if (late || all_dead) {
+        for (auto& [r, why] : missing) {
+          if (why.empty()) why = kStuck;
+        }
+        return missing;
+      }
+    }
+    backoff.Pause();
+  }
+}
+
+void Liveness::Beat(const std::string& value) {
+  side_.store->set(AliveKey(rank_), value);
+}
+
+std::string Liveness::TroubleElsewhere() {
+  if (side_.store->check({kAbortKey})) {
+    std::vector<char> v = side_.store->get(kAbortKey);
+    return std::string(v.begin(), v.end());
+  }
+  const auto now = Clock::now();
+  for (int r = 0; r < size_; ++r) {
+    std::string why = Dead(r, now, *side_.store);
+    if (!why.empty()) return fmt::format("rank {} {}", r, why);
+  }
+  return "";
+}
+
+std::string Liveness::Value(const char* key) {
+  std::vector<char> v = store().get(key);
+  return std::string(v.begin(), v.end());
+}
+
+void Liveness::CheckHeartbeats(const std::vector<int>& from,
+                               Clock::time_point now) {
+  for (int r : from) {
+    std::string why = Dead(r, now, store());
+    if (!why.empty()) {
+      std::string reason = fmt::format("rank {} {}", r, why);
+      Break(reason);
+      throw Error(reason);
+    }
+  }
+}
+
+std::string Liveness::Dead(int r, Clock::time_point now, TcpStore& store) {
+  if (r == rank_) return "";
+  const std::string key = AliveKey(r);
+  // A rank that has not sent its first heartbeat yet is starting (slow
+  // nodes, plain TEST()s before the first distributed one), not dead;
+  // the wait's own deadline covers one that never comes.
+  if (!store.check({key})) return "";
+  std::vector<char> v = store.get(key);
+  const std::string beat(v.begin(), v.end());
+  std::lock_guard<std::mutex> lock(beats_mu_);
+  auto [it, fresh] = beats_.try_emplace(r, Seen{beat, now});
+  if (fresh || it->second.value != beat) {
+    it->second = {beat, now};
+    return "";
+  }
+  if (now - it->second.since <= kDeadAfter) return "";
+  return fmt::format(
+      "stopped its heartbeat {} ms ago: it died, or its machine stalls",
+      std::chrono::duration_cast<milliseconds>(now - it->second.since).count());
+}
+
+void WaitForTheEnd(TcpStore& store) {
+  const auto deadline = Clock::now() + kGoodbyeWait;
+  try {
+    while (Clock::now() < deadline && !store.check({kEndKey})) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  } catch (const std::exception&) {
+    // Rank 0's store went with its process: the run is over.
+  }
+}
+
+}  // namespace disttest::internal::launched

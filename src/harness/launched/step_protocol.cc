@@ -1,0 +1,163 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/launched/step_protocol.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <map>
+
+#include "disttest/error.h"
+#include "harness/rank_outcome.h"
+
+namespace disttest::internal::launched {
+namespace {
+
+// How long rank 0 waits beyond the timeout for the ranks' results (a body
+// whose collectives fail at the deadline takes a moment to return).
+constexpr std::chrono::milliseconds kReportGrace{6000};
+
+std::string Text(const std::vector<char>& bytes) {
+  return std::string(bytes.begin(), bytes.end());
+}
+
+RankReport Reported(LaunchedJob& job, const StepKeys& keys, int r) {
+  RankReport report;
+  report.rank = r;
+  const std::string text = Text(job.store().get(keys.Done(r)));
+  const std::size_t space = text.find(' ');
+  const int count = std::atoi(text.substr(0, space).c_str());
+  const std::string word =
+      space == std::string::npos ? "" : text.substr(space + 1);
+  std::optional<RankVerdict> verdict = ParseRankVerdict(word);
+  if (!verdict) {
+    report.channel_errors.push_back(
+        fmt::format("reported the unknown verdict '{}'", word));
+  }
+  report.done = verdict.value_or(RankVerdict::kFailed);
+  // As a spawned rank with that verdict would have ended.
+  report.outcome =
+      RankOutcome::FromWaitStatus(W_EXITCODE(ExitCodeOf(*report.done), 0));
+  for (int i = 0; i < count; ++i) {
+    std::vector<char> bytes =
+        job.store().get(keys.Message(r, static_cast<std::size_t>(i)));
+    RankMessage m;
+    std::string error;
+    if (DecodeRankMessage(bytes.data(), bytes.size(), &m, &error)) {
+      report.results.push_back(std::move(m));
+    } else {
+      report.channel_errors.push_back("a result could not be read: " + error);
+    }
+  }
+  return report;
+}
+
+}  // namespace
+
+void MeetAtTest(LaunchedJob& job, int seq, const std::string& name,
+                Clock::time_point deadline) {
+  job.store().set(AtKey(seq, job.rank()), name);
+  if (job.rank() == 0) {
+    std::vector<std::string> keys;
+    std::vector<int> from;
+    for (int r = 0; r < job.size(); ++r) {
+      keys.push_back(AtKey(seq, r));
+      from.push_back(r);
+    }
+    job.liveness().Await(keys, deadline, from,
+                         fmt::format("the start of {}", name));
+    std::vector<std::string> elsewhere;
+    for (int r = 1; r < job.size(); ++r) {
+      std::string test =
+          Text(job.store().get(keys[static_cast<std::size_t>(r)]));
+      if (test != name) {
+        elsewhere.push_back(fmt::format("rank {} at {}", r, test));
+      }
+    }
+    job.store().set(
+        StartKey(seq),
+        elsewhere.empty()
+            ? std::string("ok")
+            : fmt::format("the ranks are not at the same test: rank 0 at {}, "
+                          "{}; every rank must run the same binary with the "
+                          "same --gtest_filter, --gtest_repeat and "
+                          "--gtest_random_seed",
+                          name, fmt::join(elsewhere, ", ")));
+  }
+  job.liveness().Await({StartKey(seq)}, deadline, {0},
+                       fmt::format("the start of {}", name));
+  std::string start = Text(job.store().get(StartKey(seq)));
+  if (start != "ok") throw Error(start);
+}
+
+std::string ShareFromRankZero(LaunchedJob& job, const std::string& key,
+                              const std::string& value,
+                              Clock::time_point deadline,
+                              const std::string& what) {
+  if (job.rank() == 0) {
+    job.store().set(key, value);
+    return value;
+  }
+  job.liveness().Await({key}, deadline, {0}, what);
+  return Text(job.store().get(key));
+}
+
+std::vector<RankReport> GatherReports(LaunchedJob& job, const StepKeys& keys,
+                                      const TestSpec& spec,
+                                      Clock::time_point deadline) {
+  const int n = spec.world_size;
+  std::vector<std::string> done;
+  std::vector<int> from;
+  for (int q = 0; q < n; ++q) {
+    done.push_back(keys.Done(q));
+    from.push_back(q);
+  }
+  // Collected even after an abort: the ranks that can still report say
+  // how the others' failure looked from where they were.
+  std::map<int, std::string> missing =
+      job.liveness().AwaitResults(done, from, deadline + kReportGrace);
+  std::vector<RankReport> reports;
+  for (int q = 0; q < n; ++q) {
+    auto it = missing.find(q);
+    if (it == missing.end()) {
+      reports.push_back(Reported(job, keys, q));
+      continue;
+    }
+    RankReport lost;
+    lost.rank = q;
+    lost.done = RankVerdict::kFailed;
+    lost.outcome = RankOutcome::FromWaitStatus(
+        W_EXITCODE(ExitCodeOf(RankVerdict::kFailed), 0));
+    lost.results.push_back({RankMessage::Kind::kFatalFailure, spec.file,
+                            spec.line,
+                            "did not report its result: " + it->second});
+    reports.push_back(std::move(lost));
+  }
+  return reports;
+}
+
+void PublishVerdict(LaunchedJob& job, const StepKeys& keys,
+                    RankVerdict verdict) {
+  job.store().set(keys.Verdict(), std::string(NameOf(verdict)));
+}
+
+RankVerdict AwaitVerdict(LaunchedJob& job, const StepKeys& keys,
+                         const std::string& name, Clock::time_point deadline) {
+  // Not ended by an abort either: rank 0 reports the test all the same.
+  std::map<int, std::string> missing = job.liveness().AwaitResults(
+      {keys.Verdict()}, {0}, deadline + 2 * kReportGrace);
+  if (!missing.empty()) {
+    throw Error(fmt::format("rank 0 gave no verdict for {}: {}", name,
+                            missing.begin()->second));
+  }
+  const std::string word = Text(job.store().get(keys.Verdict()));
+  std::optional<RankVerdict> verdict = ParseRankVerdict(word);
+  if (!verdict) {
+    throw Error(
+        fmt::format("rank 0 gave the unknown verdict '{}' for {}", word, name));
+  }
+  return *verdict;
+}
+
+}  // namespace disttest::internal::launched

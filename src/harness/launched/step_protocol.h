@@ -1,0 +1,67 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// How a launched job runs one test, the same on every process, in order
+// (the store keys are in keys.h):
+//   1. MeetAtTest: each rank writes the test's name; rank 0 compares them
+//      and fails the test on every rank when they differ (different
+//      filters or shuffle seeds), rather than let collectives deadlock.
+//   2. Sizes: a test of size N == launched size M runs on every rank; N < M
+//      runs on ranks 0..N-1 while the others wait; N > M is skipped.
+//   3. Each step (each fixture, then the test): the first N ranks run it
+//      (RunLaunchedRank); rank 0 gathers every rank's results
+//      (GatherReports), judges them, and publishes the verdict, which the
+//      others await and mirror, so that every process exits non-zero when
+//      any test failed.
+//
+//   MeetAtTest(job, seq, spec.name, deadline);
+//   ... RunLaunchedRank(...) on ranks below N ...
+//   if (job.rank() == 0) {
+//     reports = GatherReports(job, keys, spec, deadline);
+//     PublishVerdict(job, keys, verdict);
+//   } else {
+//     verdict = AwaitVerdict(job, keys, spec.name, deadline);
+//   }
+#ifndef DISTTEST_SRC_HARNESS_LAUNCHED_STEP_PROTOCOL_H_
+#define DISTTEST_SRC_HARNESS_LAUNCHED_STEP_PROTOCOL_H_
+
+#include <string>
+#include <vector>
+
+#include "harness/launched/job.h"
+#include "harness/launched/keys.h"
+#include "harness/rank_verdict.h"
+#include "harness/verdict.h"
+
+namespace disttest::internal::launched {
+
+// Every rank meets at test number `seq`, named `name`; throws Error on
+// every rank when they are not at the same test, or when one does not
+// come before `deadline`.
+void MeetAtTest(LaunchedJob& job, int seq, const std::string& name,
+                Clock::time_point deadline);
+
+// Rank 0 publishes `value` under `key`; every other rank waits for it.
+// Returns the value on every rank.
+std::string ShareFromRankZero(LaunchedJob& job, const std::string& key,
+                              const std::string& value,
+                              Clock::time_point deadline,
+                              const std::string& what);
+
+// Rank 0: every rank's report of the step of `spec.world_size` ranks. A rank
+// whose results do not come by `deadline` plus a grace (or that stopped
+// heartbeating, or said its body hangs) gets a report that says so.
+std::vector<RankReport> GatherReports(LaunchedJob& job, const StepKeys& keys,
+                                      const TestSpec& spec,
+                                      Clock::time_point deadline);
+
+// Rank 0: the step's verdict, for every other rank.
+void PublishVerdict(LaunchedJob& job, const StepKeys& keys,
+                    RankVerdict verdict);
+
+// Ranks but 0: rank 0's verdict of the step; throws Error when none comes.
+RankVerdict AwaitVerdict(LaunchedJob& job, const StepKeys& keys,
+                         const std::string& name, Clock::time_point deadline);
+
+}  // namespace disttest::internal::launched
+
+#endif  // DISTTEST_SRC_HARNESS_LAUNCHED_STEP_PROTOCOL_H_

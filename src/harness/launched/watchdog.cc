@@ -1,0 +1,151 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/launched/watchdog.h"
+
+#include <fmt/format.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "harness/launched/keys.h"
+#include "harness/stack_dump.h"
+
+namespace disttest::internal::launched {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kHeartbeatEvery{500};
+// How long a body may take to return once its collectives fail.
+constexpr milliseconds kBodyReturnGrace{2000};
+// How long the stack tool may take.
+constexpr milliseconds kStackDeadline{10000};
+
+}  // namespace
+
+void Watchdog::Start() {
+  std::thread([this] { Loop(); }).detach();
+}
+
+void Watchdog::Arm(Clock::time_point deadline, std::string what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  deadline_ = deadline;
+  what_ = std::move(what);
+  cv_.notify_all();
+}
+
+void Watchdog::Disarm() {
+  std::lock_guard<std::mutex> lock(mu_);
+  deadline_.reset();
+  cv_.notify_all();
+}
+
+void Watchdog::Loop() {
+  long long beat = 0;
+  int failures = 0;
+  for (;;) {
+    bool armed = false;
+    std::string what;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, kHeartbeatEvery);
+      armed = deadline_.has_value();
+      what = what_;
+      if (armed && Clock::now() >= *deadline_) {
+        lock.unlock();
+        TimedOut(what);
+      }
+    }
+    std::string trouble;
+    try {
+      std::lock_guard<std::mutex> side(side_.mu);
+      liveness_.Beat(std::to_string(++beat));
+      if (armed) trouble = liveness_.TroubleElsewhere();
+      failures = 0;
+    } catch (const std::exception& e) {
+      // Gone for good (rank 0 ended) after a few failures in a row.
+      if (!armed && ++failures >= 3) return;
+      if (armed) {
+        trouble =
+            fmt::format("the store is gone (did rank 0 end?): {}", e.what());
+      }
+    }
+    if (!trouble.empty() && !shut_down_) {
+      shut_down_ = true;
+      liveness_.Break(trouble);
+      communicators_.ShutDown();
+    }
+  }
+}
+
+std::string Watchdog::OwnStacks() {
+  // Yama (ptrace_scope 1) lets a process be traced only by its ancestors
+  // and by the tracer it declares, with that one's descendants: the tool
+  // is this process's child.
+  prctl(PR_SET_PTRACER, getpid(), 0, 0, 0);
+  std::atomic<bool> taken{false};
+  std::string stacks;
+  std::thread taker([&] {
+    stacks = DumpStacks({getpid()}, kStackDeadline)[0];
+    taken = true;
+  });
+  // This rank is alive, and says where it hangs: heartbeats go on.
+  long long beat = 0;
+  while (!taken) {
+    try {
+      std::lock_guard<std::mutex> side(side_.mu);
+      liveness_.Beat(fmt::format("dumping {}", ++beat));
+    } catch (const std::exception&) {
+    }
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  taker.join();
+  std::string text;
+  std::size_t start = 0;
+  while (start < stacks.size()) {
+    std::size_t end = stacks.find('\n', start);
+    if (end == std::string::npos) end = stacks.size();
+    text += fmt::format("[rank {}] {}\n", rank_,
+                        std::string_view(stacks).substr(start, end - start));
+    start = end + 1;
+  }
+  return text;
+}
+
+void Watchdog::TimedOut(const std::string& what) {
+  std::fprintf(stderr,
+               "[ disttest ] rank %d: %s is still in its body at the test's "
+               "timeout; the stacks of this process (pid %d):\n",
+               rank_, what.c_str(), getpid());
+  std::fflush(stderr);
+  const std::string stacks = OwnStacks();
+  (void)!write(STDERR_FILENO, stacks.data(), stacks.size());
+  liveness_.Break(fmt::format("{} timed out", what));
+  shut_down_ = true;
+  communicators_.ShutDown();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, kBodyReturnGrace,
+                    [&] { return !deadline_.has_value(); })) {
+    // Stuck in its own code: nothing can stop it. This process ends
+    // once rank 0 has reported (leaving earlier would make a launcher
+    // such as mpirun end rank 0 too).
+    std::fprintf(stderr,
+                 "[ disttest ] rank %d: the body of %s does not return; "
+                 "this process ends when rank 0 has reported\n",
+                 rank_, what.c_str());
+    std::fflush(nullptr);
+    try {
+      std::lock_guard<std::mutex> side(side_.mu);
+      side_.store->set(StuckKey(rank_), "1");  // Rank 0 waits no longer.
+      side_.store->set(ByeKey(rank_), "1");
+      WaitForTheEnd(*side_.store);
+    } catch (const std::exception&) {
+    }
+    std::fflush(nullptr);
+    _exit(1);
+  }
+}
+
+}  // namespace disttest::internal::launched

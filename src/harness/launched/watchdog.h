@@ -1,0 +1,72 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The side thread of a launched process: every kHeartbeatEvery it bumps
+// this rank's heartbeat; while a body runs (Arm ... Disarm) it also looks
+// for trouble elsewhere (an abort, a rank whose heartbeat stopped, the
+// store gone), on which it makes the body's collectives fail, and at the
+// body's deadline it prints this process's stacks, tells the others, and
+// ends a body that still does not return.
+//
+//   job.watchdog().Arm(deadline, "Suite.Test/4ranks");
+//   ... the body ...
+//   job.watchdog().Disarm();
+//
+// The stacks are taken by a stack tool (eu-stack or gdb) that this process
+// forks and execs; between fork and exec the child makes only raw system
+// calls (stack_dump.cc), as in every fork of a process that runs threads.
+#ifndef DISTTEST_SRC_HARNESS_LAUNCHED_WATCHDOG_H_
+#define DISTTEST_SRC_HARNESS_LAUNCHED_WATCHDOG_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "harness/launched/communicators.h"
+#include "harness/launched/liveness.h"
+
+namespace disttest::internal::launched {
+
+class Watchdog {
+ public:
+  Watchdog(int rank, Liveness& liveness, Communicators& communicators,
+           SideChannel& side)
+      : rank_(rank),
+        liveness_(liveness),
+        communicators_(communicators),
+        side_(side) {}
+
+  // Starts the side thread, which runs until the process ends.
+  void Start();
+  // Watches a body: past `deadline` the process prints its stacks, tells
+  // the others, and ends.
+  void Arm(Clock::time_point deadline, std::string what);
+  void Disarm();
+
+ private:
+  void Loop();
+  // The body outlived the test's timeout. Every rank whose body still
+  // runs gets here: the hung one, and those blocked in a collective with
+  // it. Each prints its process's stacks, tells the others, and makes its
+  // collectives fail; a body that still does not return (stuck in its own
+  // code) ends the process.
+  void TimedOut(const std::string& what);
+  // This process's stacks, every line labelled "[rank r] "; heartbeats go
+  // on while the tool runs.
+  std::string OwnStacks();
+
+  const int rank_;
+  Liveness& liveness_;
+  Communicators& communicators_;
+  SideChannel& side_;
+  std::atomic<bool> shut_down_{false};  // The collectives were cut.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Clock::time_point> deadline_;  // Armed; under mu_.
+  std::string what_;
+};
+
+}  // namespace disttest::internal::launched
+
+#endif  // DISTTEST_SRC_HARNESS_LAUNCHED_WATCHDOG_H_

@@ -1,0 +1,274 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/spawned_rank_host.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "base/sockets.h"
+#include "disttest/comm/create.h"
+#include "disttest/env/names.h"
+#include "disttest/error.h"
+#include "disttest/rendezvous/tcp_store.h"
+#include "env/text.h"
+#include "harness/descendants.h"
+#include "harness/rank_outcome.h"
+#include "harness/stack_dump.h"
+#include "harness/worker_pool.h"
+
+namespace disttest::internal {
+namespace {
+
+// How long a rank waits for room in its result queue. The parent drains it
+// every few milliseconds; if it cannot for this long, it is gone.
+constexpr std::chrono::seconds kSendTimeout(30);
+
+// Leaves the rank. _exit, not exit(): no atexit handlers or static
+// destructors of the parent's copy run here, and buffered stdio is flushed
+// exactly once, by us.
+[[noreturn]] void Leave(int code) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  _exit(code);
+}
+
+std::unique_ptr<ResultChannel> OpenChannel() {
+  const char* name = std::getenv(env::kInternalResultQueue);
+  if (name == nullptr) {
+    std::fprintf(stderr, "disttest: %s is not set in a rank process\n",
+                 env::kInternalResultQueue);
+    Leave(kExitHarnessError);
+  }
+  try {
+    auto channel = ResultChannel::Open(name);
+    if (const char* ready = std::getenv(env::kInternalResultsReadyFd)) {
+      if (IsDigits(ready) && std::strlen(ready) < 10) {
+        const int fd = std::atoi(ready);
+        // Not for the programs this rank executes.
+        if (fcntl(fd, F_SETFD, FD_CLOEXEC) == 0) channel->NotifyOnSend(fd);
+      }
+      unsetenv(env::kInternalResultsReadyFd);
+    }
+    // Processes this rank starts must not mistake themselves for ranks.
+    unsetenv(env::kInternalResultQueue);
+    unsetenv(env::kInternalChildTest);
+    unsetenv(env::kInternalStoreToken);
+    unsetenv(env::kInternalStorePort);
+    return channel;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "disttest: %s\n", e.what());
+    Leave(kExitHarnessError);
+  }
+}
+
+bool DebuggerAttached() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("TracerPid:", 0) == 0) {
+      return std::strtol(line.c_str() + 10, nullptr, 10) != 0;
+    }
+  }
+  return false;
+}
+
+// DISTTEST_DEBUG_RANK: this rank waits, before it joins the others, until a
+// debugger has attached. Any process of this user may attach to it.
+void WaitForDebugger(const RankEnv& env) {
+  std::optional<int> debug_rank = DebugRankVariable();
+  if (!debug_rank || *debug_rank != env.rank) return;
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  std::fprintf(stderr,
+               "disttest: rank %d is pid %d and waits for a debugger; the "
+               "other ranks wait for it. Attach with:\n  gdb -p %d\n",
+               env.rank, getpid(), getpid());
+  std::fflush(stderr);
+  while (!DebuggerAttached()) poll(nullptr, 0, 100);
+  std::fprintf(stderr, "disttest: rank %d: a debugger is attached; going on\n",
+               env.rank);
+  std::fflush(stderr);
+}
+
+// A re-executed rank maps the host arena from the descriptor it kept across
+// exec (a forked one has it mapped already). Throws on a bad descriptor.
+std::shared_ptr<HostArena> AttachInheritedArena(const RankEnv& env) {
+  const char* fd = std::getenv(env::kInternalArenaFd);
+  if (fd == nullptr) return nullptr;
+  std::string value = fd;
+  unsetenv(env::kInternalArenaFd);  // Not for the processes a test starts.
+  if (!IsDigits(value) || value.size() > 9) {
+    throw Error(
+        fmt::format("{}={} is not a descriptor", env::kInternalArenaFd, value));
+  }
+  return HostArena::Attach(std::stoi(value), env.world_size);
+}
+
+// Meets every rank after the body, through the store, then makes this
+// rank's own TCP connections (not those it inherited: they are shared with
+// the parent) end with a reset when it exits, so that thousands
+// of tests leave no TIME_WAIT sockets behind (which would make binding a
+// port ever slower). Only after the meeting: no peer still waits for data.
+// A rank that failed only says it is here and leaves at once (its peers may
+// be blocked in a collective with it, and must see its connections close).
+void MeetAndDropConnections(TcpStore& store, const RankEnv& env,
+                            const std::map<ino_t, int>& inherited,
+                            bool failed) {
+  // A rank alone has nobody to meet.
+  if (env.world_size > 1) {
+    try {
+      store.set_timeout(std::chrono::seconds(1));
+      if (store.add("disttest/exit", 1) == env.world_size) {
+        store.set("disttest/exit/all", std::string_view("1"));
+      }
+      if (!failed) store.wait({"disttest/exit/all"});
+    } catch (const std::exception&) {
+      return;  // A peer did not get here; end the usual way.
+    }
+  }
+  if (failed) return;
+  for (const auto& [inode, fd] : TcpSockets()) {
+    if (inherited.count(inode) != 0) continue;
+    linger reset{1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  }
+}
+
+class SpawnedRankHost : public RankHost {
+ public:
+  SpawnedRankHost(RankProgram& program, const Options& options,
+                  std::shared_ptr<HostArena> arena)
+      : program_(program), arena_(std::move(arena)) {
+    // A peer that died closes its sockets; writing to one must fail the
+    // operation with EPIPE (and a message naming the peer), not kill this
+    // rank with SIGPIPE. Gloo writes without MSG_NOSIGNAL.
+    std::signal(SIGPIPE, SIG_IGN);
+    InstallStackSignalHandler();
+    // Orphans of the processes the test starts come to this rank, not to
+    // init: Leave ends them.
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    // Only a rank with a communicator resets its connections at the end.
+    if (options.init_distributed) inherited_sockets_ = TcpSockets();
+    const char* token = std::getenv(env::kInternalStoreToken);
+    token_ = token != nullptr ? token : "";
+    // The harness's store; MASTER_PORT is the code under test's.
+    const char* port = std::getenv(env::kInternalStorePort);
+    store_port_ = port != nullptr ? port : "";
+    channel_ = OpenChannel();
+    test_timeout_ = options.timeout;
+  }
+
+  RankEnv Enter() override {
+    env_ = RankEnv::FromEnvironment();
+    if (arena_ == nullptr) arena_ = AttachInheritedArena(env_);
+    WaitForDebugger(env_);
+    // Connects on first use: a test without a communicator that never
+    // touches the store never connects.
+    store_ = std::make_unique<TcpStore>(
+        env_.master_addr,
+        IsDigits(store_port_) && store_port_.size() <= 5
+            ? std::stoi(store_port_)
+            : env_.master_port,
+        RankTimeout(env_, test_timeout_), token_);
+    return env_;
+  }
+
+  Store& store() override { return *store_; }
+
+  Communicator* Connect(const RankEnv& env, const Options& options,
+                        std::chrono::milliseconds timeout) override {
+    GlooOptions gloo;
+    gloo.hostname = env.master_addr;
+    gloo.timeout = timeout;
+    gloo.arena = arena_;
+    // An NCCL rank uses device 0: the harness lists its own GPU first in
+    // CUDA_VISIBLE_DEVICES.
+    comm_ = CreateCommunicator(options.backend, *store_, env.rank,
+                               env.world_size, gloo, /*device=*/0);
+    return comm_.get();
+  }
+
+  void Report(const RankMessage& m) override {
+    if (!channel_->Send(m, kSendTimeout)) {
+      std::fprintf(stderr, "disttest: a result could not be sent: %s\n",
+                   m.message.c_str());
+    }
+  }
+
+  RankVerdict Finish(RankVerdict verdict, Communicator* comm) override {
+    const ReportFn report = [this](const RankMessage& m) { Report(m); };
+    const bool pooled = store_ != nullptr && PooledRank() &&
+                        Succeeded(verdict) && ReusableCommunicator(comm);
+    ReportVerdict(report, verdict);
+    if (pooled) verdict = ServePool(program_, env_, comm, *store_, report);
+    // The meeting never throws; a peer that does not come only costs the
+    // reset (and a second).
+    if (comm != nullptr) {
+      MeetAndDropConnections(*store_, env_, inherited_sockets_,
+                             verdict == RankVerdict::kFailed);
+    }
+    return verdict;
+  }
+
+  [[noreturn]] void Exit(RankVerdict verdict) {
+    // The store and communicator are not destroyed: _exit tears the sockets
+    // down at once, where Gloo's destructors would wait on its event loop.
+    (void)store_.release();
+    (void)comm_.release();
+    EndLeftovers("the test");
+    Leave(ExitCodeOf(verdict));
+  }
+
+ private:
+  RankProgram& program_;
+  std::shared_ptr<HostArena> arena_;
+  std::map<ino_t, int> inherited_sockets_;
+  std::string token_;
+  std::string store_port_;
+  std::chrono::milliseconds test_timeout_{0};
+  std::unique_ptr<ResultChannel> channel_;
+  RankEnv env_;
+  std::unique_ptr<TcpStore> store_;
+  std::unique_ptr<Communicator> comm_;
+};
+
+}  // namespace
+
+void ReportVerdict(const ReportFn& report, RankVerdict verdict) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  report({RankMessage::Kind::kDone, "", -1, NameOf(verdict)});
+}
+
+void EndLeftovers(const char* whose) {
+  for (const std::string& process : EndChildren()) {
+    std::cout.flush();
+    std::fprintf(stderr,
+                 "disttest: note: ended process %s, which %s started and left "
+                 "running\n",
+                 process.c_str(), whose);
+  }
+  std::fflush(stderr);
+}
+
+void RunSpawnedRank(RankProgram& program, const Options& options,
+                    std::shared_ptr<HostArena> forked_arena) {
+  SpawnedRankHost host(program, options, std::move(forked_arena));
+  host.Exit(RunRank(program, options, host));
+}
+
+}  // namespace disttest::internal
