@@ -41,6 +41,7 @@
 #include "harness/spawned_rank_host.h"
 #include "harness/supervisor.h"
 #include "harness/verdict.h"
+#include "harness/worker_pool.h"
 
 namespace disttest {
 namespace internal {
@@ -114,22 +115,6 @@ void AdoptFixtureDirsFromEnvironment(DistributedTest& test) {
   if (joined != nullptr) AdoptFixtureDirs(test, joined);
 }
 
-// Whether a rank's own part of the test went wrong.
-bool RankFailed(const RankReport& r) {
-  if (!r.killed_because.empty() || !r.not_started.empty() ||
-      !r.overran.empty()) {
-    return true;
-  }
-  if (!r.done || !Succeeded(*r.done)) return true;
-  for (const RankMessage& m : r.results) {
-    if (m.kind == RankMessage::Kind::kFatalFailure ||
-        m.kind == RankMessage::Kind::kNonFatalFailure) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // DISTTEST_LOG_DIR: the end of each failing rank's log, where its last words
 // are (output relayed live may be far above, or mixed with other ranks').
 void PrintLogTails(const std::vector<RankReport>& ranks) {
@@ -150,148 +135,6 @@ void PrintLogTails(const std::vector<RankReport>& ranks) {
   }
   std::fflush(stdout);
 }
-
-// Parked ranks (options().reuse_workers), one pool per kind of test that
-// can share ranks. A pool ends at a failure; the others when the process
-// exits (they outlive --gtest_repeat's iterations). A process that ends
-// with _exit or a signal leaves its pools to PR_SET_PDEATHSIG, and their
-// queues to the next run's clean-up of dead processes' queues.
-class Pools {
- public:
-  static Pools& Get() {
-    static Pools pools;
-    return pools;
-  }
-  // Only in the process that made the pools: a forked child that calls
-  // exit() (a death test, a rank) must not end the parent's ranks.
-  ~Pools() {
-    ParentOnlyDescriptors() = nullptr;
-    if (getpid() == owner_) {
-      ShutdownAll();
-    } else {
-      // Kept, not destroyed (that would end them), and still reachable, so
-      // that a leak checker in this child does not count them.
-      static auto* kept = new std::vector<std::unique_ptr<Supervisor>>;
-      for (auto& [key, pool] : pools_) kept->push_back(std::move(pool.ranks));
-    }
-  }
-
-  std::vector<RankReport> Run(DistributedTest& test, TestSpec spec) {
-    spec.child_env.emplace_back(env::kInternalPool, "1");
-    // Ranks are interchangeable when all that went into them is.
-    std::string key = fmt::format(
-        "{}|{}|{}|{}", spec.world_size, spec.options.master_addr,
-        spec.options.timeout.count(), fmt::join(spec.visible_devices, ";"));
-    for (const auto& [name, value] : spec.child_env) {
-      key += fmt::format("|{}={}", name, value);
-    }
-    if (pools_.count(key) == 0) {
-      MakeRoomFor(spec);
-      Pool& fresh = pools_[key];
-      fresh.ranks = std::make_unique<Supervisor>(
-          spec,
-          MakeLauncher(LaunchMode::kFork, [current = fresh.test](auto arena) {
-            // Only ever called while the pool runs a
-            // test: when its ranks are forked (also when
-            // the pool starts over at a later test).
-            RunAsRank(**current, -1, std::move(arena));
-          }));
-      fresh.on_gpus = !spec.visible_devices.empty();
-    }
-    Pool& pool = pools_[key];
-    *pool.test = &test;
-    pool.used = ++clock_;
-    last_ = key;
-    last_history_ = pool.history;
-    std::vector<RankReport> reports;
-    try {
-      reports = pool.ranks->RunPooled(spec);
-    } catch (...) {
-      pools_.erase(key);
-      throw;
-    }
-    if (!pool.ranks->alive()) {
-      pools_.erase(key);
-    } else {
-      pool.history.push_back(spec.name);
-    }
-    return reports;
-  }
-
-  // The tests that ran on the last test's ranks before it, oldest first
-  // (empty: its ranks were new).
-  const std::vector<std::string>& LastHistory() const { return last_history_; }
-
-  // The last test failed in the parent's judgement (a skip on some ranks
-  // only, say) though no rank failed: its ranks are not reused either.
-  void EndLast() { End({last_}); }
-
-  void ShutdownAll() {
-    std::vector<std::string> all;
-    for (const auto& [key, pool] : pools_) all.push_back(key);
-    End(all);
-  }
-
- private:
-  struct Pool {
-    std::unique_ptr<Supervisor> ranks;
-    // The test it runs now, for ranks forked to start (or restart) it.
-    std::shared_ptr<DistributedTest*> test =
-        std::make_shared<DistributedTest*>(nullptr);
-    std::vector<std::string> history;  // The tests its ranks ran, in order.
-    bool on_gpus = false;
-    long used = 0;  // When it last ran a test (clock_).
-  };
-
-  // At most this many pools live at once (each holds its ranks' processes,
-  // and their idle event loops wake every 10 ms).
-  static constexpr std::size_t kMaxPools = 4;
-
-  Pools() {
-    ParentOnlyDescriptors() = [this](std::vector<int>* fds) {
-      for (const auto& [key, pool] : pools_) pool.ranks->AppendDescriptors(fds);
-    };
-  }
-
-  // Ends the least recently used pool when there are too many, and every
-  // pool on GPUs before one on GPUs starts (parked NCCL ranks keep their
-  // memory and contexts on the devices).
-  void MakeRoomFor(const TestSpec& spec) {
-    std::vector<std::string> ending;
-    for (const auto& [key, pool] : pools_) {
-      if (pool.on_gpus && !spec.visible_devices.empty()) ending.push_back(key);
-    }
-    if (ending.empty() && pools_.size() >= kMaxPools) {
-      auto oldest = std::min_element(pools_.begin(), pools_.end(),
-                                     [](const auto& a, const auto& b) {
-                                       return a.second.used < b.second.used;
-                                     });
-      ending.push_back(oldest->first);
-    }
-    End(ending);
-  }
-
-  // Tells every one of them first, so that they leave together.
-  void End(const std::vector<std::string>& keys) {
-    for (const std::string& key : keys) {
-      if (auto it = pools_.find(key); it != pools_.end()) {
-        it->second.ranks->RequestShutdown();
-      }
-    }
-    for (const std::string& key : keys) {
-      if (auto it = pools_.find(key); it != pools_.end()) {
-        it->second.ranks->FinishShutdown();
-        pools_.erase(it);
-      }
-    }
-  }
-
-  const pid_t owner_ = getpid();
-  std::map<std::string, Pool> pools_;
-  long clock_ = 0;
-  std::string last_;
-  std::vector<std::string> last_history_;
-};
 
 // Whether a test's ranks may come from a pool. When options().reuse_workers
 // cannot apply, says why once per reason.
@@ -328,15 +171,15 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
   std::vector<RankReport> ranks;
   bool pooled = false;
   try {
+    RankEntry entry = [&test, fixture](std::shared_ptr<HostArena> arena) {
+      RunAsRank(test, fixture, std::move(arena));
+    };
     if (fixture < 0 && Pooled(test, spec)) {
-      ranks = Pools::Get().Run(test, spec);
+      ranks = WorkerPools::Get().Run(spec, std::move(entry));
       pooled = true;
     } else {
-      Supervisor supervisor(
-          spec, MakeLauncher(spec.options.launch, [&test, fixture](auto arena) {
-            RunAsRank(test, fixture, std::move(arena));
-          }));
-      ranks = supervisor.Run();
+      ranks =
+          RunTest(spec, MakeLauncher(spec.options.launch, std::move(entry)));
     }
   } catch (const std::exception& e) {
     std::string message = spec.fixture.empty()
@@ -347,7 +190,7 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
     return false;
   }
   Reraise(Judge(spec, ranks));
-  if (pooled && ::testing::Test::HasFailure()) Pools::Get().EndLast();
+  if (pooled && ::testing::Test::HasFailure()) WorkerPools::Get().EndLast();
   if (::testing::Test::HasFailure()) {
     PrintLogTails(ranks);
     if (!spec.fixture.empty()) {
@@ -363,9 +206,9 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
     }
     ::testing::Test::RecordProperty("disttest_rerun", rerun);
     std::printf("[ disttest ] rerun this test alone: %s\n", rerun.c_str());
-    if (pooled && !Pools::Get().LastHistory().empty()) {
+    if (pooled && !WorkerPools::Get().LastHistory().empty()) {
       // A pooled rank's state may come from the tests before it.
-      const std::vector<std::string>& before = Pools::Get().LastHistory();
+      const std::vector<std::string>& before = WorkerPools::Get().LastHistory();
       std::vector<std::string> all = before;
       all.push_back(spec.name);
       std::printf(

@@ -185,15 +185,8 @@ bool IsDeathTestChild() {
   return child;
 }
 
-std::function<void(std::vector<int>*)>& ParentOnlyDescriptors() {
-  static auto* list = new std::function<void(std::vector<int>*)>;
-  return *list;
-}
-
 pid_t Launcher::Spawn(const SpawnRequest& request) {
   Prepare(request);
-  extra_close_.clear();
-  if (ParentOnlyDescriptors()) ParentOnlyDescriptors()(&extra_close_);
   // Buffered output would otherwise be written twice: once by the parent and
   // once by every child that inherits the buffer.
   std::fflush(nullptr);
@@ -236,10 +229,6 @@ void Launcher::StartChild(const SpawnRequest& request, pid_t parent) {
     close(request.stderr_fd);
   }
   for (int fd : request.close_in_child) close(fd);
-  for (int fd : extra_close_) {
-    // A pool's own pipe is among the parent-only descriptors of all pools.
-    if (fd != request.results_ready_fd) close(fd);
-  }
   // Nothing may unwind out of the child into the parent's code (it would
   // run the rest of the parent's test as a second parent).
   try {

@@ -65,13 +65,7 @@ class Launcher {
 
  private:
   [[noreturn]] void StartChild(const SpawnRequest& request, pid_t parent);
-  std::vector<int> extra_close_;  // ParentOnlyDescriptors(), before fork.
 };
-
-// Descriptors of the parent's that no rank may keep, beyond a test's own
-// (those of pooled ranks that outlive their tests): every Spawn closes them
-// in the child. Set by the owner of the pools.
-std::function<void(std::vector<int>*)>& ParentOnlyDescriptors();
 
 // The rank's code, run in the forked child (kFork only), given the host
 // arena it inherited mapped (null: none).

@@ -225,6 +225,16 @@ std::string RankLabel(const TestSpec& spec, int rank) {
   return fmt::format("[{} rank {}/{}]", spec.fixture, rank, spec.world_size);
 }
 
+bool RankFailed(const RankReport& r) {
+  if (!r.killed_because.empty() || !r.not_started.empty() ||
+      !r.overran.empty() || !r.channel_errors.empty()) {
+    return true;
+  }
+  if (!r.done || !Succeeded(*r.done)) return true;
+  return HasResult(r, RankMessage::Kind::kFatalFailure,
+                   RankMessage::Kind::kNonFatalFailure);
+}
+
 std::vector<Finding> Judge(const TestSpec& spec,
                            const std::vector<RankReport>& ranks) {
   std::vector<Finding> findings;

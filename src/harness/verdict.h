@@ -84,6 +84,11 @@ struct Finding {
   std::string value;
 };
 
+// Whether a rank's own part of the test went wrong: it was not started,
+// was killed or overran, reported no pass or skip, reported a failure, or
+// not all of its results could be read.
+bool RankFailed(const RankReport& r);
+
 std::vector<Finding> Judge(const TestSpec& spec,
                            const std::vector<RankReport>& ranks);
 

@@ -2,7 +2,10 @@
 #include "harness/worker_pool.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -13,6 +16,7 @@
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
 #include "harness/spawned_rank_host.h"
+#include "harness/supervisor.h"
 
 namespace disttest::internal {
 
@@ -60,6 +64,252 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
     const bool again = Succeeded(verdict) && ReusableCommunicator(comm);
     ReportVerdict(report, verdict);
     if (!again) return verdict;
+  }
+}
+
+// One pool: a rank group kept between tests.
+class WorkerPools::Pool {
+ public:
+  explicit Pool(const TestSpec& spec)
+      : group_(spec, MakeLauncher(LaunchMode::kFork,
+                                  [current = current_](auto arena) {
+                                    // Only ever called while the pool runs a
+                                    // test: when its ranks are forked (also
+                                    // when it starts over at a later test).
+                                    (*current)(std::move(arena));
+                                  })),
+        on_gpus_(!spec.visible_devices.empty()) {}
+
+  // The first call spawns the ranks, which run `spec`; each later call
+  // hands them the next test through the store. A test ends when every rank
+  // has reported its verdict. When every rank passed or skipped, the ranks
+  // stay (parked); otherwise they are ended as a test's own ranks are, and
+  // alive() turns false.
+  std::vector<RankReport> RunTest(const TestSpec& spec, RankEntry entry);
+  bool alive() const { return alive_; }
+  // Tells parked ranks to leave (they reset their connections, so that no
+  // TIME_WAIT is left); FinishShutdown() then serves the store while they
+  // meet, for 2 s at most, ends and reaps them and removes the queues.
+  void RequestShutdown();
+  void FinishShutdown();
+
+  std::vector<std::string> history;  // The tests its ranks ran, in order.
+  long used = 0;                     // When it last ran a test.
+  bool on_gpus() const { return on_gpus_; }
+
+ private:
+  // True once every rank waits for the next test in the store; false when
+  // one leaves instead (its communicator failed) or none of that happens
+  // within a few seconds.
+  bool AwaitParked();
+
+  // The rank code of the test the pool runs now, for ranks forked for it.
+  std::shared_ptr<RankEntry> current_ = std::make_shared<RankEntry>();
+  RankGroup group_;
+  bool on_gpus_;
+  bool alive_ = false;
+  bool shutting_down_ = false;
+  int dispatched_ = 0;  // Tests handed to the parked ranks so far.
+};
+
+std::vector<RankReport> WorkerPools::Pool::RunTest(const TestSpec& spec,
+                                                   RankEntry entry) {
+  ValidateSpec(spec);
+  *current_ = std::move(entry);
+  if (alive_) {
+    // While parked, a rank may have died or said something (a store error
+    // while it waited): that is the pool's, not the next test's. Start over.
+    group_.ObserveExits();
+    group_.DrainChannels();
+    bool quiet = true;
+    for (const RankGroup::Rank& rank : group_.ranks()) {
+      quiet &= !rank.exited && rank.report.results.empty() &&
+               rank.report.channel_errors.empty();
+    }
+    if (!quiet) {
+      (void)group_.End("the pool broke while it waited");
+      alive_ = false;
+    }
+  }
+  if (!alive_) {
+    group_.Relabel(spec);
+    Supervisor supervisor(group_);
+    group_.Start();
+    alive_ = true;
+    dispatched_ = 0;
+    supervisor.Run();
+  } else {
+    group_.Relabel(spec);
+    Supervisor supervisor(group_);
+    ++dispatched_;
+    group_.server().Set(PoolKey(dispatched_),
+                        std::vector<char>(spec.name.begin(), spec.name.end()));
+    supervisor.Run();
+  }
+  // What a rank printed before its verdict is in the pipe by now (ranks
+  // flush before they report); a line left open ends with the test.
+  for (RankGroup::Rank& rank : group_.ranks()) {
+    if (rank.out) rank.out->Finish();
+    if (rank.err) rank.err->Finish();
+  }
+  group_.DrainChannels();
+  group_.ObserveExits();
+  bool clean = true;
+  for (const RankGroup::Rank& rank : group_.ranks()) {
+    clean &= !rank.exited && !RankFailed(rank.report);
+  }
+  // A rank that reported may still leave (its communicator failed): parked
+  // means asking for the next test.
+  if (clean) clean = AwaitParked();
+  if (!clean) {
+    // Anything else ends the pool, as a test ends its ranks.
+    alive_ = false;
+    return group_.End("the test ended");
+  }
+  std::vector<RankReport> reports;
+  for (RankGroup::Rank& rank : group_.ranks()) {
+    rank.report.parked = true;
+    reports.push_back(rank.report);
+    // What came is this test's (its properties, say): whatever comes
+    // while the ranks are parked is the pool's trouble.
+    rank.report.results.clear();
+  }
+  return reports;
+}
+
+bool WorkerPools::Pool::AwaitParked() {
+  const std::string next = PoolKey(dispatched_ + 1);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    group_.ObserveExits();
+    for (const RankGroup::Rank& rank : group_.ranks()) {
+      if (rank.exited) return false;
+    }
+    if (group_.server().waiting_on(next) == group_.ranks().size()) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    group_.Serve(10);
+  }
+}
+
+void WorkerPools::Pool::RequestShutdown() {
+  if (!alive_) return;
+  alive_ = false;
+  // An empty name: leave.
+  ++dispatched_;
+  group_.server().Set(PoolKey(dispatched_), {});
+  shutting_down_ = true;
+}
+
+void WorkerPools::Pool::FinishShutdown() {
+  if (!shutting_down_) return;
+  shutting_down_ = false;
+  // Serve the store while they meet and reset their connections; whoever is
+  // left at the deadline is ended (no stacks: nothing is wrong).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  auto running = [&] {
+    for (const RankGroup::Rank& rank : group_.ranks()) {
+      if (rank.pid > 0 && !rank.exited) return true;
+    }
+    return false;
+  };
+  while (running() && std::chrono::steady_clock::now() < until) {
+    group_.Serve(10);
+  }
+  group_.Kill("the pool was shut down");
+  for (RankGroup::Rank& rank : group_.ranks()) {
+    if (rank.out) rank.out->Finish();
+    if (rank.err) rank.err->Finish();
+  }
+  group_.CleanUp();
+}
+
+WorkerPools& WorkerPools::Get() {
+  static WorkerPools pools;
+  return pools;
+}
+
+WorkerPools::WorkerPools() : owner_(getpid()) {}
+
+WorkerPools::~WorkerPools() {
+  if (getpid() == owner_) {
+    ShutdownAll();
+  } else {
+    // Kept, not destroyed (that would end them), and still reachable, so
+    // that a leak checker in this child does not count them.
+    static auto* kept = new std::vector<std::unique_ptr<Pool>>;
+    for (auto& [key, pool] : pools_) kept->push_back(std::move(pool));
+  }
+}
+
+std::vector<RankReport> WorkerPools::Run(TestSpec spec, RankEntry entry) {
+  spec.child_env.emplace_back(env::kInternalPool, "1");
+  // Ranks are interchangeable when all that went into them is.
+  std::string key = fmt::format(
+      "{}|{}|{}|{}", spec.world_size, spec.options.master_addr,
+      spec.options.timeout.count(), fmt::join(spec.visible_devices, ";"));
+  for (const auto& [name, value] : spec.child_env) {
+    key += fmt::format("|{}={}", name, value);
+  }
+  if (pools_.count(key) == 0) {
+    MakeRoomFor(spec);
+    pools_[key] = std::make_unique<Pool>(spec);
+  }
+  Pool& pool = *pools_[key];
+  pool.used = ++clock_;
+  last_ = key;
+  last_history_ = pool.history;
+  std::vector<RankReport> reports;
+  try {
+    reports = pool.RunTest(spec, std::move(entry));
+  } catch (...) {
+    pools_.erase(key);
+    throw;
+  }
+  if (!pool.alive()) {
+    pools_.erase(key);
+  } else {
+    pool.history.push_back(spec.name);
+  }
+  return reports;
+}
+
+void WorkerPools::ShutdownAll() {
+  std::vector<std::string> all;
+  for (const auto& [key, pool] : pools_) all.push_back(key);
+  End(all);
+}
+
+void WorkerPools::MakeRoomFor(const TestSpec& spec) {
+  // At most this many pools live at once (each holds its ranks' processes,
+  // and their idle event loops wake every 10 ms).
+  constexpr std::size_t kMaxPools = 4;
+  std::vector<std::string> ending;
+  for (const auto& [key, pool] : pools_) {
+    if (pool->on_gpus() && !spec.visible_devices.empty()) {
+      ending.push_back(key);
+    }
+  }
+  if (ending.empty() && pools_.size() >= kMaxPools) {
+    auto oldest = std::min_element(pools_.begin(), pools_.end(),
+                                   [](const auto& a, const auto& b) {
+                                     return a.second->used < b.second->used;
+                                   });
+    ending.push_back(oldest->first);
+  }
+  End(ending);
+}
+
+void WorkerPools::End(const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) {
+    if (auto it = pools_.find(key); it != pools_.end()) {
+      it->second->RequestShutdown();
+    }
+  }
+  for (const std::string& key : keys) {
+    if (auto it = pools_.find(key); it != pools_.end()) {
+      it->second->FinishShutdown();
+      pools_.erase(it);
+    }
   }
 }
 

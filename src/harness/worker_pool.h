@@ -1,8 +1,13 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Pooled ranks (options().reuse_workers), the rank's side: after its first
-// test a pooled rank parks, waiting in the store for the name of its next
-// test, and runs it on the same communicator. The protocol, whole:
+// Pooled ranks (options().reuse_workers), both sides: the parent keeps a
+// test's ranks (WorkerPools) for the next test that can share them; after
+// its first test a pooled rank parks (ServePool), waiting in the store for
+// the name of its next test, and runs it on the same communicator.
+//
+//   std::vector<RankReport> r = WorkerPools::Get().Run(spec, entry);
+//
+// The protocol, whole:
 //   - the supervisor spawns the ranks with DISTTEST_INTERNAL_POOL=1;
 //   - each test's verdict is a kDone result; a rank that passed or skipped
 //     with a communicator that never failed then waits on PoolKey(n) for
@@ -10,16 +15,29 @@
 //   - the supervisor sets PoolKey(n) to the next test's full gtest name,
 //     which the ranks run under the store prefix PoolKey(n);
 //   - an empty name, or a failure here, ends the pool: the rank goes on to
-//     the exit meeting and leaves.
+//     the exit meeting and leaves;
+//   - a pool ends at a failure (the parent starts over with fresh ranks at
+//     the next test), when there are too many, and when the process exits
+//     (they outlive --gtest_repeat's iterations). A process that ends with
+//     _exit or a signal leaves its pools to PR_SET_PDEATHSIG, and their
+//     queues to the next run's clean-up of dead processes' queues.
 #ifndef DISTTEST_SRC_HARNESS_WORKER_POOL_H_
 #define DISTTEST_SRC_HARNESS_WORKER_POOL_H_
 
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "disttest/comm/communicator.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/rendezvous/tcp_store.h"
+#include "harness/launcher.h"
+#include "harness/rank_group.h"
 #include "harness/rank_main.h"
+#include "harness/verdict.h"
 
 namespace disttest::internal {
 
@@ -40,6 +58,46 @@ bool ReusableCommunicator(Communicator* comm);
 RankVerdict ServePool(RankProgram& first, const RankEnv& env,
                       Communicator* comm, TcpStore& store,
                       const ReportFn& report);
+
+// The parent's pools, one per kind of test that can share ranks.
+class WorkerPools {
+ public:
+  static WorkerPools& Get();
+  // Only in the process that made the pools: a forked child that calls
+  // exit() (a death test, a rank) must not end the parent's ranks.
+  ~WorkerPools();
+
+  // Runs `spec` on the ranks of the pool for its kind (same world size,
+  // address, timeout, GPUs and rank environment), started now when there
+  // is none. `entry` is the test's rank code, which ranks forked for it run.
+  // Throws as RunTest does.
+  std::vector<RankReport> Run(TestSpec spec, RankEntry entry);
+
+  // The tests that ran on the last test's ranks before it, oldest first
+  // (empty: its ranks were new).
+  const std::vector<std::string>& LastHistory() const { return last_history_; }
+  // The last test failed in the parent's judgement (a skip on some ranks
+  // only, say) though no rank failed: its ranks are not reused either.
+  void EndLast() { End({last_}); }
+  void ShutdownAll();
+
+ private:
+  class Pool;
+
+  WorkerPools();
+  // Ends the least recently used pool when there are too many, and every
+  // pool on GPUs before one on GPUs starts (parked NCCL ranks keep their
+  // memory and contexts on the devices).
+  void MakeRoomFor(const TestSpec& spec);
+  // Tells every one of them first, so that they leave together.
+  void End(const std::vector<std::string>& keys);
+
+  const pid_t owner_;
+  std::map<std::string, std::unique_ptr<Pool>> pools_;
+  long clock_ = 0;
+  std::string last_;
+  std::vector<std::string> last_history_;
+};
 
 }  // namespace disttest::internal
 

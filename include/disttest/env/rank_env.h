@@ -49,6 +49,9 @@ using EnvLookup = std::function<const char*(const char*)>;
 // Largest world size disttest accepts.
 inline constexpr int kMaxWorldSize = 1024;
 
+// Whether `n` ranks is a world size disttest accepts: [1, kMaxWorldSize].
+constexpr bool ValidWorldSize(int n) { return n >= 1 && n <= kMaxWorldSize; }
+
 // Parses the integer value of environment variable `name`; throws ConfigError
 // naming the variable and the value when it is not an integer in [min, max].
 int ParseIntVariable(const char* name, const char* value, int min, int max);

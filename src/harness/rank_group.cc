@@ -1,0 +1,562 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/rank_group.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <tuple>
+
+#include "disttest/env/names.h"
+#include "disttest/error.h"
+#include "env/text.h"
+#include "harness/descendants.h"
+#include "harness/resources.h"
+#include "rendezvous/bind.h"
+
+namespace disttest::internal {
+namespace {
+
+// Test sequence number within this process: part of every queue name, so a
+// test that runs twice (--gtest_repeat) never meets its own old queues.
+int NextTestSequence() {
+  static int seq = 0;
+  return ++seq;
+}
+
+// Groups between Start and CleanUp: while any is, this process is a child
+// subreaper, and each one's descriptors are closed in the others' ranks.
+std::set<const RankGroup*>& LiveGroups() {
+  static auto* groups = new std::set<const RankGroup*>;
+  return *groups;
+}
+
+// The ranks of every group of this process, not yet reaped: never taken
+// for another test's orphans.
+std::set<pid_t>& LiveRanks() {
+  static auto* ranks = new std::set<pid_t>;
+  return *ranks;
+}
+
+int PidFdOpen(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;  // The drain tick notices exits instead.
+#endif
+}
+
+struct FdCloser {
+  explicit FdCloser(int f) : fd(f) {}
+  ~FdCloser() { close(fd); }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+  int fd;
+};
+
+// How long, after SIGKILL, the parent waits for a rank to be reapable. Only
+// a process stuck in uninterruptible sleep (a hung driver) takes longer.
+constexpr std::chrono::seconds kReapDeadline(10);
+
+// A socket bound to a free port of `host` with SO_REUSEADDR and not
+// listening: {descriptor, port}. Code that binds the port with SO_REUSEADDR
+// too (as stores do) may take it over; nothing else can, and the kernel
+// gives it to no outgoing connection.
+std::pair<int, int> ReservePort(const std::string& host) {
+  try {
+    return BindTcp(host, 0, 0);
+  } catch (const std::exception& e) {
+    const int error = errno;
+    throw Error(fmt::format("cannot reserve a MASTER_PORT on {}: {}{}", host,
+                            e.what(),
+                            error == EMFILE ? OpenFilesLimitText() : ""));
+  }
+}
+
+std::pair<int, int> MakePipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    const int error = errno;
+    throw Error(fmt::format("cannot create an output pipe: {}{}",
+                            std::strerror(error),
+                            error == EMFILE ? OpenFilesLimitText() : ""));
+  }
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  return {fds[0], fds[1]};
+}
+
+// The ranks' host arena. Under DISTTEST_NO_HOST_ARENA=1 it carries no
+// data (collectives go through Gloo) but still checks that the ranks agree
+// on every collective. Null when it cannot be mapped: collectives then go
+// through Gloo unchecked, which the run says once.
+std::shared_ptr<HostArena> MakeArena(int world_size) {
+  try {
+    return HostArena::Create(world_size,
+                             /*carry_data=*/!SetToOne(env::kNoHostArena));
+  } catch (const Error& e) {
+    static bool said = false;
+    if (!said) {
+      std::fprintf(stderr,
+                   "[ disttest ] note: %s; collectives go through Gloo, and "
+                   "ranks that call different collectives are not detected\n",
+                   e.what());
+      said = true;
+    }
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+RankGroup::RankGroup(TestSpec spec, std::unique_ptr<Launcher> launcher)
+    : spec_(std::move(spec)), launcher_(std::move(launcher)) {}
+
+RankGroup::~RankGroup() { CleanUp(); }
+
+void RankGroup::RemoveStaleQueuesOnce() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  std::vector<std::string> removed = RemoveQueuesOfDeadProcesses();
+  if (!removed.empty()) {
+    std::printf(
+        "[ disttest ] removed %zu result queue%s that test processes which "
+        "died left in /dev/shm (first: %s)\n",
+        removed.size(), removed.size() == 1 ? "" : "s", removed[0].c_str());
+    std::fflush(stdout);
+  }
+}
+
+bool RankGroup::parks() const {
+  for (const auto& [name, value] : spec_.child_env) {
+    if (name == env::kInternalPool) return true;
+  }
+  return false;
+}
+
+std::string RankGroup::accept_trouble() const {
+  return server_ ? server_->accept_trouble() : "";
+}
+
+std::string RankGroup::Subject() const {
+  if (spec_.fixture.empty()) return spec_.name;
+  return fmt::format("{} (its fixture {})", spec_.name, spec_.fixture);
+}
+
+void RankGroup::OpenLogs() {
+  const char* dir = std::getenv(env::kLogDir);
+  if (dir == nullptr || *dir == '\0') return;
+  std::filesystem::path test_dir = std::filesystem::path(dir) / spec_.name;
+  std::error_code ec;
+  std::filesystem::create_directories(test_dir, ec);
+  if (ec) {
+    throw ConfigError(fmt::format("{}={}: cannot create {}: {}", env::kLogDir,
+                                  dir, test_dir.string(), ec.message()));
+  }
+  for (Rank& rank : ranks_) {
+    std::string file = fmt::format("rank-{}.log", rank.report.rank);
+    if (!spec_.fixture.empty()) file = spec_.fixture + "-" + file;
+    std::string path = (test_dir / file).string();
+    rank.log = std::fopen(path.c_str(), "we");
+    if (rank.log == nullptr) {
+      throw ConfigError(fmt::format("{}={}: cannot write {}: {}", env::kLogDir,
+                                    dir, path, std::strerror(errno)));
+    }
+    rank.report.log_path = path;
+  }
+}
+
+void RankGroup::Start() {
+  RemoveStaleQueuesOnce();
+  // Processes that ranks start and that outlive a rank the harness kills
+  // (a daemon that called setsid() leaves the group) come to this process,
+  // not to init: End ends them.
+  if (!started_) {
+    started_ = true;
+    if (LiveGroups().empty()) prctl(PR_SET_CHILD_SUBREAPER, 1);
+    LiveGroups().insert(this);
+    children_before_.clear();
+    for (pid_t pid : Children()) children_before_.insert(pid);
+  }
+  // Limits that would otherwise hang the ranks (no descriptor for a peer's
+  // connection) or kill them (SIGBUS on a full /dev/shm) fail the test now.
+  EnsureOpenFiles(spec_.world_size, spec_.options.init_distributed);
+  EnsureSharedMemory(spec_.world_size,
+                     spec_.world_size * ResultChannel::kQueueBytes);
+  pgid_ = 0;  // A new group (rank 0 leads it), also when a pool restarts.
+  store_token_ = GenerateStoreToken();
+  server_ = std::make_unique<TcpStoreServer>(spec_.options.master_addr, 0,
+                                             store_token_);
+  int seq = NextTestSequence();
+  ranks_.clear();
+  ranks_.resize(spec_.world_size);
+  queue_names_.clear();
+  for (int r = 0; r < spec_.world_size; ++r) {
+    ranks_[r].report.rank = r;
+    queue_names_.push_back(ResultQueueName(getpid(), seq, spec_.name, r));
+  }
+  emergency_ = std::make_unique<EmergencyCleanup>();
+  emergency_->Arm(0, queue_names_);
+  for (int r = 0; r < spec_.world_size; ++r) {
+    ranks_[r].channel = ResultChannel::Create(queue_names_[r]);
+  }
+  if (master_port_fd_ < 0) {
+    std::tie(master_port_fd_, master_port_) =
+        ReservePort(spec_.options.master_addr);
+  }
+  if (results_ready_[0] < 0 &&
+      pipe2(results_ready_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    // Without it the queues are drained on the tick alone.
+    results_ready_[0] = results_ready_[1] = -1;
+  }
+  OpenLogs();
+  arena_ =
+      spec_.options.init_distributed ? MakeArena(spec_.world_size) : nullptr;
+  SpawnAll();
+  emergency_->Arm(pgid_, queue_names_);
+}
+
+void RankGroup::Relabel(const TestSpec& spec) {
+  spec_ = spec;
+  for (Rank& rank : ranks_) {
+    if (rank.log != nullptr) std::fclose(rank.log);
+    rank.log = nullptr;
+    rank.report = RankReport{};
+    rank.report.rank = static_cast<int>(&rank - ranks_.data());
+  }
+  OpenLogs();
+  for (Rank& rank : ranks_) {
+    if (rank.out) rank.out->CopyTo(rank.log);
+    if (rank.err) rank.err->CopyTo(rank.log);
+  }
+}
+
+std::vector<RankReport> RankGroup::End(const std::string& reason) {
+  // Kill the group and reap first: a process a rank started may still hold
+  // the output pipes, and its death lets the relays see end of file.
+  Kill(reason);
+  ReapAll();
+  EndOrphans();
+  // Rank 0 is reaped: the group id may now be reused.
+  if (emergency_) emergency_->Arm(0, queue_names_);
+  for (Rank& rank : ranks_) {
+    if (rank.out) rank.out->Finish();
+    if (rank.err) rank.err->Finish();
+  }
+  DrainChannels();
+  std::vector<RankReport> reports;
+  for (Rank& rank : ranks_) reports.push_back(std::move(rank.report));
+  CleanUp();
+  return reports;
+}
+
+void RankGroup::AppendDescriptors(std::vector<int>* fds) const {
+  if (server_) {
+    std::vector<pollfd> server_fds;
+    server_->AppendPollFds(&server_fds);
+    for (const pollfd& p : server_fds) fds->push_back(p.fd);
+  }
+  if (arena_ != nullptr && arena_->fd() >= 0) fds->push_back(arena_->fd());
+  for (int fd : results_ready_) {
+    if (fd >= 0) fds->push_back(fd);
+  }
+  if (master_port_fd_ >= 0) fds->push_back(master_port_fd_);
+  for (const Rank& rank : ranks_) {
+    if (rank.out && rank.out->open()) fds->push_back(rank.out->fd());
+    if (rank.err && rank.err->open()) fds->push_back(rank.err->fd());
+    if (rank.pidfd >= 0) fds->push_back(rank.pidfd);
+  }
+}
+
+void RankGroup::SpawnAll() {
+  if (spec_.options.launch == LaunchMode::kFork) WarnIfThreaded(spec_.name);
+  for (int r = 0; r < spec_.world_size; ++r) {
+    try {
+      SpawnRank(r);
+    } catch (const std::exception& e) {
+      // The ranks already started are waiting for this one; end them now.
+      Kill(fmt::format("rank {} could not be started", r));
+      ranks_[r].report.not_started = e.what();
+      for (int later = r + 1; later < spec_.world_size; ++later) {
+        ranks_[later].report.not_started =
+            fmt::format("rank {} could not be started", r);
+      }
+      return;
+    }
+  }
+}
+
+void RankGroup::SpawnRank(int r) {
+  Rank& rank = ranks_[r];
+  // The relays own the read ends at once; the write ends are closed on every
+  // path out of this function.
+  auto [out_read, out_write_fd] = MakePipe();
+  FdCloser out_write(out_write_fd);
+  std::string prefix = spec_.fixture.empty()
+                           ? fmt::format("[rank {}] ", r)
+                           : fmt::format("[{} rank {}] ", spec_.fixture, r);
+  rank.out = std::make_unique<OutputRelay>(out_read, stdout, prefix);
+  auto [err_read, err_write_fd] = MakePipe();
+  FdCloser err_write(err_write_fd);
+  rank.err = std::make_unique<OutputRelay>(err_read, stderr, prefix);
+  rank.out->CopyTo(rank.log);
+  rank.err->CopyTo(rank.log);
+  if (spec_.options.launch == LaunchMode::kExec) {
+    // gtest_main prints this banner before main() reaches the test.
+    rank.out->DropFirstLineIfStartsWith("Running main() from ");
+  }
+  SpawnRequest request;
+  request.rank.rank = r;
+  request.rank.world_size = spec_.world_size;
+  request.rank.local_rank = r;
+  request.rank.local_size = spec_.world_size;
+  request.rank.master_addr = spec_.options.master_addr;
+  request.rank.master_port = master_port_;
+  request.test_name = spec_.name;
+  request.extra_env = spec_.child_env;
+  request.extra_env.emplace_back(env::kInternalStorePort,
+                                 std::to_string(server_->port()));
+  if (!spec_.visible_devices.empty()) {
+    request.extra_env.emplace_back(
+        env::kCudaVisibleDevices,
+        spec_.visible_devices.at(static_cast<std::size_t>(r)));
+  }
+  request.arena = arena_;
+  request.results_ready_fd = results_ready_[1];
+  if (results_ready_[0] >= 0) {
+    request.close_in_child.push_back(results_ready_[0]);
+  }
+  if (master_port_fd_ >= 0) request.close_in_child.push_back(master_port_fd_);
+  request.result_queue = rank.channel->name();
+  request.store_token = store_token_;
+  request.stdout_fd = out_write.fd;
+  request.stderr_fd = err_write.fd;
+  request.pgid = pgid_;
+  std::vector<pollfd> server_fds;
+  server_->AppendPollFds(&server_fds);
+  for (const pollfd& p : server_fds) request.close_in_child.push_back(p.fd);
+  for (const Rank& other : ranks_) {
+    if (other.out && other.out->open())
+      request.close_in_child.push_back(other.out->fd());
+    if (other.err && other.err->open())
+      request.close_in_child.push_back(other.err->fd());
+    if (other.pidfd >= 0) request.close_in_child.push_back(other.pidfd);
+  }
+  // What serves the other groups (pools that outlive their tests) is not
+  // this rank's either.
+  for (const RankGroup* other : LiveGroups()) {
+    if (other != this) other->AppendDescriptors(&request.close_in_child);
+  }
+  pid_t pid = launcher_->Spawn(request);
+  LiveRanks().insert(pid);
+  rank.pid = pid;
+  if (pgid_ == 0) pgid_ = pid;
+  rank.pidfd = PidFdOpen(pid);
+}
+
+void RankGroup::Serve(int timeout_ms) {
+  fds_.clear();
+  server_->AppendPollFds(&fds_);
+  std::size_t server_count = fds_.size();
+  if (results_ready_[0] >= 0) fds_.push_back({results_ready_[0], POLLIN, 0});
+  for (Rank& rank : ranks_) {
+    for (OutputRelay* relay : {rank.out.get(), rank.err.get()}) {
+      if (relay != nullptr && relay->open()) {
+        fds_.push_back({relay->fd(), POLLIN, 0});
+      }
+    }
+    if (rank.pidfd >= 0 && !rank.exited) {
+      fds_.push_back({rank.pidfd, POLLIN, 0});
+    }
+  }
+  int n = poll(fds_.data(), fds_.size(), timeout_ms);
+  if (n < 0 && errno != EINTR) {
+    throw Error(fmt::format("poll failed: {}", std::strerror(errno)));
+  }
+  if (n > 0) {
+    server_->HandlePollFds(fds_.data(), server_count);
+    for (Rank& rank : ranks_) {
+      for (OutputRelay* relay : {rank.out.get(), rank.err.get()}) {
+        if (relay == nullptr || !relay->open()) continue;
+        for (std::size_t i = server_count; i < fds_.size(); ++i) {
+          if (fds_[i].fd == relay->fd() && fds_[i].revents != 0) {
+            relay->OnReadable();
+          }
+        }
+      }
+    }
+  }
+  if (results_ready_[0] >= 0) {
+    char bytes[4096];
+    while (read(results_ready_[0], bytes, sizeof bytes) > 0) {
+    }
+  }
+  DrainChannels();
+  ObserveExits();
+}
+
+void RankGroup::DrainChannels() {
+  for (Rank& rank : ranks_) {
+    if (!rank.channel || rank.channel_broken) continue;
+    std::string error;
+    while (auto m = rank.channel->TryReceive(&error)) {
+      if (m->kind != RankMessage::Kind::kDone) {
+        rank.report.results.push_back(std::move(*m));
+        continue;
+      }
+      std::optional<RankVerdict> verdict = ParseRankVerdict(m->message);
+      if (!verdict) {
+        rank.report.channel_errors.push_back(
+            fmt::format("reported the unknown verdict '{}'", m->message));
+        verdict = RankVerdict::kFailed;
+      }
+      rank.report.done = verdict;
+      if (on_verdict_) on_verdict_(rank);
+    }
+    if (!error.empty()) {
+      // A queue that failed once (a writer died holding its lock, or wrote
+      // garbage) is not read again; the exit status still says how it ended.
+      rank.channel_broken = true;
+      rank.report.channel_errors.push_back(error);
+    }
+  }
+}
+
+void RankGroup::ObserveExits() {
+  for (Rank& rank : ranks_) {
+    if (rank.pid <= 0 || rank.exited) continue;
+    siginfo_t info{};
+    int rc = waitid(P_PID, rank.pid, &info, WEXITED | WNOHANG | WNOWAIT);
+    if (rc == 0 && info.si_pid == rank.pid) {
+      rank.exited = true;
+      rank.report.outcome = RankOutcome::FromSigInfo(info);
+      OnRankEnded(rank);
+    } else if (rc < 0 && errno != EINTR) {
+      // ECHILD: someone else (a SIGCHLD handler of the test?) reaped it.
+      rank.exited = rank.reaped = true;
+      rank.report.channel_errors.push_back(
+          fmt::format("could not be waited for: {}", std::strerror(errno)));
+    }
+  }
+}
+
+void RankGroup::OnRankEnded(Rank& rank) {
+  if (rank.pidfd >= 0) {
+    close(rank.pidfd);
+    rank.pidfd = -1;
+  }
+  // Its peers' collectives in the arena cannot complete now; their waits
+  // end at once, naming it (as Gloo's do when its connections close).
+  if (arena_) arena_->MarkEnded(rank.report.rank);
+  if (on_exit_) on_exit_(rank);
+}
+
+void RankGroup::Kill(const std::string& reason) {
+  for (Rank& rank : ranks_) {
+    if (rank.pid <= 0 || rank.exited) continue;
+    if (rank.report.done) {
+      rank.report.killed_after_done = true;
+    } else if (rank.report.killed_because.empty()) {
+      rank.report.killed_because = reason;
+    }
+    kill(rank.pid, SIGKILL);
+  }
+  // The group also holds whatever the ranks started. Its id is rank 0's pid,
+  // which stays ours until rank 0 is reaped (ObserveExits leaves it a
+  // zombie), so this never signals a stranger's group.
+  if (pgid_ > 0 && !ranks_.empty() && !ranks_[0].reaped) kill(-pgid_, SIGKILL);
+}
+
+void RankGroup::ReapAll() {
+  auto deadline = std::chrono::steady_clock::now() + kReapDeadline;
+  for (Rank& rank : ranks_) {
+    if (rank.pid <= 0 || rank.reaped) continue;
+    int status = 0;
+    pid_t got = 0;
+    while ((got = waitpid(rank.pid, &status, WNOHANG)) == 0 ||
+           (got < 0 && errno == EINTR)) {
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      poll(nullptr, 0, 1);  // Only after SIGKILL, so only briefly.
+    }
+    if (got != rank.pid) {
+      rank.report.channel_errors.push_back(fmt::format(
+          "could not be reaped within {} s of SIGKILL (uninterruptible "
+          "sleep in a driver?)",
+          kReapDeadline.count()));
+      continue;
+    }
+    rank.reaped = true;
+    LiveRanks().erase(rank.pid);
+    if (!rank.exited) {
+      rank.exited = true;
+      rank.report.outcome = RankOutcome::FromWaitStatus(status);
+    }
+  }
+}
+
+void RankGroup::EndOrphans() {
+  if (!started_) return;
+  // Only processes of this test's ranks: not there when its ranks started,
+  // not a rank (of any test), and carrying its MASTER_PORT (set at exec);
+  // forked ranks' descendants that never exec'd show the environment the
+  // parent was started with, but the parent of forked ranks runs no
+  // threads that could have started them.
+  const std::string mine = fmt::format("{}={}", env::kMasterPort, master_port_);
+  const bool forked = spec_.options.launch == LaunchMode::kFork;
+  const auto pick = [&](pid_t pid) {
+    if (children_before_.count(pid) != 0 || LiveRanks().count(pid) != 0) {
+      return false;
+    }
+    return forked || EnvironmentHas(pid, mine);
+  };
+  for (const std::string& process : EndChildren(pick)) {
+    std::printf(
+        "[ disttest ] note: %s: ended process %s, which its ranks started "
+        "and left running\n",
+        Subject().c_str(), process.c_str());
+    std::fflush(stdout);
+  }
+}
+
+void RankGroup::CleanUp() {
+  Kill("the test ended");
+  ReapAll();
+  EndOrphans();
+  if (started_) {
+    started_ = false;
+    LiveGroups().erase(this);
+    // The last one: orphans of other code go to init again, as before.
+    if (LiveGroups().empty()) prctl(PR_SET_CHILD_SUBREAPER, 0);
+  }
+  for (Rank& rank : ranks_) {
+    if (rank.pidfd >= 0) close(rank.pidfd);
+    rank.pidfd = -1;
+    rank.out.reset();
+    rank.err.reset();
+    if (rank.log != nullptr) std::fclose(rank.log);
+    rank.log = nullptr;
+    if (rank.channel) {
+      ResultChannel::Remove(rank.channel->name());
+      rank.channel.reset();
+    }
+  }
+  server_.reset();
+  emergency_.reset();
+  for (int& fd : results_ready_) {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+  if (master_port_fd_ >= 0) close(master_port_fd_);
+  master_port_fd_ = -1;
+}
+
+}  // namespace disttest::internal
