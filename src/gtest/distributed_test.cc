@@ -33,8 +33,8 @@
 #include "env/text.h"
 #include "gtest/current_communicator.h"
 #include "gtest/external.h"
-#include "gtest/gpu_placement.h"
 #include "gtest/rank_program.h"
+#include "harness/gpu_placement.h"
 #include "harness/launcher.h"
 #include "harness/rank_main.h"
 #include "harness/rank_outcome.h"
@@ -254,18 +254,9 @@ void Supervise(DistributedTest& test) {
     if (!fixtures.empty()) {
       spec.child_env.emplace_back(env::kInternalFixtureDirs, dirs.Joined());
     }
-    for (std::size_t i = 0; i < fixtures.size(); ++i) {
-      TestSpec& step = steps.emplace_back(spec);
-      step.world_size = fixtures[i]->world_size();
-      step.fixture = fixtures[i]->name();
-      step.child_env.emplace_back(env::kInternalChildFixture,
-                                  std::to_string(i));
-    }
-    steps.push_back(spec);
-    for (TestSpec& step : steps) {
-      std::string why = PlaceOnGpus(step, gpus_per_rank);
-      if (why.empty()) continue;
-      if (!step.fixture.empty()) why = fmt::format("{}: {}", step.fixture, why);
+    steps = PlanSteps(spec, FixtureSteps(test));
+    if (std::string why = PlaceStepsOnGpus(steps, gpus_per_rank);
+        !why.empty()) {
       if (!GpusRequired()) return skip(why);
       why += fmt::format(" ({}=1 makes this a failure)", env::kRequireGpus);
       GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, why.c_str(),

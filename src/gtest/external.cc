@@ -294,10 +294,9 @@ void RunExternal(DistributedTest& test) {
                                       dirs.Joined(), deadline(), spec.name);
       if (job->rank() != 0) AdoptFixtureDirs(test, joined);
     }
+    const std::vector<TestSpec> steps = PlanSteps(spec, FixtureSteps(test));
     for (std::size_t i = 0; i < fixtures.size(); ++i) {
-      TestSpec step = spec;
-      step.world_size = fixtures[i]->world_size();
-      step.fixture = fixtures[i]->name();
+      const TestSpec& step = steps[i];
       if (step.world_size > job->size()) {
         return Skip(spec,
                     fmt::format("fixture {} needs {} ranks, launched "
@@ -309,8 +308,8 @@ void RunExternal(DistributedTest& test) {
         return;
       }
     }
-    RunStep(*job, test, spec, seq, static_cast<int>(fixtures.size()), nullptr,
-            deadline());
+    RunStep(*job, test, steps.back(), seq, static_cast<int>(fixtures.size()),
+            nullptr, deadline());
   } catch (const std::exception& e) {
     job->liveness().Break(e.what());
     job->communicators().Drop();

@@ -235,25 +235,19 @@ TestSpec SpecOf(const DistributedTest& test) {
   return spec;
 }
 
-std::string ParallelMisfit(const TestSpec& spec) {
-  if (!spec.options.parallel) return "";
-  try {
-    Layout fits(spec.world_size, *spec.options.parallel);
-  } catch (const ConfigError& e) {
-    return fmt::format("options().parallel does not fit {} ranks: {}",
-                       spec.world_size, e.what());
+std::vector<FixtureStep> FixtureSteps(DistributedTest& test) {
+  std::vector<FixtureStep> steps;
+  for (auto& fixture : FixtureAccess::fixtures(test)) {
+    steps.push_back({fixture->name(), fixture->world_size()});
   }
-  return "";
+  return steps;
 }
 
 void AdoptFixtureDirs(DistributedTest& test, const std::string& joined) {
-  std::size_t start = 0;
-  for (auto& fixture : FixtureAccess::fixtures(test)) {
-    if (start > joined.size()) break;
-    std::size_t end = joined.find('\n', start);
-    if (end == std::string::npos) end = joined.size();
-    FixtureAccess::SetDir(*fixture, joined.substr(start, end - start));
-    start = end + 1;
+  const std::vector<std::string> dirs = FixtureDirs::Split(joined);
+  auto& fixtures = FixtureAccess::fixtures(test);
+  for (std::size_t i = 0; i < fixtures.size() && i < dirs.size(); ++i) {
+    FixtureAccess::SetDir(*fixtures[i], dirs[i]);
   }
 }
 
@@ -281,50 +275,6 @@ void RecordProperties(const TestSpec& spec) {
   ::testing::Test::RecordProperty("disttest_backend",
                                   Name(spec.options.backend));
   ::testing::Test::RecordProperty("disttest_launch", Name(spec.options.launch));
-}
-
-FixtureDirs::~FixtureDirs() {
-  for (const std::filesystem::path& dir : dirs_) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-    if (ec) {
-      std::fprintf(stderr, "[ disttest ] warning: cannot remove %s: %s\n",
-                   dir.c_str(), ec.message().c_str());
-    }
-  }
-}
-
-std::filesystem::path FixtureDirs::Create(const std::string& fixture) {
-  std::string safe;
-  for (char c : fixture) {
-    safe += std::isalnum(static_cast<unsigned char>(c)) != 0 ? c : '_';
-  }
-  std::error_code ec;
-  std::filesystem::path base = std::filesystem::temp_directory_path(ec);
-  if (ec) base = "/tmp";
-  std::string pattern =
-      (base / fmt::format("disttest-{}-XXXXXX", safe)).string();
-  if (pattern.find('\n') != std::string::npos) {
-    throw ConfigError(fmt::format(
-        "the temporary directory {} has a newline in its name; set TMPDIR",
-        base.string()));
-  }
-  if (mkdtemp(pattern.data()) == nullptr) {
-    throw Error(
-        fmt::format("cannot create a directory for fixture {} in {}: {}",
-                    fixture, base.string(), std::strerror(errno)));
-  }
-  dirs_.emplace_back(pattern);
-  return dirs_.back();
-}
-
-std::string FixtureDirs::Joined() const {
-  std::string out;
-  for (const std::filesystem::path& dir : dirs_) {
-    if (!out.empty()) out += '\n';
-    out += dir.string();
-  }
-  return out;
 }
 
 }  // namespace disttest::internal

@@ -12,13 +12,13 @@
 #ifndef DISTTEST_SRC_GTEST_RANK_PROGRAM_H_
 #define DISTTEST_SRC_GTEST_RANK_PROGRAM_H_
 
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "disttest/distributed_test.h"
 #include "harness/rank_main.h"
+#include "harness/test_plan.h"
 #include "harness/verdict.h"
 
 namespace disttest::internal {
@@ -63,9 +63,8 @@ class GtestRankProgram : public RankProgram {
 // options are read by EffectiveOptions).
 TestSpec SpecOf(const DistributedTest& test);
 
-// Why options().parallel cannot split the test's world; "" when it can (or
-// is not set). Such a test is skipped with this message.
-std::string ParallelMisfit(const TestSpec& spec);
+// The fixtures of `test`, as the plan sees them.
+std::vector<FixtureStep> FixtureSteps(DistributedTest& test);
 
 // Gives each fixture of `test` its directory from FixtureDirs::Joined()'s
 // text (one per line, in declaration order).
@@ -80,25 +79,6 @@ Options EffectiveOptions(const DistributedTest& test);
 
 // The test's world size, backend and launch mode as XML properties.
 void RecordProperties(const TestSpec& spec);
-
-// The fixtures' shared directories: created before the first fixture runs,
-// removed with everything in them when the object goes, whatever happened.
-class FixtureDirs {
- public:
-  FixtureDirs() = default;
-  FixtureDirs(const FixtureDirs&) = delete;
-  FixtureDirs& operator=(const FixtureDirs&) = delete;
-  ~FixtureDirs();
-
-  // A new directory named after the fixture in the temporary directory
-  // (TMPDIR, else /tmp); throws Error.
-  std::filesystem::path Create(const std::string& fixture);
-  // For kExec ranks: every directory, one per line.
-  std::string Joined() const;
-
- private:
-  std::vector<std::filesystem::path> dirs_;
-};
 
 }  // namespace disttest::internal
 

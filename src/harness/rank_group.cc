@@ -32,37 +32,6 @@ int NextTestSequence() {
   return ++seq;
 }
 
-// Groups between Start and CleanUp: while any is, this process is a child
-// subreaper, and each one's descriptors are closed in the others' ranks.
-std::set<const RankGroup*>& LiveGroups() {
-  static auto* groups = new std::set<const RankGroup*>;
-  return *groups;
-}
-
-// The ranks of every group of this process, not yet reaped: never taken
-// for another test's orphans.
-std::set<pid_t>& LiveRanks() {
-  static auto* ranks = new std::set<pid_t>;
-  return *ranks;
-}
-
-int PidFdOpen(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  return -1;  // The drain tick notices exits instead.
-#endif
-}
-
-struct FdCloser {
-  explicit FdCloser(int f) : fd(f) {}
-  ~FdCloser() { close(fd); }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-  int fd;
-};
-
 // How long, after SIGKILL, the parent waits for a rank to be reapable. Only
 // a process stuck in uninterruptible sleep (a hung driver) takes longer.
 constexpr std::chrono::seconds kReapDeadline(10);
@@ -80,18 +49,6 @@ std::pair<int, int> ReservePort(const std::string& host) {
                             e.what(),
                             error == EMFILE ? OpenFilesLimitText() : ""));
   }
-}
-
-std::pair<int, int> MakePipe() {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    const int error = errno;
-    throw Error(fmt::format("cannot create an output pipe: {}{}",
-                            std::strerror(error),
-                            error == EMFILE ? OpenFilesLimitText() : ""));
-  }
-  fcntl(fds[0], F_SETFL, O_NONBLOCK);
-  return {fds[0], fds[1]};
 }
 
 // The ranks' host arena. Under DISTTEST_NO_HOST_ARENA=1 it carries no
@@ -116,6 +73,16 @@ std::shared_ptr<HostArena> MakeArena(int world_size) {
 }
 
 }  // namespace
+
+std::set<const RankGroup*>& RankGroup::LiveGroups() {
+  static auto* groups = new std::set<const RankGroup*>;
+  return *groups;
+}
+
+std::set<pid_t>& RankGroup::LiveRanks() {
+  static auto* ranks = new std::set<pid_t>;
+  return *ranks;
+}
 
 RankGroup::RankGroup(TestSpec spec, std::unique_ptr<Launcher> launcher)
     : spec_(std::move(spec)), launcher_(std::move(launcher)) {}
@@ -275,92 +242,6 @@ void RankGroup::AppendDescriptors(std::vector<int>* fds) const {
     if (rank.err && rank.err->open()) fds->push_back(rank.err->fd());
     if (rank.pidfd >= 0) fds->push_back(rank.pidfd);
   }
-}
-
-void RankGroup::SpawnAll() {
-  if (spec_.options.launch == LaunchMode::kFork) WarnIfThreaded(spec_.name);
-  for (int r = 0; r < spec_.world_size; ++r) {
-    try {
-      SpawnRank(r);
-    } catch (const std::exception& e) {
-      // The ranks already started are waiting for this one; end them now.
-      Kill(fmt::format("rank {} could not be started", r));
-      ranks_[r].report.not_started = e.what();
-      for (int later = r + 1; later < spec_.world_size; ++later) {
-        ranks_[later].report.not_started =
-            fmt::format("rank {} could not be started", r);
-      }
-      return;
-    }
-  }
-}
-
-void RankGroup::SpawnRank(int r) {
-  Rank& rank = ranks_[r];
-  // The relays own the read ends at once; the write ends are closed on every
-  // path out of this function.
-  auto [out_read, out_write_fd] = MakePipe();
-  FdCloser out_write(out_write_fd);
-  std::string prefix = spec_.fixture.empty()
-                           ? fmt::format("[rank {}] ", r)
-                           : fmt::format("[{} rank {}] ", spec_.fixture, r);
-  rank.out = std::make_unique<OutputRelay>(out_read, stdout, prefix);
-  auto [err_read, err_write_fd] = MakePipe();
-  FdCloser err_write(err_write_fd);
-  rank.err = std::make_unique<OutputRelay>(err_read, stderr, prefix);
-  rank.out->CopyTo(rank.log);
-  rank.err->CopyTo(rank.log);
-  if (spec_.options.launch == LaunchMode::kExec) {
-    // gtest_main prints this banner before main() reaches the test.
-    rank.out->DropFirstLineIfStartsWith("Running main() from ");
-  }
-  SpawnRequest request;
-  request.rank.rank = r;
-  request.rank.world_size = spec_.world_size;
-  request.rank.local_rank = r;
-  request.rank.local_size = spec_.world_size;
-  request.rank.master_addr = spec_.options.master_addr;
-  request.rank.master_port = master_port_;
-  request.test_name = spec_.name;
-  request.extra_env = spec_.child_env;
-  request.extra_env.emplace_back(env::kInternalStorePort,
-                                 std::to_string(server_->port()));
-  if (!spec_.visible_devices.empty()) {
-    request.extra_env.emplace_back(
-        env::kCudaVisibleDevices,
-        spec_.visible_devices.at(static_cast<std::size_t>(r)));
-  }
-  request.arena = arena_;
-  request.results_ready_fd = results_ready_[1];
-  if (results_ready_[0] >= 0) {
-    request.close_in_child.push_back(results_ready_[0]);
-  }
-  if (master_port_fd_ >= 0) request.close_in_child.push_back(master_port_fd_);
-  request.result_queue = rank.channel->name();
-  request.store_token = store_token_;
-  request.stdout_fd = out_write.fd;
-  request.stderr_fd = err_write.fd;
-  request.pgid = pgid_;
-  std::vector<pollfd> server_fds;
-  server_->AppendPollFds(&server_fds);
-  for (const pollfd& p : server_fds) request.close_in_child.push_back(p.fd);
-  for (const Rank& other : ranks_) {
-    if (other.out && other.out->open())
-      request.close_in_child.push_back(other.out->fd());
-    if (other.err && other.err->open())
-      request.close_in_child.push_back(other.err->fd());
-    if (other.pidfd >= 0) request.close_in_child.push_back(other.pidfd);
-  }
-  // What serves the other groups (pools that outlive their tests) is not
-  // this rank's either.
-  for (const RankGroup* other : LiveGroups()) {
-    if (other != this) other->AppendDescriptors(&request.close_in_child);
-  }
-  pid_t pid = launcher_->Spawn(request);
-  LiveRanks().insert(pid);
-  rank.pid = pid;
-  if (pgid_ == 0) pgid_ = pid;
-  rank.pidfd = PidFdOpen(pid);
 }
 
 void RankGroup::Serve(int timeout_ms) {

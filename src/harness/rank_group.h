@@ -105,7 +105,14 @@ class RankGroup {
 
  private:
   static void RemoveStaleQueuesOnce();
+  // Groups between Start and CleanUp: while any is, this process is a child
+  // subreaper, and each one's descriptors are closed in the others' ranks.
+  static std::set<const RankGroup*>& LiveGroups();
+  // The ranks of every group of this process, not yet reaped: never taken
+  // for another test's orphans.
+  static std::set<pid_t>& LiveRanks();
   void OpenLogs();
+  // rank_spawn.cc: every rank, or up to the first that cannot be started.
   void SpawnAll();
   void SpawnRank(int r);
   void OnRankEnded(Rank& rank);

@@ -8,8 +8,8 @@
 //     // skip, or fail under DISTTEST_REQUIRE_GPUS=1: "needs 4 GPUs, found 2"
 //   }
 //   // spec.visible_devices[r]: rank r's CUDA_VISIBLE_DEVICES
-#ifndef DISTTEST_SRC_GTEST_GPU_PLACEMENT_H_
-#define DISTTEST_SRC_GTEST_GPU_PLACEMENT_H_
+#ifndef DISTTEST_SRC_HARNESS_GPU_PLACEMENT_H_
+#define DISTTEST_SRC_HARNESS_GPU_PLACEMENT_H_
 
 #include <string>
 
@@ -42,4 +42,4 @@ bool ListResources(const std::string& name, int ranks, const Options& options);
 
 }  // namespace disttest::internal
 
-#endif  // DISTTEST_SRC_GTEST_GPU_PLACEMENT_H_
+#endif  // DISTTEST_SRC_HARNESS_GPU_PLACEMENT_H_

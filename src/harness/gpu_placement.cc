@@ -1,5 +1,5 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
-#include "gtest/gpu_placement.h"
+#include "harness/gpu_placement.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
