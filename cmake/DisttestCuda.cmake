@@ -82,15 +82,14 @@ else()
 endif()
 unset(_disttest_nccl_mode)
 
-# Adds the NCCL backend to `target` (the disttest library) when it is built.
+# Adds the NCCL backend's dependencies to `target` (disttest::core) when it
+# is built; its sources are in the comm layer.
 # The public header nccl_communicator.h includes nccl.h and
 # cuda_runtime_api.h, so CUDA and NCCL are public dependencies.
 function(disttest_add_nccl target)
   if(NOT DISTTEST_NCCL_BUILT)
     return()
   endif()
-  target_sources(${target} PRIVATE
-    ${PROJECT_SOURCE_DIR}/src/comm/nccl_communicator.cc)
   target_link_libraries(${target} PUBLIC CUDA::cudart NCCL::nccl)
   target_compile_definitions(${target} PUBLIC DISTTEST_HAVE_NCCL=1)
 endfunction()

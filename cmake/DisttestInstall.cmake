@@ -2,7 +2,7 @@
 # find_package(disttest CONFIG REQUIRED) and link as disttest::disttest.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS disttest disttest_resource_spec EXPORT disttest-targets
+install(TARGETS disttest disttest_core disttest_resource_spec EXPORT disttest-targets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -13,7 +13,6 @@
 // file given as the first argument replaces the built-in one. Exit status:
 // 0 when every check passed on this rank, 1 when one failed, 2 when the
 // launch itself failed (the message says why).
-#include <disttest/disttest.h>
 #include <disttest/launch/launch.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
