@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "bench_args.h"
-#include "disttest/comm/host_arena.h"
+#include "comm/host_arena.h"
 
 namespace disttest::internal {
 struct HostArenaBenchmark {

@@ -11,6 +11,7 @@
 // output to /dev/null, and prints the median wall time of each and their
 // ratios to the plain test.
 #include <disttest/disttest.h>
+#include <disttest/env/names.h>
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "bench_args.h"
+#include "env/internal_names.h"
 
 namespace {
 

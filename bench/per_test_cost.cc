@@ -21,6 +21,7 @@
 // It is a gtest binary: re-executed ranks run its main() again, as ranks of
 // any user's test binary do.
 #include <disttest/disttest.h>
+#include <disttest/env/names.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/math.h>
@@ -40,6 +41,7 @@
 #include <vector>
 
 #include "comm/gloo_store.h"
+#include "env/internal_names.h"
 #include "rendezvous/store_server_thread.h"
 
 namespace {

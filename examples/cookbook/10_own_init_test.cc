@@ -8,6 +8,7 @@
 // is the test's rendezvous store, private to the test. LaunchMode::kExec
 // re-executes the binary for each rank: use it when the code under test
 // starts threads or processes, which a forked rank must not inherit half-way.
+#include <disttest/comm/create.h>
 #include <disttest/disttest.h>
 
 #include <cstdlib>

@@ -13,24 +13,25 @@
 //   }
 //
 // Link disttest::disttest and GTest::gtest_main (or your own main).
+//
+// It gives a test author what a test uses: the fixture and DIST_TEST_F,
+// options(), the communicator, the errors and the collective assertions.
+// The rest is included on purpose, where it is used:
+//   <disttest/launch/launch.h>          launch(), Context (InternLM-style)
+//   <disttest/launch/launcher_env.h>    who this process is to its launcher
+//   <disttest/comm/create.h>            a communicator of your own
+//   <disttest/rendezvous/tcp_store.h>   the store's client (and its
+//   <disttest/rendezvous/tcp_store_server.h>  server), prefix_store.h
+//   <disttest/env/rank_env.h>           RankEnv, the rank's variables
+// A program that only calls launch() links disttest::core: no GoogleTest.
 #ifndef DISTTEST_DISTTEST_H_
 #define DISTTEST_DISTTEST_H_
 
 #include "disttest/collective_assertions.h"
 #include "disttest/comm/communicator.h"
-#include "disttest/comm/create.h"
-#include "disttest/comm/gloo_communicator.h"
 #include "disttest/distributed_fixture.h"
 #include "disttest/distributed_test.h"
-#include "disttest/env/names.h"
-#include "disttest/env/rank_env.h"
 #include "disttest/error.h"
 #include "disttest/harness/options.h"
-#include "disttest/launch/config.h"
-#include "disttest/launch/launch.h"
-#include "disttest/launch/launcher_env.h"
-#include "disttest/rendezvous/prefix_store.h"
-#include "disttest/rendezvous/store.h"
-#include "disttest/rendezvous/tcp_store.h"
 
 #endif  // DISTTEST_DISTTEST_H_

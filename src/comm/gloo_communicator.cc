@@ -20,6 +20,7 @@
 #include <mutex>
 
 #include "comm/gloo_store.h"
+#include "comm/host_arena.h"
 #include "comm/visit_type.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"

@@ -1,5 +1,5 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
-#include "disttest/comm/host_arena.h"
+#include "comm/host_arena.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

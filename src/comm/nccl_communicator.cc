@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "comm/host_arena.h"
+#include "comm/nccl_communicator_impl.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
 
@@ -25,6 +27,8 @@ constexpr char kUniqueIdKey[] = "unique_id";
 // a fraction of a millisecond, a long wait costs the CPU little.
 constexpr microseconds kFirstPause{100};
 constexpr microseconds kLongestPause{1000};
+
+}  // namespace
 
 ncclDataType_t NcclType(DataType type) {
   switch (type) {
@@ -65,14 +69,11 @@ std::string CudaCause(const std::string& call, cudaError_t error) {
                      cudaGetErrorName(error));
 }
 
-std::string Describe(const char* op, std::size_t count, DataType type) {
+std::string DescribeNcclOp(const char* op, std::size_t count, DataType type) {
   return fmt::format("{} of {} {}", op, count, Name(type));
 }
 
-}  // namespace
-
-NcclCommunicator::NcclCommunicator(int rank, int size,
-                                   const NcclOptions& options)
+NcclCommunicator::Impl::Impl(int rank, int size, const NcclOptions& options)
     : rank_(rank),
       size_(size),
       device_(options.device),
@@ -94,13 +95,13 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::Create(
                     size, options.arena->world(), size));
   }
   // Owned from the start: a failed Init() leaves nothing behind.
-  std::unique_ptr<NcclCommunicator> comm(
-      new NcclCommunicator(rank, size, options));
-  comm->Init(store);
-  return comm;
+  auto impl = std::make_unique<Impl>(rank, size, options);
+  impl->Init(store);
+  return std::unique_ptr<NcclCommunicator>(
+      new NcclCommunicator(std::move(impl)));
 }
 
-void NcclCommunicator::Init(Store& store) {
+void NcclCommunicator::Impl::Init(Store& store) {
   const std::string what =
       fmt::format("cannot create the nccl communicator on device {}", device_);
   deadline_ = Clock::now() + timeout_;
@@ -178,7 +179,7 @@ void NcclCommunicator::Init(Store& store) {
   Poll(what, /*stream=*/false);
 }
 
-NcclCommunicator::~NcclCommunicator() {
+NcclCommunicator::Impl::~Impl() {
   // Nothing here may throw; errors only decide between destroy and abort.
   cudaSetDevice(device_);
   ncclComm_t comm = nullptr;
@@ -218,25 +219,26 @@ NcclCommunicator::~NcclCommunicator() {
   cudaGetLastError();  // Leaves no error behind for the caller's CUDA.
 }
 
-bool NcclCommunicator::failed() const {
+bool NcclCommunicator::Impl::failed() const {
   std::lock_guard<std::mutex> lock(mu_);
   return aborted_ || !broken_.empty();
 }
 
-void NcclCommunicator::Abort() {
+void NcclCommunicator::Impl::Abort() {
   std::lock_guard<std::mutex> lock(mu_);
   if (comm_ != nullptr) ncclCommAbort(comm_);
   comm_ = nullptr;
   aborted_ = true;
 }
 
-void NcclCommunicator::Fail(const std::string& what, const std::string& cause) {
+void NcclCommunicator::Impl::Fail(const std::string& what,
+                                  const std::string& cause) {
   throw CommError(
       fmt::format("[rank {}/{}] {}: {}", rank_, size_, what, cause));
 }
 
-void NcclCommunicator::Break(const std::string& what,
-                             const std::string& cause) {
+void NcclCommunicator::Impl::Break(const std::string& what,
+                                   const std::string& cause) {
   std::string message = cause;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -251,7 +253,7 @@ void NcclCommunicator::Break(const std::string& what,
   Fail(what, message);
 }
 
-std::string NcclCommunicator::NcclCause(ncclResult_t result) {
+std::string NcclCommunicator::Impl::NcclCause(ncclResult_t result) {
   // NCCL keeps the last error's text per thread; the communicator is unused.
   const char* last = ncclGetLastError(nullptr);
   std::string cause = fmt::format("NCCL error {}: {}", static_cast<int>(result),
@@ -260,7 +262,7 @@ std::string NcclCommunicator::NcclCause(ncclResult_t result) {
   return cause;
 }
 
-void NcclCommunicator::Check(const std::string& what) {
+void NcclCommunicator::Impl::Check(const std::string& what) {
   std::string broken;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -280,7 +282,7 @@ void NcclCommunicator::Check(const std::string& what) {
   Poll(what, /*stream=*/false);
 }
 
-void NcclCommunicator::Begin(const std::string& what) {
+void NcclCommunicator::Impl::Begin(const std::string& what) {
   Check(what);
   // stream_ does not wait for stream 0 by itself (cudaStreamNonBlocking):
   // without this, a buffer filled by cudaMemset or cudaMemcpy just before
@@ -293,7 +295,7 @@ void NcclCommunicator::Begin(const std::string& what) {
   }
 }
 
-void NcclCommunicator::Enqueue(
+void NcclCommunicator::Impl::Enqueue(
     const std::string& what,
     const std::function<ncclResult_t(ncclComm_t)>& call) {
   ncclResult_t result = ncclSuccess;
@@ -313,11 +315,11 @@ void NcclCommunicator::Enqueue(
   Poll(what, /*stream=*/false);
 }
 
-void NcclCommunicator::Wait(const std::string& what) {
+void NcclCommunicator::Impl::Wait(const std::string& what) {
   Poll(what, /*stream=*/true);
 }
 
-void NcclCommunicator::Poll(const std::string& what, bool stream) {
+void NcclCommunicator::Impl::Poll(const std::string& what, bool stream) {
   microseconds pause = kFirstPause;
   for (;;) {
     ncclResult_t state = ncclSuccess;
@@ -353,7 +355,8 @@ void NcclCommunicator::Poll(const std::string& what, bool stream) {
   }
 }
 
-void* NcclCommunicator::Scratch(const std::string& what, std::size_t bytes) {
+void* NcclCommunicator::Impl::Scratch(const std::string& what,
+                                      std::size_t bytes) {
   if (bytes <= scratch_bytes_) return scratch_;
   const std::size_t grown = std::max(bytes, 2 * scratch_bytes_);
   if (scratch_ != nullptr) cudaFree(scratch_);
@@ -368,13 +371,14 @@ void* NcclCommunicator::Scratch(const std::string& what, std::size_t bytes) {
   return scratch_;
 }
 
-void NcclCommunicator::Copy(const std::string& what, void* to, const void* from,
-                            std::size_t bytes, cudaMemcpyKind kind) {
+void NcclCommunicator::Impl::Copy(const std::string& what, void* to,
+                                  const void* from, std::size_t bytes,
+                                  cudaMemcpyKind kind) {
   cudaError_t error = cudaMemcpyAsync(to, from, bytes, kind, stream_);
   if (error != cudaSuccess) Break(what, CudaCause("cudaMemcpyAsync", error));
 }
 
-bool NcclCommunicator::OnDevice(const void* p) {
+bool NcclCommunicator::Impl::OnDevice(const void* p) {
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
     cudaGetLastError();  // Not CUDA's memory: plain host memory.
@@ -384,14 +388,14 @@ bool NcclCommunicator::OnDevice(const void* p) {
          attributes.type == cudaMemoryTypeManaged;
 }
 
-void NcclCommunicator::CheckPeer(const char* op, int peer) const {
+void NcclCommunicator::Impl::CheckPeer(const char* op, int peer) const {
   if (peer < 0 || peer >= size_ || peer == rank_) {
     throw CommError(fmt::format("[rank {}/{}] {}: invalid peer rank {}", rank_,
                                 size_, op, peer));
   }
 }
 
-void NcclCommunicator::CheckTag(const char* op, std::uint32_t tag) const {
+void NcclCommunicator::Impl::CheckTag(const char* op, std::uint32_t tag) const {
   if (tag != 0) {
     throw CommError(fmt::format(
         "[rank {}/{}] backend nccl does not support tagged {} (tag {}): NCCL "
@@ -400,14 +404,14 @@ void NcclCommunicator::CheckTag(const char* op, std::uint32_t tag) const {
   }
 }
 
-void NcclCommunicator::Synchronize() {
+void NcclCommunicator::Impl::Synchronize() {
   const std::string what = "synchronize failed";
   Check(what);
   Wait(what);
 }
 
-void NcclCommunicator::CheckCall(const std::string& what,
-                                 const CollectiveCall& call) {
+void NcclCommunicator::Impl::CheckCall(const std::string& what,
+                                       const CollectiveCall& call) {
   if (arena_ == nullptr) return;
   try {
     arena_->Check(rank_, call, timeout_);
@@ -416,150 +420,40 @@ void NcclCommunicator::CheckCall(const std::string& what,
   }
 }
 
-void NcclCommunicator::barrier() {
-  const std::string what = "barrier failed";
-  Begin(what);
-  CheckCall(what, CollectiveCall::Barrier());
-  void* flag = Scratch(what, sizeof(std::int32_t));
-  cudaError_t error = cudaMemsetAsync(flag, 0, sizeof(std::int32_t), stream_);
-  if (error != cudaSuccess) Break(what, CudaCause("cudaMemsetAsync", error));
-  Enqueue(what, [&](ncclComm_t comm) {
-    return ncclAllReduce(flag, flag, 1, ncclInt32, ncclSum, comm, stream_);
-  });
-  Wait(what);
+NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+NcclCommunicator::~NcclCommunicator() = default;
+int NcclCommunicator::rank() const { return impl_->rank_; }
+int NcclCommunicator::size() const { return impl_->size_; }
+bool NcclCommunicator::failed() const { return impl_->failed(); }
+ncclComm_t NcclCommunicator::nccl_comm() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->comm_;
 }
-
-// Host buffers go through the scratch buffer: copy in, run, wait, copy out,
-// wait. Each copy finds the stream idle, so a copy from pageable memory
-// (which may wait for the stream) never waits for a collective.
+cudaStream_t NcclCommunicator::stream() const { return impl_->stream_; }
+int NcclCommunicator::device() const { return impl_->device_; }
+void NcclCommunicator::Synchronize() { impl_->Synchronize(); }
+void NcclCommunicator::Abort() { impl_->Abort(); }
+void NcclCommunicator::barrier() { impl_->barrier(); }
 void NcclCommunicator::allreduce(void* data, std::size_t count, DataType type,
                                  ReduceOp op) {
-  if (count == 0 && arena_ == nullptr) return;
-  const std::string what = fmt::format(
-      "{} ({}) failed", Describe("allreduce", count, type), Name(op));
-  Begin(what);
-  CheckCall(what, CollectiveCall::AllReduce(count, type, op));
-  if (count == 0) return;
-  const std::size_t bytes = count * SizeOf(type);
-  const bool staged = !OnDevice(data);
-  void* buffer = staged ? Scratch(what, bytes) : data;
-  if (staged) Copy(what, buffer, data, bytes, cudaMemcpyHostToDevice);
-  Enqueue(what, [&](ncclComm_t comm) {
-    return ncclAllReduce(buffer, buffer, count, NcclType(type), NcclOp(op),
-                         comm, stream_);
-  });
-  Wait(what);
-  if (staged) {
-    Copy(what, data, buffer, bytes, cudaMemcpyDeviceToHost);
-    Wait(what);
-  }
+  impl_->allreduce(data, count, type, op);
 }
-
 void NcclCommunicator::broadcast(void* data, std::size_t count, DataType type,
                                  int root) {
-  if (root < 0 || root >= size_) {
-    // Peers with a valid root would otherwise wait for this rank.
-    if (arena_ != nullptr) {
-      CheckCall(fmt::format("{} from rank {} failed",
-                            Describe("broadcast", count, type), root),
-                CollectiveCall::Broadcast(count, type, root));
-    }
-    throw CommError(fmt::format("[rank {}/{}] broadcast: invalid root rank {}",
-                                rank_, size_, root));
-  }
-  if (count == 0 && arena_ == nullptr) return;
-  const std::string what = fmt::format(
-      "{} from rank {} failed", Describe("broadcast", count, type), root);
-  Begin(what);
-  CheckCall(what, CollectiveCall::Broadcast(count, type, root));
-  if (count == 0) return;
-  const std::size_t bytes = count * SizeOf(type);
-  const bool staged = !OnDevice(data);
-  void* buffer = staged ? Scratch(what, bytes) : data;
-  if (staged && rank_ == root) {
-    Copy(what, buffer, data, bytes, cudaMemcpyHostToDevice);
-  }
-  Enqueue(what, [&](ncclComm_t comm) {
-    return ncclBroadcast(buffer, buffer, count, NcclType(type), root, comm,
-                         stream_);
-  });
-  Wait(what);
-  if (staged && rank_ != root) {
-    Copy(what, data, buffer, bytes, cudaMemcpyDeviceToHost);
-    Wait(what);
-  }
+  impl_->broadcast(data, count, type, root);
 }
-
 void NcclCommunicator::allgather(const void* in, void* out, std::size_t count,
                                  DataType type) {
-  if (count == 0 && arena_ == nullptr) return;
-  const std::string what =
-      fmt::format("{} failed", Describe("allgather", count, type));
-  Begin(what);
-  CheckCall(what, CollectiveCall::AllGather(count, type));
-  if (count == 0) return;
-  const std::size_t bytes = count * SizeOf(type);
-  const std::size_t total = bytes * static_cast<std::size_t>(size_);
-  const bool staged_out = !OnDevice(out);
-  char* out_buffer =
-      static_cast<char*>(staged_out ? Scratch(what, total) : out);
-  const void* in_buffer = in;
-  if (!OnDevice(in)) {
-    // In place: NCCL reads this rank's part of the output buffer.
-    in_buffer = out_buffer + static_cast<std::size_t>(rank_) * bytes;
-    Copy(what, const_cast<void*>(in_buffer), in, bytes, cudaMemcpyHostToDevice);
-  }
-  Enqueue(what, [&](ncclComm_t comm) {
-    return ncclAllGather(in_buffer, out_buffer, count, NcclType(type), comm,
-                         stream_);
-  });
-  Wait(what);
-  if (staged_out) {
-    Copy(what, out, out_buffer, total, cudaMemcpyDeviceToHost);
-    Wait(what);
-  }
+  impl_->allgather(in, out, count, type);
 }
-
 void NcclCommunicator::send(const void* data, std::size_t count, DataType type,
                             int peer, std::uint32_t tag) {
-  CheckPeer("send", peer);
-  CheckTag("send", tag);
-  if (count == 0) return;
-  const std::string what =
-      fmt::format("{} to rank {} failed", Describe("send", count, type), peer);
-  Begin(what);
-  const std::size_t bytes = count * SizeOf(type);
-  const void* buffer = data;
-  if (!OnDevice(data)) {
-    void* staged = Scratch(what, bytes);
-    Copy(what, staged, data, bytes, cudaMemcpyHostToDevice);
-    buffer = staged;
-  }
-  Enqueue(what, [&](ncclComm_t comm) {
-    return ncclSend(buffer, count, NcclType(type), peer, comm, stream_);
-  });
-  Wait(what);
+  impl_->send(data, count, type, peer, tag);
 }
-
 void NcclCommunicator::recv(void* data, std::size_t count, DataType type,
                             int peer, std::uint32_t tag) {
-  CheckPeer("recv", peer);
-  CheckTag("recv", tag);
-  if (count == 0) return;
-  const std::string what = fmt::format("{} from rank {} failed",
-                                       Describe("recv", count, type), peer);
-  Begin(what);
-  const std::size_t bytes = count * SizeOf(type);
-  const bool staged = !OnDevice(data);
-  void* buffer = staged ? Scratch(what, bytes) : data;
-  Enqueue(what, [&](ncclComm_t comm) {
-    return ncclRecv(buffer, count, NcclType(type), peer, comm, stream_);
-  });
-  Wait(what);
-  if (staged) {
-    Copy(what, data, buffer, bytes, cudaMemcpyDeviceToHost);
-    Wait(what);
-  }
+  impl_->recv(data, count, type, peer, tag);
 }
 
 }  // namespace disttest

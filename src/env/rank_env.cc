@@ -11,6 +11,7 @@
 
 #include "disttest/env/names.h"
 #include "disttest/error.h"
+#include "env/knobs.h"
 
 extern char** environ;
 

@@ -19,9 +19,12 @@
 #include <mutex>
 #include <system_error>
 
+#include "base/retry.h"
+#include "base/threads.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "env/text.h"
+#include "gpu/inventory_internal.h"
 
 namespace disttest {
 namespace {
@@ -79,6 +82,10 @@ std::vector<std::string> ParseGpusOverride(std::string_view value) {
 // The NVML device count, asked in a child process; nullopt when NVML cannot
 // be loaded or does not answer.
 std::optional<int> NvmlCountInChild() {
+  // The child runs the loader (dlopen) without exec: only in a process that
+  // runs no other thread, whose locks no thread can be holding at the fork.
+  // Otherwise the driver's directory counts the GPUs.
+  if (internal::ThreadCount() != 1) return std::nullopt;
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
   std::fflush(stdout);
@@ -119,8 +126,7 @@ std::optional<int> NvmlCountInChild() {
     kill(pid, SIGKILL);
   }
   close(fds[0]);
-  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-  }
+  internal::RetryOnEintr([&] { return waitpid(pid, nullptr, 0); });
   if (count < 0) return std::nullopt;
   return count;
 }

@@ -30,6 +30,7 @@
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
+#include "env/internal_names.h"
 #include "env/text.h"
 #include "gtest/current_communicator.h"
 #include "gtest/external.h"

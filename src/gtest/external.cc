@@ -13,6 +13,7 @@
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "disttest/launch/launcher_env.h"
+#include "env/internal_names.h"
 #include "gtest/rank_program.h"
 #include "harness/launched/job.h"
 #include "harness/launched/keys.h"

@@ -19,6 +19,7 @@
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
+#include "env/internal_names.h"
 #include "gtest/current_communicator.h"
 #include "launch/launch_internal.h"
 

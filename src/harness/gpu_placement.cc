@@ -16,6 +16,7 @@
 #include "disttest/error.h"
 #include "disttest/gpu/assignment.h"
 #include "disttest/gpu/inventory.h"
+#include "env/internal_names.h"
 #include "env/text.h"
 
 namespace disttest::internal {

@@ -17,8 +17,11 @@
 #include <iostream>
 #include <iterator>
 
+#include "base/threads.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
+#include "env/internal_names.h"
+#include "env/knobs.h"
 #include "harness/emergency_cleanup.h"
 #include "harness/rank_outcome.h"
 
@@ -243,12 +246,7 @@ void Launcher::StartChild(const SpawnRequest& request, pid_t parent) {
 }
 
 void WarnIfThreaded(const std::string& test_name) {
-  std::size_t threads = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    ++threads;
-  }
+  const std::size_t threads = ThreadCount();
   if (threads > 1) {
     std::fprintf(stderr,
                  "[ disttest ] warning: %s forks its ranks while the test "

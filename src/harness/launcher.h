@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttest/comm/host_arena.h"
+#include "comm/host_arena.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/harness/options.h"
 

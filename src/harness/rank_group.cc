@@ -17,6 +17,7 @@
 
 #include "disttest/env/names.h"
 #include "disttest/error.h"
+#include "env/internal_names.h"
 #include "env/text.h"
 #include "harness/descendants.h"
 #include "harness/resources.h"

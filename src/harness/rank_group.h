@@ -31,8 +31,9 @@
 #include <string>
 #include <vector>
 
-#include "disttest/comm/host_arena.h"
+#include "comm/host_arena.h"
 #include "disttest/rendezvous/tcp_store.h"
+#include "disttest/rendezvous/tcp_store_server.h"
 #include "harness/emergency_cleanup.h"
 #include "harness/launcher.h"
 #include "harness/output_relay.h"

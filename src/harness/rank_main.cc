@@ -7,6 +7,8 @@
 #include <exception>
 #include <optional>
 
+#include "env/knobs.h"
+
 namespace disttest::internal {
 namespace {
 

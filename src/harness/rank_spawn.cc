@@ -11,6 +11,7 @@
 
 #include "disttest/env/names.h"
 #include "disttest/error.h"
+#include "env/internal_names.h"
 #include "harness/rank_group.h"
 #include "harness/resources.h"
 

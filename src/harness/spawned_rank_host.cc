@@ -23,6 +23,8 @@
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/tcp_store.h"
+#include "env/internal_names.h"
+#include "env/knobs.h"
 #include "env/text.h"
 #include "harness/descendants.h"
 #include "harness/rank_outcome.h"

@@ -15,7 +15,7 @@
 
 #include <memory>
 
-#include "disttest/comm/host_arena.h"
+#include "comm/host_arena.h"
 #include "disttest/harness/options.h"
 #include "harness/rank_main.h"
 

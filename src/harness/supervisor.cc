@@ -9,6 +9,7 @@
 
 #include "disttest/env/rank_env.h"
 #include "disttest/error.h"
+#include "env/knobs.h"
 #include "env/text.h"
 #include "harness/descendants.h"
 #include "harness/resources.h"

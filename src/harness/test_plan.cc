@@ -12,6 +12,7 @@
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "disttest/launch/config.h"
+#include "env/internal_names.h"
 #include "harness/gpu_placement.h"
 
 namespace disttest::internal {

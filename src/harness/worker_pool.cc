@@ -11,10 +11,10 @@
 #include <memory>
 #include <vector>
 
-#include "disttest/comm/gloo_communicator.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
+#include "env/internal_names.h"
 #include "harness/spawned_rank_host.h"
 #include "harness/supervisor.h"
 
@@ -38,10 +38,8 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
     store.set_timeout(std::chrono::hours(24 * 365));
     // Parked, the communicator's event loop sleeps instead of waking every
     // 10 ms (and taking CPU from the tests that run meanwhile).
-    auto* gloo = dynamic_cast<GlooCommunicator*>(comm);
-    if (gloo != nullptr) gloo->PauseEventLoop();
+    if (comm != nullptr) comm->Park();
     std::vector<char> name = store.get(PoolKey(n));
-    if (gloo != nullptr) gloo->ResumeEventLoop();
     store.set_timeout(timeout);
     if (name.empty()) return RankVerdict::kPassed;
     // Every rank has finished the last test: what it left running goes now.

@@ -10,6 +10,7 @@
 #include "disttest/env/rank_env.h"
 #include "disttest/error.h"
 #include "env/text.h"
+#include "launch/slurm.h"
 
 namespace disttest {
 namespace {

@@ -9,10 +9,28 @@
 #ifndef DISTTEST_SRC_RENDEZVOUS_BIND_H_
 #define DISTTEST_SRC_RENDEZVOUS_BIND_H_
 
+#include <unistd.h>
+
 #include <string>
 #include <utility>
 
 namespace disttest::internal {
+
+// Owns an fd until released; closes it if construction throws half-way.
+class FdGuard {
+ public:
+  explicit FdGuard(int fd) : fd_(fd) {}
+  ~FdGuard() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdGuard(const FdGuard&) = delete;
+  FdGuard& operator=(const FdGuard&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
 
 // Returns {descriptor, bound port}; the descriptor is close-on-exec, and
 // `type_flags` (SOCK_NONBLOCK) are added to its type. Throws StoreError when

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "disttest/rendezvous/tcp_store.h"
+#include "disttest/rendezvous/tcp_store_server.h"
 
 namespace disttest::internal {
 

@@ -12,6 +12,8 @@
 // HELLO with that token. Until then the connection may send no frame larger
 // than a HELLO; any other first frame marks it dead, which stops the
 // processing of everything buffered behind it.
+#include "disttest/rendezvous/tcp_store_server.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netdb.h>
@@ -29,9 +31,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/retry.h"
 #include "disttest/error.h"
-#include "disttest/rendezvous/tcp_store.h"
 #include "rendezvous/bind.h"
+#include "rendezvous/tcp_store_server_impl.h"
 #include "rendezvous/wire.h"
 
 namespace disttest {
@@ -49,55 +52,6 @@ constexpr std::size_t kReadChunkBytes = 64 << 10;
 constexpr std::size_t kOutputHighWater = 4 << 20;
 // Buffers that grew for a large value are released once idle above this.
 constexpr std::size_t kKeepCapacityBytes = 1 << 20;
-
-// Owns an fd until released; closes it if construction throws half-way.
-class FdGuard {
- public:
-  explicit FdGuard(int fd) : fd_(fd) {}
-  ~FdGuard() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FdGuard(const FdGuard&) = delete;
-  FdGuard& operator=(const FdGuard&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
-struct AddrInfoDeleter {
-  void operator()(addrinfo* ai) const { freeaddrinfo(ai); }
-};
-using AddrInfoPtr = std::unique_ptr<addrinfo, AddrInfoDeleter>;
-
-AddrInfoPtr ResolveListenAddress(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* result = nullptr;
-  const std::string service = std::to_string(port);
-  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(),
-                       &hints, &result);
-  if (rc != 0) {
-    throw StoreError(fmt::format("cannot resolve store address {}:{}: {}", host,
-                                 port, gai_strerror(rc)));
-  }
-  return AddrInfoPtr(result);
-}
-
-int LocalPort(int fd) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    throw fmt::system_error(errno, "cannot get store socket address");
-  }
-  if (addr.ss_family == AF_INET6) {
-    return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
-  }
-  return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-}
 
 std::vector<char> OkReply() {
   FrameWriter w;
@@ -134,7 +88,7 @@ void ReleaseIfLarge(std::vector<char>& buffer) {
 
 }  // namespace
 
-struct TcpStoreServer::Connection {
+struct TcpStoreServer::Impl::Connection {
   Connection(int fd, bool authenticated)
       : fd(fd), authenticated(authenticated) {}
 
@@ -157,34 +111,7 @@ struct TcpStoreServer::Connection {
   std::string waiting_on;    // while parked: the key waiters_ holds it under
 };
 
-namespace internal {
-
-std::pair<int, int> BindTcp(const std::string& host, int port, int type_flags) {
-  AddrInfoPtr ai = ResolveListenAddress(host, port);
-  FdGuard fd(::socket(ai->ai_family,
-                      ai->ai_socktype | type_flags | SOCK_CLOEXEC,
-                      ai->ai_protocol));
-  if (fd.get() < 0) {
-    throw fmt::system_error(errno, "cannot create store socket");
-  }
-  // Lets a restarted harness rebind a port that still has TIME_WAIT entries,
-  // and code under test bind a port the harness holds but does not listen on.
-  int one = 1;
-  if (setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
-    throw fmt::system_error(errno, "cannot set SO_REUSEADDR on store socket");
-  }
-  if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
-    throw fmt::system_error(errno, "cannot bind store socket to {}:{}", host,
-                            port);
-  }
-  const int bound_port = LocalPort(fd.get());
-  return {fd.release(), bound_port};
-}
-
-}  // namespace internal
-
-TcpStoreServer::TcpStoreServer(const std::string& host, int port,
-                               std::string token)
+TcpStoreServer::Impl::Impl(const std::string& host, int port, std::string token)
     : host_(host), token_(std::move(token)) {
   if (token_.size() > internal::kMaxTokenBytes) {
     throw StoreError(
@@ -192,7 +119,7 @@ TcpStoreServer::TcpStoreServer(const std::string& host, int port,
                     token_.size(), internal::kMaxTokenBytes));
   }
   auto [bound, bound_port] = internal::BindTcp(host, port, SOCK_NONBLOCK);
-  FdGuard fd(bound);
+  internal::FdGuard fd(bound);
   if (::listen(fd.get(), SOMAXCONN) != 0) {
     throw fmt::system_error(errno, "cannot listen on store socket {}:{}", host,
                             port);
@@ -201,12 +128,12 @@ TcpStoreServer::TcpStoreServer(const std::string& host, int port,
   listen_fd_ = fd.release();
 }
 
-TcpStoreServer::~TcpStoreServer() {
+TcpStoreServer::Impl::~Impl() {
   for (auto& [fd, connection] : connections_) ::close(fd);
   if (listen_fd_ >= 0) ::close(listen_fd_);
 }
 
-void TcpStoreServer::AppendPollFds(std::vector<pollfd>* fds) const {
+void TcpStoreServer::Impl::AppendPollFds(std::vector<pollfd>* fds) const {
   fds->push_back(pollfd{listen_fd_, POLLIN, 0});
   for (const auto& [fd, c] : connections_) {
     short events = POLLIN;
@@ -215,7 +142,7 @@ void TcpStoreServer::AppendPollFds(std::vector<pollfd>* fds) const {
   }
 }
 
-void TcpStoreServer::HandlePollFds(const pollfd* fds, std::size_t count) {
+void TcpStoreServer::Impl::HandlePollFds(const pollfd* fds, std::size_t count) {
   for (std::size_t i = 0; i < count; ++i) {
     const pollfd& p = fds[i];
     if (p.revents == 0) continue;
@@ -234,7 +161,7 @@ void TcpStoreServer::HandlePollFds(const pollfd* fds, std::size_t count) {
   ProcessReady();
 }
 
-void TcpStoreServer::ProcessReady() {
+void TcpStoreServer::Impl::ProcessReady() {
   while (!ready_.empty()) {
     int fd = ready_.back();
     ready_.pop_back();
@@ -246,18 +173,16 @@ void TcpStoreServer::ProcessReady() {
   ReapClosed();
 }
 
-void TcpStoreServer::PollOnce(int timeout_ms) {
+void TcpStoreServer::Impl::PollOnce(int timeout_ms) {
   std::vector<pollfd> fds;
   AppendPollFds(&fds);
-  int n;
-  do {
-    n = ::poll(fds.data(), fds.size(), timeout_ms);
-  } while (n < 0 && errno == EINTR);
+  int n = internal::RetryOnEintr(
+      [&] { return ::poll(fds.data(), fds.size(), timeout_ms); });
   if (n < 0) throw fmt::system_error(errno, "cannot poll store sockets");
   if (n > 0) HandlePollFds(fds.data(), fds.size());
 }
 
-void TcpStoreServer::Accept() {
+void TcpStoreServer::Impl::Accept() {
   for (;;) {
     int fd =
         ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -291,7 +216,7 @@ void TcpStoreServer::Accept() {
   }
 }
 
-void TcpStoreServer::OnReadable(Connection& c) {
+void TcpStoreServer::Impl::OnReadable(Connection& c) {
   for (;;) {
     const std::size_t old_size = c.in.size();
     c.in.resize(old_size + kReadChunkBytes);
@@ -316,13 +241,13 @@ void TcpStoreServer::OnReadable(Connection& c) {
   }
 }
 
-void TcpStoreServer::OnWritable(Connection& c) {
+void TcpStoreServer::Impl::OnWritable(Connection& c) {
   const bool was_blocked = c.blocked();
   Flush(c);
   if (!c.dead && was_blocked && !c.blocked()) ProcessInput(c);
 }
 
-void TcpStoreServer::ProcessInput(Connection& c) {
+void TcpStoreServer::Impl::ProcessInput(Connection& c) {
   while (!c.dead && !c.blocked()) {
     const std::size_t available = c.in.size() - c.in_pos;
     if (available < internal::kFrameHeaderBytes) break;
@@ -344,8 +269,8 @@ void TcpStoreServer::ProcessInput(Connection& c) {
   ReleaseIfLarge(c.in);
 }
 
-void TcpStoreServer::HandleFrame(Connection& c, const char* data,
-                                 std::size_t size) {
+void TcpStoreServer::Impl::HandleFrame(Connection& c, const char* data,
+                                       std::size_t size) {
   internal::Request request;
   std::string error;
   if (!internal::DecodeRequest(data, size, &request, &error)) {
@@ -391,21 +316,22 @@ void TcpStoreServer::HandleFrame(Connection& c, const char* data,
   }
 }
 
-void TcpStoreServer::HandleSet(Connection& c, std::string key,
-                               std::vector<char> value) {
+void TcpStoreServer::Impl::HandleSet(Connection& c, std::string key,
+                                     std::vector<char> value) {
   data_[key] = std::move(value);
   Reply(c, OkReply());
   WakeWaiters(key);
 }
 
-void TcpStoreServer::Set(const std::string& key, std::vector<char> value) {
+void TcpStoreServer::Impl::Set(const std::string& key,
+                               std::vector<char> value) {
   data_[key] = std::move(value);
   WakeWaiters(key);
   ProcessReady();
 }
 
-void TcpStoreServer::HandleAdd(Connection& c, const std::string& key,
-                               int64_t delta) {
+void TcpStoreServer::Impl::HandleAdd(Connection& c, const std::string& key,
+                                     int64_t delta) {
   int64_t value = 0;
   auto it = data_.find(key);
   if (it != data_.end()) {
@@ -430,8 +356,8 @@ void TcpStoreServer::HandleAdd(Connection& c, const std::string& key,
   WakeWaiters(key);
 }
 
-void TcpStoreServer::Park(Connection& c, std::vector<std::string> keys,
-                          bool wants_value) {
+void TcpStoreServer::Impl::Park(Connection& c, std::vector<std::string> keys,
+                                bool wants_value) {
   c.parked = true;
   c.wants_value = wants_value;
   c.parked_keys = std::move(keys);
@@ -439,7 +365,7 @@ void TcpStoreServer::Park(Connection& c, std::vector<std::string> keys,
   TryCompleteParked(c);
 }
 
-bool TcpStoreServer::TryCompleteParked(Connection& c) {
+bool TcpStoreServer::Impl::TryCompleteParked(Connection& c) {
   // Resume where the last check stopped; the keys before next_key were
   // present then, and are checked again below only once all others are.
   for (bool rescanned = false;; rescanned = true) {
@@ -460,7 +386,7 @@ bool TcpStoreServer::TryCompleteParked(Connection& c) {
   return true;
 }
 
-void TcpStoreServer::WakeWaiters(const std::string& key) {
+void TcpStoreServer::Impl::WakeWaiters(const std::string& key) {
   auto it = waiters_.find(key);
   if (it == waiters_.end()) return;
   std::set<int> fds = std::move(it->second);
@@ -473,7 +399,7 @@ void TcpStoreServer::WakeWaiters(const std::string& key) {
   }
 }
 
-void TcpStoreServer::Reply(Connection& c, std::vector<char> frame) {
+void TcpStoreServer::Impl::Reply(Connection& c, std::vector<char> frame) {
   if (c.pending_output() == 0) {
     c.out = std::move(frame);
     c.out_pos = 0;
@@ -483,7 +409,7 @@ void TcpStoreServer::Reply(Connection& c, std::vector<char> frame) {
   Flush(c);
 }
 
-void TcpStoreServer::Flush(Connection& c) {
+void TcpStoreServer::Impl::Flush(Connection& c) {
   while (c.pending_output() > 0) {
     ssize_t n = ::send(c.fd, c.out.data() + c.out_pos, c.pending_output(),
                        MSG_NOSIGNAL);
@@ -500,7 +426,7 @@ void TcpStoreServer::Flush(Connection& c) {
   ReleaseIfLarge(c.out);
 }
 
-void TcpStoreServer::ReapClosed() {
+void TcpStoreServer::Impl::ReapClosed() {
   for (auto it = connections_.begin(); it != connections_.end();) {
     Connection& c = *it->second;
     if (!c.dead) {
@@ -516,6 +442,33 @@ void TcpStoreServer::ReapClosed() {
     ::close(c.fd);
     it = connections_.erase(it);
   }
+}
+
+TcpStoreServer::TcpStoreServer(const std::string& host, int port,
+                               std::string token)
+    : impl_(std::make_unique<Impl>(host, port, std::move(token))) {}
+TcpStoreServer::~TcpStoreServer() = default;
+const std::string& TcpStoreServer::host() const { return impl_->host(); }
+int TcpStoreServer::port() const { return impl_->port(); }
+const std::string& TcpStoreServer::accept_trouble() const {
+  return impl_->accept_trouble();
+}
+int TcpStoreServer::listen_fd() const { return impl_->listen_fd(); }
+void TcpStoreServer::AppendPollFds(std::vector<pollfd>* fds) const {
+  impl_->AppendPollFds(fds);
+}
+void TcpStoreServer::HandlePollFds(const pollfd* fds, std::size_t count) {
+  impl_->HandlePollFds(fds, count);
+}
+void TcpStoreServer::PollOnce(int timeout_ms) { impl_->PollOnce(timeout_ms); }
+void TcpStoreServer::Set(const std::string& key, std::vector<char> value) {
+  impl_->Set(key, std::move(value));
+}
+std::size_t TcpStoreServer::waiting_on(const std::string& key) const {
+  return impl_->waiting_on(key);
+}
+std::size_t TcpStoreServer::connection_count() const {
+  return impl_->connection_count();
 }
 
 }  // namespace disttest

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "disttest/rendezvous/tcp_store.h"
+#include "disttest/rendezvous/tcp_store_server.h"
 #include "rendezvous/frame.h"
 
 namespace disttest::internal {

@@ -20,10 +20,11 @@
 #include <thread>
 #include <tuple>
 
+#include "comm/host_arena.h"
 #include "disttest/comm/create.h"
-#include "disttest/comm/host_arena.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/tcp_store.h"
+#include "disttest/rendezvous/tcp_store_server.h"
 #include "rendezvous/server_thread.h"
 
 namespace disttest {

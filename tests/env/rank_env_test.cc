@@ -9,6 +9,7 @@
 #include <map>
 
 #include "disttest/error.h"
+#include "env/knobs.h"
 
 namespace disttest {
 namespace {

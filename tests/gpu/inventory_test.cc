@@ -11,6 +11,7 @@
 #include <string>
 
 #include "disttest/error.h"
+#include "gpu/inventory_internal.h"
 
 namespace disttest {
 namespace {

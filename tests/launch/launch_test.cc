@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "disttest/comm/create.h"
 #include "disttest/disttest.h"
 #include "launch/launch_internal.h"
 #include "support/loopback_socket.h"

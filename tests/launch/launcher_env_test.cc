@@ -12,6 +12,7 @@
 #include <string>
 
 #include "disttest/error.h"
+#include "launch/slurm.h"
 
 namespace disttest {
 namespace {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "disttest/rendezvous/tcp_store.h"
+#include "disttest/rendezvous/tcp_store_server.h"
 
 namespace disttest::testing {
 

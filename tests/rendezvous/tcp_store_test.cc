@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "disttest/error.h"
+#include "disttest/rendezvous/tcp_store_server.h"
 #include "rendezvous/server_thread.h"
 #include "rendezvous/wire.h"
 

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "driver.h"
+#include "env/knobs.h"
 
 namespace disttest::testing {
 namespace {

@@ -18,6 +18,7 @@
 
 #include "child_process.h"
 #include "driver.h"
+#include "env/knobs.h"
 
 namespace disttest::testing {
 namespace {

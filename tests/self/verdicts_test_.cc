@@ -4,8 +4,11 @@
 // fail on one rank, fail fatally, skip, throw, exit, die and hang.
 // verdicts_test.cc runs each with --gtest_filter and checks what the parent
 // reported. Nothing here is run on its own by ctest.
+#include <disttest/comm/create.h>
 #include <disttest/disttest.h>
 #include <disttest/launch/launch.h>
+#include <disttest/rendezvous/tcp_store.h>
+#include <disttest/rendezvous/tcp_store_server.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mount.h>

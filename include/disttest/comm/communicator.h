@@ -76,6 +76,11 @@ class Communicator {
   // Whether an operation of this communicator has failed (thrown CommError)
   // since it was created: it may be unusable, or out of step with its peers.
   virtual bool failed() const { return false; }
+  // A hint that the communicator sits idle until its next operation (a
+  // pooled rank between tests): a backend may stop waking meanwhile (Gloo's
+  // event loop sleeps). The next operation wakes it. The default does
+  // nothing.
+  virtual void Park() {}
 
   // Blocks until every rank has called barrier().
   virtual void barrier() = 0;

@@ -20,10 +20,12 @@
 #include <string>
 
 #include "disttest/comm/communicator.h"
-#include "disttest/comm/host_arena.h"
 #include "disttest/rendezvous/store.h"
 
 namespace disttest {
+
+// Shared memory of the ranks of one host (the harness's; internal).
+class HostArena;
 
 struct GlooOptions {
   // Address the rank's sockets bind to; loopback keeps tests off the network.
@@ -32,8 +34,8 @@ struct GlooOptions {
   std::string prefix = "gloo";
   // Bounds connecting and every operation.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
-  // Shared memory of ranks on one host (host_arena.h), mapped before they
-  // forked: barrier, and allreduce, broadcast and allgather of up to
+  // Shared memory of ranks on one host (the harness makes it), mapped before
+  // they forked: barrier, and allreduce, broadcast and allgather of up to
   // HostArena::kSlotBytes per rank (kMaxTotalBytes for all ranks), go
   // through it instead of the sockets.
   // Every rank of the communicator must pass the same arena, or none.
@@ -53,6 +55,7 @@ class GlooCommunicator : public Communicator {
   int size() const override;
   const char* backend_name() const override { return "gloo"; }
   bool failed() const override;
+  void Park() override { PauseEventLoop(); }
 
   using Communicator::allgather;
   using Communicator::allreduce;

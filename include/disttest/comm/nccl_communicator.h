@@ -48,16 +48,16 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "disttest/comm/communicator.h"
-#include "disttest/comm/host_arena.h"
 #include "disttest/rendezvous/store.h"
 
 namespace disttest {
+
+// Shared memory of the ranks of one host (the harness's; internal).
+class HostArena;
 
 struct NcclOptions {
   // The CUDA device of this rank, an index among the visible devices. The
@@ -92,16 +92,16 @@ class NcclCommunicator : public Communicator {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
+  int rank() const override;
+  int size() const override;
   const char* backend_name() const override { return "nccl"; }
   bool failed() const override;
 
   // The raw handles, for NCCL calls and kernels of the test's own.
   // nccl_comm() is null once the communicator is aborted.
-  ncclComm_t nccl_comm() const { return comm_; }
-  cudaStream_t stream() const { return stream_; }
-  int device() const { return device_; }
+  ncclComm_t nccl_comm() const;
+  cudaStream_t stream() const;
+  int device() const;
 
   // Waits until NCCL has left ncclInProgress and everything queued on
   // stream() has finished, bounded by the timeout; on an error or past the
@@ -134,63 +134,9 @@ class NcclCommunicator : public Communicator {
             std::uint32_t tag) override;
 
  private:
-  NcclCommunicator(int rank, int size, const NcclOptions& options);
-
-  using Clock = std::chrono::steady_clock;
-
-  void Init(Store& store);
-  // Throws CommError "[rank r/n] <what>: <cause>"; `what` says what failed
-  // ("allreduce of 8 float32 (sum) failed").
-  [[noreturn]] void Fail(const std::string& what, const std::string& cause);
-  // Aborts, remembers `cause` and throws as Fail() does.
-  [[noreturn]] void Break(const std::string& what, const std::string& cause);
-  // Throws when the communicator is broken or aborted; starts the deadline,
-  // makes device() the calling thread's current device and waits for NCCL
-  // to leave ncclInProgress (raw calls of the test's own may leave it there).
-  void Check(const std::string& what);
-  // Check(), then orders stream() after the work queued on stream 0.
-  void Begin(const std::string& what);
-  // Calls `call` with the NCCL communicator (under mu_), checks its result,
-  // then waits until NCCL has left ncclInProgress: the work is on the stream.
-  void Enqueue(const std::string& what,
-               const std::function<ncclResult_t(ncclComm_t)>& call);
-  // Waits until NCCL has left ncclInProgress and the stream is idle.
-  void Wait(const std::string& what);
-  // Polls until NCCL is out of ncclInProgress and, with `stream`, until the
-  // stream has finished; breaks on an error or past the deadline.
-  void Poll(const std::string& what, bool stream);
-  // A device buffer of at least `bytes` bytes (the stream must be idle).
-  void* Scratch(const std::string& what, std::size_t bytes);
-  // Compares `call` with every rank's through the arena, if there is one;
-  // a mismatch (or a peer that does not come) breaks the communicator.
-  void CheckCall(const std::string& what, const CollectiveCall& call);
-  // Calls cudaMemcpyAsync on the stream; breaks on failure.
-  void Copy(const std::string& what, void* to, const void* from,
-            std::size_t bytes, cudaMemcpyKind kind);
-  // Whether `p` is memory that NCCL can use (device or managed).
-  bool OnDevice(const void* p);
-  void CheckPeer(const char* op, int peer) const;
-  void CheckTag(const char* op, std::uint32_t tag) const;
-  std::string NcclCause(ncclResult_t result);
-
-  const int rank_;
-  const int size_;
-  const int device_;
-  const std::string prefix_;
-  const std::chrono::milliseconds timeout_;
-  const std::shared_ptr<HostArena> arena_;
-  Clock::time_point deadline_{};
-
-  // Guards comm_, aborted_ and broken_ against Abort() from another thread.
-  mutable std::mutex mu_;
-  ncclComm_t comm_ = nullptr;
-  bool aborted_ = false;
-  std::string broken_;  // Why the communicator broke; empty while healthy.
-
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t legacy_done_ = nullptr;  // Orders stream_ after stream 0.
-  void* scratch_ = nullptr;
-  std::size_t scratch_bytes_ = 0;
+  class Impl;  // comm/nccl_communicator_impl.h
+  explicit NcclCommunicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace disttest

@@ -68,44 +68,11 @@ inline constexpr char kListResources[] = "DISTTEST_LIST_RESOURCES";
 // "1": options().reuse_workers is ignored; every test spawns its ranks.
 inline constexpr char kNoReuse[] = "DISTTEST_NO_REUSE";
 // "1": spawned ranks send every collective's data through Gloo, not through
-// the same-host arena (disttest/comm/host_arena.h); the arena still checks
+// the same-host arena (src/comm/host_arena.h); the arena still checks
 // that the ranks agree on each collective.
 inline constexpr char kNoHostArena[] = "DISTTEST_NO_HOST_ARENA";
 // Which devices CUDA shows a process; set per rank by the harness.
 inline constexpr char kCudaVisibleDevices[] = "CUDA_VISIBLE_DEVICES";
-
-// --- Internal: set by the harness in re-executed (kExec) rank processes. ---
-// Full gtest name ("Suite.Name/2ranks") of the test this process runs as a
-// rank. Its presence makes DistributedTest run the body instead of spawning.
-inline constexpr char kInternalChildTest[] = "DISTTEST_INTERNAL_CHILD_TEST";
-// Token the rank presents to the test's store (a new one per test), so that
-// a stray connection to the port cannot read or write the rendezvous.
-inline constexpr char kInternalStoreToken[] = "DISTTEST_INTERNAL_STORE_TOKEN";
-// Name of the shared-memory queue this rank reports its results into.
-inline constexpr char kInternalResultQueue[] = "DISTTEST_INTERNAL_RESULT_QUEUE";
-// Index of the DistributedFixture (in the order the test declared them)
-// that this process runs as a rank, instead of the test body.
-inline constexpr char kInternalChildFixture[] =
-    "DISTTEST_INTERNAL_CHILD_FIXTURE";
-// The test's fixture directories, one per line, in declaration order.
-inline constexpr char kInternalFixtureDirs[] = "DISTTEST_INTERNAL_FIXTURE_DIRS";
-// The backend the parent chose ("gloo" or "nccl"), which Backend::kAuto
-// resolves to; a rank that sees only its own GPU could not choose alike.
-inline constexpr char kInternalBackend[] = "DISTTEST_INTERNAL_BACKEND";
-// Set in pooled ranks (options().reuse_workers): after its test the rank
-// waits for the next one instead of leaving.
-inline constexpr char kInternalPool[] = "DISTTEST_INTERNAL_POOL";
-// The descriptor of the ranks' host arena (disttest/comm/host_arena.h),
-// kept open across exec.
-inline constexpr char kInternalArenaFd[] = "DISTTEST_INTERNAL_ARENA_FD";
-// The port of the harness's own store (token-protected): MASTER_PORT is
-// left to the code under test, which may serve its own store there.
-inline constexpr char kInternalStorePort[] = "DISTTEST_INTERNAL_STORE_PORT";
-// The write end of the parent's "results ready" pipe, kept open across exec:
-// a rank writes a byte after each result it queues, so that the parent
-// drains the queue at once instead of on its next tick.
-inline constexpr char kInternalResultsReadyFd[] =
-    "DISTTEST_INTERNAL_RESULTS_READY_FD";
 
 // --- Variables removed from a rank's environment. ---
 // gtest's sharding, output and premature-exit protocol belong to the parent:

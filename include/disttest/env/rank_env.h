@@ -62,22 +62,6 @@ int ParseIntVariable(const char* name, const char* value, int min, int max);
 //   seconds"
 std::optional<std::chrono::milliseconds> SecondsVariable(const char* name);
 
-// DISTTEST_DEBUG_RANK as a rank number; nullopt when unset or empty;
-// ConfigError naming the value when it is not an integer in [0, 1023].
-std::optional<int> DebugRankVariable();
-
-// DISTTEST_HEARTBEAT in seconds: 5 s when unset, 0 (no progress lines) for
-// "0"; ConfigError when malformed.
-std::chrono::milliseconds HeartbeatInterval();
-
-// The environment of a rank process: this process's environment, minus the
-// variables in env::kRemovedFromChild (and NCCL_DEBUG unless
-// DISTTEST_KEEP_NCCL_DEBUG is set), plus `rank`'s variables and `extra`.
-// Entries are "NAME=value".
-std::vector<std::string> ChildEnvironment(
-    const RankEnv& rank,
-    const std::vector<std::pair<std::string, std::string>>& extra);
-
 }  // namespace disttest
 
 #endif  // DISTTEST_ENV_RANK_ENV_H_

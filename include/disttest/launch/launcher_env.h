@@ -61,15 +61,6 @@ struct LauncherEnv {
 // for, or when the found launcher's variables are missing or malformed.
 LauncherEnv DetectLauncherEnv(const EnvLookup& lookup = {});
 
-// Expands a Slurm hostlist: "node[007-009,12],gpu1" -> node007, node008,
-// node009, node12, gpu1; several bracket groups in one name multiply out.
-// Throws ConfigError on malformed lists and above 65536 names.
-std::vector<std::string> ExpandSlurmNodelist(std::string_view list);
-
-// The task count of node `node` in a Slurm tasks-per-node list such as
-// "2(x3),1"; throws ConfigError when malformed or out of range.
-int SlurmTasksOnNode(std::string_view tasks_per_node, int node);
-
 }  // namespace disttest
 
 #endif  // DISTTEST_LAUNCH_LAUNCHER_ENV_H_

@@ -42,8 +42,8 @@
 // arena created without data, as under DISTTEST_NO_HOST_ARENA=1) call
 // Check() first: the same comparison, no data. After a mismatch every later
 // collective in the arena fails, naming it.
-#ifndef DISTTEST_COMM_HOST_ARENA_H_
-#define DISTTEST_COMM_HOST_ARENA_H_
+#ifndef DISTTEST_SRC_COMM_HOST_ARENA_H_
+#define DISTTEST_SRC_COMM_HOST_ARENA_H_
 
 #include <chrono>
 #include <cstddef>
@@ -150,4 +150,4 @@ class HostArena {
 
 }  // namespace disttest
 
-#endif  // DISTTEST_COMM_HOST_ARENA_H_
+#endif  // DISTTEST_SRC_COMM_HOST_ARENA_H_

@@ -1,0 +1,113 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// NcclCommunicator's state (disttest/comm/nccl_communicator.h): the NCCL
+// communicator, its stream and scratch buffer, the deadline of the running
+// operation and why it broke. nccl_communicator.cc (creation, end, the
+// waits) and nccl_collectives.cc (the operations) define it.
+#ifndef DISTTEST_SRC_COMM_NCCL_COMMUNICATOR_IMPL_H_
+#define DISTTEST_SRC_COMM_NCCL_COMMUNICATOR_IMPL_H_
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "disttest/comm/collective_call.h"
+#include "disttest/comm/nccl_communicator.h"
+
+namespace disttest {
+
+class NcclCommunicator::Impl {
+ public:
+  Impl(int rank, int size, const NcclOptions& options);
+  // A clean end finalises and destroys the NCCL communicator (bounded by
+  // the timeout; past it, aborts); a broken or aborted one is left as it
+  // is. Never throws.
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  void Init(Store& store);
+  bool failed() const;
+  void Synchronize();
+  void Abort();
+  void barrier();
+  void allreduce(void* data, std::size_t count, DataType type, ReduceOp op);
+  void broadcast(void* data, std::size_t count, DataType type, int root);
+  void allgather(const void* in, void* out, std::size_t count, DataType type);
+  void send(const void* data, std::size_t count, DataType type, int peer,
+            std::uint32_t tag);
+  void recv(void* data, std::size_t count, DataType type, int peer,
+            std::uint32_t tag);
+
+  using Clock = std::chrono::steady_clock;
+
+  // Throws CommError "[rank r/n] <what>: <cause>"; `what` says what failed
+  // ("allreduce of 8 float32 (sum) failed").
+  [[noreturn]] void Fail(const std::string& what, const std::string& cause);
+  // Aborts, remembers `cause` and throws as Fail() does.
+  [[noreturn]] void Break(const std::string& what, const std::string& cause);
+  // Throws when the communicator is broken or aborted; starts the deadline,
+  // makes device() the calling thread's current device and waits for NCCL
+  // to leave ncclInProgress (raw calls of the test's own may leave it there).
+  void Check(const std::string& what);
+  // Check(), then orders stream() after the work queued on stream 0.
+  void Begin(const std::string& what);
+  // Calls `call` with the NCCL communicator (under mu_), checks its result,
+  // then waits until NCCL has left ncclInProgress: the work is on the stream.
+  void Enqueue(const std::string& what,
+               const std::function<ncclResult_t(ncclComm_t)>& call);
+  // Waits until NCCL has left ncclInProgress and the stream is idle.
+  void Wait(const std::string& what);
+  // Polls until NCCL is out of ncclInProgress and, with `stream`, until the
+  // stream has finished; breaks on an error or past the deadline.
+  void Poll(const std::string& what, bool stream);
+  // A device buffer of at least `bytes` bytes (the stream must be idle).
+  void* Scratch(const std::string& what, std::size_t bytes);
+  // Compares `call` with every rank's through the arena, if there is one;
+  // a mismatch (or a peer that does not come) breaks the communicator.
+  void CheckCall(const std::string& what, const CollectiveCall& call);
+  // Calls cudaMemcpyAsync on the stream; breaks on failure.
+  void Copy(const std::string& what, void* to, const void* from,
+            std::size_t bytes, cudaMemcpyKind kind);
+  // Whether `p` is memory that NCCL can use (device or managed).
+  bool OnDevice(const void* p);
+  void CheckPeer(const char* op, int peer) const;
+  void CheckTag(const char* op, std::uint32_t tag) const;
+  std::string NcclCause(ncclResult_t result);
+
+  const int rank_;
+  const int size_;
+  const int device_;
+  const std::string prefix_;
+  const std::chrono::milliseconds timeout_;
+  const std::shared_ptr<HostArena> arena_;
+  Clock::time_point deadline_{};
+
+  // Guards comm_, aborted_ and broken_ against Abort() from another thread.
+  mutable std::mutex mu_;
+  ncclComm_t comm_ = nullptr;
+  bool aborted_ = false;
+  std::string broken_;  // Why the communicator broke; empty while healthy.
+
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t legacy_done_ = nullptr;  // Orders stream_ after stream 0.
+  void* scratch_ = nullptr;
+  std::size_t scratch_bytes_ = 0;
+};
+
+// "allreduce of 8 float32" and the like, for messages.
+std::string DescribeNcclOp(const char* op, std::size_t count, DataType type);
+ncclDataType_t NcclType(DataType type);
+ncclRedOp_t NcclOp(ReduceOp op);
+// "cudaSetDevice(0) failed: no CUDA-capable device is detected
+// (cudaErrorNoDevice)"
+std::string CudaCause(const std::string& call, cudaError_t error);
+
+}  // namespace disttest
+
+#endif  // DISTTEST_SRC_COMM_NCCL_COMMUNICATOR_IMPL_H_

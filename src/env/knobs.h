@@ -1,0 +1,39 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The harness's reading of its own knobs, and the environment it writes for
+// a rank process: env's, but no test author's business.
+//
+//   std::optional<int> debug = DebugRankVariable();      // DISTTEST_DEBUG_RANK
+//   std::vector<std::string> envp = ChildEnvironment(rank, {{"K", "v"}});
+#ifndef DISTTEST_SRC_ENV_KNOBS_H_
+#define DISTTEST_SRC_ENV_KNOBS_H_
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "disttest/env/rank_env.h"
+
+namespace disttest {
+
+// DISTTEST_DEBUG_RANK as a rank number; nullopt when unset or empty;
+// ConfigError naming the value when it is not an integer in [0, 1023].
+std::optional<int> DebugRankVariable();
+
+// DISTTEST_HEARTBEAT in seconds: 5 s when unset, 0 (no progress lines) for
+// "0"; ConfigError when malformed.
+std::chrono::milliseconds HeartbeatInterval();
+
+// The environment of a rank process: this process's environment, minus the
+// variables in env::kRemovedFromChild (and NCCL_DEBUG unless
+// DISTTEST_KEEP_NCCL_DEBUG is set), plus `rank`'s variables and `extra`.
+// Entries are "NAME=value".
+std::vector<std::string> ChildEnvironment(
+    const RankEnv& rank,
+    const std::vector<std::pair<std::string, std::string>>& extra);
+
+}  // namespace disttest
+
+#endif  // DISTTEST_SRC_ENV_KNOBS_H_
