@@ -7,8 +7,10 @@
 #   disttest_layer(comm SOURCES src/comm/create.cc ... BELOW base env rendezvous
 #                  LIBS gloo)
 #
-# Every layer sees include/disttest/error.h; the gtest glue also sees the
-# headers at the top of include/disttest/ (distributed_test.h, ...).
+# Every layer sees include/disttest/error.h; the gtest glue (src/glue) also
+# sees the
+# headers at the top of include/disttest/ (distributed_test.h, ...) and
+# include/disttest/internal/.
 
 # The view of `layer` on the tree: its own folders and those of `below`.
 function(_disttest_layer_view layer below extra)

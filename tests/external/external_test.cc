@@ -26,14 +26,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 int LineOf(const std::string& marker) {
-  std::ifstream in(DISTTEST_EXTERNAL_CHILD_SOURCE);
-  int n = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++n;
-    if (line.find(marker) != std::string::npos) return n;
-  }
-  ADD_FAILURE() << "marker " << marker << " not in the child source";
-  return -1;
+  return LineIn(DISTTEST_EXTERNAL_CHILD_SOURCE, marker);
 }
 
 struct Launcher {

@@ -48,6 +48,28 @@ class ServerThread {
     return result.get();
   }
 
+  // Clients parked on `key` (a get or wait that cannot complete yet).
+  std::size_t WaitingOn(const std::string& key) {
+    std::promise<std::size_t> count;
+    std::future<std::size_t> result = count.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back([&] { count.set_value(server_.waiting_on(key)); });
+    }
+    return result.get();
+  }
+
+  // Polls WaitingOn(key) until it is `n`; false after ten seconds.
+  bool WaitForWaiters(const std::string& key, std::size_t n) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (WaitingOn(key) != n) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
+
   // Polls ConnectionCount() until it is `n`; false after two seconds.
   bool WaitForConnectionCount(std::size_t n) {
     const auto deadline =

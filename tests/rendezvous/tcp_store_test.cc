@@ -119,7 +119,8 @@ TEST_F(TcpStoreTest, GetBlocksUntilAnotherClientSets) {
     returned_at = Clock::now();
     returned = true;
   });
-  std::this_thread::sleep_for(milliseconds(50));
+  // The get is parked on the server: it has not returned, and cannot.
+  ASSERT_TRUE(server_.WaitForWaiters("late", 1));
   EXPECT_FALSE(returned);
   const Clock::time_point set_at = Clock::now();
   a_.set("late", "here");
@@ -199,7 +200,8 @@ TEST_F(TcpStoreTest, WaitReturnsOnceAllKeysExist) {
     returned = true;
   });
   a_.set("x", "1");
-  std::this_thread::sleep_for(milliseconds(50));
+  // With x set, the wait is parked on y: it has not returned.
+  ASSERT_TRUE(server_.WaitForWaiters("y", 1));
   EXPECT_FALSE(returned);
   a_.add("y", 1);  // add wakes waiters too
   waiter.join();
@@ -300,8 +302,9 @@ TEST_F(TcpStoreTest, ParkedGetHoldsBackLaterRequestsOfItsConnection) {
   std::vector<char> set = Frame(internal::Op::kSet, "q", "1");
   both.insert(both.end(), set.begin(), set.end());
   raw.Send(both);
-  std::this_thread::sleep_for(milliseconds(50));
-  EXPECT_FALSE(a_.check({"q"}));  // the SET waits behind the parked GET
+  // The GET is parked: the SET behind it has not run.
+  ASSERT_TRUE(server_.WaitForWaiters("p", 1));
+  EXPECT_FALSE(a_.check({"q"}));
   a_.set("p", "x");
   // GET reply: length 6, ok, bytes "x"; then the SET reply: length 1, ok.
   EXPECT_EQ(raw.Read(15),

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -161,6 +162,16 @@ std::string TempPath(const std::string& suffix) {
   const char* dir = std::getenv("TMPDIR");
   return std::string(dir != nullptr ? dir : "/tmp") + "/disttest-selftest-" +
          std::to_string(getpid()) + "-" + std::to_string(++n) + suffix;
+}
+
+int LineIn(const std::string& path, const std::string& marker) {
+  std::istringstream in(ReadFile(path));
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find(marker) != std::string::npos) return n;
+  }
+  ADD_FAILURE() << "marker " << marker << " not in " << path;
+  return -1;
 }
 
 }  // namespace disttest::testing

@@ -55,6 +55,10 @@ std::vector<std::string> KillOrphans();
 // The text of file `path` ("" when it cannot be read).
 std::string ReadFile(const std::string& path);
 
+// The number of the first line of file `path` that holds `marker`; -1, and
+// a test failure, when none does.
+int LineIn(const std::string& path, const std::string& marker);
+
 // The <testcase name="name" .../> element of a gtest XML report, or "".
 std::string TestCaseXml(const std::string& xml, const std::string& name);
 

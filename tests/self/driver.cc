@@ -7,13 +7,7 @@
 namespace disttest::testing {
 
 int LineOf(const std::string& marker) {
-  std::istringstream in(ReadFile(DISTTEST_VERDICTS_CHILD_SOURCE));
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find(marker) != std::string::npos) return n;
-  }
-  ADD_FAILURE() << "marker " << marker << " not in the child source";
-  return -1;
+  return LineIn(DISTTEST_VERDICTS_CHILD_SOURCE, marker);
 }
 
 std::string FailureAt(const std::string& marker, const std::string& label) {

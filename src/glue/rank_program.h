@@ -9,8 +9,8 @@
 //   GtestRankProgram program(test, /*fixture=*/nullptr);
 //   RankVerdict v = program.Run(env, comm, store, report);
 //   Reraise(Judge(spec, reports));
-#ifndef DISTTEST_SRC_GTEST_RANK_PROGRAM_H_
-#define DISTTEST_SRC_GTEST_RANK_PROGRAM_H_
+#ifndef DISTTEST_SRC_GLUE_RANK_PROGRAM_H_
+#define DISTTEST_SRC_GLUE_RANK_PROGRAM_H_
 
 #include <memory>
 #include <string>
@@ -82,4 +82,4 @@ void RecordProperties(const TestSpec& spec);
 
 }  // namespace disttest::internal
 
-#endif  // DISTTEST_SRC_GTEST_RANK_PROGRAM_H_
+#endif  // DISTTEST_SRC_GLUE_RANK_PROGRAM_H_

@@ -1,5 +1,5 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
-#include "gtest/external.h"
+#include "glue/external.h"
 
 #include <fmt/format.h>
 
@@ -14,7 +14,7 @@
 #include "disttest/error.h"
 #include "disttest/launch/launcher_env.h"
 #include "env/internal_names.h"
-#include "gtest/rank_program.h"
+#include "glue/rank_program.h"
 #include "harness/launched/job.h"
 #include "harness/launched/keys.h"
 #include "harness/launched/launched_rank_host.h"

@@ -1,5 +1,5 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
-#include "gtest/rank_program.h"
+#include "glue/rank_program.h"
 
 #include <cxxabi.h>
 #include <fmt/format.h>
@@ -20,7 +20,7 @@
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
 #include "env/internal_names.h"
-#include "gtest/current_communicator.h"
+#include "glue/current_communicator.h"
 #include "launch/launch_internal.h"
 
 namespace disttest::internal {

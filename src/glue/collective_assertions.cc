@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "disttest/error.h"
-#include "gtest/current_communicator.h"
+#include "glue/current_communicator.h"
 
 namespace disttest::internal {
 namespace {

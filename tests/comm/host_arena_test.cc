@@ -1,0 +1,178 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// HostArena on its own and behind a Gloo communicator: ranks as threads of
+// this process, which share the arena's memory as forked ranks share its
+// mapping.
+#include "comm/host_arena.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/thread_ranks.h"
+#include "disttest/error.h"
+
+namespace disttest {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::RunRanks;
+
+// A rank said to have ended (the harness does so when it sees the process
+// go) ends its peers' waits at once, with a message naming it.
+TEST(HostArenaTest, EndedRankFailsItsPeersWaitNamingIt) {
+  auto arena = HostArena::Create(3);
+  std::atomic<int> waiting{0};
+  std::thread marker([&] {
+    while (waiting < 2)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    arena->MarkEnded(2);
+  });
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      ++waiting;
+      try {
+        arena->Barrier(r, std::chrono::seconds(30));
+      } catch (const CommError& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  marker.join();
+  for (const std::string& e : errors) {
+    EXPECT_EQ(e, "rank 2 ended while its peers waited for it in a collective");
+  }
+}
+
+// Through a communicator: the first rank to time out names the rank that
+// never came; a peer still waiting then learns that the arena broke. Each
+// message names the rank and the operation, and the communicator counts as
+// failed (a pooled rank leaves).
+TEST(HostArenaTest, TimeoutNamesTheRanksThatDidNotArrive) {
+  auto arena = HostArena::Create(3);
+  std::vector<std::string> errors(2);
+  RunRanks(
+      3,
+      [&errors](Communicator& comm) {
+        if (comm.rank() == 2) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(600));
+          return;  // Never joins the allreduce.
+        }
+        std::int32_t x = 1;
+        try {
+          comm.allreduce(&x, 1, ReduceOp::kSum);
+          ADD_FAILURE() << "an allreduce without rank 2 returned";
+        } catch (const CommError& e) {
+          errors[comm.rank()] = e.what();
+        }
+        EXPECT_TRUE(comm.failed());
+      },
+      std::chrono::milliseconds(300), arena);
+  const std::string timeout =
+      "timed out after 300 ms waiting for rank 2 (same-host arena)";
+  int timed_out = 0;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_THAT(errors[r],
+                HasSubstr(fmt::format(
+                    "[rank {}/3] allreduce of 1 int32 (sum) failed: ", r)));
+    if (errors[r].find(timeout) != std::string::npos) {
+      ++timed_out;
+    } else {
+      EXPECT_THAT(errors[r], HasSubstr("gave up a collective in the host "
+                                       "arena (see its error)"));
+    }
+  }
+  EXPECT_GE(timed_out, 1) << errors[0] << "\n" << errors[1];
+}
+
+// A rank that gave up a wait stays counted in that barrier: after it, no
+// collective may pair the ranks up (it would be one step off); every one
+// fails, naming the rank that gave up.
+TEST(HostArenaTest, AfterAFailedWaitEveryCollectiveFails) {
+  auto arena = HostArena::Create(2);
+  try {
+    arena->Barrier(0, std::chrono::milliseconds(50));
+    ADD_FAILURE() << "a barrier without rank 1 returned";
+  } catch (const CommError& e) {
+    EXPECT_THAT(e.what(),
+                HasSubstr("timed out after 50 ms waiting for rank 1"));
+  }
+  const std::string broken =
+      "rank 0 gave up a collective in the host arena (see its error); the "
+      "arena cannot be used after that";
+  for (int rank : {0, 1}) {
+    std::int32_t x = 1;
+    try {
+      arena->AllReduce(rank, &x, 1, DataType::kInt32, ReduceOp::kSum,
+                       std::chrono::seconds(30));
+      ADD_FAILURE() << "rank " << rank << " completed a collective alone";
+    } catch (const CommError& e) {
+      EXPECT_EQ(e.what(), broken);
+    }
+  }
+}
+
+// A re-executed rank maps the arena from the descriptor it inherited: the
+// same memory as the parent's.
+TEST(HostArenaTest, AttachedArenaIsTheSameMemory) {
+  auto created = HostArena::Create(2);
+  ASSERT_GE(created->fd(), 0) << "memfd_create is not allowed here";
+  auto attached = HostArena::Attach(dup(created->fd()), 2);
+  EXPECT_EQ(attached->fd(), -1);
+  std::vector<double> zero(3, 1.5), one(3, 2.0);
+  std::thread peer([&] {
+    attached->AllReduce(1, one.data(), one.size(), DataType::kFloat64,
+                        ReduceOp::kSum, std::chrono::seconds(30));
+  });
+  created->AllReduce(0, zero.data(), zero.size(), DataType::kFloat64,
+                     ReduceOp::kSum, std::chrono::seconds(30));
+  peer.join();
+  EXPECT_EQ(zero, std::vector<double>(3, 3.5));
+  EXPECT_EQ(one, std::vector<double>(3, 3.5));
+
+  try {
+    HostArena::Attach(dup(created->fd()), 3);
+    ADD_FAILURE() << "a 2-rank arena was attached for 3 ranks";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("is not a host arena for 3 ranks"));
+  }
+  EXPECT_THROW(HostArena::Attach(-1, 2), Error);
+}
+
+// Each rank reads every rank's slot: larger worlds take smaller buffers.
+TEST(HostArenaTest, BuffersFitPerRankAndInAll) {
+  EXPECT_TRUE(HostArena::Create(2)->Fits(HostArena::kSlotBytes));
+  EXPECT_FALSE(HostArena::Create(2)->Fits(HostArena::kSlotBytes + 1));
+  EXPECT_TRUE(HostArena::Create(8)->Fits(64 * 1024));
+  EXPECT_FALSE(HostArena::Create(16)->Fits(64 * 1024));
+  EXPECT_TRUE(HostArena::Create(16)->Fits(32 * 1024));
+  EXPECT_TRUE(HostArena::Create(HostArena::kMaxRanks)->Fits(512));
+  EXPECT_THROW(HostArena::Create(HostArena::kMaxRanks + 1), Error);
+}
+
+TEST(HostArenaTest, ArenaForAnotherWorldSizeIsAClearError) {
+  testing::ServerThread store;
+  TcpStore client("127.0.0.1", store.port(), std::chrono::seconds(5));
+  GlooOptions options;
+  options.arena = HostArena::Create(3);
+  try {
+    GlooCommunicator::Create(client, 0, 2, options);
+    ADD_FAILURE() << "a 3-rank arena was accepted for 2 ranks";
+  } catch (const CommError& e) {
+    EXPECT_STREQ(e.what(), "[rank 0/2] the host arena is for 3 ranks, not 2");
+  }
+  EXPECT_THROW(HostArena::Create(0), Error);
+}
+
+}  // namespace
+}  // namespace disttest
