@@ -64,9 +64,9 @@ ReduceFn ReduceFunction(ReduceOp op) {
 // Gloo's loop thread sleeps in epoll_wait with a 10 ms timeout, and removing a
 // socket from the loop (which every connect and every pair destructor does)
 // waits for the loop's next pass: each connect or teardown costs up to 10 ms,
-// one after another (shared/reference/gloo_mesh_cost.md, cause A). A timerfd
-// registered in the loop makes the next pass come at once. Armed only while
-// the mesh is built and torn down, so an idle rank does not spin.
+// one after another. A timerfd registered in the loop makes the next pass
+// come at once. Armed only while the mesh is built and torn down, so an idle
+// rank does not spin.
 class LoopTicker : public gloo::transport::tcp::Handler {
  public:
   LoopTicker()
@@ -141,11 +141,10 @@ class LoopTicker : public gloo::transport::tcp::Handler {
 // pair's lock, and otherwise returns to epoll_wait, which (level-triggered)
 // returns at once. Woken by an incoming message, it would preempt the rank's
 // own main thread while that holds the lock in send() or recv(), then spin
-// until the scheduler tick takes the CPU back (4 ms here; reference
-// gloo_mesh_cost.md, cause B). As SCHED_BATCH it waits instead until the
-// main thread blocks. SCHED_IDLE would do the same, but starves the loop
-// under CPU load; SCHED_BATCH does not. The calling thread's own policy is
-// restored at once; one that is not SCHED_OTHER is left alone.
+// until the scheduler tick takes the CPU back (4 ms here). As SCHED_BATCH it
+// waits instead until the main thread blocks. SCHED_IDLE would do the same, but
+// starves the loop under CPU load; SCHED_BATCH does not. The calling thread's
+// own policy is restored at once; one that is not SCHED_OTHER is left alone.
 class BatchPolicyForNewThreads {
  public:
   BatchPolicyForNewThreads() {

@@ -3,7 +3,10 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,8 +25,10 @@
 #include "disttest/error.h"
 #include "env/internal_names.h"
 #include "env/knobs.h"
+#include "harness/descendants.h"
 #include "harness/emergency_cleanup.h"
 #include "harness/rank_outcome.h"
+#include "harness/stack_dump.h"
 
 namespace disttest::internal {
 namespace {
@@ -207,6 +212,49 @@ pid_t Launcher::Spawn(const SpawnRequest& request) {
   // parent could signal it, whichever process runs first.
   setpgid(pid, request.pgid == 0 ? pid : request.pgid);
   return pid;
+}
+
+int Launcher::OpenPidFd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+std::optional<RankOutcome> Launcher::Ended(pid_t pid, std::string* error) {
+  siginfo_t info{};
+  int rc = waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT);
+  if (rc == 0 && info.si_pid == pid) return RankOutcome::FromSigInfo(info);
+  if (rc < 0 && errno != EINTR) {
+    *error = fmt::format("could not be waited for: {}", std::strerror(errno));
+  }
+  return std::nullopt;
+}
+
+std::optional<RankOutcome> Launcher::Reap(pid_t pid,
+                                          Clock::time_point deadline) {
+  int status = 0;
+  pid_t got = 0;
+  while ((got = waitpid(pid, &status, WNOHANG)) == 0 ||
+         (got < 0 && errno == EINTR)) {
+    if (Clock::now() >= deadline) break;
+    poll(nullptr, 0, 1);  // Only after SIGKILL, so only briefly.
+  }
+  if (got != pid) return std::nullopt;
+  return RankOutcome::FromWaitStatus(status);
+}
+
+void Launcher::Kill(pid_t pid) { kill(pid, SIGKILL); }
+
+void Launcher::KillGroup(pid_t pgid) { kill(-pgid, SIGKILL); }
+
+bool Launcher::Stopped(pid_t pid) { return internal::Stopped(pid); }
+
+std::vector<std::string> Launcher::Stacks(const std::vector<pid_t>& pids,
+                                          std::chrono::milliseconds deadline) {
+  return DumpStacks(pids, deadline);
 }
 
 void Launcher::StartChild(const SpawnRequest& request, pid_t parent) {

@@ -18,8 +18,10 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +29,7 @@
 #include "comm/host_arena.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/harness/options.h"
+#include "harness/rank_outcome.h"
 
 namespace disttest::internal {
 
@@ -52,9 +55,33 @@ struct SpawnRequest {
 
 class Launcher {
  public:
+  using Clock = std::chrono::steady_clock;
+
   virtual ~Launcher() = default;
   // Starts the rank and returns its pid; throws SpawnError.
-  pid_t Spawn(const SpawnRequest& request);
+  virtual pid_t Spawn(const SpawnRequest& request);
+
+  // What the parent does to the processes it started, all through here, so
+  // that a fake launcher can stand in for processes in the supervisor's unit
+  // tests (tests/harness/fake_launcher.h):
+  // A descriptor that polls readable once `pid` has ended; -1: none (the
+  // poll loop's tick notices the end).
+  virtual int OpenPidFd(pid_t pid);
+  // How `pid` ended, once it has; it stays a zombie until Reap. Sets
+  // `error` when it cannot be waited for (someone else reaped it).
+  virtual std::optional<RankOutcome> Ended(pid_t pid, std::string* error);
+  // Reaps `pid`, waiting until `deadline` at most; nullopt when it could
+  // not be reaped (stuck in uninterruptible sleep).
+  virtual std::optional<RankOutcome> Reap(pid_t pid,
+                                          Clock::time_point deadline);
+  // SIGKILL to `pid`, and to the process group `pgid`.
+  virtual void Kill(pid_t pid);
+  virtual void KillGroup(pid_t pgid);
+  // Whether `pid` is stopped (SIGSTOP, SIGTSTP, a tracer), not running.
+  virtual bool Stopped(pid_t pid);
+  // The stacks of `pids`, one string each (stack_dump.h).
+  virtual std::vector<std::string> Stacks(const std::vector<pid_t>& pids,
+                                          std::chrono::milliseconds deadline);
 
  protected:
   // Runs in the parent before fork(): allocate what the child needs.

@@ -316,17 +316,16 @@ void RankGroup::DrainChannels() {
 void RankGroup::ObserveExits() {
   for (Rank& rank : ranks_) {
     if (rank.pid <= 0 || rank.exited) continue;
-    siginfo_t info{};
-    int rc = waitid(P_PID, rank.pid, &info, WEXITED | WNOHANG | WNOWAIT);
-    if (rc == 0 && info.si_pid == rank.pid) {
+    std::string error;
+    if (std::optional<RankOutcome> outcome =
+            launcher_->Ended(rank.pid, &error)) {
       rank.exited = true;
-      rank.report.outcome = RankOutcome::FromSigInfo(info);
+      rank.report.outcome = *outcome;
       OnRankEnded(rank);
-    } else if (rc < 0 && errno != EINTR) {
+    } else if (!error.empty()) {
       // ECHILD: someone else (a SIGCHLD handler of the test?) reaped it.
       rank.exited = rank.reaped = true;
-      rank.report.channel_errors.push_back(
-          fmt::format("could not be waited for: {}", std::strerror(errno)));
+      rank.report.channel_errors.push_back(error);
     }
   }
 }
@@ -350,26 +349,22 @@ void RankGroup::Kill(const std::string& reason) {
     } else if (rank.report.killed_because.empty()) {
       rank.report.killed_because = reason;
     }
-    kill(rank.pid, SIGKILL);
+    launcher_->Kill(rank.pid);
   }
   // The group also holds whatever the ranks started. Its id is rank 0's pid,
   // which stays ours until rank 0 is reaped (ObserveExits leaves it a
   // zombie), so this never signals a stranger's group.
-  if (pgid_ > 0 && !ranks_.empty() && !ranks_[0].reaped) kill(-pgid_, SIGKILL);
+  if (pgid_ > 0 && !ranks_.empty() && !ranks_[0].reaped) {
+    launcher_->KillGroup(pgid_);
+  }
 }
 
 void RankGroup::ReapAll() {
   auto deadline = std::chrono::steady_clock::now() + kReapDeadline;
   for (Rank& rank : ranks_) {
     if (rank.pid <= 0 || rank.reaped) continue;
-    int status = 0;
-    pid_t got = 0;
-    while ((got = waitpid(rank.pid, &status, WNOHANG)) == 0 ||
-           (got < 0 && errno == EINTR)) {
-      if (std::chrono::steady_clock::now() >= deadline) break;
-      poll(nullptr, 0, 1);  // Only after SIGKILL, so only briefly.
-    }
-    if (got != rank.pid) {
+    std::optional<RankOutcome> outcome = launcher_->Reap(rank.pid, deadline);
+    if (!outcome) {
       rank.report.channel_errors.push_back(fmt::format(
           "could not be reaped within {} s of SIGKILL (uninterruptible "
           "sleep in a driver?)",
@@ -380,7 +375,7 @@ void RankGroup::ReapAll() {
     LiveRanks().erase(rank.pid);
     if (!rank.exited) {
       rank.exited = true;
-      rank.report.outcome = RankOutcome::FromWaitStatus(status);
+      rank.report.outcome = *outcome;
     }
   }
 }

@@ -92,6 +92,7 @@ class RankGroup {
   void OnExit(RankEvent f) { on_exit_ = std::move(f); }
 
   const TestSpec& spec() const { return spec_; }
+  Launcher& launcher() { return *launcher_; }
   // Whether the ranks park after each test's verdict, waiting for the next
   // (a worker pool's: started with DISTTEST_INTERNAL_POOL).
   bool parks() const;

@@ -3,7 +3,6 @@
 // RankGroup's spawning: the output pipes and the SpawnRequest of each rank.
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,15 +16,6 @@
 
 namespace disttest::internal {
 namespace {
-
-int PidFdOpen(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  return -1;  // The drain tick notices exits instead.
-#endif
-}
 
 struct FdCloser {
   explicit FdCloser(int f) : fd(f) {}
@@ -132,7 +122,7 @@ void RankGroup::SpawnRank(int r) {
   LiveRanks().insert(pid);
   rank.pid = pid;
   if (pgid_ == 0) pgid_ = pid;
-  rank.pidfd = PidFdOpen(pid);
+  rank.pidfd = launcher_->OpenPidFd(pid);
 }
 
 }  // namespace disttest::internal

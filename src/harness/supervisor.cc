@@ -94,7 +94,8 @@ void Supervisor::PrintHeartbeat(Clock::time_point now) {
   for (const RankGroup::Rank& rank : group_.ranks()) {
     (rank.exited || rank.report.done ? done : running)
         .push_back(rank.report.rank);
-    if (!rank.exited && !rank.report.done && Stopped(rank.pid)) {
+    if (!rank.exited && !rank.report.done &&
+        group_.launcher().Stopped(rank.pid)) {
       stopped.push_back(rank.report.rank);
     }
   }
@@ -194,7 +195,8 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline) {
     // Decided now: whatever the rank does while its stack is taken, it did
     // not finish in time.
     if (deadline) rank.report.overran = reason;
-    if (Stopped(rank.pid) && rank.report.killed_because.empty()) {
+    if (group_.launcher().Stopped(rank.pid) &&
+        rank.report.killed_because.empty()) {
       rank.report.killed_because = fmt::format(
           "{}; it was stopped, not running (SIGSTOP, SIGTSTP or a tracer)",
           reason);
@@ -205,7 +207,8 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline) {
                 group_.Subject().c_str(), reason.c_str(), pids.size(),
                 pids.size() == 1 ? "" : "s");
     std::fflush(stdout);
-    std::vector<std::string> stacks = DumpStacks(pids, kStackDeadline);
+    std::vector<std::string> stacks =
+        group_.launcher().Stacks(pids, kStackDeadline);
     for (std::size_t i = 0; i < stuck.size(); ++i) {
       stuck[i]->report.stack = std::move(stacks[i]);
     }

@@ -1,0 +1,128 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Test helper: a Launcher whose ranks are scripts, not processes, so that
+// the supervisor's decisions (grace, timeout, verdict, pool end) are tested
+// in-process, without forking. A scripted rank sends its results into its
+// real result queue at given times after its spawn, and exits (or not) at a
+// given time; Kill ends it as SIGKILL would.
+//
+//   FakeLauncher::Script passes = {{{10ms, Done(RankVerdict::kPassed)}}, 20ms};
+//   auto launcher = std::make_unique<FakeLauncher>(
+//       std::vector<FakeLauncher::Script>{passes, FakeLauncher::Hangs()});
+//   std::vector<RankReport> r = RunTest(spec, std::move(launcher));
+#ifndef DISTTEST_TESTS_HARNESS_FAKE_LAUNCHER_H_
+#define DISTTEST_TESTS_HARNESS_FAKE_LAUNCHER_H_
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/launcher.h"
+#include "harness/rank_verdict.h"
+#include "harness/result_channel.h"
+
+namespace disttest::internal {
+
+// A rank's verdict message.
+inline RankMessage Done(RankVerdict v) {
+  return {RankMessage::Kind::kDone, "", -1, NameOf(v)};
+}
+
+class FakeLauncher : public Launcher {
+ public:
+  // Above any pid_max (2^22): no process has such a pid, so that a signal
+  // that reached the kernel by mistake would hit nothing.
+  static constexpr pid_t kFirstPid = 1 << 23;
+
+  struct Script {
+    // What the rank sends, each at its time after its spawn, in order.
+    std::vector<std::pair<std::chrono::milliseconds, RankMessage>> sends;
+    // When it exits by itself (with `exit_code`); nullopt: it runs until
+    // it is killed.
+    std::optional<std::chrono::milliseconds> exits_after;
+    int exit_code = 0;
+  };
+  // A rank that never reports and never exits.
+  static Script Hangs() { return {}; }
+
+  explicit FakeLauncher(std::vector<Script> scripts)
+      : scripts_(std::move(scripts)) {}
+
+  pid_t Spawn(const SpawnRequest& request) override {
+    Process p;
+    p.script = scripts_.at(static_cast<std::size_t>(request.rank.rank));
+    p.start = Clock::now();
+    p.channel = ResultChannel::Open(request.result_queue);
+    processes_.push_back(std::move(p));
+    return kFirstPid + static_cast<pid_t>(processes_.size()) - 1;
+  }
+  int OpenPidFd(pid_t) override { return -1; }
+  std::optional<RankOutcome> Ended(pid_t pid, std::string*) override {
+    Process& p = Of(pid);
+    if (p.killed) return RankOutcome::FromWaitStatus(SIGKILL);
+    Deliver(p);
+    if (p.script.exits_after &&
+        Clock::now() >= p.start + *p.script.exits_after) {
+      return RankOutcome::FromWaitStatus(W_EXITCODE(p.script.exit_code, 0));
+    }
+    return std::nullopt;
+  }
+  std::optional<RankOutcome> Reap(pid_t pid, Clock::time_point) override {
+    return Ended(pid, nullptr);
+  }
+  void Kill(pid_t pid) override { Of(pid).killed = true; }
+  void KillGroup(pid_t) override {
+    for (Process& p : processes_) p.killed = true;
+  }
+  bool Stopped(pid_t) override { return false; }
+  std::vector<std::string> Stacks(const std::vector<pid_t>& pids,
+                                  std::chrono::milliseconds) override {
+    std::vector<std::string> stacks;
+    for (pid_t pid : pids) {
+      stacks.push_back("#0 stack of fake rank " +
+                       std::to_string(pid - kFirstPid) + "\n");
+    }
+    stack_requests_ += static_cast<int>(pids.size());
+    return stacks;
+  }
+  // The ranks whose stacks were taken, in all.
+  int stack_requests() const { return stack_requests_; }
+
+ protected:
+  [[noreturn]] void RunChild(const SpawnRequest&) override { std::abort(); }
+
+ private:
+  struct Process {
+    Script script;
+    Clock::time_point start;
+    std::unique_ptr<ResultChannel> channel;
+    std::size_t sent = 0;
+    bool killed = false;
+  };
+
+  Process& Of(pid_t pid) {
+    return processes_.at(static_cast<std::size_t>(pid - kFirstPid));
+  }
+  void Deliver(Process& p) {
+    while (p.sent < p.script.sends.size() &&
+           Clock::now() >= p.start + p.script.sends[p.sent].first) {
+      p.channel->Send(p.script.sends[p.sent].second, std::chrono::seconds(1));
+      ++p.sent;
+    }
+  }
+
+  std::vector<Script> scripts_;
+  std::vector<Process> processes_;
+  int stack_requests_ = 0;
+};
+
+}  // namespace disttest::internal
+
+#endif  // DISTTEST_TESTS_HARNESS_FAKE_LAUNCHER_H_
