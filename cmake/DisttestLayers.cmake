@@ -1,5 +1,5 @@
-# The layers of DESIGN.md, one object library each, and the arrows between
-# them enforced by the compiler: a layer's sources see only a view of the
+# The layers (README, "How it works"), one object library each, and the
+# arrows between them enforced by the compiler: a layer's sources see only a view of the
 # tree, build/layers/<layer>/, with links to its own and its lower layers'
 # folders (src/<layer> and include/disttest/<layer>). An include of a higher
 # layer's header is "file not found", at the line that has it.

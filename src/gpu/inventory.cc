@@ -14,11 +14,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <sstream>
 #include <system_error>
 
+#include "base/child_process.h"
 #include "base/retry.h"
 #include "base/threads.h"
 #include "disttest/env/names.h"
@@ -131,6 +134,27 @@ std::optional<int> NvmlCountInChild() {
   return count;
 }
 
+// In a process that runs threads (where NvmlCountInChild does not run): the
+// count nvidia-smi -L gives, started with exec; nullopt without it, or when
+// it fails (no driver).
+std::optional<int> NvidiaSmiCount() {
+  if (internal::ThreadCount() == 1) return std::nullopt;
+  const std::string smi = internal::FindProgram("nvidia-smi");
+  if (smi.empty()) return std::nullopt;
+  internal::ChildProcess p = internal::ChildProcess::Start({smi, "-L"});
+  if (!p.started()) return std::nullopt;
+  if (!p.Wait(std::chrono::steady_clock::now() + std::chrono::seconds(10))) {
+    return std::nullopt;  // Killed with the object.
+  }
+  if (!p.succeeded()) return std::nullopt;
+  int count = 0;
+  std::istringstream lines(p.Output());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("GPU ", 0) == 0) ++count;
+  }
+  return count;
+}
+
 }  // namespace
 
 std::string GpuInventory::str() const {
@@ -174,6 +198,9 @@ std::optional<int> CountDriverGpuDirectory(const std::filesystem::path& dir) {
 
 std::optional<DriverGpus> ProbeDriverGpus() {
   if (std::optional<int> n = NvmlCountInChild()) return DriverGpus{*n, "NVML"};
+  if (std::optional<int> n = NvidiaSmiCount()) {
+    return DriverGpus{*n, "nvidia-smi"};
+  }
   constexpr char kProc[] = "/proc/driver/nvidia/gpus";
   if (std::optional<int> n = CountDriverGpuDirectory(kProc)) {
     return DriverGpus{*n, kProc};

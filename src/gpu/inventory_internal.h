@@ -32,7 +32,8 @@ std::vector<std::string> ParseVisibleDevices(std::string_view value,
 // nullopt when it does not exist.
 std::optional<int> CountDriverGpuDirectory(const std::filesystem::path& dir);
 
-// Asks the driver: NVML in a child process, else /proc/driver/nvidia/gpus.
+// Asks the driver: NVML in a child process (when this process runs one
+// thread), nvidia-smi -L (when it runs more), else /proc/driver/nvidia/gpus.
 std::optional<DriverGpus> ProbeDriverGpus();
 
 }  // namespace internal

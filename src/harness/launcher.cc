@@ -115,8 +115,8 @@ class ForkLauncher : public Launcher {
 
   [[noreturn]] void RunChild(const SpawnRequest& request) override {
     environ = envp_.data();
-    // The parent is single-threaded (a DESIGN decision), so the allocator is
-    // usable from here on.
+    // The parent runs no thread of its own (WarnIfThreaded says when the
+    // test's code started one), so the allocator is usable from here on.
     EmergencyCleanup::ResetInChild();
     // stdio now writes to a pipe: line buffering shows a hung rank's last
     // words instead of keeping them in a buffer.

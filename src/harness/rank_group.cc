@@ -165,6 +165,9 @@ void RankGroup::Start() {
   server_ = std::make_unique<TcpStoreServer>(spec_.options.master_addr, 0,
                                              store_token_);
   int seq = NextTestSequence();
+  for (Rank& rank : ranks_) {
+    if (rank.log != nullptr) std::fclose(rank.log);  // A pool's, restarting.
+  }
   ranks_.clear();
   ranks_.resize(spec_.world_size);
   queue_names_.clear();

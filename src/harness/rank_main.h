@@ -58,8 +58,8 @@ class RankProgram {
 };
 
 // Runs `program` as a rank of its test on `host`; returns the rank's last
-// verdict (host.Finish's). Throws only what host.Finish throws (a launched
-// rank whose store is gone).
+// verdict (host.Finish's). Throws only what host.Finish throws: a launched
+// rank's store that is gone (a spawned host catches everything).
 RankVerdict RunRank(RankProgram& program, const Options& options,
                     RankHost& host);
 

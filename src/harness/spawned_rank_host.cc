@@ -215,7 +215,19 @@ class SpawnedRankHost : public RankHost {
     const bool pooled = store_ != nullptr && PooledRank() &&
                         Succeeded(verdict) && ReusableCommunicator(comm);
     ReportVerdict(report, verdict);
-    if (pooled) verdict = ServePool(program_, env_, comm, *store_, report);
+    if (pooled) {
+      try {
+        verdict = ServePool(program_, env_, comm, *store_, report);
+      } catch (const std::exception& e) {
+        // The store went while the rank waited for its next test.
+        report({RankMessage::Kind::kFatalFailure, program_.file(),
+                program_.line(),
+                fmt::format("a pooled rank lost its parent's store: {}",
+                            e.what())});
+        ReportVerdict(report, RankVerdict::kFailed);
+        verdict = RankVerdict::kFailed;
+      }
+    }
     // The meeting never throws; a peer that does not come only costs the
     // reset (and a second).
     if (comm != nullptr) {

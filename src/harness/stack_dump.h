@@ -27,9 +27,25 @@ namespace disttest::internal {
 std::vector<std::string> DumpStacks(const std::vector<pid_t>& pids,
                                     std::chrono::milliseconds deadline);
 
-// In a rank: lets the parent's stack tool attach, and prints this thread's
-// stack to stderr on SIGUSR2 (the fallback without gdb or eu-stack).
+// The stack tool (eu-stack, else gdb; "" for neither) and the environment
+// it runs with, found now: a thread that takes stacks while another may
+// change the environment finds them first, under the other's lock.
+struct StackTool {
+  std::string path;
+  std::vector<std::string> env;
+};
+StackTool FindStackTool();
+std::vector<std::string> DumpStacks(const std::vector<pid_t>& pids,
+                                    std::chrono::milliseconds deadline,
+                                    const StackTool& tool);
+
+// In a spawned rank: lets the parent's stack tool attach, and installs the
+// SIGUSR2 fallback (below).
 void InstallStackSignalHandler();
+
+// Prints the stack of the thread that gets SIGUSR2 to stderr (the fallback
+// without gdb or eu-stack), unless the program handles SIGUSR2 itself.
+void InstallStackFallback();
 
 }  // namespace disttest::internal
 

@@ -11,7 +11,7 @@
 //   - the supervisor spawns the ranks with DISTTEST_INTERNAL_POOL=1;
 //   - each test's verdict is a kDone result; a rank that passed or skipped
 //     with a communicator that never failed then waits on PoolKey(n) for
-//     n = 1, 2, ... (Supervisor::AwaitParked sees every rank waiting);
+//     n = 1, 2, ... (the pool sees every rank waiting on it);
 //   - the supervisor sets PoolKey(n) to the next test's full gtest name,
 //     which the ranks run under the store prefix PoolKey(n);
 //   - an empty name, or a failure here, ends the pool: the rank goes on to

@@ -52,8 +52,11 @@ class FakeLauncher : public Launcher {
   // A rank that never reports and never exits.
   static Script Hangs() { return {}; }
 
-  explicit FakeLauncher(std::vector<Script> scripts)
-      : scripts_(std::move(scripts)) {}
+  // `stack_requests`, when given, counts the ranks whose stacks were taken
+  // (it outlives the launcher, which the group owns).
+  explicit FakeLauncher(std::vector<Script> scripts,
+                        int* stack_requests = nullptr)
+      : scripts_(std::move(scripts)), stack_requests_(stack_requests) {}
 
   pid_t Spawn(const SpawnRequest& request) override {
     Process p;
@@ -89,11 +92,11 @@ class FakeLauncher : public Launcher {
       stacks.push_back("#0 stack of fake rank " +
                        std::to_string(pid - kFirstPid) + "\n");
     }
-    stack_requests_ += static_cast<int>(pids.size());
+    if (stack_requests_ != nullptr) {
+      *stack_requests_ += static_cast<int>(pids.size());
+    }
     return stacks;
   }
-  // The ranks whose stacks were taken, in all.
-  int stack_requests() const { return stack_requests_; }
 
  protected:
   [[noreturn]] void RunChild(const SpawnRequest&) override { std::abort(); }
@@ -120,7 +123,7 @@ class FakeLauncher : public Launcher {
 
   std::vector<Script> scripts_;
   std::vector<Process> processes_;
-  int stack_requests_ = 0;
+  int* stack_requests_;
 };
 
 }  // namespace disttest::internal

@@ -63,10 +63,10 @@ std::string Messages(const TestSpec& spec, const std::vector<RankReport>& r) {
 
 TEST(SupervisorTest, RanksThatPassEndTheTestAndNothingIsKilled) {
   const TestSpec spec = Spec(2);
-  auto launcher =
-      std::make_unique<FakeLauncher>(std::vector<Script>{Passes(), Passes()});
-  FakeLauncher* fake = launcher.get();
-  std::vector<RankReport> r = RunTest(spec, std::move(launcher));
+  int stacks = 0;
+  std::vector<RankReport> r =
+      RunTest(spec, std::make_unique<FakeLauncher>(
+                        std::vector<Script>{Passes(), Passes()}, &stacks));
   ASSERT_EQ(r.size(), 2u);
   for (const RankReport& rank : r) {
     EXPECT_EQ(rank.done, RankVerdict::kPassed);
@@ -75,7 +75,7 @@ TEST(SupervisorTest, RanksThatPassEndTheTestAndNothingIsKilled) {
     EXPECT_EQ(rank.overran, "");
   }
   EXPECT_EQ(Messages(spec, r), "");
-  EXPECT_EQ(fake->stack_requests(), 0);
+  EXPECT_EQ(stacks, 0);
 }
 
 TEST(SupervisorTest, AFailureGivesAStuckPeerTheGraceThenItsStackAndTheKill) {
@@ -110,17 +110,19 @@ TEST(SupervisorTest, ASkipGivesPeersFiveTimesTheGrace) {
 
 TEST(SupervisorTest, RanksStillRunningAtTheTimeoutHaveOverrunIt) {
   const TestSpec spec = Spec(3, milliseconds(300));
-  auto launcher = std::make_unique<FakeLauncher>(std::vector<Script>{
-      FakeLauncher::Hangs(), Passes(), FakeLauncher::Hangs()});
-  FakeLauncher* fake = launcher.get();
-  std::vector<RankReport> r = RunTest(spec, std::move(launcher));
+  int stacks = 0;
+  std::vector<RankReport> r =
+      RunTest(spec, std::make_unique<FakeLauncher>(
+                        std::vector<Script>{FakeLauncher::Hangs(), Passes(),
+                                            FakeLauncher::Hangs()},
+                        &stacks));
   for (int q : {0, 2}) {
     EXPECT_EQ(r[q].overran, "the test timed out after 300 ms") << q;
     EXPECT_EQ(r[q].killed_because, "the test timed out after 300 ms") << q;
   }
   EXPECT_EQ(r[1].overran, "");
   EXPECT_EQ(r[1].killed_because, "");
-  EXPECT_EQ(fake->stack_requests(), 2);  // Not the rank that had finished.
+  EXPECT_EQ(stacks, 2);  // Not the rank that had finished.
 }
 
 TEST(SupervisorTest, ParkedRanksEndTheTestWithTheirVerdicts) {

@@ -66,8 +66,9 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
   // Writing to a peer that died must fail the operation (Gloo writes
   // without MSG_NOSIGNAL), not kill this process with SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
-  // Without a stack tool, a hung body's stack comes from SIGUSR2.
-  InstallStackSignalHandler();
+  // Without a stack tool, a hung body's stack comes from SIGUSR2 (unless
+  // the program handles SIGUSR2 itself).
+  InstallStackFallback();
   server_ = ServeStore(env_);
   store_ = ConnectStore(env_);
   side_.store = ConnectStore(env_);

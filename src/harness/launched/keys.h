@@ -15,8 +15,9 @@
 //                                                     not)
 //   external/<seq>/fixture-dirs            rank 0     everyone
 //   external/<seq>/<step>/msg/<r>/<i>      r          rank 0: r's results
-//   external/<seq>/<step>/done/<r>         r          rank 0: "<count>
-//   <verdict>" external/<seq>/<step>/verdict          rank 0     everyone
+//   external/<seq>/<step>/done/<r>         r          rank 0 ("<count>
+//                                                     <verdict>")
+//   external/<seq>/<step>/verdict          rank 0     everyone
 //   external/<seq>/<step>/store/...        the step   the test's own keys
 //   external/comm/<generation>/<key>/...   Gloo       Gloo (its rendezvous)
 #ifndef DISTTEST_SRC_HARNESS_LAUNCHED_KEYS_H_

@@ -85,12 +85,29 @@ std::string Watchdog::OwnStacks() {
   // and by the tracer it declares, with that one's descendants: the tool
   // is this process's child.
   prctl(PR_SET_PTRACER, getpid(), 0, 0, 0);
+  StackTool tool;
+  {
+    // The main thread changes the environment under this lock.
+    std::lock_guard<std::mutex> side(side_.mu);
+    tool = FindStackTool();
+  }
+  const pid_t self = getpid();
   std::atomic<bool> taken{false};
   std::string stacks;
-  std::thread taker([&] {
-    stacks = DumpStacks({getpid()}, kStackDeadline)[0];
+  auto take = [&] {
+    try {
+      stacks = DumpStacks({self}, kStackDeadline, tool)[0];
+    } catch (const std::exception& e) {
+      stacks = fmt::format("the stacks could not be taken: {}\n", e.what());
+    }
     taken = true;
-  });
+  };
+  std::thread taker;
+  try {
+    taker = std::thread(take);
+  } catch (const std::exception&) {
+    take();  // No thread to spare: without heartbeats meanwhile.
+  }
   // This rank is alive, and says where it hangs: heartbeats go on.
   long long beat = 0;
   while (!taken) {
@@ -101,7 +118,7 @@ std::string Watchdog::OwnStacks() {
     }
     std::this_thread::sleep_for(milliseconds(200));
   }
-  taker.join();
+  if (taker.joinable()) taker.join();
   std::string text;
   std::size_t start = 0;
   while (start < stacks.size()) {
