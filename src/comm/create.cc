@@ -58,10 +58,9 @@ std::unique_ptr<Communicator> CreateCommunicator(Backend backend, Store& store,
     case Backend::kNccl: {
 #if DISTTEST_HAVE_NCCL
       NcclOptions nccl;
-      nccl.device = device;
+      static_cast<CommOptions&>(nccl) = options;  // Timeout and arena.
       nccl.prefix = options.prefix + "/nccl";
-      nccl.timeout = options.timeout;
-      nccl.arena = options.arena;
+      nccl.device = device;
       return NcclCommunicator::Create(store, rank, size, nccl);
 #else
       (void)device;

@@ -175,9 +175,17 @@ std::vector<std::string> AllHostnames(Communicator& global) {
 
 }  // namespace
 
+// What builds a Context (its constructor is private).
+struct ContextAccess {
+  using State = Context::State;
+  static Context Make(std::unique_ptr<State> state) {
+    return Context(std::move(state));
+  }
+};
+
 Context LaunchOnStore(const LaunchRequest& request, Store& store,
                       Communicator* global) {
-  auto state = std::make_unique<Context::State>();
+  auto state = std::make_unique<ContextAccess::State>();
   state->config = request.config;
   state->layout.emplace(request.world_size, request.config.parallel);
   state->rank = request.rank;
@@ -242,7 +250,7 @@ Context LaunchOnStore(const LaunchRequest& request, Store& store,
         on_node == 1 ? "" : "es");
     std::fflush(stdout);
   }
-  return Context(std::move(state));
+  return ContextAccess::Make(std::move(state));
 }
 
 }  // namespace internal

@@ -19,27 +19,20 @@
 #include <memory>
 #include <string>
 
+#include "disttest/comm/comm_options.h"
 #include "disttest/comm/communicator.h"
 #include "disttest/rendezvous/store.h"
 
 namespace disttest {
 
-// Shared memory of the ranks of one host (the harness's; internal).
-class HostArena;
-
-struct GlooOptions {
+// CommOptions (prefix "gloo" here, timeout, arena) and the address to bind.
+// With an arena, barrier, and allreduce, broadcast and allgather of up to
+// HostArena::kSlotBytes per rank (kMaxTotalBytes for all ranks), go through
+// it instead of the sockets.
+struct GlooOptions : CommOptions {
+  GlooOptions() { prefix = "gloo"; }
   // Address the rank's sockets bind to; loopback keeps tests off the network.
   std::string hostname = "127.0.0.1";
-  // Key prefix in the store for this communicator's rendezvous.
-  std::string prefix = "gloo";
-  // Bounds connecting and every operation.
-  std::chrono::milliseconds timeout = std::chrono::seconds(300);
-  // Shared memory of ranks on one host (the harness makes it), mapped before
-  // they forked: barrier, and allreduce, broadcast and allgather of up to
-  // HostArena::kSlotBytes per rank (kMaxTotalBytes for all ranks), go
-  // through it instead of the sockets.
-  // Every rank of the communicator must pass the same arena, or none.
-  std::shared_ptr<HostArena> arena;
 };
 
 class GlooCommunicator : public Communicator {

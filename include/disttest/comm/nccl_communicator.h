@@ -51,27 +51,22 @@
 #include <memory>
 #include <string>
 
+#include "disttest/comm/comm_options.h"
 #include "disttest/comm/communicator.h"
 #include "disttest/rendezvous/store.h"
 
 namespace disttest {
 
-// Shared memory of the ranks of one host (the harness's; internal).
-class HostArena;
-
-struct NcclOptions {
+// CommOptions (prefix "nccl" here, timeout, arena) and the device. With an
+// arena (the harness's spawned ranks), every rank's call is compared there
+// before each collective, so that ranks that disagree fail at once instead
+// of hanging in NCCL or reducing mismatched buffers; the data still goes
+// through NCCL.
+struct NcclOptions : CommOptions {
+  NcclOptions() { prefix = "nccl"; }
   // The CUDA device of this rank, an index among the visible devices. The
   // harness shows each rank its own GPU first: device 0.
   int device = 0;
-  // Key prefix in the store for this communicator's ncclUniqueId.
-  std::string prefix = "nccl";
-  // Bounds the rendezvous, the initialisation and every operation.
-  std::chrono::milliseconds timeout = std::chrono::seconds(300);
-  // Ranks on one host (the harness's spawned ranks): before each collective
-  // every rank's call is compared in this arena (HostArena::Check), so that
-  // ranks that disagree fail at once instead of hanging in NCCL or
-  // reducing mismatched buffers. The data still goes through NCCL.
-  std::shared_ptr<HostArena> arena;
 };
 
 class NcclCommunicator : public Communicator {

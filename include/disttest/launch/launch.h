@@ -40,6 +40,9 @@
 #include "disttest/rendezvous/store.h"
 
 namespace disttest {
+namespace internal {
+struct ContextAccess;
+}  // namespace internal
 
 class Context {
  public:
@@ -70,10 +73,10 @@ class Context {
   // The store every rank reached at rendezvous.
   Store& store();
 
+ private:
+  friend struct internal::ContextAccess;  // launch() builds one.
   struct State;
   explicit Context(std::unique_ptr<State> state);
-
- private:
   std::unique_ptr<State> state_;
 };
 
