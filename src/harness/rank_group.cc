@@ -165,9 +165,6 @@ void RankGroup::Start() {
   server_ = std::make_unique<TcpStoreServer>(spec_.options.master_addr, 0,
                                              store_token_);
   int seq = NextTestSequence();
-  for (Rank& rank : ranks_) {
-    if (rank.log != nullptr) std::fclose(rank.log);  // A pool's, restarting.
-  }
   ranks_.clear();
   ranks_.resize(spec_.world_size);
   queue_names_.clear();
@@ -198,6 +195,7 @@ void RankGroup::Start() {
 
 void RankGroup::Relabel(const TestSpec& spec) {
   spec_ = spec;
+  if (!started_) return;  // Start() makes the ranks, reports and logs.
   for (Rank& rank : ranks_) {
     if (rank.log != nullptr) std::fclose(rank.log);
     rank.log = nullptr;
@@ -219,15 +217,19 @@ std::vector<RankReport> RankGroup::End(const std::string& reason) {
   EndOrphans();
   // Rank 0 is reaped: the group id may now be reused.
   if (emergency_) emergency_->Arm(0, queue_names_);
-  for (Rank& rank : ranks_) {
-    if (rank.out) rank.out->Finish();
-    if (rank.err) rank.err->Finish();
-  }
+  FinishOutput();
   DrainChannels();
   std::vector<RankReport> reports;
   for (Rank& rank : ranks_) reports.push_back(std::move(rank.report));
   CleanUp();
   return reports;
+}
+
+void RankGroup::FinishOutput() {
+  for (Rank& rank : ranks_) {
+    if (rank.out) rank.out->Finish();
+    if (rank.err) rank.err->Finish();
+  }
 }
 
 void RankGroup::AppendDescriptors(std::vector<int>* fds) const {

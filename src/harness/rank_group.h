@@ -72,8 +72,10 @@ class RankGroup {
   // the harness itself cannot work (a resource limit, say).
   void Start();
   // A pooled group's next test: its spec labels output and logs from now
-  // on, and its reports start empty.
+  // on, and its reports start empty (before Start(): only the spec).
   void Relabel(const TestSpec& spec);
+  // Relays what the ranks wrote, up to now, and ends a line left open.
+  void FinishOutput();
   // One pass of the poll loop, waiting at most `timeout_ms`: store
   // requests, the ranks' output, their results and exits.
   void Serve(int timeout_ms);

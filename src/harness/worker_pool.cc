@@ -129,27 +129,21 @@ std::vector<RankReport> WorkerPools::Pool::RunTest(const TestSpec& spec,
       alive_ = false;
     }
   }
+  group_.Relabel(spec);
+  Supervisor supervisor(group_);  // The clock starts before the spawning.
   if (!alive_) {
-    group_.Relabel(spec);
-    Supervisor supervisor(group_);
     group_.Start();
     alive_ = true;
     dispatched_ = 0;
-    supervisor.Run();
   } else {
-    group_.Relabel(spec);
-    Supervisor supervisor(group_);
     ++dispatched_;
     group_.server().Set(PoolKey(dispatched_),
                         std::vector<char>(spec.name.begin(), spec.name.end()));
-    supervisor.Run();
   }
+  supervisor.Run();
   // What a rank printed before its verdict is in the pipe by now (ranks
   // flush before they report); a line left open ends with the test.
-  for (RankGroup::Rank& rank : group_.ranks()) {
-    if (rank.out) rank.out->Finish();
-    if (rank.err) rank.err->Finish();
-  }
+  group_.FinishOutput();
   group_.DrainChannels();
   group_.ObserveExits();
   bool clean = true;
@@ -214,10 +208,7 @@ void WorkerPools::Pool::FinishShutdown() {
     group_.Serve(10);
   }
   group_.Kill("the pool was shut down");
-  for (RankGroup::Rank& rank : group_.ranks()) {
-    if (rank.out) rank.out->Finish();
-    if (rank.err) rank.err->Finish();
-  }
+  group_.FinishOutput();
   group_.CleanUp();
 }
 
