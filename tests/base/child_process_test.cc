@@ -3,7 +3,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
+#include <cerrno>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -37,9 +39,13 @@ TEST(ChildProcessTest, AChildPastItsDeadlineIsKilledAndReaped) {
   ChildProcess p = ChildProcess::Start({"/bin/sleep", "1000"});
   ASSERT_TRUE(p.started());
   EXPECT_FALSE(p.Wait(Clock::now() + milliseconds(50)));
+  const pid_t pid = p.pid();
   p.Kill();
   EXPECT_TRUE(p.Wait(Clock::now()));
   EXPECT_FALSE(p.succeeded());
+  // Reaped: no zombie of it is left to this process.
+  EXPECT_EQ(waitpid(pid, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
 }
 
 // A thread that holds a lock the child would need (the allocator's, say)

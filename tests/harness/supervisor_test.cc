@@ -70,7 +70,9 @@ TEST(SupervisorTest, RanksThatPassEndTheTestAndNothingIsKilled) {
   ASSERT_EQ(r.size(), 2u);
   for (const RankReport& rank : r) {
     EXPECT_EQ(rank.done, RankVerdict::kPassed);
+    ASSERT_TRUE(rank.outcome.has_value());
     EXPECT_TRUE(rank.outcome->exited());
+    EXPECT_EQ(rank.outcome->exit_code(), kExitPassed);
     EXPECT_EQ(rank.killed_because, "");
     EXPECT_EQ(rank.overran, "");
   }

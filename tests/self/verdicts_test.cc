@@ -1005,6 +1005,44 @@ TEST_P(VerdictsTest, PooledRanksRunTheNextTestUntilOneFails) {
               HasSubstr("result=\"completed\""));
 }
 
+// The pool's fast path (ranks and communicator reused, the communicator
+// parked between tests) checks what a fresh test's ranks check: ranks that
+// disagree about a collective all fail, through the arena and through Gloo.
+TEST_P(VerdictsTest, PooledRanksThatDisagreeFail) {
+  const std::string calls =
+      "does not match across the 2 ranks: rank 0: allreduce(8 x float32, "
+      "sum); rank 1: broadcast(8 x float32, root 0)";
+  for (const char* no_arena : {"0", "1"}) {
+    SCOPED_TRACE(std::string("DISTTEST_NO_HOST_ARENA=") + no_arena);
+    Verdict v =
+        Run("VerdictsPooledMismatch.*", {{"DISTTEST_NO_HOST_ARENA", no_arena}});
+    EXPECT_EQ(v.run.exit_code, 1);
+    EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
+    EXPECT_THAT(v.run.out, Not(HasSubstr("marker-pooled-mismatch-passed")));
+    EXPECT_THAT(v.run.out, Not(HasSubstr("was killed by disttest")));
+    EXPECT_THAT(TestCaseXml(v.xml, "Agrees/2ranks"),
+                Not(HasSubstr("<failure")));
+    const std::string tc = TestCaseXml(v.xml, "Disagrees/2ranks");
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_THAT(tc,
+                  HasSubstr(fmt::format(
+                      "[rank {}/2] the test body threw disttest::CommError: "
+                      "[rank {}/2] ",
+                      r, r)));
+    }
+    EXPECT_EQ(Count(tc, calls), 2 * 2) << tc;
+    if (std::string(GetParam().launch) == "fork") {
+      // Through the reused ranks: the second test ran in the first's
+      // processes.
+      for (int r = 0; r < 2; ++r) {
+        auto tests = PoolLines(v.run.out, r);
+        EXPECT_EQ(tests["Disagrees"], std::make_pair(tests["Agrees"].first, 2))
+            << v.run.out;
+      }
+    }
+  }
+}
+
 TEST_P(VerdictsTest, PooledRankKilledEndsThePool) {
   Verdict v =
       Run("VerdictsPooled.AfterTheFailure/*:VerdictsPooled.KilledOnRank0/"
@@ -1077,9 +1115,9 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // One GPU: the NCCL test skips on any machine.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 44 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 45 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("37 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("38 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

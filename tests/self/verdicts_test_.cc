@@ -789,6 +789,21 @@ DIST_TEST_F(VerdictsPooledShort, AfterTheCaughtFailure) {
   PrintProcess("AfterTheCaughtFailure");
 }
 
+// Ranks that disagree on reused ranks, whose communicator was parked between
+// tests (its event loop asleep), fail as fresh ranks do.
+class VerdictsPooledMismatch : public VerdictsPooled {};
+DIST_TEST_F(VerdictsPooledMismatch, Agrees) { PrintProcess("Agrees"); }
+DIST_TEST_F(VerdictsPooledMismatch, Disagrees) {
+  PrintProcess("Disagrees");
+  std::vector<float> v(8, rank() + 1.0f);
+  if (rank() == 0) {
+    comm().allreduce(v.data(), v.size(), disttest::ReduceOp::kSum);
+  } else {
+    comm().broadcast(v.data(), v.size(), 0);
+  }
+  std::printf("marker-pooled-mismatch-passed %d\n", rank());
+}
+
 class VerdictsPooledAgain : public VerdictsPooled {};
 DIST_TEST_F(VerdictsPooledAgain, AfterTheDeathTest) {
   PrintProcess("AfterTheDeathTest");
