@@ -1,14 +1,16 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
 // What one distributed test costs: spawn, rendezvous, communicator, barrier,
-// an allreduce of 8 floats, and teardown, at world sizes 1, 2, 4 and 8, with
+// an allreduce of 8 floats, and teardown, at world sizes 1 to 256, with
 // forked ranks (with and without the same-host arena), re-executed ranks,
 // pooled ranks, and ranks without a communicator. Prints
-// the median (and the 10th and 90th percentiles) over N runs of each, and
-// the peak RSS of the parent and of the largest rank.
+// the median (and the 10th and 90th percentiles) over N runs of each (at 64
+// ranks and more, over --big-runs), and the peak RSS of the parent and of
+// the largest rank.
 //
-//   ./build/bench/per_test_cost            # 50 runs of each test
-//   ./build/bench/per_test_cost --runs=200
+//   ./build/bench/per_test_cost            # 50 runs (10 at 64+ ranks)
+//   ./build/bench/per_test_cost --runs=200 --big-runs=20
+//   ./build/bench/per_test_cost --big-runs=0   # up to 32 ranks only
 //   ./build/bench/per_test_cost --gtest_filter='Pooled.*'   # no raw row
 //   ./build/bench/per_test_cost --raw=no   # --raw=yes with a filter
 //
@@ -46,27 +48,50 @@
 
 namespace {
 
-class Fork : public disttest::DistributedTest {};
+// The world sizes of the table; from kFirstBig on, a test runs --big-runs
+// times (it skips itself after that, and skips are not timed), not --runs.
+constexpr int kWorlds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+constexpr int kFirstBig = 64;
+int g_big_runs = 10;
+
+class Row : public disttest::DistributedTest {
+ protected:
+  void SetUp() override {
+    // A re-executed rank runs SetUp() too, once: it never skips.
+    if (std::getenv(disttest::env::kInternalChildTest) != nullptr) return;
+    const std::string name =
+        ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    static std::map<std::string, int> runs;
+    if (world_size() >= kFirstBig && ++runs[name] > g_big_runs) {
+      GTEST_SKIP() << "ran --big-runs=" << g_big_runs << " times";
+    }
+  }
+};
+
+class Fork : public Row {};
 
 // Forked ranks whose collectives all go through Gloo, as without the
 // same-host arena (DISTTEST_NO_HOST_ARENA=1, read when the ranks start).
-class ForkGlooOnly : public disttest::DistributedTest {
+class ForkGlooOnly : public Row {
  protected:
-  void SetUp() override { setenv(disttest::env::kNoHostArena, "1", 1); }
+  void SetUp() override {
+    Row::SetUp();
+    setenv(disttest::env::kNoHostArena, "1", 1);
+  }
   void TearDown() override { unsetenv(disttest::env::kNoHostArena); }
 };
 
-class Exec : public disttest::DistributedTest {
+class Exec : public Row {
  protected:
   Exec() { options().launch = disttest::LaunchMode::kExec; }
 };
 
-class Pooled : public disttest::DistributedTest {
+class Pooled : public Row {
  protected:
   Pooled() { options().reuse_workers = true; }
 };
 
-class NoComm : public disttest::DistributedTest {
+class NoComm : public Row {
  protected:
   NoComm() { options().init_distributed = false; }
 };
@@ -78,15 +103,20 @@ void BarrierAndAllReduce(disttest::Communicator& comm) {
   EXPECT_EQ(v[0], static_cast<float>(comm.size()));
 }
 
-DIST_TEST_F(Fork, BarrierAllReduce, 1, 2, 4, 8) { BarrierAndAllReduce(comm()); }
-DIST_TEST_F(ForkGlooOnly, BarrierAllReduce, 1, 2, 4, 8) {
+DIST_TEST_F(Fork, BarrierAllReduce, 1, 2, 4, 8, 16, 32, 64, 128, 256) {
   BarrierAndAllReduce(comm());
 }
-DIST_TEST_F(Exec, BarrierAllReduce, 1, 2, 4, 8) { BarrierAndAllReduce(comm()); }
-DIST_TEST_F(Pooled, BarrierAllReduce, 1, 2, 4, 8) {
+// Gloo's full mesh: W(W-1)/2 connections; 64 ranks take seconds.
+DIST_TEST_F(ForkGlooOnly, BarrierAllReduce, 1, 2, 4, 8, 16, 32) {
   BarrierAndAllReduce(comm());
 }
-DIST_TEST_F(NoComm, Empty, 1, 2, 4, 8) {}
+DIST_TEST_F(Exec, BarrierAllReduce, 1, 2, 4, 8, 16, 32, 64, 128, 256) {
+  BarrierAndAllReduce(comm());
+}
+DIST_TEST_F(Pooled, BarrierAllReduce, 1, 2, 4, 8, 16, 32, 64) {
+  BarrierAndAllReduce(comm());
+}
+DIST_TEST_F(NoComm, Empty, 1, 2, 4, 8, 16, 32, 64, 128, 256) {}
 
 // One rank of RawForkGloo, in a forked child. It _exits with the Gloo
 // objects alive, as the reference measurement did: destroying them would
@@ -142,6 +172,7 @@ class Timer : public ::testing::EmptyTestEventListener {
     start_ = std::chrono::steady_clock::now();
   }
   void OnTestEnd(const ::testing::TestInfo& info) override {
+    if (info.result()->Skipped()) return;
     std::chrono::duration<double, std::milli> ms =
         std::chrono::steady_clock::now() - start_;
     times_[info.test_suite_name()][info.name()].push_back(ms.count());
@@ -166,10 +197,21 @@ double Percentile(std::vector<double> v, double p) {
   return v[static_cast<std::size_t>(p * (v.size() - 1))];
 }
 
-void PrintTable(const Timer& timer, int runs) {
-  std::printf("\nper-test cost, ms: median (p10-p90) over %d runs\n\n", runs);
-  std::printf("| mode | 1 rank | 2 ranks | 4 ranks | 8 ranks |\n");
-  std::printf("|---|---|---|---|---|\n");
+// Decimals enough for the row: pooled tests take a fraction of a
+// millisecond.
+int Digits(const std::vector<double>& v) {
+  return Percentile(v, 0.5) < 1.0 ? 2 : 1;
+}
+
+void PrintTable(const Timer& timer, int runs, int big_runs) {
+  std::printf(
+      "\nper-test cost, ms: median (p10-p90) over %d runs (%d at %d ranks and "
+      "more)\n\n",
+      runs, big_runs, kFirstBig);
+  std::printf("| mode |");
+  for (int n : kWorlds) std::printf(" %d rank%s |", n, n == 1 ? "" : "s");
+  std::printf("\n|---|");
+  for (int n : kWorlds) std::printf("---|%s", n == kWorlds[8] ? "\n" : "");
   const std::pair<const char*, const char*> rows[] = {
       {"RawForkGloo", "raw fork + Gloo (hand-rolled, for the ratio)"},
       {"Fork", "fork, barrier + allreduce"},
@@ -180,7 +222,7 @@ void PrintTable(const Timer& timer, int runs) {
   for (const auto& [suite, label] : rows) {
     std::printf("| %s |", label);
     auto it = timer.times().find(suite);
-    for (int n : {1, 2, 4, 8}) {
+    for (int n : kWorlds) {
       std::string name;
       if (it != timer.times().end()) {
         for (const auto& [test, v] : it->second) {
@@ -192,8 +234,8 @@ void PrintTable(const Timer& timer, int runs) {
         continue;
       }
       const std::vector<double>& v = it->second.at(name);
-      std::printf(" %.1f (%.1f-%.1f) |", Percentile(v, 0.5), Percentile(v, 0.1),
-                  Percentile(v, 0.9));
+      std::printf(" %.*f (%.*f-%.*f) |", Digits(v), Percentile(v, 0.5),
+                  Digits(v), Percentile(v, 0.1), Digits(v), Percentile(v, 0.9));
     }
     std::printf("\n");
   }
@@ -223,11 +265,14 @@ void PrintTable(const Timer& timer, int runs) {
 
 int main(int argc, char** argv) {
   int runs = 50;
+  int big_runs = 10;
   std::string raw = "auto";  // yes, no, auto: only without --gtest_filter
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strncmp(argv[i], "--runs=", 7) == 0) {
       runs = std::atoi(argv[i] + 7);
+    } else if (std::strncmp(argv[i], "--big-runs=", 11) == 0) {
+      big_runs = std::atoi(argv[i] + 11);
     } else if (std::strncmp(argv[i], "--raw=", 6) == 0) {
       raw = argv[i] + 6;
     } else {
@@ -241,8 +286,10 @@ int main(int argc, char** argv) {
   if (std::getenv(disttest::env::kInternalChildTest) != nullptr) {
     return RUN_ALL_TESTS();
   }
-  if (runs < 1) {
-    std::fprintf(stderr, "per_test_cost: --runs must be at least 1\n");
+  if (runs < 1 || big_runs < 0) {
+    std::fprintf(stderr,
+                 "per_test_cost: --runs must be at least 1 and --big-runs at "
+                 "least 0\n");
     return 2;
   }
   if (raw != "yes" && raw != "no" && raw != "auto") {
@@ -252,6 +299,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   GTEST_FLAG_SET(repeat, runs);
+  g_big_runs = big_runs;
   // Each round runs the rows (gtest's suites) in a new order, and the world
   // sizes within each: a test that follows one which left the CPUs idle a
   // while costs more (here, +1.5 ms after 20 ms idle), and shuffled, no row
@@ -269,7 +317,7 @@ int main(int argc, char** argv) {
   // slows down). Only in a full run (no --gtest_filter) or with --raw.
   if (raw == "yes" || (raw == "auto" && GTEST_FLAG_GET(filter) == "*")) {
     std::mt19937 shuffle(std::random_device{}());
-    std::vector<int> worlds = {1, 2, 4, 8};
+    std::vector<int> worlds = {1, 2, 4, 8, 16, 32};
     for (int round = 0; round < runs; ++round) {
       std::shuffle(worlds.begin(), worlds.end(), shuffle);
       for (int world : worlds) {
@@ -283,7 +331,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  PrintTable(*timer, runs);
+  PrintTable(*timer, runs, big_runs);
   if (timer->failures() > 0) {
     std::printf("%d test runs failed\n", timer->failures());
   }

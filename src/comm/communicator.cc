@@ -78,6 +78,8 @@ std::string CollectiveCall::str() const {
                          root);
     case Op::kAllGather:
       return fmt::format("allgather({} x {})", count, Name(type));
+    case Op::kEndOfTest:
+      return "no collective (its body has returned)";
   }
   return fmt::format("unknown collective {}", static_cast<int>(op));
 }

@@ -174,12 +174,12 @@ struct GlooCommunicator::Impl {
   LoopTicker ticker;
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::rendezvous::Context> context;
-  // Small collectives, when the ranks share one (GlooOptions::arena).
+  // The ranks' shared memory, when they share one (GlooOptions::arena).
   std::shared_ptr<HostArena> arena;
 
-  bool InArena(std::size_t bytes) const {
-    return arena != nullptr && arena->Fits(bytes);
-  }
+  // Whether every operation goes through the arena: then Gloo has no device
+  // and no connection at all.
+  bool InArena() const { return arena != nullptr && arena->carries_data(); }
 
   // Before a collective whose data goes through Gloo: every rank on this
   // host must have made the same call (the arena compares them).
@@ -234,6 +234,12 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
                     size, options.arena->world(), size));
   }
   impl->arena = options.arena;
+  // Every operation goes through the arena: nothing to connect, and no
+  // event-loop thread in the rank.
+  if (impl->InArena()) {
+    return std::unique_ptr<GlooCommunicator>(
+        new GlooCommunicator(std::move(impl)));
+  }
   impl->Guard(
       "cannot connect the gloo mesh",
       [&] {
@@ -264,9 +270,7 @@ GlooCommunicator::GlooCommunicator(std::unique_ptr<Impl> impl)
 
 void GlooCommunicator::PauseEventLoop() { impl_->ticker.Pause(); }
 void GlooCommunicator::ResumeEventLoop() { impl_->ticker.Resume(); }
-bool GlooCommunicator::uses_host_arena() const {
-  return impl_->arena != nullptr && impl_->arena->carries_data();
-}
+bool GlooCommunicator::uses_host_arena() const { return impl_->InArena(); }
 bool GlooCommunicator::event_loop_paused() const {
   return impl_->ticker.paused();
 }
@@ -281,7 +285,7 @@ void GlooCommunicator::barrier() {
   impl_->Guard("barrier", [&] {
     if (impl_->arena != nullptr) {
       impl_->arena->Barrier(impl_->rank, impl_->timeout);
-      if (impl_->arena->carries_data()) return;
+      if (impl_->InArena()) return;
     }
     gloo::BarrierOptions opts(impl_->context);
     gloo::barrier(opts);
@@ -296,7 +300,7 @@ void GlooCommunicator::allreduce(void* data, std::size_t count, DataType type,
   std::string what = fmt::format(
       "{} ({})", impl_->Describe("allreduce", count, type), Name(op));
   impl_->Guard(what, [&] {
-    if (impl_->InArena(count * SizeOf(type))) {
+    if (impl_->InArena()) {
       impl_->arena->AllReduce(impl_->rank, data, count, type, op,
                               impl_->timeout);
       return;
@@ -329,7 +333,7 @@ void GlooCommunicator::broadcast(void* data, std::size_t count, DataType type,
   if (count == 0 && impl_->arena == nullptr) return;
   impl_->Guard(impl_->Describe("broadcast", count, type), [&] {
     const std::size_t bytes = count * SizeOf(type);
-    if (impl_->InArena(bytes)) {
+    if (impl_->InArena()) {
       impl_->arena->Broadcast(impl_->rank, data, count, type, root,
                               impl_->timeout);
       return;
@@ -348,7 +352,7 @@ void GlooCommunicator::allgather(const void* in, void* out, std::size_t count,
   if (count == 0 && impl_->arena == nullptr) return;
   impl_->Guard(impl_->Describe("allgather", count, type), [&] {
     std::size_t bytes = count * SizeOf(type);
-    if (impl_->InArena(bytes)) {
+    if (impl_->InArena()) {
       impl_->arena->AllGather(impl_->rank, in, out, count, type,
                               impl_->timeout);
       return;
@@ -370,6 +374,11 @@ void GlooCommunicator::send(const void* data, std::size_t count, DataType type,
       fmt::format("{} to rank {} (tag {})",
                   impl_->Describe("send", count, type), peer, tag);
   impl_->Guard(what, [&] {
+    if (impl_->InArena()) {
+      impl_->arena->Send(impl_->rank, data, count, type, peer, tag,
+                         impl_->timeout);
+      return;
+    }
     auto buf = impl_->context->createUnboundBuffer(const_cast<void*>(data),
                                                    count * SizeOf(type));
     buf->send(peer, gloo::Slot::build(kPointToPointSlotPrefix, tag));
@@ -386,6 +395,11 @@ void GlooCommunicator::recv(void* data, std::size_t count, DataType type,
       fmt::format("{} from rank {} (tag {})",
                   impl_->Describe("recv", count, type), peer, tag);
   impl_->Guard(what, [&] {
+    if (impl_->InArena()) {
+      impl_->arena->Recv(impl_->rank, data, count, type, peer, tag,
+                         impl_->timeout);
+      return;
+    }
     auto buf = impl_->context->createUnboundBuffer(data, count * SizeOf(type));
     buf->recv(peer, gloo::Slot::build(kPointToPointSlotPrefix, tag));
     if (!buf->waitRecv(nullptr, impl_->timeout)) {

@@ -30,21 +30,28 @@ namespace disttest {
 // resets the counter and bumps the generation, on which the others wait
 // (a futex: the memory is shared between processes). `ended` holds 1 + the
 // first rank said to have ended.
+//
+// A send goes through the sender's outbox, one slot-sized piece at a time:
+// the sender writes the piece and the message's description, then offers it
+// (`offer`: the piece's serial number and its receiver, in one word); the
+// receiver copies it out and sets `taken` to that serial; the sender waits
+// for that before it writes the next. Only the receiver an offer names reads
+// the outbox while it stands, so one word is all the two need. A rank that
+// waits in a send or receive sleeps on its own `doorbell`, which whoever
+// changes what it waits for rings; `waiting_on` says for whom, so that
+// MarkEnded() wakes exactly those that wait for the rank that ended.
 struct HostArena::Header {
   // What a rank called as its collective `seq`.
   struct Entry {
     CollectiveCall call;
     std::uint64_t seq = 0;
   };
-  struct alignas(64) PerRank {
-    // Barriers this rank has entered: who is missing, on a timeout.
-    std::atomic<std::uint64_t> arrivals{0};
-    // Collectives this rank has entered: the next one's sequence number.
-    // Written only by the rank itself.
-    std::uint64_t ops = 0;
-    // Its last two calls, by the parity of their sequence numbers: a fast
-    // rank writes the next while a slow one may still read the last.
-    Entry entries[2];
+  // A message as its sender describes it, or as its receiver expected it.
+  struct Message {
+    std::uint64_t count = 0;
+    DataType type = DataType::kUint8;
+    std::uint32_t tag = 0;
+    bool operator==(const Message&) const = default;
   };
   alignas(64) std::atomic<std::uint32_t> arrived{0};
   alignas(64) std::atomic<std::uint32_t> generation{0};
@@ -54,7 +61,41 @@ struct HostArena::Header {
   std::atomic<std::int32_t> failed{0};
   // 1 + the sequence number of the first collective that did not match.
   std::atomic<std::uint64_t> mismatch{0};
-  PerRank ranks[kMaxRanks];
+};
+
+struct alignas(64) HostArena::PerRank {
+  // Barriers this rank has entered: who is missing, on a timeout.
+  std::atomic<std::uint64_t> arrivals{0};
+  // Collectives this rank has entered: the next one's sequence number.
+  // Written only by the rank itself, as is `rounds`.
+  std::uint64_t ops = 0;
+  // Rounds this rank has entered (a collective takes one or more).
+  std::uint64_t rounds = 0;
+  // Its last two rounds' calls, by parity: a fast rank writes the next
+  // while a slow one may still read the last.
+  Header::Entry entries[2];
+  // Its data for a round of up to kSmallBytes, by parity, beside the call:
+  // peers that read every rank's data touch a few pages, not one per rank.
+  alignas(64) unsigned char small[2][kSmallBytes];
+
+  // Set by MarkEnded().
+  std::atomic<std::uint32_t> ended{0};
+  // The peer this rank waits for in a send or receive, or -1.
+  std::atomic<std::int32_t> waiting_on{-1};
+  std::atomic<std::uint32_t> doorbell{0};
+
+  // Its outbox. `offer` is serial << 12 | (receiver + 1), 0 when none yet;
+  // serials count up from 1 and are written by this rank only.
+  std::atomic<std::uint64_t> offer{0};
+  std::atomic<std::uint64_t> taken{0};
+  std::uint64_t serial = 0;
+  // The message whose piece is offered (the sender's; read by the
+  // receiver only while the offer stands).
+  Header::Message sending;
+  // A receiver that refuses a piece (another tag, count or type) sets
+  // `refused` to its serial, with what it expected, before `taken`.
+  std::atomic<std::uint64_t> refused{0};
+  Header::Message expected;
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
@@ -70,6 +111,15 @@ void FutexWait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
               static_cast<long>(ns % 1'000'000'000)};
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT,
           expected, &ts, nullptr, 0);
+}
+
+constexpr int kReceiverBits = 12;
+static_assert(HostArena::kMaxRanks < (1 << kReceiverBits));
+constexpr std::uint64_t kReceiverMask = (1u << kReceiverBits) - 1;
+
+// "8 x float32 with tag 1"
+std::string Describe(std::uint64_t count, DataType type, std::uint32_t tag) {
+  return fmt::format("{} x {} with tag {}", count, Name(type), tag);
 }
 
 void FutexWakeAll(std::atomic<std::uint32_t>* word) {
@@ -104,13 +154,22 @@ void ReduceAs(DataType type, void* out, const void* in, std::size_t n,
 
 }  // namespace
 
-// The header, rounded up to a page.
-constexpr std::size_t HostArena::kHeaderBytes =
-    (sizeof(HostArena::Header) + 4095) / 4096 * 4096;
+// The header and one PerRank per rank, rounded up to a page.
+std::size_t HostArena::HeaderBytes(int world) {
+  return (RanksOffset() + static_cast<std::size_t>(world) * sizeof(PerRank) +
+          4095) /
+         4096 * 4096;
+}
+
+std::size_t HostArena::RanksOffset() {
+  return (sizeof(Header) + alignof(PerRank) - 1) / alignof(PerRank) *
+         alignof(PerRank);
+}
 
 std::size_t HostArena::SizeFor(int world, bool carry_data) {
-  return kHeaderBytes +
-         (carry_data ? static_cast<std::size_t>(world) * 2 * kSlotBytes : 0);
+  // Two slots for collectives and an outbox per rank.
+  return HeaderBytes(world) +
+         (carry_data ? static_cast<std::size_t>(world) * 3 * kSlotBytes : 0);
 }
 
 std::shared_ptr<HostArena> HostArena::Create(int world, bool carry_data) {
@@ -180,7 +239,11 @@ HostArena::HostArena(int world, int fd, void* memory, std::size_t size,
       size_(size),
       header_(fresh ? new (memory) Header
                     : std::launder(reinterpret_cast<Header*>(memory))) {
-  static_assert(sizeof(Header) <= kHeaderBytes);
+  auto* at = static_cast<unsigned char*>(memory) + RanksOffset();
+  if (fresh) {
+    for (int r = 0; r < world; ++r) new (at + r * sizeof(PerRank)) PerRank;
+  }
+  ranks_ = std::launder(reinterpret_cast<PerRank*>(at));
 }
 
 HostArena::~HostArena() {
@@ -189,32 +252,56 @@ HostArena::~HostArena() {
 }
 
 void HostArena::MarkEnded(int rank) {
+  Header& h = *header_;
+  ranks_[rank].ended.store(1, std::memory_order_seq_cst);
   std::int32_t none = 0;
-  header_->ended.compare_exchange_strong(none, rank + 1,
-                                         std::memory_order_acq_rel);
-  FutexWakeAll(&header_->generation);
+  h.ended.compare_exchange_strong(none, rank + 1, std::memory_order_acq_rel);
+  FutexWakeAll(&h.generation);
+  // Only the ranks that wait for it in a send or receive: at the end of a
+  // test, when every rank ends, none does and this costs no system call.
+  for (int q = 0; q < world_; ++q) {
+    if (ranks_[q].waiting_on.load(std::memory_order_seq_cst) == rank) Ring(q);
+  }
 }
 
-unsigned char* HostArena::Slot(int rank, unsigned parity) {
-  return static_cast<unsigned char*>(memory_) + kHeaderBytes +
+void HostArena::Ring(int rank) {
+  PerRank& r = ranks_[rank];
+  r.doorbell.fetch_add(1, std::memory_order_seq_cst);
+  // A rank not (yet) waiting reads what changed before it sleeps on the
+  // doorbell; one already asleep published waiting_on first.
+  if (r.waiting_on.load(std::memory_order_seq_cst) >= 0) {
+    FutexWakeAll(&r.doorbell);
+  }
+}
+
+unsigned char* HostArena::Slot(int rank, unsigned parity, std::size_t bytes) {
+  if (bytes <= kSmallBytes) return ranks_[rank].small[parity];
+  return static_cast<unsigned char*>(memory_) + HeaderBytes(world_) +
          (static_cast<std::size_t>(rank) * 2 + parity) * kSlotBytes;
 }
 
-std::uint64_t HostArena::NextSequence(int rank) {
-  return header_->ranks[rank].ops++;
+unsigned char* HostArena::Outbox(int rank) {
+  return static_cast<unsigned char*>(memory_) + HeaderBytes(world_) +
+         (static_cast<std::size_t>(world_) * 2 + rank) * kSlotBytes;
+}
+
+std::uint64_t HostArena::NextSequence(int rank) { return ranks_[rank].ops++; }
+
+unsigned HostArena::NextRound(int rank) {
+  return static_cast<unsigned>(ranks_[rank].rounds++ & 1u);
 }
 
 void HostArena::Barrier(int rank, std::chrono::milliseconds timeout) {
-  Meet(rank, CollectiveCall::Barrier(), NextSequence(rank), timeout);
+  Meet(rank, CollectiveCall::Barrier(), NextSequence(rank), NextRound(rank),
+       Deadline(timeout));
 }
 
 void HostArena::Check(int rank, const CollectiveCall& call,
                       std::chrono::milliseconds timeout) {
-  Meet(rank, call, NextSequence(rank), timeout);
+  Meet(rank, call, NextSequence(rank), NextRound(rank), Deadline(timeout));
 }
 
-void HostArena::Meet(int rank, const CollectiveCall& call, std::uint64_t seq,
-                     std::chrono::milliseconds timeout) {
+void HostArena::ThrowIfUnusable() {
   Header& h = *header_;
   if (std::uint64_t bad = h.mismatch.load(std::memory_order_acquire)) {
     throw CommError(fmt::format(
@@ -222,14 +309,37 @@ void HostArena::Meet(int rank, const CollectiveCall& call, std::uint64_t seq,
         "host arena cannot be used after that",
         bad - 1));
   }
-  const unsigned parity = static_cast<unsigned>(seq & 1u);
-  if (!check_calls_) return Wait(rank, timeout);
-  h.ranks[rank].entries[parity] = {call, seq};
+  if (std::int32_t failed = h.failed.load(std::memory_order_acquire)) {
+    throw CommError(fmt::format(
+        "rank {} gave up waiting in the host arena (see its error); the "
+        "arena cannot be used after that",
+        failed - 1));
+  }
+}
+
+void HostArena::GiveUp(int rank) {
+  Header& h = *header_;
+  std::int32_t none = 0;
+  h.failed.compare_exchange_strong(none, rank + 1, std::memory_order_acq_rel);
+  FutexWakeAll(&h.generation);
+}
+
+void HostArena::Meet(int rank, const CollectiveCall& call, std::uint64_t seq,
+                     unsigned parity, const Deadline& deadline) {
+  Header& h = *header_;
+  if (std::uint64_t bad = h.mismatch.load(std::memory_order_acquire)) {
+    throw CommError(fmt::format(
+        "collective #{} did not match across the ranks (see that error); the "
+        "host arena cannot be used after that",
+        bad - 1));
+  }
+  if (!check_calls_) return Wait(rank, deadline);
+  ranks_[rank].entries[parity] = {call, seq};
   // The barrier's release and acquire order the entries (and the data slots)
   // before every peer's reads.
-  Wait(rank, timeout);
+  Wait(rank, deadline);
   for (int q = 0; q < world_; ++q) {
-    const Header::Entry& theirs = h.ranks[q].entries[parity];
+    const Header::Entry& theirs = ranks_[q].entries[parity];
     if (theirs.seq != seq || !(theirs.call == call)) Mismatch(seq, parity);
   }
 }
@@ -241,7 +351,7 @@ void HostArena::Mismatch(std::uint64_t seq, unsigned parity) {
   // Ranks grouped by what they called, in order of their first rank.
   std::vector<std::pair<Header::Entry, std::vector<int>>> groups;
   for (int q = 0; q < world_; ++q) {
-    const Header::Entry& entry = h.ranks[q].entries[parity];
+    const Header::Entry& entry = ranks_[q].entries[parity];
     auto same = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
       return g.first.seq == entry.seq && g.first.call == entry.call;
     });
@@ -264,22 +374,12 @@ void HostArena::Mismatch(std::uint64_t seq, unsigned parity) {
                   world_, calls));
 }
 
-void HostArena::Wait(int rank, std::chrono::milliseconds timeout) {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point deadline = Clock::now() + timeout;
+void HostArena::Wait(int rank, const Deadline& deadline) {
   Header& h = *header_;
-  const auto unusable = [&] {
-    if (std::int32_t failed = h.failed.load(std::memory_order_acquire)) {
-      throw CommError(fmt::format(
-          "rank {} gave up a collective in the host arena (see its error); "
-          "the arena cannot be used after that",
-          failed - 1));
-    }
-  };
-  unusable();
+  ThrowIfUnusable();
   const std::uint32_t generation = h.generation.load(std::memory_order_acquire);
   const std::uint64_t mine =
-      h.ranks[rank].arrivals.fetch_add(1, std::memory_order_relaxed) + 1;
+      ranks_[rank].arrivals.fetch_add(1, std::memory_order_relaxed) + 1;
   if (h.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 ==
       static_cast<std::uint32_t>(world_)) {
     h.arrived.store(0, std::memory_order_relaxed);
@@ -290,9 +390,7 @@ void HostArena::Wait(int rank, std::chrono::milliseconds timeout) {
   // Gives up this wait: from now on every wait in the arena fails (this
   // rank's arrival stays counted), unless the barrier completed meanwhile.
   const auto give_up = [&](const std::string& why) {
-    std::int32_t none = 0;
-    h.failed.compare_exchange_strong(none, rank + 1, std::memory_order_acq_rel);
-    FutexWakeAll(&h.generation);
+    GiveUp(rank);
     if (h.generation.load(std::memory_order_acquire) != generation) return;
     throw CommError(why);
   };
@@ -303,19 +401,18 @@ void HostArena::Wait(int rank, std::chrono::milliseconds timeout) {
           "rank {} ended while its peers waited for it in a collective",
           ended - 1));
     }
-    unusable();
-    const auto left = deadline - Clock::now();
+    ThrowIfUnusable();
+    const auto left = deadline.at - Clock::now();
     if (left <= Clock::duration::zero()) {
       std::vector<int> missing;
       for (int q = 0; q < world_; ++q) {
-        if (h.ranks[q].arrivals.load(std::memory_order_relaxed) < mine) {
+        if (ranks_[q].arrivals.load(std::memory_order_relaxed) < mine) {
           missing.push_back(q);
         }
       }
-      return give_up(fmt::format(
-          "timed out after {} ms waiting for rank{} {} (same-host arena)",
-          timeout.count(), missing.size() == 1 ? "" : "s",
-          fmt::join(missing, ", ")));
+      return give_up(
+          fmt::format("timed out after {} ms waiting for {} (same-host arena)",
+                      deadline.timeout.count(), internal::RanksText(missing)));
     }
     // Wake now and then even without a futex wake, to check the deadline
     // and whether a peer has ended.
@@ -328,44 +425,207 @@ void HostArena::Wait(int rank, std::chrono::milliseconds timeout) {
 void HostArena::AllReduce(int rank, void* data, std::size_t count,
                           DataType type, ReduceOp op,
                           std::chrono::milliseconds timeout) {
-  const std::size_t bytes = count * SizeOf(type);
+  const Deadline deadline(timeout);
+  const CollectiveCall call = CollectiveCall::AllReduce(count, type, op);
   const std::uint64_t seq = NextSequence(rank);
-  const unsigned parity = static_cast<unsigned>(seq & 1u);
-  // An empty buffer may be null: no memcpy from it.
-  if (bytes > 0) std::memcpy(Slot(rank, parity), data, bytes);
-  Meet(rank, CollectiveCall::AllReduce(count, type, op), seq, timeout);
-  if (bytes == 0) return;
-  // Every rank reduces in rank order: all of them get the same bits.
-  std::memcpy(data, Slot(0, parity), bytes);
-  for (int q = 1; q < world_; ++q) {
-    ReduceAs(type, data, Slot(q, parity), count, op);
+  const std::size_t size = SizeOf(type);
+  // An empty collective still meets and is checked: an empty one against a
+  // full one is a mismatch, not a hang. Its buffer may be null.
+  if (count == 0) return Meet(rank, call, seq, NextRound(rank), deadline);
+  auto* out = static_cast<unsigned char*>(data);
+  const bool whole =
+      count * size * static_cast<std::size_t>(world_) <= kWholeReduceBytes;
+  const std::size_t per_round = kSlotBytes / size;
+  for (std::size_t done = 0; done < count; done += per_round) {
+    const std::size_t n = std::min(per_round, count - done);
+    unsigned char* chunk = out + done * size;
+    const unsigned parity = NextRound(rank);
+    const auto slot = [&](int q) { return Slot(q, parity, n * size); };
+    std::memcpy(slot(rank), chunk, n * size);
+    Meet(rank, call, seq, parity, deadline);
+    if (whole) {
+      // Every rank reduces every slot, in rank order.
+      std::memcpy(chunk, slot(0), n * size);
+      for (int q = 1; q < world_; ++q) {
+        ReduceAs(type, chunk, slot(q), n, op);
+      }
+      continue;
+    }
+    // Rank r reduces share r of every slot (in rank order, into its own
+    // buffer), puts the result into share r of its slot, which only it reads
+    // (a peer reads share q of every slot), then everyone copies the shares.
+    const auto share = [&](int q) {
+      return std::pair{n * static_cast<std::size_t>(q) / world_,
+                       n * static_cast<std::size_t>(q + 1) / world_};
+    };
+    const auto [lo, hi] = share(rank);
+    if (hi > lo) {
+      std::memcpy(chunk + lo * size, slot(0) + lo * size, (hi - lo) * size);
+      for (int q = 1; q < world_; ++q) {
+        ReduceAs(type, chunk + lo * size, slot(q) + lo * size, hi - lo, op);
+      }
+      std::memcpy(slot(rank) + lo * size, chunk + lo * size, (hi - lo) * size);
+    }
+    Wait(rank, deadline);
+    for (int q = 0; q < world_; ++q) {
+      const auto [qlo, qhi] = share(q);
+      if (q == rank || qhi == qlo) continue;
+      std::memcpy(chunk + qlo * size, slot(q) + qlo * size, (qhi - qlo) * size);
+    }
   }
 }
 
 void HostArena::Broadcast(int rank, void* data, std::size_t count,
                           DataType type, int root,
                           std::chrono::milliseconds timeout) {
-  const std::size_t bytes = count * SizeOf(type);
+  const Deadline deadline(timeout);
+  const CollectiveCall call = CollectiveCall::Broadcast(count, type, root);
   const std::uint64_t seq = NextSequence(rank);
-  const unsigned parity = static_cast<unsigned>(seq & 1u);
-  if (rank == root && bytes > 0) std::memcpy(Slot(root, parity), data, bytes);
-  Meet(rank, CollectiveCall::Broadcast(count, type, root), seq, timeout);
-  if (rank != root && bytes > 0) std::memcpy(data, Slot(root, parity), bytes);
+  const std::size_t bytes = count * SizeOf(type);
+  auto* buffer = static_cast<unsigned char*>(data);
+  // At least one round, for an empty broadcast too.
+  std::size_t done = 0;
+  do {
+    const std::size_t n = std::min(kSlotBytes, bytes - done);
+    const unsigned parity = NextRound(rank);
+    if (rank == root && n > 0)
+      std::memcpy(Slot(root, parity, n), buffer + done, n);
+    Meet(rank, call, seq, parity, deadline);
+    if (rank != root && n > 0)
+      std::memcpy(buffer + done, Slot(root, parity, n), n);
+    done += n;
+  } while (done < bytes);
 }
 
 void HostArena::AllGather(int rank, const void* in, void* out,
                           std::size_t count, DataType type,
                           std::chrono::milliseconds timeout) {
-  const std::size_t bytes = count * SizeOf(type);
+  const Deadline deadline(timeout);
+  const CollectiveCall call = CollectiveCall::AllGather(count, type);
   const std::uint64_t seq = NextSequence(rank);
-  const unsigned parity = static_cast<unsigned>(seq & 1u);
-  if (bytes > 0) std::memcpy(Slot(rank, parity), in, bytes);
-  Meet(rank, CollectiveCall::AllGather(count, type), seq, timeout);
-  if (bytes == 0) return;
-  for (int q = 0; q < world_; ++q) {
-    std::memcpy(static_cast<unsigned char*>(out) + q * bytes, Slot(q, parity),
-                bytes);
+  const std::size_t bytes = count * SizeOf(type);
+  const auto* mine = static_cast<const unsigned char*>(in);
+  auto* all = static_cast<unsigned char*>(out);
+  std::size_t done = 0;
+  do {
+    const std::size_t n = std::min(kSlotBytes, bytes - done);
+    const unsigned parity = NextRound(rank);
+    if (n > 0) std::memcpy(Slot(rank, parity, n), mine + done, n);
+    Meet(rank, call, seq, parity, deadline);
+    for (int q = 0; q < world_ && n > 0; ++q) {
+      std::memcpy(all + q * bytes + done, Slot(q, parity, n), n);
+    }
+    done += n;
+  } while (done < bytes);
+}
+
+template <typename Ready>
+void HostArena::AwaitPeer(int rank, int peer, const Deadline& deadline,
+                          const char* waiting, Ready&& ready) {
+  PerRank& me = ranks_[rank];
+  for (;;) {
+    const std::uint32_t bell = me.doorbell.load(std::memory_order_seq_cst);
+    if (ready()) return;
+    ThrowIfUnusable();
+    me.waiting_on.store(peer, std::memory_order_seq_cst);
+    const auto stop = [&](const std::string& why) {
+      me.waiting_on.store(-1, std::memory_order_relaxed);
+      // What this rank had offered or taken half-way cannot be trusted.
+      GiveUp(rank);
+      throw CommError(why);
+    };
+    if (ranks_[peer].ended.load(std::memory_order_seq_cst) != 0) {
+      stop(fmt::format("rank {} ended while this rank waited for it {}", peer,
+                       waiting));
+    }
+    const auto left = deadline.at - Clock::now();
+    if (left <= Clock::duration::zero()) {
+      stop(
+          fmt::format("timed out after {} ms waiting for rank {} {} "
+                      "(same-host arena)",
+                      deadline.timeout.count(), peer, waiting));
+    }
+    // Checks the deadline and a failed arena now and then without a wake.
+    FutexWait(&me.doorbell, bell,
+              std::min<long long>(std::chrono::nanoseconds(left).count(),
+                                  100'000'000));
+    me.waiting_on.store(-1, std::memory_order_relaxed);
   }
+}
+
+void HostArena::Send(int rank, const void* data, std::size_t count,
+                     DataType type, int peer, std::uint32_t tag,
+                     std::chrono::milliseconds timeout) {
+  const Deadline deadline(timeout);
+  ThrowIfUnusable();
+  PerRank& me = ranks_[rank];
+  const Header::Message message{count, type, tag};
+  const std::size_t bytes = count * SizeOf(type);
+  const auto* from = static_cast<const unsigned char*>(data);
+  // Every piece offered before was taken (each send waited for that): the
+  // outbox is this rank's to write. At least one piece, for an empty message.
+  std::size_t done = 0;
+  do {
+    const std::size_t n = std::min(kSlotBytes, bytes - done);
+    if (n > 0) std::memcpy(Outbox(rank), from + done, n);
+    me.sending = message;
+    const std::uint64_t serial = ++me.serial;
+    me.offer.store(
+        serial << kReceiverBits | static_cast<std::uint64_t>(peer + 1),
+        std::memory_order_release);
+    Ring(peer);
+    AwaitPeer(rank, peer, deadline, "to receive it", [&] {
+      return me.taken.load(std::memory_order_acquire) == serial;
+    });
+    if (me.refused.load(std::memory_order_acquire) == serial) {
+      const Header::Message& want = me.expected;
+      throw CommError(fmt::format("rank {} sent {}; rank {} expected {}", rank,
+                                  Describe(count, type, tag), peer,
+                                  Describe(want.count, want.type, want.tag)));
+    }
+    done += n;
+  } while (done < bytes);
+}
+
+void HostArena::Recv(int rank, void* data, std::size_t count, DataType type,
+                     int peer, std::uint32_t tag,
+                     std::chrono::milliseconds timeout) {
+  const Deadline deadline(timeout);
+  ThrowIfUnusable();
+  PerRank& sender = ranks_[peer];
+  const Header::Message expected{count, type, tag};
+  const std::size_t bytes = count * SizeOf(type);
+  auto* to = static_cast<unsigned char*>(data);
+  std::size_t done = 0;
+  do {
+    std::uint64_t offer = 0;
+    AwaitPeer(rank, peer, deadline, "to send it", [&] {
+      // An offer naming this rank that it has not taken yet: the sender
+      // touches neither the outbox nor its description until it is taken.
+      offer = sender.offer.load(std::memory_order_acquire);
+      return (offer & kReceiverMask) == static_cast<std::uint64_t>(rank + 1) &&
+             (offer >> kReceiverBits) >
+                 sender.taken.load(std::memory_order_acquire);
+    });
+    const std::uint64_t serial = offer >> kReceiverBits;
+    const Header::Message sent = sender.sending;
+    if (!(sent == expected)) {
+      // The message's first piece (later ones have the same description):
+      // refuse it, so that the sender fails at once too.
+      sender.expected = expected;
+      sender.refused.store(serial, std::memory_order_relaxed);
+      sender.taken.store(serial, std::memory_order_release);
+      Ring(peer);
+      throw CommError(fmt::format("rank {} sent {}; rank {} expected {}", peer,
+                                  Describe(sent.count, sent.type, sent.tag),
+                                  rank, Describe(count, type, tag)));
+    }
+    const std::size_t n = std::min(kSlotBytes, bytes - done);
+    if (n > 0) std::memcpy(to + done, Outbox(peer), n);
+    sender.taken.store(serial, std::memory_order_release);
+    Ring(peer);
+    done += n;
+  } while (done < bytes);
 }
 
 }  // namespace disttest

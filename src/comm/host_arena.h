@@ -1,9 +1,8 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// HostArena: shared memory in which the ranks of one host run small
-// collectives (barrier, and allreduce, broadcast and allgather of up to
-// kSlotBytes per rank, kMaxTotalBytes for all ranks) without a round trip
-// through sockets.
+// HostArena: shared memory in which the ranks of one host run their
+// collectives (barrier, allreduce, broadcast, allgather) and their sends and
+// receives, without a socket between them.
 //
 //   auto arena = disttest::HostArena::Create(world);  // before fork()
 //   ... fork the ranks ...
@@ -18,17 +17,21 @@
 // processes forked after Create() share the mapping; a process started with
 // exec() gets it through the descriptor (fd(), cleared of close-on-exec in
 // that child) and Attach(). Nothing is left on any file system, and the
-// memory goes with the last mapping. A Gloo communicator given an
-// arena routes those collectives through it and everything else (send and
-// recv, larger buffers) through Gloo, after Check() (below).
+// memory goes with the last mapping; pages no rank touched cost nothing.
+//
+// A Gloo communicator given an arena that carries data connects no sockets
+// at all: set-up costs O(1) per rank whatever the world size, where Gloo's
+// full mesh costs W(W-1)/2 connections. Buffers larger than a slot
+// (kSlotBytes per rank) go through in rounds of one slot each.
 //
 // On a 2-core machine a Gloo barrier and allreduce of 8 floats cost about
 // 0.6 ms at 4 ranks, nearly all of it hand-offs between each rank's event-loop
 // thread and its main thread; here a rank waits on a futex in the arena.
 //
 // Every result is reduced in rank order on every rank, so all ranks get the
-// same bits. A wait ends with CommError when its timeout passes (naming the
-// ranks that did not arrive) or when MarkEnded() says a rank has gone.
+// same bits, whichever way (below) the reduction is split. A wait ends with
+// CommError when its timeout passes (naming the ranks that did not arrive)
+// or when MarkEnded() says a rank it waits for has gone.
 //
 // Every collective is checked before any rank uses a peer's data: each rank
 // writes its CollectiveCall (collective_call.h) and sequence number beside
@@ -38,10 +41,17 @@
 // message, naming what each rank called:
 //   collective #3 does not match across the 2 ranks: rank 0:
 //   allreduce(8 x float32, sum); rank 1: broadcast(8 x float32, root 0)
-// Collectives whose data goes elsewhere (too large for the slots, or an
-// arena created without data, as under DISTTEST_NO_HOST_ARENA=1) call
-// Check() first: the same comparison, no data. After a mismatch every later
+// Each round of a large collective is checked the same way. With an arena
+// created without data (DISTTEST_NO_HOST_ARENA=1) the data goes through Gloo
+// and Check() makes the same comparison first. After a mismatch every later
 // collective in the arena fails, naming it.
+//
+// A send and its receive meet in the sender's outbox: the receiver takes
+// each slot-sized piece as the sender offers it, so a send returns once its
+// receiver has the data (as Gloo's does). Both sides check that they agree
+// on the tag, the count and the type; if not, both fail at once:
+//   rank 0 sent 8 x float32 with tag 1; rank 1 expected 16 x float32 with
+//   tag 1
 #ifndef DISTTEST_SRC_COMM_HOST_ARENA_H_
 #define DISTTEST_SRC_COMM_HOST_ARENA_H_
 
@@ -61,12 +71,18 @@ struct HostArenaBenchmark;  // bench/collective_check_cost.cc
 
 class HostArena {
  public:
-  // Bytes each rank may contribute to one collective through the arena.
+  // Bytes each rank puts into one round of a collective, and one piece of a
+  // send.
   static constexpr std::size_t kSlotBytes = 64 * 1024;
-  // Bytes of all ranks together that one collective may read: each rank
-  // reduces or copies every rank's slot, so larger worlds take smaller
-  // buffers through the arena.
-  static constexpr std::size_t kMaxTotalBytes = 512 * 1024;
+  // A round of up to this many bytes per rank goes beside the call, in the
+  // header, where a peer reads it with the call.
+  static constexpr std::size_t kSmallBytes = 512;
+  // An allreduce of up to this many bytes for all ranks together (world
+  // times the buffer) is reduced whole by every rank, in one round: for small
+  // buffers one barrier is the cost. A larger one is split: each rank reduces
+  // its 1/world share of the round from every slot, then all copy the
+  // shares, two barriers a round and each byte reduced once.
+  static constexpr std::size_t kWholeReduceBytes = 64 * 1024;
   static constexpr int kMaxRanks = 1024;
 
   // Maps the arena for `world` ranks; throws Error if world is out of
@@ -94,12 +110,6 @@ class HostArena {
   // Whether collectives carry data through the arena (Create's carry_data).
   bool carries_data() const { return carry_data_; }
 
-  // Whether a collective of `bytes` per rank goes through the arena.
-  bool Fits(std::size_t bytes) const {
-    return carry_data_ && bytes <= kSlotBytes &&
-           bytes * static_cast<std::size_t>(world_) <= kMaxTotalBytes;
-  }
-
   // The collectives, called by rank `rank` of world(); each waits at most
   // `timeout` and checks that every rank made the same call. Throw CommError
   // with the cause (without the "[rank r/N] op failed" prefix, which the
@@ -115,29 +125,65 @@ class HostArena {
                  int root, std::chrono::milliseconds timeout);
   void AllGather(int rank, const void* in, void* out, std::size_t count,
                  DataType type, std::chrono::milliseconds timeout);
+  // A message from `rank` to `peer`, matched by tag; Send returns once
+  // `peer` has received all of it. Both throw CommError when the other side
+  // expects another tag, count or type, naming both.
+  void Send(int rank, const void* data, std::size_t count, DataType type,
+            int peer, std::uint32_t tag, std::chrono::milliseconds timeout);
+  void Recv(int rank, void* data, std::size_t count, DataType type, int peer,
+            std::uint32_t tag, std::chrono::milliseconds timeout);
 
  private:
   // Turns the comparison of calls off, to measure what it costs; nothing
   // else can.
   friend struct internal::HostArenaBenchmark;
   struct Header;
-  static const std::size_t kHeaderBytes;
+  struct PerRank;
+  using Clock = std::chrono::steady_clock;
+  // When an operation (all its rounds) gives up, and its timeout, for the
+  // message.
+  struct Deadline {
+    explicit Deadline(std::chrono::milliseconds t)
+        : at(Clock::now() + t), timeout(t) {}
+    Clock::time_point at;
+    std::chrono::milliseconds timeout;
+  };
+  // Where the PerRank array starts, and the bytes before the data slots.
+  static std::size_t RanksOffset();
+  static std::size_t HeaderBytes(int world);
   HostArena(int world, int fd, void* memory, std::size_t size, bool fresh,
             bool carry_data);
   static std::size_t SizeFor(int world, bool carry_data);
-  unsigned char* Slot(int rank, unsigned parity);
-  // The rank's next collective: its sequence number, whose parity names the
-  // slots it uses (collectives alternate between two, so that writing one
-  // never races with a slow peer still reading the last).
+  // Where `rank` puts its data for a round of `bytes` (per rank).
+  unsigned char* Slot(int rank, unsigned parity, std::size_t bytes);
+  unsigned char* Outbox(int rank);
+  // The rank's next collective: its sequence number, which ranks compare.
   std::uint64_t NextSequence(int rank);
-  // Publishes rank's `call` as collective `seq`, waits for every rank, then
-  // compares their calls; throws CommError naming each rank's call if they
-  // differ.
+  // The rank's next round (a collective takes one or more): its parity
+  // names the slots and the entry it uses (rounds alternate between two, so
+  // that writing one never races with a slow peer still reading the last).
+  unsigned NextRound(int rank);
+  // Publishes rank's `call` as collective `seq` for a round of `parity`,
+  // waits for every rank, then compares their calls; throws CommError
+  // naming each rank's call if they differ.
   void Meet(int rank, const CollectiveCall& call, std::uint64_t seq,
-            std::chrono::milliseconds timeout);
+            unsigned parity, const Deadline& deadline);
   // The barrier alone: waits for every rank (no check).
-  void Wait(int rank, std::chrono::milliseconds timeout);
+  void Wait(int rank, const Deadline& deadline);
   [[noreturn]] void Mismatch(std::uint64_t seq, unsigned parity);
+  // Throws if the arena cannot be used: a collective did not match, or a
+  // rank gave up a wait.
+  void ThrowIfUnusable();
+  // Marks the arena unusable (`rank` gave up a wait) and wakes every wait.
+  void GiveUp(int rank);
+  // Wakes `rank` if it waits in a send or receive.
+  void Ring(int rank);
+  // Waits until ready() while `rank` waits for `peer` in a send or receive;
+  // throws CommError (giving the arena up) at the deadline or when `peer`
+  // has ended, `waiting` saying what for: "to send it", "to receive it".
+  template <typename Ready>
+  void AwaitPeer(int rank, int peer, const Deadline& deadline,
+                 const char* waiting, Ready&& ready);
 
   int world_;
   bool carry_data_;
@@ -146,6 +192,7 @@ class HostArena {
   void* memory_;
   std::size_t size_;
   Header* header_;
+  PerRank* ranks_;  // world_ of them, after the header.
 };
 
 }  // namespace disttest

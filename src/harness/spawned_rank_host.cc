@@ -119,18 +119,30 @@ std::shared_ptr<HostArena> AttachInheritedArena(const RankEnv& env) {
   return HostArena::Attach(std::stoi(value), env.world_size);
 }
 
-// Meets every rank after the body, through the store, then makes this
-// rank's own TCP connections (not those it inherited: they are shared with
-// the parent) end with a reset when it exits, so that thousands
-// of tests leave no TIME_WAIT sockets behind (which would make binding a
-// port ever slower). Only after the meeting: no peer still waits for data.
-// A rank that failed only says it is here and leaves at once (its peers may
-// be blocked in a collective with it, and must see its connections close).
-void MeetAndDropConnections(TcpStore& store, const RankEnv& env,
-                            const std::map<ino_t, int>& inherited,
-                            bool failed) {
-  // A rank alone has nobody to meet.
-  if (env.world_size > 1) {
+// Meets every rank after the body, then makes this rank's own TCP
+// connections (not those it inherited: they are shared with the parent) end
+// with a reset when it exits, so that thousands of tests leave no TIME_WAIT
+// sockets behind (which would make binding a port ever slower). Only after
+// the meeting: no peer still waits for data.
+//
+// The ranks meet in the host arena when they have one: a futex, no
+// connection, and a peer still in a collective fails at once, its peer's
+// call being no collective (the arena compares them). Without an arena they
+// meet through the store. A rank that failed meets nobody (its peers may be
+// blocked in a collective with it, and must see it go): in the arena its
+// peers learn that it ended; through the store it only says it is here.
+void MeetAndDropConnections(TcpStore& store, HostArena* arena,
+                            const RankEnv& env,
+                            const std::map<ino_t, int>& inherited, bool failed,
+                            std::chrono::milliseconds timeout) {
+  if (arena != nullptr) {
+    if (failed) return;
+    try {
+      arena->Check(env.rank, CollectiveCall::EndOfTest(), timeout);
+    } catch (const std::exception&) {
+      return;  // A peer did not get here; end the usual way.
+    }
+  } else if (env.world_size > 1) {  // A rank alone has nobody to meet.
     try {
       store.set_timeout(std::chrono::seconds(1));
       if (store.add("disttest/exit", 1) == env.world_size) {
@@ -231,8 +243,9 @@ class SpawnedRankHost : public RankHost {
     // The meeting never throws; a peer that does not come only costs the
     // reset (and a second).
     if (comm != nullptr) {
-      MeetAndDropConnections(*store_, env_, inherited_sockets_,
-                             verdict == RankVerdict::kFailed);
+      MeetAndDropConnections(*store_, arena_.get(), env_, inherited_sockets_,
+                             verdict == RankVerdict::kFailed,
+                             RankTimeout(env_, test_timeout_));
     }
     return verdict;
   }

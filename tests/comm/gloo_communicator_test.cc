@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -133,6 +134,68 @@ TEST_P(GlooCommunicatorTest, SendRecvMatchesByPeerAndTag) {
       EXPECT_EQ(b, 22);
     }
     comm.barrier();
+  });
+}
+
+// Larger than one slot of the arena (64 KiB), and not a multiple of it: the
+// arena takes them in rounds, and an allreduce that large is split into
+// shares that each rank reduces for all.
+TEST_P(GlooCommunicatorTest, BuffersLargerThanASlotArriveWhole) {
+  Run([](Communicator& comm) {
+    const int n = comm.size(), r = comm.rank();
+    const std::size_t count = 3 * 16384 + 5;  // int32: 3 slots and a bit.
+    std::vector<std::int32_t> v(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      v[i] = static_cast<std::int32_t>(i) * (r == n - 1 ? 1 : 0);
+    }
+    comm.broadcast(v.data(), v.size(), n - 1);
+    for (std::size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(v[i], static_cast<std::int32_t>(i)) << "broadcast, " << i;
+    }
+    std::vector<std::int32_t> mine(count, r), all(count * n, -1);
+    comm.allgather(mine.data(), all.data(), count);
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      ASSERT_EQ(all[i], static_cast<std::int32_t>(i / count))
+          << "allgather, " << i;
+    }
+    if (n < 2) return;
+    std::vector<std::int32_t> message(count);
+    if (r == 0) {
+      for (std::size_t i = 0; i < count; ++i) {
+        message[i] = static_cast<std::int32_t>(count - i);
+      }
+      comm.send(message.data(), count, 1, /*tag=*/7);
+      comm.recv(message.data(), 0, 1, /*tag=*/8);  // An empty reply.
+    } else if (r == 1) {
+      comm.recv(message.data(), count, 0, /*tag=*/7);
+      comm.send(message.data(), 0, 0, /*tag=*/8);
+      for (std::size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(message[i], static_cast<std::int32_t>(count - i)) << i;
+      }
+    }
+  });
+}
+
+// Floating-point sums depend on their order: every rank must still get the
+// same bits, for a small buffer (reduced whole by each rank) and a large one
+// (split into shares).
+TEST_P(GlooCommunicatorTest, AllReduceGivesEveryRankTheSameBits) {
+  Run([](Communicator& comm) {
+    const int n = comm.size(), r = comm.rank();
+    for (std::size_t count : {std::size_t{7}, std::size_t{40000}}) {
+      std::vector<float> v(count);
+      for (std::size_t i = 0; i < count; ++i) {
+        v[i] = (r % 2 == 0 ? 1e8f : 1.0f) / static_cast<float>(i % 7 + r + 1);
+      }
+      comm.allreduce(v.data(), v.size(), ReduceOp::kSum);
+      std::vector<float> all(count * n);
+      comm.allgather(v.data(), all.data(), count);
+      for (int q = 1; q < n; ++q) {
+        ASSERT_EQ(0, std::memcmp(all.data(), all.data() + q * count,
+                                 count * sizeof(float)))
+            << "rank " << q << " got other bits than rank 0, count " << count;
+      }
+    }
   });
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -88,7 +89,7 @@ TEST(HostArenaTest, TimeoutNamesTheRanksThatDidNotArrive) {
     if (errors[r].find(timeout) != std::string::npos) {
       ++timed_out;
     } else {
-      EXPECT_THAT(errors[r], HasSubstr("gave up a collective in the host "
+      EXPECT_THAT(errors[r], HasSubstr("gave up waiting in the host "
                                        "arena (see its error)"));
     }
   }
@@ -108,7 +109,7 @@ TEST(HostArenaTest, AfterAFailedWaitEveryCollectiveFails) {
                 HasSubstr("timed out after 50 ms waiting for rank 1"));
   }
   const std::string broken =
-      "rank 0 gave up a collective in the host arena (see its error); the "
+      "rank 0 gave up waiting in the host arena (see its error); the "
       "arena cannot be used after that";
   for (int rank : {0, 1}) {
     std::int32_t x = 1;
@@ -149,15 +150,126 @@ TEST(HostArenaTest, AttachedArenaIsTheSameMemory) {
   EXPECT_THROW(HostArena::Attach(-1, 2), Error);
 }
 
-// Each rank reads every rank's slot: larger worlds take smaller buffers.
-TEST(HostArenaTest, BuffersFitPerRankAndInAll) {
-  EXPECT_TRUE(HostArena::Create(2)->Fits(HostArena::kSlotBytes));
-  EXPECT_FALSE(HostArena::Create(2)->Fits(HostArena::kSlotBytes + 1));
-  EXPECT_TRUE(HostArena::Create(8)->Fits(64 * 1024));
-  EXPECT_FALSE(HostArena::Create(16)->Fits(64 * 1024));
-  EXPECT_TRUE(HostArena::Create(16)->Fits(32 * 1024));
-  EXPECT_TRUE(HostArena::Create(HostArena::kMaxRanks)->Fits(512));
-  EXPECT_THROW(HostArena::Create(HostArena::kMaxRanks + 1), Error);
+// Runs body(rank) on `world` threads over `arena`; returns each rank's
+// error ("" if none).
+std::vector<std::string> OnRanks(HostArena& arena,
+                                 const std::function<void(int)>& body) {
+  std::vector<std::string> errors(arena.world());
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < arena.world(); ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (const CommError& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  return errors;
+}
+
+// A receiver that expects another tag, count or type refuses the message:
+// both sides fail at once, naming both (Gloo would leave both waiting).
+TEST(HostArenaTest, SendAndRecvThatDisagreeBothFailAtOnce) {
+  struct Case {
+    std::size_t count;
+    DataType type;
+    std::uint32_t tag;
+    const char* expected;
+  };
+  for (const Case& c :
+       {Case{8, DataType::kFloat32, 2, "8 x float32 with tag 2"},
+        Case{16, DataType::kFloat32, 1, "16 x float32 with tag 1"},
+        Case{8, DataType::kInt32, 1, "8 x int32 with tag 1"}}) {
+    auto arena = HostArena::Create(2);
+    std::vector<float> buffer(16);
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::string> errors = OnRanks(*arena, [&](int r) {
+      if (r == 0) {
+        arena->Send(0, buffer.data(), 8, DataType::kFloat32, 1, 1,
+                    std::chrono::seconds(30));
+      } else {
+        arena->Recv(1, buffer.data(), c.count, c.type, 0, c.tag,
+                    std::chrono::seconds(30));
+      }
+    });
+    const std::string message = fmt::format(
+        "rank 0 sent 8 x float32 with tag 1; rank 1 expected {}", c.expected);
+    EXPECT_EQ(errors[0], message);
+    EXPECT_EQ(errors[1], message);
+    EXPECT_LT(std::chrono::steady_clock::now() - start,
+              std::chrono::seconds(10));
+  }
+}
+
+// A send or receive waits for its peer only: an unrelated rank that ends
+// (a rank whose body is done) does not fail it, the peer's end does.
+TEST(HostArenaTest, SendAndRecvFailWhenTheirPeerEndsOnly) {
+  auto arena = HostArena::Create(3);
+  std::atomic<int> stage{0};
+  std::int64_t value = 0;
+  std::vector<std::string> errors = OnRanks(*arena, [&](int r) {
+    if (r == 0) {
+      // Rank 2 ends while rank 1 waits for this rank's message.
+      while (stage < 1)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::int64_t x = 42;
+      arena->Send(0, &x, 1, DataType::kInt64, 1, 0, std::chrono::seconds(30));
+    } else if (r == 1) {
+      std::thread marker([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        arena->MarkEnded(2);
+        stage = 1;
+      });
+      arena->Recv(1, &value, 1, DataType::kInt64, 0, 0,
+                  std::chrono::seconds(30));
+      marker.join();
+      // Now a receive from the rank that ended.
+      std::thread ender([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        arena->MarkEnded(0);
+      });
+      try {
+        arena->Recv(1, &value, 1, DataType::kInt64, 0, 1,
+                    std::chrono::seconds(30));
+      } catch (...) {
+        ender.join();
+        throw;
+      }
+      ender.join();
+    }
+  });
+  EXPECT_EQ(value, 42);
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "rank 0 ended while this rank waited for it to send it");
+}
+
+TEST(HostArenaTest, SendWithoutAReceiverTimesOutNamingIt) {
+  auto arena = HostArena::Create(2);
+  std::int32_t x = 0;
+  try {
+    arena->Send(0, &x, 1, DataType::kInt32, 1, 3,
+                std::chrono::milliseconds(50));
+    ADD_FAILURE() << "a send without a receiver returned";
+  } catch (const CommError& e) {
+    EXPECT_STREQ(e.what(),
+                 "timed out after 50 ms waiting for rank 1 to receive it "
+                 "(same-host arena)");
+  }
+  // What was offered half-way cannot be trusted: the arena is given up.
+  EXPECT_THROW(
+      arena->Recv(1, &x, 1, DataType::kInt32, 0, 3, std::chrono::seconds(1)),
+      CommError);
+}
+
+TEST(HostArenaTest, WorldSizeOutOfRangeIsAClearError) {
+  try {
+    HostArena::Create(HostArena::kMaxRanks + 1);
+    ADD_FAILURE() << "an arena for too many ranks was made";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "a host arena takes 1 to 1024 ranks, not 1025");
+  }
 }
 
 TEST(HostArenaTest, ArenaForAnotherWorldSizeIsAClearError) {

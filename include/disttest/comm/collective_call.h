@@ -23,7 +23,15 @@
 namespace disttest {
 
 struct CollectiveCall {
-  enum class Op : std::uint8_t { kBarrier, kAllReduce, kBroadcast, kAllGather };
+  enum class Op : std::uint8_t {
+    kBarrier,
+    kAllReduce,
+    kBroadcast,
+    kAllGather,
+    // Not an operation: the harness's meeting of the ranks after the body,
+    // which a rank still in a collective must not take for a peer's call.
+    kEndOfTest,
+  };
 
   Op op = Op::kBarrier;
   DataType type = DataType::kUint8;  // Unused by a barrier.
@@ -42,13 +50,17 @@ struct CollectiveCall {
   static CollectiveCall AllGather(std::size_t count, DataType type) {
     return {Op::kAllGather, type, count, ReduceOp::kSum, 0};
   }
+  static CollectiveCall EndOfTest() {
+    return {Op::kEndOfTest, DataType::kUint8, 0, ReduceOp::kSum, 0};
+  }
 
   // The constructors above leave the fields an operation does not use at
   // their defaults, so equal calls compare equal field by field.
   bool operator==(const CollectiveCall& other) const = default;
 
   // "barrier()", "allreduce(8 x float32, sum)", "broadcast(8 x float32,
-  // root 0)", "allgather(8 x float32)".
+  // root 0)", "allgather(8 x float32)", "no collective (its body has
+  // returned)".
   std::string str() const;
 };
 

@@ -26,9 +26,8 @@
 namespace disttest {
 
 // CommOptions (prefix "gloo" here, timeout, arena) and the address to bind.
-// With an arena, barrier, and allreduce, broadcast and allgather of up to
-// HostArena::kSlotBytes per rank (kMaxTotalBytes for all ranks), go through
-// it instead of the sockets.
+// With an arena (the harness gives one to the ranks of one host), every
+// operation goes through its shared memory and no socket is connected.
 struct GlooOptions : CommOptions {
   GlooOptions() { prefix = "gloo"; }
   // Address the rank's sockets bind to; loopback keeps tests off the network.
@@ -37,8 +36,9 @@ struct GlooOptions : CommOptions {
 
 class GlooCommunicator : public Communicator {
  public:
-  // Connects the full mesh; throws CommError "[rank 0/2] cannot connect the
-  // gloo mesh: ..." on failure.
+  // Connects the full mesh (without an arena, or with one that only checks
+  // calls); throws CommError "[rank 0/2] cannot connect the gloo mesh: ..."
+  // on failure.
   static std::unique_ptr<GlooCommunicator> Create(Store& store, int rank,
                                                   int size,
                                                   const GlooOptions& options);
@@ -75,7 +75,7 @@ class GlooCommunicator : public Communicator {
   void ResumeEventLoop();
   bool event_loop_paused() const;
 
-  // Whether small collectives go through a HostArena (GlooOptions::arena).
+  // Whether the operations go through a HostArena (GlooOptions::arena).
   bool uses_host_arena() const;
 
  private:
