@@ -59,8 +59,10 @@ class Row : public disttest::DistributedTest {
   void SetUp() override {
     // A re-executed rank runs SetUp() too, once: it never skips.
     if (std::getenv(disttest::env::kInternalChildTest) != nullptr) return;
+    const ::testing::TestInfo* info =
+        ::testing::UnitTest::GetInstance()->current_test_info();
     const std::string name =
-        ::testing::UnitTest::GetInstance()->current_test_info()->name();
+        std::string(info->test_suite_name()) + "." + info->name();
     static std::map<std::string, int> runs;
     if (world_size() >= kFirstBig && ++runs[name] > g_big_runs) {
       GTEST_SKIP() << "ran --big-runs=" << g_big_runs << " times";

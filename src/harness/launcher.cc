@@ -28,6 +28,7 @@
 #include "harness/descendants.h"
 #include "harness/emergency_cleanup.h"
 #include "harness/rank_outcome.h"
+#include "harness/resources.h"
 #include "harness/stack_dump.h"
 
 namespace disttest::internal {
@@ -203,9 +204,11 @@ pid_t Launcher::Spawn(const SpawnRequest& request) {
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
-    throw SpawnError(fmt::format("cannot fork rank {}/{}: {}",
+    const int error = errno;
+    throw SpawnError(fmt::format("cannot fork rank {}/{}: {}{}",
                                  request.rank.rank, request.rank.world_size,
-                                 std::strerror(errno)));
+                                 std::strerror(error),
+                                 error == EAGAIN ? ProcessLimitsText() : ""));
   }
   if (pid == 0) StartChild(request, parent);
   // Also set the group from the parent, so that it is in place before the

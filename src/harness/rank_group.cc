@@ -156,7 +156,9 @@ void RankGroup::Start() {
     for (pid_t pid : Children()) children_before_.insert(pid);
   }
   // Limits that would otherwise hang the ranks (no descriptor for a peer's
-  // connection) or kill them (SIGBUS on a full /dev/shm) fail the test now.
+  // connection), kill them (SIGBUS on a full /dev/shm) or start only some
+  // of them fail the test now, before any rank starts.
+  EnsureProcesses(spec_.world_size);
   EnsureOpenFiles(spec_.world_size, spec_.options.init_distributed);
   EnsureSharedMemory(spec_.world_size,
                      spec_.world_size * ResultChannel::kQueueBytes);

@@ -4,9 +4,13 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 
 #include "disttest/error.h"
 
@@ -28,7 +32,96 @@ std::string Limit(rlim_t value) {
                                 : std::to_string(value);
 }
 
+// The first line of `path` as a number; nullopt if it is not one (absent,
+// or "max").
+std::optional<long long> NumberIn(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  long long n = 0;
+  if (!(in >> n)) return std::nullopt;
+  return n;
+}
+
+// The directory of this process's cgroup that limits its processes: the
+// pids controller's under cgroup v1, the unified one under v2.
+std::optional<std::filesystem::path> PidsCgroup() {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  std::optional<std::filesystem::path> unified;
+  while (std::getline(in, line)) {
+    // "4:pids:/user.slice" (v1; controllers may be listed together) or
+    // "0::/user.slice" (v2).
+    const std::size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    const std::string path = line.substr(b + 1);
+    std::stringstream list(controllers);
+    for (std::string c; std::getline(list, c, ',');) {
+      if (c == "pids") {
+        return std::filesystem::path("/sys/fs/cgroup/pids") /
+               std::filesystem::path(path).relative_path();
+      }
+    }
+    if (controllers.empty()) {
+      unified = std::filesystem::path("/sys/fs/cgroup") /
+                std::filesystem::path(path).relative_path();
+    }
+  }
+  return unified;
+}
+
 }  // namespace
+
+void EnsureProcesses(int world) {
+  // Every cgroup from this process's up to the root limits it.
+  if (std::optional<std::filesystem::path> cgroup = PidsCgroup()) {
+    for (std::filesystem::path dir = *cgroup;; dir = dir.parent_path()) {
+      const std::optional<long long> max = NumberIn(dir / "pids.max");
+      const std::optional<long long> now = NumberIn(dir / "pids.current");
+      if (max && now && *max - *now < world) {
+        throw ConfigError(fmt::format(
+            "needs {} processes for {} ranks, and the cgroup {} allows {} "
+            "more (pids.max {}, pids.current {}): raise pids.max or run fewer "
+            "ranks",
+            world, world, dir.string(), std::max(0LL, *max - *now), *max,
+            *now));
+      }
+      if (dir == dir.root_path() || !dir.has_relative_path() ||
+          dir.filename() == "cgroup" || dir.filename() == "pids") {
+        break;
+      }
+    }
+  }
+  // The kernel does not apply RLIMIT_NPROC to root (more exactly, to
+  // CAP_SYS_RESOURCE or CAP_SYS_ADMIN); the user's other processes count
+  // too, which fork() then reports (see ProcessLimitsText()).
+  rlimit limit{};
+  if (geteuid() != 0 && getrlimit(RLIMIT_NPROC, &limit) == 0 &&
+      limit.rlim_cur != RLIM_INFINITY &&
+      static_cast<long long>(limit.rlim_cur) < world) {
+    throw ConfigError(fmt::format(
+        "needs {} processes for {} ranks, and RLIMIT_NPROC is {}: raise it "
+        "(ulimit -u) or run fewer ranks",
+        world, world, Limit(limit.rlim_cur)));
+  }
+}
+
+std::string ProcessLimitsText() {
+  std::string text;
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NPROC, &limit) == 0) {
+    text = fmt::format("RLIMIT_NPROC is {}", Limit(limit.rlim_cur));
+  }
+  if (std::optional<std::filesystem::path> cgroup = PidsCgroup()) {
+    const std::optional<long long> max = NumberIn(*cgroup / "pids.max");
+    const std::optional<long long> now = NumberIn(*cgroup / "pids.current");
+    if (max && now) {
+      text +=
+          fmt::format("{}the cgroup {} has pids.max {}, pids.current {}",
+                      text.empty() ? "" : "; ", cgroup->string(), *max, *now);
+    }
+  }
+  return text.empty() ? "" : " (" + text + ")";
+}
 
 std::string Bytes(std::size_t bytes) {
   if (bytes < 1024 * 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);

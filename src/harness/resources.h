@@ -5,6 +5,7 @@
 //
 //   EnsureOpenFiles(16, /*communicator=*/true);   // raises or throws
 //   EnsureSharedMemory(16, queue_bytes);          // throws
+//   EnsureProcesses(16);                          // throws
 //
 // "needs about 89 open files for 16 ranks, and RLIMIT_NOFILE is 64 (hard
 // limit 64): raise it (ulimit -n) or run fewer ranks".
@@ -27,6 +28,19 @@ void EnsureOpenFiles(int world, bool communicator);
 // "the result queues of 16 ranks need 64.0 MiB in /dev/shm, which has
 // 1.0 MiB free".
 void EnsureSharedMemory(int world, std::size_t bytes);
+
+// Throws ConfigError when `world` more processes would pass a limit: the
+// pids.max of this process's cgroup or of one above it (what containers and
+// systemd units set), or RLIMIT_NPROC below `world` (not for root, to which
+// the kernel does not apply it):
+// "needs 256 processes for 256 ranks, and the cgroup /sys/fs/cgroup/pids/ci
+// allows 100 more (pids.max 120, pids.current 20): raise pids.max or run
+// fewer ranks".
+void EnsureProcesses(int world);
+
+// " (RLIMIT_NPROC is 100; the cgroup ... has pids.max 120, pids.current
+// 120)": for messages about a fork that failed with EAGAIN.
+std::string ProcessLimitsText();
 
 // " (RLIMIT_NOFILE is 64)": for messages about EMFILE.
 std::string OpenFilesLimitText();

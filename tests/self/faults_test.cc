@@ -5,6 +5,7 @@
 // thousands of connections without TIME_WAIT, bad input and the debug rank.
 // Each checks the verdict, the message (rank and cause), the time to the
 // verdict and that nothing is left behind.
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
@@ -54,6 +55,112 @@ TEST_P(FaultsTest, CrashAmongFourRanksInABarrierIsReportedWithinThreeSeconds) {
   double ms = TestMillis(v.xml, "CrashAmongFourInABarrier/4ranks");
   EXPECT_GE(ms, 0);
   EXPECT_LT(ms, 3000) << v.run.out;
+}
+
+// At 256 ranks on 2 cores, as at 4: the dead rank is named, its peers are
+// labelled, the verdict comes within the same bound, and nothing is left.
+TEST_P(FaultsTest, CrashAmong256RanksIsNamedAsAmongFour) {
+  for (int world : {4, 256}) {
+    const std::string name =
+        "CrashAmongManyInABarrier/" + std::to_string(world) + "ranks";
+    Verdict v = RunVerdicts(GetParam(), "Verdicts." + name);
+    EXPECT_EQ(v.run.exit_code, 1);
+    const std::string dead = fmt::format("[rank {}/{}]", world - 2, world);
+    EXPECT_THAT(v.run.out, HasSubstr(dead + " killed by signal 6 (SIGABRT"));
+    EXPECT_THAT(v.run.out,
+                HasSubstr(fmt::format("[rank {}/{}] ", world - 1, world)));
+    EXPECT_THAT(v.run.out, HasSubstr("[  FAILED  ] Verdicts." + name));
+    const double ms = TestMillis(v.xml, name);
+    EXPECT_GE(ms, 0);
+    EXPECT_LT(ms, 3000) << world << " ranks\n" << v.run.out;
+  }
+}
+
+TEST_P(FaultsTest, HangAmong256RanksIsNamedAsAmongFour) {
+  for (int world : {4, 256}) {
+    const std::string name =
+        "HangsAmongMany/" + std::to_string(world) + "ranks";
+    Verdict v = RunVerdicts(GetParam(), "VerdictsShortTimeout." + name);
+    EXPECT_EQ(v.run.exit_code, 1);
+    EXPECT_THAT(
+        v.run.out,
+        AllOf(HasSubstr(fmt::format("[rank {}/{}] was killed by disttest: the "
+                                    "test timed out after 3000 ms",
+                                    world - 3, world)),
+              HasSubstr("verdicts_test_.cc:" +
+                        std::to_string(LineOf("marker-hang-among-many")))));
+    // Its peers name it as the rank their barrier waits for.
+    EXPECT_THAT(v.run.out,
+                HasSubstr(fmt::format("waiting for rank {} (same-host arena)",
+                                      world - 3)));
+    // The timeout (3 s), the stacks (at most 15 s), the kill and the verdict.
+    EXPECT_LT(TestMillis(v.xml, name), 3000 + 15000 + 2000)
+        << world << " ranks";
+  }
+}
+
+// A pids cgroup of the test's own, made and removed here; the child moves
+// itself into it before any test runs.
+class PidsCgroup {
+ public:
+  explicit PidsCgroup(int max) {
+    std::ifstream in("/proc/self/cgroup");
+    for (std::string line; std::getline(in, line);) {
+      const std::size_t a = line.find(':'), b = line.find(':', a + 1);
+      if (b == std::string::npos) continue;
+      const std::string controllers = line.substr(a + 1, b - a - 1);
+      const std::string base = controllers.find("pids") != std::string::npos
+                                   ? "/sys/fs/cgroup/pids"
+                               : controllers.empty() ? "/sys/fs/cgroup"
+                                                     : "";
+      if (base.empty()) continue;
+      std::filesystem::path dir =
+          std::filesystem::path(base) /
+          std::filesystem::path(line.substr(b + 1)).relative_path() /
+          fmt::format("disttest-test-{}", getpid());
+      std::error_code ec;
+      if (!std::filesystem::create_directory(dir, ec)) continue;
+      std::ofstream(dir / "pids.max") << max << "\n";
+      if (std::ifstream(dir / "pids.max") >> max_ && max_ == max) {
+        dir_ = dir;
+        return;
+      }
+      std::filesystem::remove(dir, ec);
+    }
+  }
+  ~PidsCgroup() {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove(dir_, ec);
+  }
+  PidsCgroup(const PidsCgroup&) = delete;
+  PidsCgroup& operator=(const PidsCgroup&) = delete;
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+  int max_ = 0;
+};
+
+// More ranks than the cgroup allows processes: a clear error naming the
+// limit, before any rank starts (not 100 ranks and then a failed fork).
+TEST_P(FaultsTest, WorldAboveTheProcessLimitIsAClearErrorBeforeAnyRankStarts) {
+  PidsCgroup cgroup(100);
+  if (cgroup.dir().empty()) {
+    GTEST_SKIP() << "cannot make a pids cgroup here (needs root, and cgroup "
+                    "v1's pids controller or a v2 hierarchy that allows it)";
+  }
+  Verdict v =
+      RunVerdicts(GetParam(), "Verdicts.CrashAmongManyInABarrier/256ranks",
+                  {{"VERDICTS_PIDS_CGROUP", cgroup.dir().string()}});
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out,
+              ::testing::ContainsRegex(
+                  "needs 256 processes for 256 ranks, and the cgroup " +
+                  cgroup.dir().string() +
+                  " allows [0-9]+ more \\(pids.max 100, pids.current "
+                  "[0-9]+\\): raise pids.max or run fewer ranks"));
+  // No rank ran: none of them printed, nor was killed.
+  EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/256]")));
 }
 
 TEST_P(FaultsTest, RankKilledWhileReportingDoesNotWedgeTheParent) {

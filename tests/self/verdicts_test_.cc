@@ -34,6 +34,8 @@ namespace {
 // Set-up a driver asks for before any test runs (not in a rank: a
 // re-executed rank inherits what its parent's process set up).
 //   VERDICTS_RLIMIT_NOFILE=64, VERDICTS_RLIMIT_NOFILE_SOFT=64: the limit.
+//   VERDICTS_PIDS_CGROUP=<dir>: moves this process into that cgroup (whose
+//   pids.max the driver set).
 //   VERDICTS_TINY_DEV_SHM=1: a mount namespace whose /dev/shm is a 1 MiB
 //   tmpfs (needs CAP_SYS_ADMIN; prints marker-no-namespace otherwise).
 const bool g_limits_applied = [] {
@@ -47,6 +49,9 @@ const bool g_limits_applied = [] {
   if (const char* n = std::getenv("VERDICTS_RLIMIT_NOFILE_SOFT")) {
     files.rlim_cur = std::strtoul(n, nullptr, 10);
     setrlimit(RLIMIT_NOFILE, &files);
+  }
+  if (const char* cgroup = std::getenv("VERDICTS_PIDS_CGROUP")) {
+    std::ofstream(std::string(cgroup) + "/cgroup.procs") << getpid() << "\n";
   }
   if (std::getenv("VERDICTS_TINY_DEV_SHM") != nullptr) {
     if (unshare(CLONE_NEWNS) != 0 ||
@@ -214,6 +219,21 @@ DIST_TEST_F(Verdicts, CrashAmongFourInABarrier, 4) {
     setrlimit(RLIMIT_CORE, &no_core);
     std::abort();  // marker-abort
   }
+  comm().barrier();
+}
+
+// The same faults at 4 and at 256 ranks, on 2 cores: a crash, and a hang.
+DIST_TEST_F(Verdicts, CrashAmongManyInABarrier, 4, 256) {
+  if (rank() == world_size() - 2) {
+    rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    std::abort();
+  }
+  comm().barrier();
+}
+
+DIST_TEST_F(VerdictsShortTimeout, HangsAmongMany, 4, 256) {
+  if (rank() == world_size() - 3) pause();  // marker-hang-among-many
   comm().barrier();
 }
 
