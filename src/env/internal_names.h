@@ -41,6 +41,11 @@ inline constexpr char kInternalStorePort[] = "DISTTEST_INTERNAL_STORE_PORT";
 // drains the queue at once instead of on its next tick.
 inline constexpr char kInternalResultsReadyFd[] =
     "DISTTEST_INTERNAL_RESULTS_READY_FD";
+// The kExec zygote's end of its socket to the parent, and the parent's pid
+// (harness/zygote.h).
+inline constexpr char kInternalZygoteFd[] = "DISTTEST_INTERNAL_ZYGOTE_FD";
+inline constexpr char kInternalZygoteParent[] =
+    "DISTTEST_INTERNAL_ZYGOTE_PARENT";
 
 }  // namespace disttest::env
 

@@ -30,6 +30,7 @@
 #include "harness/rank_outcome.h"
 #include "harness/resources.h"
 #include "harness/stack_dump.h"
+#include "harness/zygote.h"
 
 namespace disttest::internal {
 namespace {
@@ -133,6 +134,17 @@ class ForkLauncher : public Launcher {
 };
 
 class ExecLauncher : public Launcher {
+ public:
+  // A fork of the zygote (harness/zygote.h), else fork and exec.
+  pid_t Spawn(const SpawnRequest& request) override {
+    if (ZygoteEnabled()) {
+      Prepare(request);
+      const pid_t pid = Zygote::Get().Spawn(request, args_, env_);
+      if (pid > 0) return pid;
+    }
+    return Launcher::Spawn(request);
+  }
+
  protected:
   void Prepare(const SpawnRequest& request) override {
     args_.clear();

@@ -21,6 +21,7 @@
 #include "env/text.h"
 #include "harness/descendants.h"
 #include "harness/resources.h"
+#include "harness/zygote.h"
 #include "rendezvous/bind.h"
 
 namespace disttest::internal {
@@ -397,7 +398,8 @@ void RankGroup::EndOrphans() {
   const std::string mine = fmt::format("{}={}", env::kMasterPort, master_port_);
   const bool forked = spec_.options.launch == LaunchMode::kFork;
   const auto pick = [&](pid_t pid) {
-    if (children_before_.count(pid) != 0 || LiveRanks().count(pid) != 0) {
+    if (children_before_.count(pid) != 0 || LiveRanks().count(pid) != 0 ||
+        pid == Zygote::Get().pid()) {
       return false;
     }
     return forked || EnvironmentHas(pid, mine);

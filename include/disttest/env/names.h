@@ -67,6 +67,10 @@ inline constexpr char kRequireGpus[] = "DISTTEST_REQUIRE_GPUS";
 inline constexpr char kListResources[] = "DISTTEST_LIST_RESOURCES";
 // "1": options().reuse_workers is ignored; every test spawns its ranks.
 inline constexpr char kNoReuse[] = "DISTTEST_NO_REUSE";
+// "1": each kExec rank is the test binary exec'd for it, not a copy forked
+// from the zygote (the binary exec'd once and stopped before its static
+// initialisers, harness/zygote.h).
+inline constexpr char kNoZygote[] = "DISTTEST_NO_ZYGOTE";
 // "1": spawned ranks send every collective's data through Gloo, not through
 // the same-host arena (src/comm/host_arena.h); the arena still checks
 // that the ranks agree on each collective.

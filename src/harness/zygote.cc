@@ -1,0 +1,379 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/zygote.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/child_process.h"
+#include "disttest/env/names.h"
+#include "env/internal_names.h"
+#include "env/text.h"
+#include "harness/rank_outcome.h"
+
+namespace disttest::internal {
+namespace {
+
+constexpr std::uint32_t kMagic = 0x5947595a;  // "ZYGY"
+// Which descriptors come with a message, in this order.
+enum : std::uint32_t {
+  kStdout = 1,
+  kStderr = 2,
+  kArena = 4,
+  kResultsReady = 8,
+};
+constexpr int kMaxDescriptors = 4;
+
+// A message's fixed part; then, each ending in NUL: the working directory,
+// the --gtest_filter argument and the environment's "NAME=value" strings.
+struct Header {
+  std::uint32_t magic;
+  std::int32_t pgid;  // 0: lead a new group.
+  std::uint32_t descriptors;
+};
+
+// The zygote's answer: the rank's pid (-1: none started).
+struct Answer {
+  std::int32_t pid;
+};
+
+// How long the zygote may take to answer (the first time, it is still
+// being loaded).
+constexpr int kAnswerMs = 10'000;
+
+// --- In the zygote and its forks, before the program's own start-up:
+// only what needs no initialised program (no iostreams, no fmt). ---
+
+[[noreturn]] void Fail(const char* what) {
+  std::fprintf(stderr, "disttest: a kExec rank could not start: %s: %s\n", what,
+               std::strerror(errno));
+  std::fflush(stderr);
+  _exit(kExitHarnessError);
+}
+
+struct Message {
+  Header header{};
+  std::vector<char> bytes;
+  std::vector<const char*> strings;  // cwd, filter, environment.
+  int fds[kMaxDescriptors] = {-1, -1, -1, -1};
+  int nfds = 0;
+  // The descriptor that came for `bit`, or -1.
+  int Fd(std::uint32_t bit) const {
+    if ((header.descriptors & bit) == 0) return -1;
+    int at = 0;
+    for (std::uint32_t b = 1; b < bit; b <<= 1) {
+      if ((header.descriptors & b) != 0) ++at;
+    }
+    return fds[at];
+  }
+};
+
+// Waits for the next message; false when the parent closed the socket.
+bool Receive(int socket, Message* m) {
+  ssize_t size = 0;
+  do {
+    size = recv(socket, nullptr, 0, MSG_PEEK | MSG_TRUNC);
+  } while (size < 0 && errno == EINTR);
+  if (size <= 0) return false;
+  m->bytes.assign(static_cast<std::size_t>(size), '\0');
+  iovec iov{m->bytes.data(), m->bytes.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxDescriptors)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t got = 0;
+  do {
+    got = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
+  } while (got < 0 && errno == EINTR);
+  if (got != size || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 ||
+      got < static_cast<ssize_t>(sizeof(Header))) {
+    Fail("a short message from the parent");
+  }
+  std::memcpy(&m->header, m->bytes.data(), sizeof m->header);
+  if (m->header.magic != kMagic) Fail("not a message from the parent");
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
+       c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    m->nfds = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    std::memcpy(m->fds, CMSG_DATA(c), sizeof(int) * m->nfds);
+  }
+  if (m->nfds != __builtin_popcount(m->header.descriptors)) {
+    Fail("descriptors missing from the parent's message");
+  }
+  m->strings.clear();
+  for (std::size_t at = sizeof(Header); at < m->bytes.size();) {
+    const char* s = m->bytes.data() + at;
+    const std::size_t n = strnlen(s, m->bytes.size() - at);
+    if (at + n >= m->bytes.size()) Fail("an unterminated message");
+    m->strings.push_back(s);
+    at += n + 1;
+  }
+  if (m->strings.size() < 2) Fail("a message without a filter");
+  return true;
+}
+
+// In the rank (the zygote's grandchild): takes what came for it. It is in
+// its group already (the middle process put it there).
+void TakeTheRank(const Message& m, pid_t parent, int argc, char** argv) {
+  // The middle process has exited or is about to: once reparented, this is
+  // the parent's child, and may ask to die with it.
+  for (int i = 0; getppid() != parent; ++i) {
+    if (i == 20'000) Fail("not reparented to the test process");
+    timespec pause{0, 50'000};
+    nanosleep(&pause, nullptr);
+  }
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
+    _exit(kExitHarnessError);
+  }
+  // As Launcher::StartChild does for a rank it forks.
+  const int out = m.Fd(kStdout), err = m.Fd(kStderr);
+  if (out < 0 || err < 0 || dup2(out, STDOUT_FILENO) < 0 ||
+      dup2(err, STDERR_FILENO) < 0) {
+    Fail("cannot redirect the rank's output");
+  }
+  close(out);
+  if (err != out) close(err);
+  if (chdir(m.strings[0]) != 0) Fail("cannot enter the working directory");
+  int filter = -1;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], Zygote::kPlaceholderFilter) == 0) filter = i;
+  }
+  if (filter < 0) Fail("no placeholder filter in the command line");
+  argv[filter] = strdup(m.strings[1]);
+  clearenv();
+  for (std::size_t i = 2; i < m.strings.size(); ++i) {
+    putenv(strdup(m.strings[i]));
+  }
+  // The descriptors a rank keeps across exec, at the numbers they came at.
+  if (const int arena = m.Fd(kArena); arena >= 0) {
+    fcntl(arena, F_SETFD, 0);
+    setenv(env::kInternalArenaFd, std::to_string(arena).c_str(), 1);
+  }
+  if (const int ready = m.Fd(kResultsReady); ready >= 0) {
+    fcntl(ready, F_SETFD, 0);
+    setenv(env::kInternalResultsReadyFd, std::to_string(ready).c_str(), 1);
+  }
+}
+
+// The zygote: forks a rank for each message, until the socket closes.
+// Returns only in a rank.
+void Serve(int socket, pid_t parent, int argc, char** argv) {
+  Message m;
+  while (Receive(socket, &m)) {
+    int done[2];
+    if (pipe2(done, O_CLOEXEC) != 0) Fail("pipe");
+    const pid_t middle = fork();
+    if (middle == 0) {
+      close(done[0]);
+      const pid_t rank = fork();
+      if (rank == 0) {
+        close(socket);
+        close(done[1]);
+        TakeTheRank(m, parent, argc, argv);
+        return;
+      }
+      // Its parent until this exits (and it has not exec'd), this process
+      // may put it into the ranks' group, before the parent could signal
+      // the group and before the next rank joins it. Then its pid, and go.
+      std::int32_t pid = rank;
+      if (rank > 0 &&
+          setpgid(rank, m.header.pgid == 0 ? rank : m.header.pgid) != 0) {
+        kill(rank, SIGKILL);
+        pid = -1;
+      }
+      _exit(write(done[1], &pid, sizeof pid) == sizeof pid ? 0 : 1);
+    }
+    close(done[1]);
+    Answer answer{-1};
+    if (middle > 0) {
+      while (waitpid(middle, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      if (read(done[0], &answer.pid, sizeof answer.pid) != sizeof answer.pid) {
+        answer.pid = -1;
+      }
+    }
+    close(done[0]);
+    for (int i = 0; i < m.nfds; ++i) close(m.fds[i]);
+    if (send(socket, &answer, sizeof answer, MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(sizeof answer)) {
+      _exit(0);
+    }
+  }
+  _exit(0);  // The parent ended the zygote.
+}
+
+// Before the program's static initialisers (priorities 0-100 are the
+// implementation's): nothing of the program has run yet.
+__attribute__((constructor(101))) void ZygoteConstructor(int argc, char** argv,
+                                                         char**) {
+  const char* fd = std::getenv(env::kInternalZygoteFd);
+  const char* parent = std::getenv(env::kInternalZygoteParent);
+  if (fd == nullptr) return;
+  const pid_t owner = parent != nullptr ? std::atol(parent) : -1;
+  // A parent that died before this line is not ours to serve.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != owner) {
+    _exit(kExitHarnessError);
+  }
+  Serve(std::atoi(fd), owner, argc, argv);
+}
+
+}  // namespace
+
+bool ZygoteEnabled() { return !SetToOne(env::kNoZygote); }
+
+Zygote& Zygote::Get() {
+  static Zygote zygote;
+  return zygote;
+}
+
+Zygote::Zygote() : owner_(getpid()) {}
+
+Zygote::~Zygote() {
+  if (getpid() == owner_) End();
+}
+
+void Zygote::End() {
+  if (pid_ <= 0) return;
+  close(socket_);       // It exits when it sees the socket close...
+  kill(pid_, SIGKILL);  // ...or now.
+  while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+  socket_ = -1;
+}
+
+bool Zygote::Start(const std::vector<std::string>& args) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return false;
+  }
+  std::vector<std::string> env = EnvironmentNow();
+  std::erase_if(env, [](const std::string& v) {
+    return v.rfind("LD_BIND_NOW=", 0) == 0 ||
+           v.rfind(std::string(env::kInternalZygoteFd) + "=", 0) == 0 ||
+           v.rfind(std::string(env::kInternalZygoteParent) + "=", 0) == 0;
+  });
+  // Every symbol bound now, once, in the zygote: else each rank would bind
+  // those it calls as it calls them (_dl_fixup, 7% of a rank's time here).
+  env.push_back("LD_BIND_NOW=1");
+  env.push_back(fmt::format("{}={}", env::kInternalZygoteParent, getpid()));
+  env.push_back(fmt::format("{}={}", env::kInternalZygoteFd, sv[1]));
+  std::vector<char*> argv, envp;
+  for (const std::string& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  // Ranks get their own output; stderr stays for a zygote that fails.
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
+                                   O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null",
+                                   O_WRONLY, 0);
+  // dup2 onto itself clears close-on-exec (glibc 2.29 and later).
+  posix_spawn_file_actions_adddup2(&actions, sv[1], sv[1]);
+  // posix_spawn uses vfork: no copy of this process's page tables.
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr,
+                             argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  close(sv[1]);
+  if (rc != 0) {
+    close(sv[0]);
+    return false;
+  }
+  pid_ = pid;
+  socket_ = sv[0];
+  args_ = args;
+  return true;
+}
+
+pid_t Zygote::Spawn(const SpawnRequest& request,
+                    const std::vector<std::string>& args,
+                    const std::vector<std::string>& env) {
+  if (getpid() != owner_ || broken_ || !ZygoteEnabled()) return -1;
+  int filter = -1;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i].rfind("--gtest_filter=", 0) == 0) filter = static_cast<int>(i);
+  }
+  if (filter < 0) return -1;
+  std::vector<std::string> theirs = args;
+  theirs[filter] = kPlaceholderFilter;
+  if (pid_ > 0 && theirs != args_) End();
+  if (pid_ <= 0 && !Start(theirs)) {
+    broken_ = true;
+    return -1;
+  }
+  std::error_code ec;
+  const std::string cwd = std::filesystem::current_path(ec).string();
+  if (ec) return -1;
+
+  Header header{kMagic, request.pgid, 0};
+  std::vector<int> fds;
+  const auto add = [&](std::uint32_t bit, int fd) {
+    if (fd < 0) return;
+    header.descriptors |= bit;
+    fds.push_back(fd);
+  };
+  add(kStdout, request.stdout_fd);
+  add(kStderr, request.stderr_fd);
+  add(kArena, request.arena != nullptr ? request.arena->fd() : -1);
+  add(kResultsReady, request.results_ready_fd);
+  std::string message(reinterpret_cast<const char*>(&header), sizeof header);
+  for (const std::string& s : {cwd, args[filter]}) message.append(s) += '\0';
+  for (const std::string& s : env) message.append(s) += '\0';
+
+  iovec iov{message.data(), message.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxDescriptors)]{};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  Answer answer{-1};
+  pollfd ready{socket_, POLLIN, 0};
+  if (sendmsg(socket_, &msg, MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(message.size()) ||
+      poll(&ready, 1, kAnswerMs) != 1 ||
+      recv(socket_, &answer, sizeof answer, 0) !=
+          static_cast<ssize_t>(sizeof answer)) {
+    // The zygote is gone or stuck: exec every rank from now on.
+    End();
+    broken_ = true;
+    std::printf(
+        "[ disttest ] note: the kExec zygote failed; ranks are exec'd one "
+        "by one from now on\n");
+    std::fflush(stdout);
+    return -1;
+  }
+  // -1: the fork failed (the zygote goes on); exec this rank instead. A rank
+  // that forked but cannot set itself up says why on its stderr and exits
+  // with kExitHarnessError, as an exec that failed would.
+  return answer.pid;
+}
+
+}  // namespace disttest::internal
