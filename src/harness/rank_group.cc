@@ -396,13 +396,18 @@ void RankGroup::EndOrphans() {
   // parent was started with, but the parent of forked ranks runs no
   // threads that could have started them.
   const std::string mine = fmt::format("{}={}", env::kMasterPort, master_port_);
+  const std::string zygote_child =
+      fmt::format("{}={}", env::kInternalZygoteParent, getpid());
   const bool forked = spec_.options.launch == LaunchMode::kFork;
   const auto pick = [&](pid_t pid) {
     if (children_before_.count(pid) != 0 || LiveRanks().count(pid) != 0 ||
         pid == Zygote::Get().pid()) {
       return false;
     }
-    return forked || EnvironmentHas(pid, mine);
+    // A process a rank forked without exec started with the environment
+    // of what the rank was forked from: a kExec rank's is the zygote's.
+    return forked || EnvironmentHas(pid, mine) ||
+           EnvironmentHas(pid, zygote_child);
   };
   for (const std::string& process : EndChildren(pick)) {
     std::printf(

@@ -236,6 +236,21 @@ TEST_P(VerdictsTest, ProcessesStartedByARankEndWithTheTest) {
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
 }
 
+// A child that a rank forked (without exec) and left behind when it was
+// killed is ended with the test, in either mode: a kExec rank's child
+// started with the zygote's environment, not the rank's. Run() fails if it
+// is still alive.
+TEST_P(VerdictsTest, ForkedChildOfAKilledRankEndsWithTheTest) {
+  Verdict v = Run("Verdicts.ForksAChildAndIsKilled/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] killed by signal 9 (SIGKILL)"));
+  EXPECT_THAT(v.run.out,
+              ::testing::ContainsRegex(
+                  "\\[ disttest \\] note: Verdicts.ForksAChildAndIsKilled/"
+                  "2ranks: ended process [0-9]+ \\(.*\\), which its ranks "
+                  "started and left running"));
+}
+
 // A daemon (fork, fork, setsid) leaves the rank's process group; the rank,
 // its subreaper, ends it when the test ends and says so. Run() fails if it
 // is still alive (the driver is a subreaper too, and would inherit it).
@@ -1109,13 +1124,61 @@ TEST_P(VerdictsTest, NoReuseStartsRanksForEveryTest) {
   EXPECT_NE(tests["First"].first, tests["Second"].first);
 }
 
+// kExec ranks are forks of the zygote: the placeholder filter in their
+// command line, the test process their parent, the parent's working
+// directory of the moment (it moved after the zygote started), their own
+// rank's environment. DISTTEST_NO_ZYGOTE=1 execs each rank.
+TEST_P(VerdictsTest, ExecRanksAreForksOfTheZygote) {
+  if (std::string(GetParam().launch) != "exec") GTEST_SKIP() << "kExec only";
+  const std::string filter =
+      "Verdicts.ShowsWhereItCameFrom/2ranks:"
+      "VerdictsElsewhere.ShowsWhereItCameFrom/2ranks";
+  Verdict v = Run(filter);
+  ASSERT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  const std::string cwd = std::filesystem::current_path().string();
+  for (int r : {0, 1}) {
+    const std::string rs = std::to_string(r);
+    EXPECT_THAT(v.run.out,
+                HasSubstr(fmt::format("marker-origin rank {} ppid {} cwd {} "
+                                      "rank-env {} cmdline ",
+                                      r, v.run.pid, cwd, r)));
+    EXPECT_THAT(v.run.out,
+                HasSubstr(fmt::format(
+                    "marker-elsewhere rank {} ppid {} cwd /\n", r, v.run.pid)));
+  }
+  EXPECT_THAT(v.run.out, HasSubstr("--gtest_filter=disttest-zygote "));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("zygote failed")));
+
+  Verdict execd = Run(filter, {{"DISTTEST_NO_ZYGOTE", "1"}});
+  ASSERT_EQ(execd.run.exit_code, 0) << execd.run.out << execd.run.err;
+  EXPECT_THAT(execd.run.out, Not(HasSubstr("disttest-zygote")));
+  EXPECT_THAT(
+      execd.run.out,
+      HasSubstr("--gtest_filter=Verdicts.ShowsWhereItCameFrom/2ranks "));
+}
+
+// A zygote killed between tests: the next kExec test execs its ranks, says
+// so once, and passes; nothing is left behind (Run checks).
+TEST_P(VerdictsTest, KilledZygoteMeansRanksAreExecd) {
+  if (std::string(GetParam().launch) != "exec") GTEST_SKIP() << "kExec only";
+  Verdict v =
+      Run("Verdicts.Passes/2ranks:Verdicts.KillsTheZygote/1ranks:"
+          "Verdicts.SixteenRanks/16ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.out, HasSubstr("marker-zygote-killed"));
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[ disttest ] note: the kExec zygote failed; ranks are "
+                        "exec'd one by one from now on\n"));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 3 tests."));
+}
+
 TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // Every case at once, failures, crashes and hangs included; Run() checks
   // for leftover queues and processes.
   // One GPU: the NCCL test skips on any machine.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 45 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 48 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
   EXPECT_THAT(v.run.out, HasSubstr("42 FAILED TESTS"));
 }

@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -202,6 +203,28 @@ void StartDaemon() {
   ASSERT_EQ(waitpid(middle, nullptr, 0), middle);
 }
 
+// Rank 1 forks a child that leaves the ranks' process group and does not
+// exec (it waits for a signal), then dies: the child outlives the rank
+// that would have ended it, out of reach of a signal to the group.
+DIST_TEST_F(Verdicts, ForksAChildAndIsKilled) {
+  if (rank() == 1) {
+    int left[2];
+    ASSERT_EQ(pipe(left), 0);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      setsid();
+      close(left[1]);  // Tells the rank it has left the group.
+      for (;;) pause();
+    }
+    close(left[1]);
+    char byte;
+    while (read(left[0], &byte, 1) > 0) {
+    }
+    raise(SIGKILL);
+  }
+}
+
 DIST_TEST_F(Verdicts, StartsADaemon) {
   if (rank() == 1) StartDaemon();
 }
@@ -235,6 +258,72 @@ DIST_TEST_F(Verdicts, CrashAmongManyInABarrier, 4, 256) {
 DIST_TEST_F(VerdictsShortTimeout, HangsAmongMany, 4, 256) {
   if (rank() == world_size() - 3) pause();  // marker-hang-among-many
   comm().barrier();
+}
+
+// Where a rank came from: its command line (a fork of the kExec zygote shows
+// the placeholder filter), its parent and its working directory.
+DIST_TEST_F(Verdicts, ShowsWhereItCameFrom, 2) {
+  std::ifstream in("/proc/self/cmdline");
+  std::string cmdline((std::istreambuf_iterator<char>(in)),
+                      std::istreambuf_iterator<char>());
+  for (char& c : cmdline) c = c == '\0' ? ' ' : c;
+  char cwd[4096] = "";
+  EXPECT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  std::printf("marker-origin rank %d ppid %d cwd %s rank-env %s cmdline %s\n",
+              rank(), getppid(), cwd, std::getenv("RANK"), cmdline.c_str());
+}
+
+// The same, with the parent in another directory since the zygote started.
+class VerdictsElsewhere : public Verdicts {
+ protected:
+  void SetUp() override {
+    if (std::getenv("DISTTEST_INTERNAL_CHILD_TEST") != nullptr) return;
+    ASSERT_NE(getcwd(before_, sizeof before_), nullptr);
+    ASSERT_EQ(chdir("/"), 0);
+  }
+  void TearDown() override {
+    if (before_[0] != '\0') {
+      ASSERT_EQ(chdir(before_), 0);
+    }
+  }
+  char before_[4096] = "";
+};
+
+DIST_TEST_F(VerdictsElsewhere, ShowsWhereItCameFrom, 2) {
+  char cwd[4096] = "";
+  EXPECT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  std::printf("marker-elsewhere rank %d ppid %d cwd %s\n", rank(), getppid(),
+              cwd);
+}
+
+// Kills the kExec zygote, as something outside might: the parent's child
+// that started with its socket in the environment (as its forks, the ranks,
+// did: /proc/<pid>/environ is what a process started with) and is not in
+// this rank's process group.
+DIST_TEST_F(Verdicts, KillsTheZygote, 1) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const std::size_t paren = line.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream rest(line.substr(paren + 2));
+    char state = 0;
+    int ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != getppid()) continue;
+    std::ifstream environ(entry.path() / "environ");
+    std::string vars((std::istreambuf_iterator<char>(environ)),
+                     std::istreambuf_iterator<char>());
+    if (vars.find("DISTTEST_INTERNAL_ZYGOTE_FD=") == std::string::npos ||
+        getpgid(std::stoi(pid)) == getpgid(0)) {
+      continue;
+    }
+    kill(std::stoi(pid), SIGKILL);
+    std::printf("marker-zygote-killed\n");
+  }
 }
 
 DIST_TEST_F(Verdicts, KilledWhileReporting) {
