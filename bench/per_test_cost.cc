@@ -115,7 +115,9 @@ DIST_TEST_F(ForkGlooOnly, BarrierAllReduce, 1, 2, 4, 8, 16, 32) {
 DIST_TEST_F(Exec, BarrierAllReduce, 1, 2, 4, 8, 16, 32, 64, 128, 256) {
   BarrierAndAllReduce(comm());
 }
-DIST_TEST_F(Pooled, BarrierAllReduce, 1, 2, 4, 8, 16, 32, 64) {
+// At most four pools live at once (WorkerPools): more world sizes would take
+// turns evicting each other.
+DIST_TEST_F(Pooled, BarrierAllReduce, 1, 2, 4, 8) {
   BarrierAndAllReduce(comm());
 }
 DIST_TEST_F(NoComm, Empty, 1, 2, 4, 8, 16, 32, 64, 128, 256) {}
