@@ -44,7 +44,9 @@ struct HostArena::Header {
   // What a rank called as its collective `seq`.
   struct Entry {
     CollectiveCall call;
-    std::uint64_t seq = 0;
+    // Never a real sequence number: a rank that never wrote its entry
+    // matches nobody's call.
+    std::uint64_t seq = UINT64_MAX;
   };
   // A message as its sender describes it, or as its receiver expected it.
   struct Message {
@@ -78,8 +80,9 @@ struct alignas(64) HostArena::PerRank {
   // peers that read every rank's data touch a few pages, not one per rank.
   alignas(64) unsigned char small[2][kSmallBytes];
 
-  // Set by MarkEnded().
+  // Set by MarkEnded(), and by MarkLeft().
   std::atomic<std::uint32_t> ended{0};
+  std::atomic<std::uint32_t> left{0};
   // The peer this rank waits for in a send or receive, or -1.
   std::atomic<std::int32_t> waiting_on{-1};
   std::atomic<std::uint32_t> doorbell{0};
@@ -259,6 +262,13 @@ void HostArena::MarkEnded(int rank) {
   FutexWakeAll(&h.generation);
   // Only the ranks that wait for it in a send or receive: at the end of a
   // test, when every rank ends, none does and this costs no system call.
+  for (int q = 0; q < world_; ++q) {
+    if (ranks_[q].waiting_on.load(std::memory_order_seq_cst) == rank) Ring(q);
+  }
+}
+
+void HostArena::MarkLeft(int rank) {
+  ranks_[rank].left.store(1, std::memory_order_seq_cst);
   for (int q = 0; q < world_; ++q) {
     if (ranks_[q].waiting_on.load(std::memory_order_seq_cst) == rank) Ring(q);
   }
@@ -534,9 +544,18 @@ void HostArena::AwaitPeer(int rank, int peer, const Deadline& deadline,
       GiveUp(rank);
       throw CommError(why);
     };
+    // What the peer did before it went counts: ready() once more.
     if (ranks_[peer].ended.load(std::memory_order_seq_cst) != 0) {
+      if (ready()) break;
       stop(fmt::format("rank {} ended while this rank waited for it {}", peer,
                        waiting));
+    }
+    if (ranks_[peer].left.load(std::memory_order_seq_cst) != 0) {
+      if (ready()) break;
+      stop(
+          fmt::format("rank {} returned from its body while this rank "
+                      "waited for it {}",
+                      peer, waiting));
     }
     const auto left = deadline.at - Clock::now();
     if (left <= Clock::duration::zero()) {
@@ -551,12 +570,16 @@ void HostArena::AwaitPeer(int rank, int peer, const Deadline& deadline,
                                   100'000'000));
     me.waiting_on.store(-1, std::memory_order_relaxed);
   }
+  me.waiting_on.store(-1, std::memory_order_relaxed);
 }
 
 void HostArena::Send(int rank, const void* data, std::size_t count,
                      DataType type, int peer, std::uint32_t tag,
                      std::chrono::milliseconds timeout) {
   const Deadline deadline(timeout);
+  if (!carry_data_) {
+    throw CommError("the host arena carries no data (DISTTEST_NO_HOST_ARENA)");
+  }
   ThrowIfUnusable();
   PerRank& me = ranks_[rank];
   const Header::Message message{count, type, tag};
@@ -591,6 +614,9 @@ void HostArena::Recv(int rank, void* data, std::size_t count, DataType type,
                      int peer, std::uint32_t tag,
                      std::chrono::milliseconds timeout) {
   const Deadline deadline(timeout);
+  if (!carry_data_) {
+    throw CommError("the host arena carries no data (DISTTEST_NO_HOST_ARENA)");
+  }
   ThrowIfUnusable();
   PerRank& sender = ranks_[peer];
   const Header::Message expected{count, type, tag};

@@ -44,7 +44,7 @@
 // Each round of a large collective is checked the same way. With an arena
 // created without data (DISTTEST_NO_HOST_ARENA=1) the data goes through Gloo
 // and Check() makes the same comparison first. After a mismatch every later
-// collective in the arena fails, naming it.
+// operation in the arena fails, naming it.
 //
 // A send and its receive meet in the sender's outbox: the receiver takes
 // each slot-sized piece as the sender offers it, so a send returns once its
@@ -87,7 +87,8 @@ class HostArena {
 
   // Maps the arena for `world` ranks; throws Error if world is out of
   // [1, kMaxRanks] or the memory cannot be mapped. Without `carry_data` it
-  // has no slots: it only checks (Check(), Barrier()) and Fits() is false.
+  // has no slots: it only checks (Check(), Barrier()), and collectives'
+  // data go elsewhere.
   static std::shared_ptr<HostArena> Create(int world, bool carry_data = true);
   // Maps the arena behind `fd` (an fd() inherited across exec) for `world`
   // ranks, and closes fd; throws Error naming the descriptor if it is not
@@ -106,6 +107,9 @@ class HostArena {
   // with a message naming it. Safe to call from a process that takes no part
   // (the harness's parent) and from a signal handler.
   void MarkEnded(int rank);
+  // Says that `rank` has returned from its body and makes no more sends or
+  // receives: a peer that waits for it in one fails at once, naming it.
+  void MarkLeft(int rank);
 
   // Whether collectives carry data through the arena (Create's carry_data).
   bool carries_data() const { return carry_data_; }

@@ -136,6 +136,9 @@ void MeetAndDropConnections(TcpStore& store, HostArena* arena,
                             const std::map<ino_t, int>& inherited, bool failed,
                             std::chrono::milliseconds timeout) {
   if (arena != nullptr) {
+    // A peer still waiting in a send to or a receive from this rank fails
+    // now, naming it, instead of at its timeout.
+    arena->MarkLeft(env.rank);
     if (failed) return;
     try {
       arena->Check(env.rank, CollectiveCall::EndOfTest(), timeout);
@@ -240,8 +243,9 @@ class SpawnedRankHost : public RankHost {
         verdict = RankVerdict::kFailed;
       }
     }
-    // The meeting never throws; a peer that does not come only costs the
-    // reset (and a second).
+    // The meeting never throws; a peer that does not come costs the reset,
+    // and the wait until the parent marks it ended (or, without an arena,
+    // a second).
     if (comm != nullptr) {
       MeetAndDropConnections(*store_, arena_.get(), env_, inherited_sockets_,
                              verdict == RankVerdict::kFailed,

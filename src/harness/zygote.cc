@@ -7,7 +7,9 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,10 +21,12 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/child_process.h"
 #include "disttest/env/names.h"
+#include "disttest/error.h"
 #include "env/internal_names.h"
 #include "env/text.h"
 #include "harness/rank_outcome.h"
@@ -46,6 +50,9 @@ struct Header {
   std::uint32_t magic;
   std::int32_t pgid;  // 0: lead a new group.
   std::uint32_t descriptors;
+  std::uint32_t umask;
+  std::uint64_t files_soft;  // RLIMIT_NOFILE
+  std::uint64_t files_hard;
 };
 
 // The zygote's answer: the rank's pid (-1: none started).
@@ -60,9 +67,14 @@ constexpr int kAnswerMs = 10'000;
 // --- In the zygote and its forks, before the program's own start-up:
 // only what needs no initialised program (no iostreams, no fmt). ---
 
-[[noreturn]] void Fail(const char* what) {
-  std::fprintf(stderr, "disttest: a kExec rank could not start: %s: %s\n", what,
-               std::strerror(errno));
+// `error`: the errno of the call that failed, or 0.
+[[noreturn]] void Fail(const char* what, int error = 0) {
+  if (error != 0) {
+    std::fprintf(stderr, "disttest: a kExec rank could not start: %s: %s\n",
+                 what, std::strerror(error));
+  } else {
+    std::fprintf(stderr, "disttest: a kExec rank could not start: %s\n", what);
+  }
   std::fflush(stderr);
   _exit(kExitHarnessError);
 }
@@ -147,30 +159,57 @@ void TakeTheRank(const Message& m, pid_t parent, int argc, char** argv) {
   const int out = m.Fd(kStdout), err = m.Fd(kStderr);
   if (out < 0 || err < 0 || dup2(out, STDOUT_FILENO) < 0 ||
       dup2(err, STDERR_FILENO) < 0) {
-    Fail("cannot redirect the rank's output");
+    Fail("cannot redirect the rank's output", errno);
   }
   close(out);
   if (err != out) close(err);
-  if (chdir(m.strings[0]) != 0) Fail("cannot enter the working directory");
+  if (chdir(m.strings[0]) != 0) {
+    Fail("cannot enter the working directory", errno);
+  }
+  // The test process's limit and mask of the moment, not the zygote's.
+  const rlimit files{static_cast<rlim_t>(m.header.files_soft),
+                     static_cast<rlim_t>(m.header.files_hard)};
+  if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
+    Fail("cannot take the open-files limit", errno);
+  }
+  umask(static_cast<mode_t>(m.header.umask));
   int filter = -1;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], Zygote::kPlaceholderFilter) == 0) filter = i;
   }
   if (filter < 0) Fail("no placeholder filter in the command line");
-  argv[filter] = strdup(m.strings[1]);
-  clearenv();
+  // The descriptors a rank keeps across exec, at the numbers they came at
+  // (its environment names them).
+  const int arena = m.Fd(kArena), ready = m.Fd(kResultsReady);
+  if (arena >= 0) fcntl(arena, F_SETFD, 0);
+  if (ready >= 0) fcntl(ready, F_SETFD, 0);
+  const std::string arena_var = std::string(env::kInternalArenaFd) + "=";
+  const std::string ready_var = std::string(env::kInternalResultsReadyFd) + "=";
+  // The filter argument and the environment, in one block that stays
+  // reachable from a global, as an exec'd process's live on its stack:
+  // environ and argv point into it, and neither unsetenv() nor
+  // LeakSanitizer finds a string to lose.
+  std::string all = std::string(m.strings[1]) + '\0';
+  std::vector<std::size_t> vars;
   for (std::size_t i = 2; i < m.strings.size(); ++i) {
-    putenv(strdup(m.strings[i]));
+    const std::string_view var = m.strings[i];
+    vars.push_back(all.size());
+    if (var.starts_with(arena_var)) {
+      all += arena_var + std::to_string(arena);
+    } else if (var.starts_with(ready_var)) {
+      all += ready_var + std::to_string(ready);
+    } else {
+      all += var;
+    }
+    all += '\0';
   }
-  // The descriptors a rank keeps across exec, at the numbers they came at.
-  if (const int arena = m.Fd(kArena); arena >= 0) {
-    fcntl(arena, F_SETFD, 0);
-    setenv(env::kInternalArenaFd, std::to_string(arena).c_str(), 1);
-  }
-  if (const int ready = m.Fd(kResultsReady); ready >= 0) {
-    fcntl(ready, F_SETFD, 0);
-    setenv(env::kInternalResultsReadyFd, std::to_string(ready).c_str(), 1);
-  }
+  static char* block = nullptr;
+  block = static_cast<char*>(std::malloc(all.size()));
+  if (block == nullptr) Fail("no memory for the rank's environment");
+  std::memcpy(block, all.data(), all.size());
+  argv[filter] = block;
+  clearenv();
+  for (std::size_t at : vars) putenv(block + at);
 }
 
 // The zygote: forks a rank for each message, until the socket closes.
@@ -179,7 +218,7 @@ void Serve(int socket, pid_t parent, int argc, char** argv) {
   Message m;
   while (Receive(socket, &m)) {
     int done[2];
-    if (pipe2(done, O_CLOEXEC) != 0) Fail("pipe");
+    if (pipe2(done, O_CLOEXEC) != 0) Fail("pipe", errno);
     const pid_t middle = fork();
     if (middle == 0) {
       close(done[0]);
@@ -197,8 +236,11 @@ void Serve(int socket, pid_t parent, int argc, char** argv) {
       if (rank > 0 &&
           setpgid(rank, m.header.pgid == 0 ? rank : m.header.pgid) != 0) {
         kill(rank, SIGKILL);
+        while (waitpid(rank, nullptr, 0) < 0 && errno == EINTR) {
+        }
         pid = -1;
       }
+      signal(SIGPIPE, SIG_IGN);  // A zygote gone: just go.
       _exit(write(done[1], &pid, sizeof pid) == sizeof pid ? 0 : 1);
     }
     close(done[1]);
@@ -235,6 +277,21 @@ __attribute__((constructor(101))) void ZygoteConstructor(int argc, char** argv,
   Serve(std::atoi(fd), owner, argc, argv);
 }
 
+// This process's descriptors above stderr without close-on-exec.
+std::vector<int> InheritableDescriptors() {
+  std::vector<int> fds;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const int fd = std::atoi(it->path().filename().c_str());
+    const int flags = fcntl(fd, F_GETFD);
+    if (fd > STDERR_FILENO && flags >= 0 && (flags & FD_CLOEXEC) == 0) {
+      fds.push_back(fd);
+    }
+  }
+  return fds;
+}
+
 }  // namespace
 
 bool ZygoteEnabled() { return !SetToOne(env::kNoZygote); }
@@ -252,9 +309,13 @@ Zygote::~Zygote() {
 
 void Zygote::End() {
   if (pid_ <= 0) return;
-  close(socket_);       // It exits when it sees the socket close...
-  kill(pid_, SIGKILL);  // ...or now.
-  while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  close(socket_);  // It exits when it sees the socket close...
+  // ...or now; unless the test's own wait() reaped it (then the pid may be
+  // someone else's by now).
+  if (waitpid(pid_, nullptr, WNOHANG) == 0) {
+    kill(pid_, SIGKILL);
+    while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
   }
   pid_ = -1;
   socket_ = -1;
@@ -267,13 +328,9 @@ bool Zygote::Start(const std::vector<std::string>& args) {
   }
   std::vector<std::string> env = EnvironmentNow();
   std::erase_if(env, [](const std::string& v) {
-    return v.rfind("LD_BIND_NOW=", 0) == 0 ||
-           v.rfind(std::string(env::kInternalZygoteFd) + "=", 0) == 0 ||
+    return v.rfind(std::string(env::kInternalZygoteFd) + "=", 0) == 0 ||
            v.rfind(std::string(env::kInternalZygoteParent) + "=", 0) == 0;
   });
-  // Every symbol bound now, once, in the zygote: else each rank would bind
-  // those it calls as it calls them (_dl_fixup, 7% of a rank's time here).
-  env.push_back("LD_BIND_NOW=1");
   env.push_back(fmt::format("{}={}", env::kInternalZygoteParent, getpid()));
   env.push_back(fmt::format("{}={}", env::kInternalZygoteFd, sv[1]));
   std::vector<char*> argv, envp;
@@ -291,6 +348,12 @@ bool Zygote::Start(const std::vector<std::string>& args) {
                                    O_WRONLY, 0);
   // dup2 onto itself clears close-on-exec (glibc 2.29 and later).
   posix_spawn_file_actions_adddup2(&actions, sv[1], sv[1]);
+  // Nothing else of this process's: the zygote lives as long as it does, and
+  // would keep a pipe's write end (say) open all that time. Its ranks get
+  // their descriptors with each message.
+  for (int fd : InheritableDescriptors()) {
+    if (fd != sv[1]) posix_spawn_file_actions_addclose(&actions, fd);
+  }
   // posix_spawn uses vfork: no copy of this process's page tables.
   pid_t pid = -1;
   const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr,
@@ -327,7 +390,16 @@ pid_t Zygote::Spawn(const SpawnRequest& request,
   const std::string cwd = std::filesystem::current_path(ec).string();
   if (ec) return -1;
 
-  Header header{kMagic, request.pgid, 0};
+  const mode_t mask = umask(0);
+  umask(mask);
+  rlimit files{};
+  getrlimit(RLIMIT_NOFILE, &files);
+  Header header{kMagic,
+                request.pgid,
+                0,
+                static_cast<std::uint32_t>(mask),
+                static_cast<std::uint64_t>(files.rlim_cur),
+                static_cast<std::uint64_t>(files.rlim_max)};
   std::vector<int> fds;
   const auto add = [&](std::uint32_t bit, int fd) {
     if (fd < 0) return;
@@ -354,21 +426,42 @@ pid_t Zygote::Spawn(const SpawnRequest& request,
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
   std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  Answer answer{-1};
-  pollfd ready{socket_, POLLIN, 0};
-  if (sendmsg(socket_, &msg, MSG_NOSIGNAL) !=
-          static_cast<ssize_t>(message.size()) ||
-      poll(&ready, 1, kAnswerMs) != 1 ||
-      recv(socket_, &answer, sizeof answer, 0) !=
-          static_cast<ssize_t>(sizeof answer)) {
-    // The zygote is gone or stuck: exec every rank from now on.
+  const auto give_up = [&](const std::string& why) {
     End();
     broken_ = true;
     std::printf(
-        "[ disttest ] note: the kExec zygote failed; ranks are exec'd one "
-        "by one from now on\n");
+        "[ disttest ] note: the kExec zygote failed (%s); ranks are exec'd "
+        "one by one from now on\n",
+        why.c_str());
     std::fflush(stdout);
+  };
+  if (sendmsg(socket_, &msg, MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(message.size())) {
+    // Nothing was started: the zygote is gone (or the environment is too
+    // large for one message); exec this rank and every one after it.
+    const int error = errno;
+    give_up(error == EMSGSIZE
+                ? fmt::format("an environment of {} bytes is too large for "
+                              "one message",
+                              message.size())
+                : std::string(std::strerror(error)));
     return -1;
+  }
+  Answer answer{-1};
+  pollfd ready{socket_, POLLIN, 0};
+  const int polled = poll(&ready, 1, kAnswerMs);
+  if (polled != 1 || recv(socket_, &answer, sizeof answer, 0) !=
+                         static_cast<ssize_t>(sizeof answer)) {
+    // The message went: this rank may have started. Another copy of it
+    // would be a second process in its place (the group's kill at the
+    // test's end ends the first), so this test fails instead.
+    const std::string what =
+        polled == 0 ? fmt::format("it did not answer within {} ms", kAnswerMs)
+                    : std::string("it ended");
+    give_up(what);
+    throw SpawnError(fmt::format(
+        "cannot start rank {}/{}: the kExec zygote took its message, then {}",
+        request.rank.rank, request.rank.world_size, what));
   }
   // -1: the fork failed (the zygote goes on); exec this rank instead. A rank
   // that forked but cannot set itself up says why on its stderr and exits

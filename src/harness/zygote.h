@@ -4,12 +4,14 @@
 // costs about 3 ms of CPU a rank on a 2-core machine, nearly all of it
 // exec() and the dynamic loader mapping and relocating a dozen shared
 // libraries, before the binary runs a line of its own. The zygote is the
-// binary exec'd once with a rank's command line and stopped in its first
-// static constructor, before anything of the program has run. Each kExec
-// rank is a fork of it (as Android starts its apps): a process in the state
-// of a freshly exec'd one, which then takes its rank's environment, working
-// directory, output pipes and process group and goes on with the program's
-// start-up as an exec'd rank does. Nothing of the test process is in it.
+// binary exec'd once with a rank's command line and stopped in the first
+// static constructor of the executable, before any of the program's own
+// (the shared libraries' have run). Each kExec rank is a fork of it (as
+// Android starts its apps): a process in the state of a freshly exec'd one,
+// which then takes its rank's environment, working directory, output pipes,
+// open-files limit, umask and process group, and goes on with the program's
+// start-up as an exec'd rank does. Of the test process it has nothing but
+// what it was started with: no descriptor but the ones each message brings.
 //
 //   // ExecLauncher::Spawn, in the parent:
 //   pid_t pid = Zygote::Get().Spawn(request, argv, envp);  // -1: exec it
@@ -19,7 +21,7 @@
 //     with the rank's command line, whose --gtest_filter is
 //     kPlaceholderFilter, the parent's environment, and
 //     DISTTEST_INTERNAL_ZYGOTE_FD naming its end of a socket pair;
-//   - its constructor (priority 101: before the program's own static
+//   - its constructor (priority 101: before the executable's own static
 //     initialisers) serves that socket until it closes;
 //   - Spawn() sends one message: the process group to join, the working
 //     directory, the --gtest_filter argument and the whole environment, with
@@ -37,8 +39,13 @@
 //
 // What a rank cannot take from its test: what the shared libraries did in
 // their own initialisers, with the environment the zygote started with
-// (disttest and gtest read theirs later), and /proc/self/cmdline, which
-// shows the placeholder filter. DISTTEST_NO_ZYGOTE=1 execs every rank.
+// (disttest and gtest read theirs later); /proc/self/cmdline, which shows
+// the placeholder filter; /proc/<pid>/environ, which shows the zygote's
+// environment (what the process started with); descriptors the test
+// process leaves open across exec. The zygote is a child of the test
+// process for the whole run: a test that wait()s for any child may reap
+// it (the next kExec rank is then exec'd). DISTTEST_NO_ZYGOTE=1 execs every
+// rank.
 #ifndef DISTTEST_SRC_HARNESS_ZYGOTE_H_
 #define DISTTEST_SRC_HARNESS_ZYGOTE_H_
 

@@ -326,6 +326,14 @@ DIST_TEST_F(Verdicts, KillsTheZygote, 1) {
   }
 }
 
+// Rank 1 waits for a message that rank 0, whose body returns, never sends.
+DIST_TEST_F(Verdicts, RecvFromARankThatReturned) {
+  if (rank() == 1) {
+    std::int32_t x = 0;
+    comm().recv(&x, 1, 0);  // marker-recv-from-returned
+  }
+}
+
 DIST_TEST_F(Verdicts, KilledWhileReporting) {
   // Rank 1 dies in the middle of a stream of results, perhaps while it holds
   // its queue's lock: the parent must still come to a verdict promptly.
