@@ -35,7 +35,13 @@
 //   - the rank waits to be the parent's, sets PR_SET_PDEATHSIG, puts what
 //     came in place and returns into the program's start-up;
 //   - a closed socket (the parent ends it at exit, or died) ends the zygote,
-//     as does PR_SET_PDEATHSIG.
+//     as does PR_SET_PDEATHSIG;
+//   - a zygote gone before it took a message: that rank and all after it
+//     are exec'd, with a note. One gone after (it may have started the
+//     rank, and a second copy would stand in its place): that test fails
+//     ("the kExec zygote took its message, then it ended"), and the ones
+//     after it exec their ranks. A zygote killed from outside can do that
+//     once, while it is still exiting.
 //
 // What a rank cannot take from its test: what the shared libraries did in
 // their own initialisers, with the environment the zygote started with
