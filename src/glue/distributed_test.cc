@@ -207,9 +207,10 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
     }
     ::testing::Test::RecordProperty("disttest_rerun", rerun);
     std::printf("[ disttest ] rerun this test alone: %s\n", rerun.c_str());
-    if (pooled && !WorkerPools::Get().LastHistory().empty()) {
+    const std::vector<std::string> before =
+        pooled ? WorkerPools::Get().LastHistory() : std::vector<std::string>{};
+    if (!before.empty()) {
       // A pooled rank's state may come from the tests before it.
-      const std::vector<std::string>& before = WorkerPools::Get().LastHistory();
       std::vector<std::string> all = before;
       all.push_back(spec.name);
       std::printf(

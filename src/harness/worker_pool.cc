@@ -91,8 +91,11 @@ class WorkerPools::Pool {
   void RequestShutdown();
   void FinishShutdown();
 
-  std::vector<std::string> history;  // The tests its ranks ran, in order.
-  long used = 0;                     // When it last ran a test.
+  // The tests its ranks ran, in order (shared with LastHistory(): no copy
+  // per test, which grew with the pool's age).
+  std::shared_ptr<std::vector<std::string>> history =
+      std::make_shared<std::vector<std::string>>();
+  long used = 0;  // When it last ran a test.
   bool on_gpus() const { return on_gpus_; }
 
  private:
@@ -247,6 +250,7 @@ std::vector<RankReport> WorkerPools::Run(TestSpec spec, RankEntry entry) {
   pool.used = ++clock_;
   last_ = key;
   last_history_ = pool.history;
+  last_history_size_ = pool.history->size();
   std::vector<RankReport> reports;
   try {
     reports = pool.RunTest(spec, std::move(entry));
@@ -257,9 +261,16 @@ std::vector<RankReport> WorkerPools::Run(TestSpec spec, RankEntry entry) {
   if (!pool.alive()) {
     pools_.erase(key);
   } else {
-    pool.history.push_back(spec.name);
+    pool.history->push_back(spec.name);
   }
   return reports;
+}
+
+std::vector<std::string> WorkerPools::LastHistory() const {
+  if (last_history_ == nullptr) return {};
+  return {
+      last_history_->begin(),
+      last_history_->begin() + static_cast<std::ptrdiff_t>(last_history_size_)};
 }
 
 void WorkerPools::ShutdownAll() {

@@ -75,7 +75,7 @@ class WorkerPools {
 
   // The tests that ran on the last test's ranks before it, oldest first
   // (empty: its ranks were new).
-  const std::vector<std::string>& LastHistory() const { return last_history_; }
+  std::vector<std::string> LastHistory() const;
   // The last test failed in the parent's judgement (a skip on some ranks
   // only, say) though no rank failed: its ranks are not reused either.
   void EndLast() { End({last_}); }
@@ -96,7 +96,8 @@ class WorkerPools {
   std::map<std::string, std::unique_ptr<Pool>> pools_;
   long clock_ = 0;
   std::string last_;
-  std::vector<std::string> last_history_;
+  std::shared_ptr<const std::vector<std::string>> last_history_;
+  std::size_t last_history_size_ = 0;  // Its tests before the last one.
 };
 
 }  // namespace disttest::internal
