@@ -46,6 +46,10 @@ inline constexpr char kInternalResultsReadyFd[] =
 inline constexpr char kInternalZygoteFd[] = "DISTTEST_INTERNAL_ZYGOTE_FD";
 inline constexpr char kInternalZygoteParent[] =
     "DISTTEST_INTERNAL_ZYGOTE_PARENT";
+// For the self-tests: set (to 1) when the zygote starts, it forks the rank
+// of its first message, then exits before it answers.
+inline constexpr char kInternalZygoteDieBeforeAnswer[] =
+    "DISTTEST_INTERNAL_ZYGOTE_DIE_BEFORE_ANSWER";
 
 }  // namespace disttest::env
 

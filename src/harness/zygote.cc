@@ -144,14 +144,19 @@ bool Receive(int socket, Message* m) {
 
 // In the rank (the zygote's grandchild): takes what came for it. It is in
 // its group already (the middle process put it there).
-void TakeTheRank(const Message& m, pid_t parent, int argc, char** argv) {
-  // The middle process has exited or is about to: once reparented, this is
+void TakeTheRank(const Message& m, pid_t parent, int go, int argc,
+                 char** argv) {
+  // Nothing until the zygote has sent this rank's pid to the parent and
+  // says go: a rank the parent does not know of never runs. A zygote that
+  // ended before that closed the pipe: this process exits unseen (the
+  // test's end reaps it). By then the middle process has exited: this is
   // the parent's child, and may ask to die with it.
-  for (int i = 0; getppid() != parent; ++i) {
-    if (i == 20'000) Fail("not reparented to the test process");
-    timespec pause{0, 50'000};
-    nanosleep(&pause, nullptr);
+  char byte = 0;
+  ssize_t got;
+  while ((got = read(go, &byte, 1)) < 0 && errno == EINTR) {
   }
+  close(go);
+  if (got != 1) _exit(kExitHarnessError);
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
     _exit(kExitHarnessError);
   }
@@ -215,20 +220,25 @@ void TakeTheRank(const Message& m, pid_t parent, int argc, char** argv) {
 // The zygote: forks a rank for each message, until the socket closes.
 // Returns only in a rank.
 void Serve(int socket, pid_t parent, int argc, char** argv) {
+  const bool die_before_answer = SetToOne(env::kInternalZygoteDieBeforeAnswer);
   Message m;
   while (Receive(socket, &m)) {
-    int done[2];
-    if (pipe2(done, O_CLOEXEC) != 0) Fail("pipe", errno);
+    int done[2], go[2];
+    if (pipe2(done, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0) {
+      Fail("pipe", errno);
+    }
     const pid_t middle = fork();
     if (middle == 0) {
       close(done[0]);
+      close(go[1]);
       const pid_t rank = fork();
       if (rank == 0) {
         close(socket);
         close(done[1]);
-        TakeTheRank(m, parent, argc, argv);
+        TakeTheRank(m, parent, go[0], argc, argv);
         return;
       }
+      close(go[0]);
       // Its parent until this exits (and it has not exec'd), this process
       // may put it into the ranks' group, before the parent could signal
       // the group and before the next rank joins it. Then its pid, and go.
@@ -244,6 +254,7 @@ void Serve(int socket, pid_t parent, int argc, char** argv) {
       _exit(write(done[1], &pid, sizeof pid) == sizeof pid ? 0 : 1);
     }
     close(done[1]);
+    close(go[0]);
     Answer answer{-1};
     if (middle > 0) {
       while (waitpid(middle, nullptr, 0) < 0 && errno == EINTR) {
@@ -253,11 +264,19 @@ void Serve(int socket, pid_t parent, int argc, char** argv) {
       }
     }
     close(done[0]);
+    if (die_before_answer) _exit(0);
     for (int i = 0; i < m.nfds; ++i) close(m.fds[i]);
     if (send(socket, &answer, sizeof answer, MSG_NOSIGNAL) !=
         static_cast<ssize_t>(sizeof answer)) {
-      _exit(0);
+      _exit(0);  // The rank sees the pipe close, and exits.
     }
+    // The parent has its pid (or will read it, whatever happens to this
+    // process now): the rank may go.
+    const char byte = 1;
+    if (write(go[1], &byte, 1) != 1) {
+      // It is gone already (killed from outside).
+    }
+    close(go[1]);
   }
   _exit(0);  // The parent ended the zygote.
 }
@@ -308,17 +327,21 @@ Zygote::~Zygote() {
 }
 
 void Zygote::End() {
+  if (socket_ >= 0) close(socket_);  // It exits when it sees it close...
+  socket_ = -1;
+  Reap();  // ...or now.
+}
+
+void Zygote::Reap() {
   if (pid_ <= 0) return;
-  close(socket_);  // It exits when it sees the socket close...
-  // ...or now; unless the test's own wait() reaped it (then the pid may be
-  // someone else's by now).
+  // Unless the test's own wait() reaped it (then the pid may be someone
+  // else's by now).
   if (waitpid(pid_, nullptr, WNOHANG) == 0) {
     kill(pid_, SIGKILL);
     while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
     }
   }
   pid_ = -1;
-  socket_ = -1;
 }
 
 bool Zygote::Start(const std::vector<std::string>& args) {
@@ -452,16 +475,20 @@ pid_t Zygote::Spawn(const SpawnRequest& request,
   const int polled = poll(&ready, 1, kAnswerMs);
   if (polled != 1 || recv(socket_, &answer, sizeof answer, 0) !=
                          static_cast<ssize_t>(sizeof answer)) {
-    // The message went: this rank may have started. Another copy of it
-    // would be a second process in its place (the group's kill at the
-    // test's end ends the first), so this test fails instead.
+    // The zygote sends a rank's pid before it lets the rank go. Once it is
+    // dead, either its answer is in the socket, or the rank never runs
+    // (it exits by itself, and the test's end reaps it): exec it instead.
+    // (An answer that came after the timeout, from a zygote killed before
+    // it said go: that rank exits with kExitHarnessError, and the test
+    // fails; it never runs twice.)
     const std::string what =
         polled == 0 ? fmt::format("it did not answer within {} ms", kAnswerMs)
                     : std::string("it ended");
+    Reap();
+    const bool late = recv(socket_, &answer, sizeof answer, MSG_DONTWAIT) ==
+                      static_cast<ssize_t>(sizeof answer);
     give_up(what);
-    throw SpawnError(fmt::format(
-        "cannot start rank {}/{}: the kExec zygote took its message, then {}",
-        request.rank.rank, request.rank.world_size, what));
+    return late ? answer.pid : -1;
   }
   // -1: the fork failed (the zygote goes on); exec this rank instead. A rank
   // that forked but cannot set itself up says why on its stderr and exits

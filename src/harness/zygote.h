@@ -31,17 +31,16 @@
 //     ranks' process group, sends its pid and exits, so that the rank is
 //     reparented to the parent, which is a subreaper while a test runs: it
 //     is the parent's child like any rank it forks. The zygote sends the pid
-//     on to the parent;
-//   - the rank waits to be the parent's, sets PR_SET_PDEATHSIG, puts what
-//     came in place and returns into the program's start-up;
+//     on to the parent, and only then tells the rank to go (a byte on a
+//     pipe): a rank whose pid the parent does not have never runs;
+//   - the rank sets PR_SET_PDEATHSIG, puts what came in place and returns
+//     into the program's start-up;
 //   - a closed socket (the parent ends it at exit, or died) ends the zygote,
 //     as does PR_SET_PDEATHSIG;
-//   - a zygote gone before it took a message: that rank and all after it
-//     are exec'd, with a note. One gone after (it may have started the
-//     rank, and a second copy would stand in its place): that test fails
-//     ("the kExec zygote took its message, then it ended"), and the ones
-//     after it exec their ranks. A zygote killed from outside can do that
-//     once, while it is still exiting.
+//   - a zygote gone (or silent for 10 s, then killed) before it answered:
+//     the rank it may have forked sees its pipe close without a go and
+//     exits unseen (the test's end reaps it); that rank and every one after
+//     it are exec'd, with a note. The test goes on.
 //
 // What a rank cannot take from its test: what the shared libraries did in
 // their own initialisers, with the environment the zygote started with
@@ -89,6 +88,8 @@ class Zygote {
  private:
   Zygote();
   bool Start(const std::vector<std::string>& args);
+  // Kills it unless it has exited, and reaps it; the socket stays open.
+  void Reap();
 
   const pid_t owner_;
   std::vector<std::string> args_;  // Its command line.

@@ -1173,6 +1173,25 @@ TEST_P(VerdictsTest, KilledZygoteMeansRanksAreExecd) {
   EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 3 tests."));
 }
 
+// A zygote that forked a rank and ended before it sent the rank's pid: that
+// rank never runs (it would be a second copy of the one exec'd in its
+// place); the test passes with every rank once, and the unseen one is
+// reaped (Run checks).
+TEST_P(VerdictsTest, ZygoteGoneBeforeItAnswersStartsNoRankTwice) {
+  if (std::string(GetParam().launch) != "exec") GTEST_SKIP() << "kExec only";
+  Verdict v = Run("VerdictsElsewhere.ShowsWhereItCameFrom/2ranks",
+                  {{"DISTTEST_INTERNAL_ZYGOTE_DIE_BEFORE_ANSWER", "1"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[ disttest ] note: the kExec zygote failed (it "
+                        "ended); ranks are exec'd one by one from now on\n"));
+  for (const char* rank :
+       {"marker-elsewhere rank 0 ", "marker-elsewhere rank 1 "}) {
+    EXPECT_EQ(Count(v.run.out, rank), 1) << rank << "\n" << v.run.out;
+  }
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 1 test."));
+}
+
 // A receive from a rank whose body has returned fails at once, naming it,
 // not at the test's timeout (60 s here).
 TEST_P(VerdictsTest, RecvFromARankThatReturnedFailsAtOnce) {
