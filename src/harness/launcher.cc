@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +37,23 @@ namespace disttest::internal {
 namespace {
 
 // Writes a fixed message to stderr with raw calls only (safe after fork).
+// Closes every descriptor from `from` up, with only async-signal-safe
+// calls.
+void CloseFrom(int from) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, static_cast<unsigned>(from), ~0U, 0) == 0) {
+    return;
+  }
+#endif
+  // A kernel before 5.9.
+  rlimit limit{};
+  const long last =
+      getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
+          ? static_cast<long>(limit.rlim_cur)
+          : 65536;
+  for (long fd = from; fd < last; ++fd) close(static_cast<int>(fd));
+}
+
 void RawError(const char* what) {
   int saved = errno;
   (void)!write(STDERR_FILENO, "disttest: ", 10);
@@ -295,6 +313,7 @@ void Launcher::StartChild(const SpawnRequest& request, pid_t parent) {
     close(request.stderr_fd);
   }
   for (int fd : request.close_in_child) close(fd);
+  if (request.close_from >= 0) CloseFrom(request.close_from);
   // Nothing may unwind out of the child into the parent's code (it would
   // run the rest of the parent's test as a second parent).
   try {

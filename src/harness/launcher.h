@@ -44,6 +44,9 @@ struct SpawnRequest {
   int stderr_fd = -1;
   pid_t pgid = 0;                   // 0: the child leads a new group.
   std::vector<int> close_in_child;  // Parent-owned descriptors.
+  // And every descriptor from this one up (-1: none), after the child has
+  // put its output in place: its siblings' pipes and pidfds.
+  int close_from = -1;
   // The ranks' host arena, or null. A forked rank gets it from the entry's
   // argument; a re-executed one keeps its descriptor across exec and maps
   // it.

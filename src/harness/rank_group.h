@@ -147,6 +147,10 @@ class RankGroup {
   // may bind it (torch's env://, launch_from_env()). The harness's store
   // is on a port of its own.
   int master_port_fd_ = -1;
+  // Above every descriptor open when the ranks began to spawn: the group's
+  // per-rank descriptors (output pipes, pidfds) are moved up to it, so that
+  // a forked rank closes all of its siblings' in one call (SpawnAll).
+  int fd_floor_ = -1;
   int master_port_ = 0;
   // Between Start and CleanUp; the parent's children before the ranks.
   bool started_ = false;

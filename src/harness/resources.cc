@@ -6,7 +6,9 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -70,6 +72,24 @@ std::optional<std::filesystem::path> PidsCgroup() {
 }
 
 }  // namespace
+
+int HighestOpenDescriptor() {
+  int highest = -1;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    highest = std::max(highest, std::atoi(it->path().filename().c_str()));
+  }
+  if (ec) {
+    // No /proc: every number below the open-files limit may be taken.
+    rlimit limit{};
+    return getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+                   limit.rlim_cur != RLIM_INFINITY
+               ? static_cast<int>(limit.rlim_cur) / 2
+               : 1023;
+  }
+  return highest;
+}
 
 void EnsureProcesses(int world) {
   // Every cgroup from this process's up to the root limits it.

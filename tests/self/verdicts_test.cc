@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -405,6 +407,23 @@ TEST_P(VerdictsTest, InvalidWorldSizeIsAClearFailure) {
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out, HasSubstr("world size 0 is invalid: DIST_TEST_F "
                                    "world sizes must be between 1 and 1024"));
+}
+
+// A rank holds none of the descriptors the parent keeps for its siblings
+// (their output pipes and pidfds): the last of 8 holds no more than the
+// first.
+TEST_P(VerdictsTest, RanksHoldNoneOfTheirSiblingsDescriptors) {
+  Verdict v = Run("Verdicts.CountsItsDescriptors/8ranks");
+  ASSERT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  std::set<std::string> counts;
+  std::smatch m;
+  const std::regex line("\\[rank [0-7]\\] marker-descriptors ([0-9]+)\n");
+  for (auto it = std::sregex_iterator(v.run.out.begin(), v.run.out.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    counts.insert((*it)[1]);
+  }
+  EXPECT_EQ(Count(v.run.out, "marker-descriptors"), 8) << v.run.out;
+  EXPECT_EQ(counts.size(), 1u) << v.run.out;
 }
 
 // Too few descriptors for 16 ranks: the test fails at once naming the
@@ -1210,7 +1229,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // One GPU: the NCCL test skips on any machine.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 48 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 49 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
   EXPECT_THAT(v.run.out, HasSubstr("44 FAILED TESTS"));
 }

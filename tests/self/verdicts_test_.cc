@@ -565,6 +565,18 @@ DIST_TEST_F(VerdictsMismatch, AgreeingRanksPass, 1, 3) {
   std::printf("marker-agreed %d\n", rank());
 }
 
+// Prints how many descriptors this rank has open, besides its standard
+// ones and the directory listed.
+DIST_TEST_F(Verdicts, CountsItsDescriptors, 8) {
+  int open = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::atoi(entry.path().filename().c_str());
+    if (fd > 2) ++open;
+  }
+  std::printf("marker-descriptors %d\n", open - 1);
+}
+
 DIST_TEST_F(Verdicts, SixteenRanks, 16) {
   comm().barrier();
   int one = 1;
