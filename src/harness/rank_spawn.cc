@@ -14,6 +14,7 @@
 #include "env/internal_names.h"
 #include "harness/rank_group.h"
 #include "harness/resources.h"
+#include "harness/spawned_rank_host.h"
 
 namespace disttest::internal {
 namespace {
@@ -64,6 +65,9 @@ void RankGroup::SpawnAll() {
   // Without room for them all above the floor (a descriptor open near the
   // open-files limit), each rank closes its siblings' one by one.
   fd_floor_ = HighestOpenDescriptor() + 1;
+  // Once for every rank it forks, not once in each (a pool forks its ranks
+  // whatever the test's launch mode).
+  NoteSocketsForkedRanksInherit();
   rlimit files{};
   if (getrlimit(RLIMIT_NOFILE, &files) != 0 ||
       (files.rlim_cur != RLIM_INFINITY &&

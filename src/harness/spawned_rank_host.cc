@@ -16,6 +16,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/sockets.h"
@@ -46,6 +47,13 @@ constexpr std::chrono::seconds kSendTimeout(30);
   std::cerr.flush();
   std::fflush(nullptr);
   _exit(code);
+}
+
+// Set in the parent before it forks ranks (NoteSocketsForkedRanksInherit);
+// a forked rank has its copy.
+std::optional<std::map<ino_t, int>>& ParentSockets() {
+  static std::optional<std::map<ino_t, int>> sockets;
+  return sockets;
 }
 
 std::unique_ptr<ResultChannel> OpenChannel() {
@@ -178,7 +186,11 @@ class SpawnedRankHost : public RankHost {
     // init: Leave ends them.
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     // Only a rank with a communicator resets its connections at the end.
-    if (options.init_distributed) inherited_sockets_ = TcpSockets();
+    // A forked rank has the list its parent made; an exec'd one (a fresh
+    // process, or a fork of the zygote) has none, and makes its own.
+    if (options.init_distributed) {
+      inherited_sockets_ = ParentSockets() ? *ParentSockets() : TcpSockets();
+    }
     const char* token = std::getenv(env::kInternalStoreToken);
     token_ = token != nullptr ? token : "";
     // The harness's store; MASTER_PORT is the code under test's.
@@ -277,6 +289,8 @@ class SpawnedRankHost : public RankHost {
 };
 
 }  // namespace
+
+void NoteSocketsForkedRanksInherit() { ParentSockets() = TcpSockets(); }
 
 void ReportVerdict(const ReportFn& report, RankVerdict verdict) {
   std::cout.flush();

@@ -27,6 +27,10 @@ namespace disttest::internal {
 [[noreturn]] void RunSpawnedRank(RankProgram& program, const Options& options,
                                  std::shared_ptr<HostArena> forked_arena);
 
+// In the parent, before it forks ranks: the TCP sockets they will inherit
+// (a forked rank then need not list them itself; a re-executed one does).
+void NoteSocketsForkedRanksInherit();
+
 // Tells the parent the rank's verdict, after everything the test printed
 // (a pooled rank goes on to another test, whose output must not hold it).
 // Sent before the rank meets the others at the end, so that a rank killed

@@ -426,6 +426,14 @@ TEST_P(VerdictsTest, RanksHoldNoneOfTheirSiblingsDescriptors) {
   EXPECT_EQ(counts.size(), 1u) << v.run.out;
 }
 
+// A connection of the test process that forked ranks inherit ends the way
+// the test process ends it: the ranks reset only their own connections.
+TEST_P(VerdictsTest, RanksDoNotResetConnectionsTheyInherit) {
+  Verdict v = Run("VerdictsInheritedSocket.*");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.out, HasSubstr("marker-inherited-socket read 0 (end)\n"));
+}
+
 // Too few descriptors for 16 ranks: the test fails at once naming the
 // limit, instead of hanging in a store wait until the timeout.
 TEST_P(VerdictsTest, OpenFilesLimitTooLowIsAClearFailure) {
@@ -1229,7 +1237,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // One GPU: the NCCL test skips on any machine.
   Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 49 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 50 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
   EXPECT_THAT(v.run.out, HasSubstr("44 FAILED TESTS"));
 }

@@ -10,9 +10,11 @@
 #include <disttest/rendezvous/tcp_store.h>
 #include <disttest/rendezvous/tcp_store_server.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -564,6 +566,45 @@ DIST_TEST_F(VerdictsMismatch, AgreeingRanksPass, 1, 3) {
   }
   std::printf("marker-agreed %d\n", rank());
 }
+
+// Holds a loopback connection, both of its ends, in the test process while
+// the ranks run (forked ones inherit it). When they are done, it closes one
+// end and reads the other: an orderly end (0), unless a rank made the
+// connection end with a reset, as it does with its own connections.
+class VerdictsInheritedSocket : public disttest::DistributedTest {
+ protected:
+  void SetUp() override {
+    if (std::getenv("DISTTEST_INTERNAL_CHILD_TEST") != nullptr) return;
+    parent_ = getpid();
+    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    auto* any = reinterpret_cast<sockaddr*>(&address);
+    ASSERT_EQ(bind(listener_, any, sizeof address), 0);
+    ASSERT_EQ(listen(listener_, 1), 0);
+    ASSERT_EQ(getsockname(listener_, any, &length), 0);
+    client_ = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_EQ(connect(client_, any, sizeof address), 0);
+    server_ = accept(listener_, nullptr, nullptr);
+    ASSERT_GE(server_, 0);
+  }
+  void TearDown() override {
+    if (getpid() != parent_) return;
+    close(client_);
+    char byte = 0;
+    const ssize_t got = read(server_, &byte, 1);
+    std::printf("marker-inherited-socket read %zd (%s)\n", got,
+                got < 0 ? std::strerror(errno) : "end");
+    close(server_);
+    close(listener_);
+  }
+  pid_t parent_ = -1;
+  int listener_ = -1, client_ = -1, server_ = -1;
+};
+
+DIST_TEST_F(VerdictsInheritedSocket, RanksLeaveItAlone, 2) { comm().barrier(); }
 
 // Prints how many descriptors this rank has open, besides its standard
 // ones and the directory listed.
