@@ -40,7 +40,8 @@ std::vector<pid_t> Children() {
   // No child at all, alive or a zombie, of any thread: one call instead of
   // reading /proc (a rank between pooled tests, a test's rank at its end).
   siginfo_t info{};
-  if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 &&
+  // __WALL: also children whose exit signal is not SIGCHLD.
+  if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT | __WALL) != 0 &&
       errno == ECHILD) {
     return {};
   }

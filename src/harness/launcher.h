@@ -56,6 +56,10 @@ struct SpawnRequest {
   int results_ready_fd = -1;
 };
 
+// Whether a forked child can close every descriptor from a number up in
+// one call (SpawnRequest::close_from); otherwise each is listed.
+bool CanCloseFrom();
+
 class Launcher {
  public:
   using Clock = std::chrono::steady_clock;

@@ -59,17 +59,19 @@ int Above(int fd, int floor) {
 
 void RankGroup::SpawnAll() {
   if (spec_.options.launch == LaunchMode::kFork) WarnIfThreaded(spec_.name);
-  // Rank r inherits the pipes and pidfds of ranks 0..r-1, all above the
-  // floor: it closes them with one call, not 3r (which, summed over 256
-  // ranks, was 100,000 calls and 8% of the test's time).
-  // Without room for them all above the floor (a descriptor open near the
-  // open-files limit), each rank closes its siblings' one by one.
-  fd_floor_ = HighestOpenDescriptor() + 1;
   // Once for every rank it forks, not once in each (a pool forks its ranks
   // whatever the test's launch mode).
   NoteSocketsForkedRanksInherit();
+  // Rank r inherits the pipes and pidfds of ranks 0..r-1, all above the
+  // floor: it closes them with one call, not 3r (which, summed over 256
+  // ranks, was 100,000 calls and 8% of the test's time). Without that call
+  // (a kernel before 5.9, a seccomp profile), without /proc, or without
+  // room for them all above the floor (a descriptor open near the
+  // open-files limit), each rank closes its siblings' one by one.
+  const int highest = HighestOpenDescriptor();
+  fd_floor_ = highest >= 0 && CanCloseFrom() ? highest + 1 : -1;
   rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) != 0 ||
+  if (fd_floor_ < 0 || getrlimit(RLIMIT_NOFILE, &files) != 0 ||
       (files.rlim_cur != RLIM_INFINITY &&
        static_cast<rlim_t>(fd_floor_) + 3 * spec_.world_size + 64 >
            files.rlim_cur)) {
@@ -162,7 +164,13 @@ void RankGroup::SpawnRank(int r) {
   LiveRanks().insert(pid);
   rank.pid = pid;
   if (pgid_ == 0) pgid_ = pid;
-  rank.pidfd = Above(launcher_->OpenPidFd(pid), fd_floor_);
+  // Without a pidfd (none above the floor) the poll loop's tick notices
+  // the rank's end.
+  try {
+    rank.pidfd = Above(launcher_->OpenPidFd(pid), fd_floor_);
+  } catch (const Error&) {
+    rank.pidfd = -1;
+  }
 }
 
 }  // namespace disttest::internal

@@ -80,15 +80,7 @@ int HighestOpenDescriptor() {
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     highest = std::max(highest, std::atoi(it->path().filename().c_str()));
   }
-  if (ec) {
-    // No /proc: every number below the open-files limit may be taken.
-    rlimit limit{};
-    return getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
-                   limit.rlim_cur != RLIM_INFINITY
-               ? static_cast<int>(limit.rlim_cur) / 2
-               : 1023;
-  }
-  return highest;
+  return ec ? -1 : highest;
 }
 
 void EnsureProcesses(int world) {

@@ -14,7 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -146,11 +148,11 @@ bool Receive(int socket, Message* m) {
 // its group already (the middle process put it there).
 void TakeTheRank(const Message& m, pid_t parent, int go, int argc,
                  char** argv) {
-  // Nothing until the zygote has sent this rank's pid to the parent and
-  // says go: a rank the parent does not know of never runs. A zygote that
-  // ended before that closed the pipe: this process exits unseen (the
-  // test's end reaps it). By then the middle process has exited: this is
-  // the parent's child, and may ask to die with it.
+  // Nothing until the parent, which the zygote sent this rank's pid and
+  // the other end of `go`, says go: a rank the parent does not know of
+  // never runs. If no one can (the zygote ended before it sent them, or the
+  // parent is gone), this process exits unseen. By then the middle process
+  // has exited: this is the parent's child, and may ask to die with it.
   char byte = 0;
   ssize_t got;
   while ((got = read(go, &byte, 1)) < 0 && errno == EINTR) {
@@ -223,8 +225,12 @@ void Serve(int socket, pid_t parent, int argc, char** argv) {
   const bool die_before_answer = SetToOne(env::kInternalZygoteDieBeforeAnswer);
   Message m;
   while (Receive(socket, &m)) {
+    // `go`: the rank waits on one end; the other goes to the parent with
+    // the rank's pid, and the parent says go (a socket: a rank gone by then
+    // costs the parent no SIGPIPE).
     int done[2], go[2];
-    if (pipe2(done, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0) {
+    if (pipe2(done, O_CLOEXEC) != 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) != 0) {
       Fail("pipe", errno);
     }
     const pid_t middle = fork();
@@ -266,17 +272,26 @@ void Serve(int socket, pid_t parent, int argc, char** argv) {
     close(done[0]);
     if (die_before_answer) _exit(0);
     for (int i = 0; i < m.nfds; ++i) close(m.fds[i]);
-    if (send(socket, &answer, sizeof answer, MSG_NOSIGNAL) !=
-        static_cast<ssize_t>(sizeof answer)) {
-      _exit(0);  // The rank sees the pipe close, and exits.
+    // The pid and, with it, the rank's go: once sent, both reach the
+    // parent whatever happens to this process.
+    iovec iov{&answer, sizeof answer};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))]{};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (answer.pid > 0) {
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &go[1], sizeof(int));
     }
-    // The parent has its pid (or will read it, whatever happens to this
-    // process now): the rank may go.
-    const char byte = 1;
-    if (write(go[1], &byte, 1) != 1) {
-      // It is gone already (killed from outside).
-    }
-    close(go[1]);
+    const bool sent = sendmsg(socket, &msg, MSG_NOSIGNAL) ==
+                      static_cast<ssize_t>(sizeof answer);
+    close(go[1]);  // A rank the parent never heard of sees it close: exits.
+    if (!sent) _exit(0);
   }
   _exit(0);  // The parent ended the zygote.
 }
@@ -294,6 +309,35 @@ __attribute__((constructor(101))) void ZygoteConstructor(int argc, char** argv,
     _exit(kExitHarnessError);
   }
   Serve(std::atoi(fd), owner, argc, argv);
+}
+
+// Reads the zygote's answer from `socket` and, for a rank it started,
+// tells that rank to go. False when there is none.
+bool TakeAnswer(int socket, int flags, Answer* answer) {
+  iovec iov{answer, sizeof *answer};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))]{};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t got;
+  while ((got = recvmsg(socket, &msg, flags | MSG_CMSG_CLOEXEC)) < 0 &&
+         errno == EINTR) {
+  }
+  if (got != static_cast<ssize_t>(sizeof *answer)) return false;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
+       c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    int go = -1;
+    std::memcpy(&go, CMSG_DATA(c), sizeof go);
+    const char byte = 1;
+    if (send(go, &byte, 1, MSG_NOSIGNAL) != 1) {
+      // The rank is gone already (killed from outside); its end tells.
+    }
+    close(go);
+  }
+  return true;
 }
 
 // This process's descriptors above stderr without close-on-exec.
@@ -471,22 +515,27 @@ pid_t Zygote::Spawn(const SpawnRequest& request,
     return -1;
   }
   Answer answer{-1};
-  pollfd ready{socket_, POLLIN, 0};
-  const int polled = poll(&ready, 1, kAnswerMs);
-  if (polled != 1 || recv(socket_, &answer, sizeof answer, 0) !=
-                         static_cast<ssize_t>(sizeof answer)) {
-    // The zygote sends a rank's pid before it lets the rank go. Once it is
-    // dead, either its answer is in the socket, or the rank never runs
-    // (it exits by itself, and the test's end reaps it): exec it instead.
-    // (An answer that came after the timeout, from a zygote killed before
-    // it said go: that rank exits with kExitHarnessError, and the test
-    // fails; it never runs twice.)
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kAnswerMs);
+  int polled = -1;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd ready{socket_, POLLIN, 0};
+    polled = poll(&ready, 1, static_cast<int>(std::max<long>(0, left.count())));
+    if (polled >= 0 || errno != EINTR) break;
+  }
+  if (polled != 1 || !TakeAnswer(socket_, 0, &answer)) {
+    // The zygote sends a rank's pid and its go together. Once the zygote
+    // is dead, either they are in the socket, or that rank never runs (it
+    // sees its go's socket close and exits; it stays a zombie child of
+    // this process until this process ends, at most one a run, as the
+    // zygote is not used again): exec it instead.
     const std::string what =
         polled == 0 ? fmt::format("it did not answer within {} ms", kAnswerMs)
                     : std::string("it ended");
     Reap();
-    const bool late = recv(socket_, &answer, sizeof answer, MSG_DONTWAIT) ==
-                      static_cast<ssize_t>(sizeof answer);
+    const bool late = TakeAnswer(socket_, MSG_DONTWAIT, &answer);
     give_up(what);
     return late ? answer.pid : -1;
   }

@@ -31,16 +31,19 @@
 //     ranks' process group, sends its pid and exits, so that the rank is
 //     reparented to the parent, which is a subreaper while a test runs: it
 //     is the parent's child like any rank it forks. The zygote sends the pid
-//     on to the parent, and only then tells the rank to go (a byte on a
-//     pipe): a rank whose pid the parent does not have never runs;
+//     on to the parent with one end of a socket pair whose other end the
+//     rank waits on; the parent, now knowing the pid, says go: a rank whose
+//     pid the parent does not have never runs;
 //   - the rank sets PR_SET_PDEATHSIG, puts what came in place and returns
 //     into the program's start-up;
 //   - a closed socket (the parent ends it at exit, or died) ends the zygote,
 //     as does PR_SET_PDEATHSIG;
 //   - a zygote gone (or silent for 10 s, then killed) before it answered:
-//     the rank it may have forked sees its pipe close without a go and
-//     exits unseen (the test's end reaps it); that rank and every one after
-//     it are exec'd, with a note. The test goes on.
+//     the rank it may have forked sees its go's socket close and exits
+//     unseen (a zombie child of the test process until that ends: at most
+//     one a run); that rank and every one after it are exec'd, with a
+//     note. The test goes on. One gone after it answered changes nothing
+//     for that rank.
 //
 // What a rank cannot take from its test: what the shared libraries did in
 // their own initialisers, with the environment the zygote started with

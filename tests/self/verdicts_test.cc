@@ -1202,8 +1202,8 @@ TEST_P(VerdictsTest, KilledZygoteMeansRanksAreExecd) {
 
 // A zygote that forked a rank and ended before it sent the rank's pid: that
 // rank never runs (it would be a second copy of the one exec'd in its
-// place); the test passes with every rank once, and the unseen one is
-// reaped (Run checks).
+// place); the test passes with every rank once. The unseen one exits by
+// itself, and nothing outlives the test binary (Run checks).
 TEST_P(VerdictsTest, ZygoteGoneBeforeItAnswersStartsNoRankTwice) {
   if (std::string(GetParam().launch) != "exec") GTEST_SKIP() << "kExec only";
   Verdict v = Run("VerdictsElsewhere.ShowsWhereItCameFrom/2ranks",
