@@ -63,6 +63,12 @@ struct HostArena::Header {
   std::atomic<std::int32_t> failed{0};
   // 1 + the sequence number of the first collective that did not match.
   std::atomic<std::uint64_t> mismatch{0};
+
+  // A pool's last test handed out, its name's size (kNameInStore: in the
+  // store) and its name.
+  alignas(64) std::atomic<std::uint32_t> dispatched{0};
+  std::atomic<std::uint32_t> name_size{0};
+  char test_name[kTestNameBytes];
 };
 
 struct alignas(64) HostArena::PerRank {
@@ -80,6 +86,8 @@ struct alignas(64) HostArena::PerRank {
   // peers that read every rank's data touch a few pages, not one per rank.
   alignas(64) unsigned char small[2][kSmallBytes];
 
+  // The pooled test this rank waits for (Park()), 0: none.
+  std::atomic<std::uint32_t> parked{0};
   // Set by MarkEnded(), and by MarkLeft().
   std::atomic<std::uint32_t> ended{0};
   std::atomic<std::uint32_t> left{0};
@@ -272,6 +280,47 @@ void HostArena::MarkLeft(int rank) {
   for (int q = 0; q < world_; ++q) {
     if (ranks_[q].waiting_on.load(std::memory_order_seq_cst) == rank) Ring(q);
   }
+}
+
+namespace {
+constexpr std::uint32_t kNameInStore = UINT32_MAX;
+}  // namespace
+
+void HostArena::Park(int rank, std::uint32_t n) {
+  ranks_[rank].parked.store(n, std::memory_order_release);
+}
+
+bool HostArena::AllParked(std::uint32_t n) const {
+  for (int q = 0; q < world_; ++q) {
+    if (ranks_[q].parked.load(std::memory_order_acquire) != n) return false;
+  }
+  return true;
+}
+
+void HostArena::Dispatch(std::uint32_t n, const std::string& name) {
+  Header& h = *header_;
+  // Every rank has parked for `n`: none reads the last name any more.
+  if (name.size() > kTestNameBytes) {
+    h.name_size.store(kNameInStore, std::memory_order_relaxed);
+  } else {
+    std::memcpy(h.test_name, name.data(), name.size());
+    h.name_size.store(static_cast<std::uint32_t>(name.size()),
+                      std::memory_order_relaxed);
+  }
+  h.dispatched.store(n, std::memory_order_release);
+  FutexWakeAll(&h.dispatched);
+}
+
+std::optional<std::string> HostArena::AwaitTest(std::uint32_t n) {
+  Header& h = *header_;
+  for (;;) {
+    const std::uint32_t now = h.dispatched.load(std::memory_order_acquire);
+    if (now >= n) break;
+    FutexWait(&h.dispatched, now, 1'000'000'000LL);
+  }
+  const std::uint32_t size = h.name_size.load(std::memory_order_relaxed);
+  if (size == kNameInStore) return std::nullopt;
+  return std::string(h.test_name, size);
 }
 
 void HostArena::Ring(int rank) {

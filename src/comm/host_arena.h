@@ -59,6 +59,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "disttest/comm/collective_call.h"
@@ -136,6 +137,28 @@ class HostArena {
             int peer, std::uint32_t tag, std::chrono::milliseconds timeout);
   void Recv(int rank, void* data, std::size_t count, DataType type, int peer,
             std::uint32_t tag, std::chrono::milliseconds timeout);
+
+  // Pooled ranks (options().reuse_workers) get their tests through the
+  // arena: a rank parks for test n (1, 2, ...) and sleeps on a futex; the
+  // parent sees every rank parked, writes the name and wakes them all.
+  //
+  //   arena.Park(rank, n);                 // rank, before its verdict
+  //   if (arena.AllParked(n)) arena.Dispatch(n, name);   // parent
+  //   std::optional<std::string> next = arena.AwaitTest(rank, n);  // rank
+  //
+  // The longest name the arena carries; a longer one goes through the
+  // store (AwaitTest returns nullopt).
+  static constexpr std::size_t kTestNameBytes = 1024;
+  // Rank: says that it waits for test `n` from now on.
+  void Park(int rank, std::uint32_t n);
+  // Parent: whether every rank has parked for test `n`.
+  bool AllParked(std::uint32_t n) const;
+  // Parent: hands out test `n`, `name` (empty: leave). A name longer than
+  // kTestNameBytes is not written: the parent puts it in the store first.
+  void Dispatch(std::uint32_t n, const std::string& name);
+  // Rank: waits, without a deadline (a parent that dies takes the rank with
+  // it), for test `n`; its name, or nullopt when it is in the store.
+  std::optional<std::string> AwaitTest(std::uint32_t n);
 
  private:
   // Turns the comparison of calls off, to measure what it costs; nothing

@@ -320,6 +320,7 @@ void Launcher::StartChild(const SpawnRequest& request, pid_t parent) {
   }
   for (int fd : request.close_in_child) close(fd);
   if (request.close_from >= 0) CloseFrom(request.close_from);
+  ResultChannel::SetInherited(request.channel);
   // Nothing may unwind out of the child into the parent's code (it would
   // run the rest of the parent's test as a second parent).
   try {

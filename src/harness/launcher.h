@@ -30,6 +30,7 @@
 #include "disttest/env/rank_env.h"
 #include "disttest/harness/options.h"
 #include "harness/rank_outcome.h"
+#include "harness/result_channel.h"
 
 namespace disttest::internal {
 
@@ -54,6 +55,10 @@ struct SpawnRequest {
   // The write end of the parent's results-ready pipe (-1: none), kept
   // across exec.
   int results_ready_fd = -1;
+  // The parent's end of the rank's result queue, already mapped: a forked
+  // rank sends through its copy instead of opening the queue by name
+  // (ResultChannel::Inherited()).
+  ResultChannel* channel = nullptr;
 };
 
 // Whether a forked child can close every descriptor from a number up in

@@ -100,6 +100,8 @@ class RankGroup {
   bool parks() const;
   std::vector<Rank>& ranks() { return ranks_; }
   TcpStoreServer& server() { return *server_; }
+  // The ranks' host arena (null: none).
+  HostArena* arena() const { return arena_.get(); }
   bool started() const { return started_; }
   // True when the store could not accept a connection (no descriptor): a
   // rank waits for one that will not come.

@@ -137,6 +137,7 @@ void RankGroup::SpawnRank(int r) {
   }
   if (master_port_fd_ >= 0) request.close_in_child.push_back(master_port_fd_);
   request.result_queue = rank.channel->name();
+  request.channel = rank.channel.get();
   request.store_token = store_token_;
   request.stdout_fd = out_write.fd;
   request.stderr_fd = err_write.fd;

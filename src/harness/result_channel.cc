@@ -188,6 +188,16 @@ std::unique_ptr<ResultChannel> ResultChannel::Open(const std::string& name) {
   }
 }
 
+namespace {
+ResultChannel* g_inherited = nullptr;
+}  // namespace
+
+void ResultChannel::SetInherited(ResultChannel* channel) {
+  g_inherited = channel;
+}
+
+ResultChannel* ResultChannel::Inherited() { return g_inherited; }
+
 bool ResultChannel::Remove(const std::string& name) {
   return bip::message_queue::remove(name.c_str());
 }

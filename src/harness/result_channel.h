@@ -74,6 +74,11 @@ class ResultChannel {
   static std::unique_ptr<ResultChannel> Open(const std::string& name);
   // Removes the named queue; true if it existed.
   static bool Remove(const std::string& name);
+  // In a forked rank: the parent's channel to it, which the fork copied
+  // with its mapping (set by the launcher in the child; null in any other
+  // process). The rank sends through it; nothing opens the queue again.
+  static void SetInherited(ResultChannel* channel);
+  static ResultChannel* Inherited();
 
   ~ResultChannel();
 

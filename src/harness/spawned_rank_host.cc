@@ -56,7 +56,9 @@ std::optional<std::map<ino_t, int>>& ParentSockets() {
   return sockets;
 }
 
-std::unique_ptr<ResultChannel> OpenChannel() {
+// The rank's end of its result queue: a forked rank's copy of its parent's
+// (already mapped), else the queue opened by name (kept in `opened`).
+ResultChannel* OpenChannel(std::unique_ptr<ResultChannel>* opened) {
   const char* name = std::getenv(env::kInternalResultQueue);
   if (name == nullptr) {
     std::fprintf(stderr, "disttest: %s is not set in a rank process\n",
@@ -64,7 +66,11 @@ std::unique_ptr<ResultChannel> OpenChannel() {
     Leave(kExitHarnessError);
   }
   try {
-    auto channel = ResultChannel::Open(name);
+    ResultChannel* channel = ResultChannel::Inherited();
+    if (channel == nullptr || channel->name() != name) {
+      *opened = ResultChannel::Open(name);
+      channel = opened->get();
+    }
     if (const char* ready = std::getenv(env::kInternalResultsReadyFd)) {
       if (IsDigits(ready) && std::strlen(ready) < 10) {
         const int fd = std::atoi(ready);
@@ -196,7 +202,7 @@ class SpawnedRankHost : public RankHost {
     // The harness's store; MASTER_PORT is the code under test's.
     const char* port = std::getenv(env::kInternalStorePort);
     store_port_ = port != nullptr ? port : "";
-    channel_ = OpenChannel();
+    channel_ = OpenChannel(&opened_channel_);
     test_timeout_ = options.timeout;
   }
 
@@ -241,10 +247,14 @@ class SpawnedRankHost : public RankHost {
     const ReportFn report = [this](const RankMessage& m) { Report(m); };
     const bool pooled = store_ != nullptr && PooledRank() &&
                         Succeeded(verdict) && ReusableCommunicator(comm);
+    // Parked before the verdict goes: the parent, which waits for every
+    // rank's, then finds every rank parked.
+    if (pooled && arena_ != nullptr) arena_->Park(env_.rank, 1);
     ReportVerdict(report, verdict);
     if (pooled) {
       try {
-        verdict = ServePool(program_, env_, comm, *store_, report);
+        verdict =
+            ServePool(program_, env_, comm, *store_, arena_.get(), report);
       } catch (const std::exception& e) {
         // The store went while the rank waited for its next test.
         report({RankMessage::Kind::kFatalFailure, program_.file(),
@@ -282,7 +292,8 @@ class SpawnedRankHost : public RankHost {
   std::string token_;
   std::string store_port_;
   std::chrono::milliseconds test_timeout_{0};
-  std::unique_ptr<ResultChannel> channel_;
+  ResultChannel* channel_ = nullptr;
+  std::unique_ptr<ResultChannel> opened_channel_;
   RankEnv env_;
   std::unique_ptr<TcpStore> store_;
   std::unique_ptr<Communicator> comm_;

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "disttest/env/names.h"
@@ -29,37 +31,44 @@ bool ReusableCommunicator(Communicator* comm) {
 }
 
 RankVerdict ServePool(RankProgram& first, const RankEnv& env,
-                      Communicator* comm, TcpStore& store,
+                      Communicator* comm, TcpStore& store, HostArena* arena,
                       const ReportFn& report) {
   const std::chrono::milliseconds timeout = store.timeout();
   for (int n = 1;; ++n) {
-    // Waiting for the next test has no deadline: the parent decides, and a
-    // parent that dies takes this process with it (PR_SET_PDEATHSIG).
-    store.set_timeout(std::chrono::hours(24 * 365));
     // Parked, the communicator's event loop sleeps instead of waking every
     // 10 ms (and taking CPU from the tests that run meanwhile).
     if (comm != nullptr) comm->Park();
-    std::vector<char> name = store.get(PoolKey(n));
-    store.set_timeout(timeout);
-    if (name.empty()) return RankVerdict::kPassed;
+    // Waiting for the next test has no deadline: the parent decides, and a
+    // parent that dies takes this process with it (PR_SET_PDEATHSIG).
+    std::optional<std::string> test;
+    if (arena != nullptr) test = arena->AwaitTest(static_cast<unsigned>(n));
+    if (!test) {
+      store.set_timeout(std::chrono::hours(24 * 365));
+      std::vector<char> name = store.get(PoolKey(n));
+      store.set_timeout(timeout);
+      test.emplace(name.begin(), name.end());
+    }
+    if (test->empty()) return RankVerdict::kPassed;
     // Every rank has finished the last test: what it left running goes now.
     EndLeftovers("an earlier test on this rank");
-    const std::string test(name.begin(), name.end());
     RankVerdict verdict = RankVerdict::kFailed;
     try {
-      std::unique_ptr<RankProgram> next = first.Next(test);
+      std::unique_ptr<RankProgram> next = first.Next(*test);
       if (next == nullptr) {
         throw Error(
-            fmt::format("this binary has no distributed test {}", test));
+            fmt::format("this binary has no distributed test {}", *test));
       }
       PrefixStore own(PoolKey(n), store);
       verdict = next->Run(env, comm, own, report);
     } catch (const std::exception& e) {
       report({RankMessage::Kind::kFatalFailure, first.file(), first.line(),
-              fmt::format("a pooled rank could not start {}: {}", test,
+              fmt::format("a pooled rank could not start {}: {}", *test,
                           e.what())});
     }
     const bool again = Succeeded(verdict) && ReusableCommunicator(comm);
+    if (again && arena != nullptr) {
+      arena->Park(env.rank, static_cast<unsigned>(n + 1));
+    }
     ReportVerdict(report, verdict);
     if (!again) return verdict;
   }
@@ -99,7 +108,10 @@ class WorkerPools::Pool {
   bool on_gpus() const { return on_gpus_; }
 
  private:
-  // True once every rank waits for the next test in the store; false when
+  // Hands the parked ranks their next test (through the arena, or the
+  // store).
+  void Dispatch(const std::string& name);
+  // True once every rank waits for the next test; false when
   // one leaves instead (its communicator failed) or none of that happens
   // within a few seconds.
   bool AwaitParked();
@@ -139,9 +151,7 @@ std::vector<RankReport> WorkerPools::Pool::RunTest(const TestSpec& spec,
     alive_ = true;
     dispatched_ = 0;
   } else {
-    ++dispatched_;
-    group_.server().Set(PoolKey(dispatched_),
-                        std::vector<char>(spec.name.begin(), spec.name.end()));
+    Dispatch(spec.name);
   }
   supervisor.Run();
   // What a rank printed before its verdict is in the pipe by now (ranks
@@ -172,15 +182,33 @@ std::vector<RankReport> WorkerPools::Pool::RunTest(const TestSpec& spec,
   return reports;
 }
 
+void WorkerPools::Pool::Dispatch(const std::string& name) {
+  ++dispatched_;
+  HostArena* arena = group_.arena();
+  // Through the store without an arena, or for a name too long for it.
+  if (arena == nullptr || name.size() > HostArena::kTestNameBytes) {
+    group_.server().Set(PoolKey(dispatched_),
+                        std::vector<char>(name.begin(), name.end()));
+  }
+  if (arena != nullptr) {
+    arena->Dispatch(static_cast<unsigned>(dispatched_), name);
+  }
+}
+
 bool WorkerPools::Pool::AwaitParked() {
   const std::string next = PoolKey(dispatched_ + 1);
+  HostArena* arena = group_.arena();
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   for (;;) {
     group_.ObserveExits();
     for (const RankGroup::Rank& rank : group_.ranks()) {
       if (rank.exited) return false;
     }
-    if (group_.server().waiting_on(next) == group_.ranks().size()) return true;
+    const bool parked =
+        arena != nullptr
+            ? arena->AllParked(static_cast<unsigned>(dispatched_ + 1))
+            : group_.server().waiting_on(next) == group_.ranks().size();
+    if (parked) return true;
     if (std::chrono::steady_clock::now() >= until) return false;
     group_.Serve(10);
   }
@@ -190,8 +218,7 @@ void WorkerPools::Pool::RequestShutdown() {
   if (!alive_) return;
   alive_ = false;
   // An empty name: leave.
-  ++dispatched_;
-  group_.server().Set(PoolKey(dispatched_), {});
+  Dispatch("");
   shutting_down_ = true;
 }
 

@@ -55,8 +55,12 @@ bool ReusableCommunicator(Communicator* comm);
 
 // Runs the tests the parent hands this rank until it says leave (or one
 // fails here); returns the last verdict. Each test's verdict is reported.
+// With a host arena the names come through it (HostArena::AwaitTest),
+// else through the store; a rank parks for its next test (Park()) before
+// it reports the verdict of the last, so that the parent, which has every
+// verdict, finds every rank parked.
 RankVerdict ServePool(RankProgram& first, const RankEnv& env,
-                      Communicator* comm, TcpStore& store,
+                      Communicator* comm, TcpStore& store, HostArena* arena,
                       const ReportFn& report);
 
 // The parent's pools, one per kind of test that can share ranks.

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -261,6 +262,38 @@ TEST(HostArenaTest, SendWithoutAReceiverTimesOutNamingIt) {
   EXPECT_THROW(
       arena->Recv(1, &x, 1, DataType::kInt32, 0, 3, std::chrono::seconds(1)),
       CommError);
+}
+
+// Pooled ranks get their tests through the arena: the parent hands out test
+// n only once every rank has parked for it, every rank gets each name once,
+// a name too long for the arena says "in the store", and an empty one says
+// leave.
+TEST(HostArenaTest, PooledRanksGetEachTestOnceAllHaveParked) {
+  auto arena = HostArena::Create(3);
+  EXPECT_FALSE(arena->AllParked(1));
+  const std::vector<std::string> tests = {
+      "Suite.First/3ranks", std::string(HostArena::kTestNameBytes + 1, 'x'),
+      "Suite.Third/3ranks", ""};
+  std::vector<std::vector<std::string>> got(3);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      for (unsigned n = 1;; ++n) {
+        arena->Park(r, n);
+        std::optional<std::string> name = arena->AwaitTest(n);
+        got[r].push_back(name ? *name : "<in the store>");
+        if (name && name->empty()) return;
+      }
+    });
+  }
+  for (unsigned n = 1; n <= tests.size(); ++n) {
+    while (!arena->AllParked(n)) std::this_thread::yield();
+    arena->Dispatch(n, tests[n - 1]);
+  }
+  for (auto& t : ranks) t.join();
+  const std::vector<std::string> expected = {
+      "Suite.First/3ranks", "<in the store>", "Suite.Third/3ranks", ""};
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(got[r], expected) << "rank " << r;
 }
 
 TEST(HostArenaTest, WorldSizeOutOfRangeIsAClearError) {
