@@ -144,7 +144,7 @@ class HostArena {
   //
   //   arena.Park(rank, n);                 // rank, before its verdict
   //   if (arena.AllParked(n)) arena.Dispatch(n, name);   // parent
-  //   std::optional<std::string> next = arena.AwaitTest(rank, n);  // rank
+  //   std::optional<std::string> next = arena.AwaitTest(n);  // rank
   //
   // The longest name the arena carries; a longer one goes through the
   // store (AwaitTest returns nullopt).

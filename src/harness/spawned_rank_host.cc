@@ -67,6 +67,8 @@ ResultChannel* OpenChannel(std::unique_ptr<ResultChannel>* opened) {
   }
   try {
     ResultChannel* channel = ResultChannel::Inherited();
+    // Not for what this rank forks.
+    ResultChannel::SetInherited(nullptr);
     if (channel == nullptr || channel->name() != name) {
       *opened = ResultChannel::Open(name);
       channel = opened->get();
@@ -256,7 +258,8 @@ class SpawnedRankHost : public RankHost {
         verdict =
             ServePool(program_, env_, comm, *store_, arena_.get(), report);
       } catch (const std::exception& e) {
-        // The store went while the rank waited for its next test.
+        // The store went while the rank waited for its next test there (a
+        // name the arena did not carry, or no arena) or during one.
         report({RankMessage::Kind::kFatalFailure, program_.file(),
                 program_.line(),
                 fmt::format("a pooled rank lost its parent's store: {}",

@@ -261,6 +261,15 @@ WorkerPools::~WorkerPools() {
 }
 
 std::vector<RankReport> WorkerPools::Run(TestSpec spec, RankEntry entry) {
+  if (getpid() != owner_) {
+    // A fork of the process that owns the pools (a death test's child):
+    // their ranks are not this process's to hand tests to. Kept, as the
+    // destructor keeps them, and this process starts pools of its own.
+    static auto* kept = new std::vector<std::unique_ptr<Pool>>;
+    for (auto& [key, pool] : pools_) kept->push_back(std::move(pool));
+    pools_.clear();
+    owner_ = getpid();
+  }
   spec.child_env.emplace_back(env::kInternalPool, "1");
   // Ranks are interchangeable when all that went into them is.
   std::string key = fmt::format(

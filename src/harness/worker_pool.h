@@ -2,18 +2,22 @@
 //
 // Pooled ranks (options().reuse_workers), both sides: the parent keeps a
 // test's ranks (WorkerPools) for the next test that can share them; after
-// its first test a pooled rank parks (ServePool), waiting in the store for
-// the name of its next test, and runs it on the same communicator.
+// its first test a pooled rank parks (ServePool), waiting for the name of
+// its next test, and runs it on the same communicator.
 //
 //   std::vector<RankReport> r = WorkerPools::Get().Run(spec, entry);
 //
 // The protocol, whole:
 //   - the supervisor spawns the ranks with DISTTEST_INTERNAL_POOL=1;
 //   - each test's verdict is a kDone result; a rank that passed or skipped
-//     with a communicator that never failed then waits on PoolKey(n) for
-//     n = 1, 2, ... (the pool sees every rank waiting on it);
-//   - the supervisor sets PoolKey(n) to the next test's full gtest name,
-//     which the ranks run under the store prefix PoolKey(n);
+//     with a communicator that never failed parks for test n = 1, 2, ...
+//     before it sends that verdict: in the host arena (HostArena::Park),
+//     or, without one, by waiting on PoolKey(n) in the store (the pool
+//     sees every rank parked or waiting);
+//   - the supervisor hands out the next test's full gtest name through the
+//     arena (HostArena::Dispatch: one futex wake for every rank; a name
+//     over HostArena::kTestNameBytes goes through the store, as without an
+//     arena), and the ranks run it under the store prefix PoolKey(n);
 //   - an empty name, or a failure here, ends the pool: the rank goes on to
 //     the exit meeting and leaves;
 //   - a pool ends at a failure (the parent starts over with fresh ranks at
@@ -96,7 +100,7 @@ class WorkerPools {
   // Tells every one of them first, so that they leave together.
   void End(const std::vector<std::string>& keys);
 
-  const pid_t owner_;
+  pid_t owner_;  // The process whose pools these are.
   std::map<std::string, std::unique_ptr<Pool>> pools_;
   long clock_ = 0;
   std::string last_;
