@@ -5,18 +5,19 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <system_error>
+#include <vector>
+
+#include "base/descriptors.h"
 
 namespace disttest::internal {
 
 std::map<ino_t, int> TcpSockets() {
+  return TcpSockets(OpenDescriptors().value_or(std::vector<int>{}));
+}
+
+std::map<ino_t, int> TcpSockets(const std::vector<int>& fds) {
   std::map<ino_t, int> sockets;
-  std::error_code ec;
-  for (const auto& entry :
-       std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-    int fd = std::atoi(entry.path().filename().c_str());
+  for (int fd : fds) {
     int type = 0;
     socklen_t len = sizeof type;
     sockaddr_storage addr{};

@@ -12,11 +12,14 @@
 #include <sys/types.h>
 
 #include <map>
+#include <vector>
 
 namespace disttest::internal {
 
 // This process's TCP sockets (IPv4 and IPv6): inode -> descriptor.
 std::map<ino_t, int> TcpSockets();
+// The same, among descriptors already listed (OpenDescriptors()).
+std::map<ino_t, int> TcpSockets(const std::vector<int>& fds);
 
 // The TCP sockets opened since `before` was taken.
 std::map<ino_t, int> NewSince(const std::map<ino_t, int>& before);

@@ -6,9 +6,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <vector>
 
+#include "base/descriptors.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "env/internal_names.h"
@@ -59,17 +63,20 @@ int Above(int fd, int floor) {
 
 void RankGroup::SpawnAll() {
   if (spec_.options.launch == LaunchMode::kFork) WarnIfThreaded(spec_.name);
+  // One listing of this process's descriptors for both below.
+  const std::optional<std::vector<int>> fds = OpenDescriptors();
   // Once for every rank it forks, not once in each (a pool forks its ranks
   // whatever the test's launch mode).
-  NoteSocketsForkedRanksInherit();
+  NoteSocketsForkedRanksInherit(fds.value_or(std::vector<int>{}));
   // Rank r inherits the pipes and pidfds of ranks 0..r-1, all above the
   // floor: it closes them with one call, not 3r (which, summed over 256
   // ranks, was 100,000 calls and 8% of the test's time). Without that call
   // (a kernel before 5.9, a seccomp profile), without /proc, or without
   // room for them all above the floor (a descriptor open near the
   // open-files limit), each rank closes its siblings' one by one.
-  const int highest = HighestOpenDescriptor();
-  fd_floor_ = highest >= 0 && CanCloseFrom() ? highest + 1 : -1;
+  fd_floor_ = fds && !fds->empty() && CanCloseFrom()
+                  ? *std::max_element(fds->begin(), fds->end()) + 1
+                  : -1;
   rlimit files{};
   if (fd_floor_ < 0 || getrlimit(RLIMIT_NOFILE, &files) != 0 ||
       (files.rlim_cur != RLIM_INFINITY &&

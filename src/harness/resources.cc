@@ -8,25 +8,21 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <vector>
 
+#include "base/descriptors.h"
 #include "disttest/error.h"
 
 namespace disttest::internal {
 namespace {
 
 long long OpenNow() {
-  long long n = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    ++n;
-  }
-  return n;
+  const std::optional<std::vector<int>> fds = OpenDescriptors();
+  return fds ? static_cast<long long>(fds->size()) : 0;
 }
 
 std::string Limit(rlim_t value) {
@@ -72,16 +68,6 @@ std::optional<std::filesystem::path> PidsCgroup() {
 }
 
 }  // namespace
-
-int HighestOpenDescriptor() {
-  int highest = -1;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    highest = std::max(highest, std::atoi(it->path().filename().c_str()));
-  }
-  return ec ? -1 : highest;
-}
 
 void EnsureProcesses(int world) {
   // Every cgroup from this process's up to the root limits it.

@@ -44,9 +44,6 @@ std::string ProcessLimitsText();
 
 // " (RLIMIT_NOFILE is 64)": for messages about EMFILE.
 std::string OpenFilesLimitText();
-// The highest descriptor this process has open; -1 when it cannot tell
-// (no /proc).
-int HighestOpenDescriptor();
 
 // "64.0 MiB"
 std::string Bytes(std::size_t bytes);

@@ -304,7 +304,9 @@ class SpawnedRankHost : public RankHost {
 
 }  // namespace
 
-void NoteSocketsForkedRanksInherit() { ParentSockets() = TcpSockets(); }
+void NoteSocketsForkedRanksInherit(const std::vector<int>& fds) {
+  ParentSockets() = TcpSockets(fds);
+}
 
 void ReportVerdict(const ReportFn& report, RankVerdict verdict) {
   std::cout.flush();

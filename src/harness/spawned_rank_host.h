@@ -14,6 +14,7 @@
 #define DISTTEST_SRC_HARNESS_SPAWNED_RANK_HOST_H_
 
 #include <memory>
+#include <vector>
 
 #include "comm/host_arena.h"
 #include "disttest/harness/options.h"
@@ -27,9 +28,10 @@ namespace disttest::internal {
 [[noreturn]] void RunSpawnedRank(RankProgram& program, const Options& options,
                                  std::shared_ptr<HostArena> forked_arena);
 
-// In the parent, before it forks ranks: the TCP sockets they will inherit
-// (a forked rank then need not list them itself; a re-executed one does).
-void NoteSocketsForkedRanksInherit();
+// In the parent, before it forks ranks: the TCP sockets among `fds` (its
+// open descriptors) that they will inherit (a forked rank then need not list
+// them itself; a re-executed one does).
+void NoteSocketsForkedRanksInherit(const std::vector<int>& fds);
 
 // Tells the parent the rank's verdict, after everything the test printed
 // (a pooled rank goes on to another test, whose output must not hold it).

@@ -253,21 +253,24 @@ WorkerPools::~WorkerPools() {
   if (getpid() == owner_) {
     ShutdownAll();
   } else {
-    // Kept, not destroyed (that would end them), and still reachable, so
-    // that a leak checker in this child does not count them.
-    static auto* kept = new std::vector<std::unique_ptr<Pool>>;
-    for (auto& [key, pool] : pools_) kept->push_back(std::move(pool));
+    KeepTheOwnersPools();
   }
+}
+
+void WorkerPools::KeepTheOwnersPools() {
+  // Kept, not destroyed (that would end them), and still reachable, so that
+  // a leak checker in this child does not count them.
+  static auto* kept = new std::vector<std::unique_ptr<Pool>>;
+  for (auto& [key, pool] : pools_) kept->push_back(std::move(pool));
+  pools_.clear();
 }
 
 std::vector<RankReport> WorkerPools::Run(TestSpec spec, RankEntry entry) {
   if (getpid() != owner_) {
     // A fork of the process that owns the pools (a death test's child):
-    // their ranks are not this process's to hand tests to. Kept, as the
-    // destructor keeps them, and this process starts pools of its own.
-    static auto* kept = new std::vector<std::unique_ptr<Pool>>;
-    for (auto& [key, pool] : pools_) kept->push_back(std::move(pool));
-    pools_.clear();
+    // their ranks are not this process's to hand tests to. This process
+    // starts pools of its own.
+    KeepTheOwnersPools();
     owner_ = getpid();
   }
   spec.child_env.emplace_back(env::kInternalPool, "1");

@@ -100,6 +100,10 @@ class WorkerPools {
   // Tells every one of them first, so that they leave together.
   void End(const std::vector<std::string>& keys);
 
+  // In a fork of the process that owns the pools: sets them aside, neither
+  // ended nor used.
+  void KeepTheOwnersPools();
+
   pid_t owner_;  // The process whose pools these are.
   std::map<std::string, std::unique_ptr<Pool>> pools_;
   long clock_ = 0;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/child_process.h"
+#include "base/descriptors.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "env/internal_names.h"
@@ -343,10 +344,7 @@ bool TakeAnswer(int socket, int flags, Answer* answer) {
 // This process's descriptors above stderr without close-on-exec.
 std::vector<int> InheritableDescriptors() {
   std::vector<int> fds;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    const int fd = std::atoi(it->path().filename().c_str());
+  for (int fd : OpenDescriptors().value_or(std::vector<int>{})) {
     const int flags = fcntl(fd, F_GETFD);
     if (fd > STDERR_FILENO && flags >= 0 && (flags & FD_CLOEXEC) == 0) {
       fds.push_back(fd);
