@@ -60,7 +60,7 @@ class ResultChannel {
   // Small: the parent drains a queue as soon as the rank writes to it (the
   // results-ready pipe), and /dev/shm may be small (64 MiB in a default
   // Docker container: 16 ranks took it all at 4 MiB a queue).
-  static constexpr std::size_t kCapacity = 64;
+  static constexpr std::size_t kCapacity = 16;
 
   // About what one queue takes in /dev/shm (its messages and its index).
   static constexpr std::size_t kQueueBytes =
