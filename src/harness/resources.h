@@ -25,8 +25,8 @@ namespace disttest::internal {
 void EnsureOpenFiles(int world, bool communicator);
 
 // Throws ConfigError when /dev/shm has less than `bytes` free:
-// "the result queues of 16 ranks need 64.0 MiB in /dev/shm, which has
-// 1.0 MiB free".
+// "the result queues of 16 ranks need 592.0 KiB in /dev/shm, which has
+// 256.0 KiB free".
 void EnsureSharedMemory(int world, std::size_t bytes);
 
 // Throws ConfigError when `world` more processes would pass a limit: the

@@ -470,8 +470,8 @@ TEST_P(VerdictsTest, FullDevShmIsAClearFailure) {
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out,
               ::testing::ContainsRegex(
-                  "the result queues of 16 ranks need [0-9.]+ MiB in "
-                  "/dev/shm, which has 1.0 MiB free"));
+                  "the result queues of 16 ranks need [0-9.]+ KiB in "
+                  "/dev/shm, which has 256.0 KiB free"));
   EXPECT_THAT(v.run.out, Not(HasSubstr("SIGBUS")));
 }
 

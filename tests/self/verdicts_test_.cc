@@ -39,7 +39,7 @@ namespace {
 //   VERDICTS_RLIMIT_NOFILE=64, VERDICTS_RLIMIT_NOFILE_SOFT=64: the limit.
 //   VERDICTS_PIDS_CGROUP=<dir>: moves this process into that cgroup (whose
 //   pids.max the driver set).
-//   VERDICTS_TINY_DEV_SHM=1: a mount namespace whose /dev/shm is a 1 MiB
+//   VERDICTS_TINY_DEV_SHM=1: a mount namespace whose /dev/shm is a 256 KiB
 //   tmpfs (needs CAP_SYS_ADMIN; prints marker-no-namespace otherwise).
 const bool g_limits_applied = [] {
   if (std::getenv("DISTTEST_INTERNAL_CHILD_TEST") != nullptr) return false;
@@ -59,7 +59,7 @@ const bool g_limits_applied = [] {
   if (std::getenv("VERDICTS_TINY_DEV_SHM") != nullptr) {
     if (unshare(CLONE_NEWNS) != 0 ||
         mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m") != 0) {
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=256k") != 0) {
       std::printf("marker-no-namespace: %s\n", std::strerror(errno));
       std::exit(0);
     }
