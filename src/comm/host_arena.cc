@@ -364,15 +364,13 @@ void HostArena::ThrowIfUnusable() {
   Header& h = *header_;
   if (std::uint64_t bad = h.mismatch.load(std::memory_order_acquire)) {
     throw CommError(fmt::format(
-        "collective #{} did not match across the ranks (see that error); the "
-        "host arena cannot be used after that",
-        bad - 1));
+        "collective #{} {}; the host arena cannot be used after that", bad - 1,
+        internal::kPeerSawMismatch));
   }
   if (std::int32_t failed = h.failed.load(std::memory_order_acquire)) {
-    throw CommError(fmt::format(
-        "rank {} gave up waiting in the host arena (see its error); the "
-        "arena cannot be used after that",
-        failed - 1));
+    throw CommError(
+        fmt::format("rank {} {}; the arena cannot be used after that",
+                    failed - 1, internal::kPeerGaveUp));
   }
 }
 
@@ -388,9 +386,8 @@ void HostArena::Meet(int rank, const CollectiveCall& call, std::uint64_t seq,
   Header& h = *header_;
   if (std::uint64_t bad = h.mismatch.load(std::memory_order_acquire)) {
     throw CommError(fmt::format(
-        "collective #{} did not match across the ranks (see that error); the "
-        "host arena cannot be used after that",
-        bad - 1));
+        "collective #{} {}; the host arena cannot be used after that", bad - 1,
+        internal::kPeerSawMismatch));
   }
   if (!check_calls_) return Wait(rank, deadline);
   ranks_[rank].entries[parity] = {call, seq};
@@ -456,9 +453,8 @@ void HostArena::Wait(int rank, const Deadline& deadline) {
   for (;;) {
     if (h.generation.load(std::memory_order_acquire) != generation) return;
     if (std::int32_t ended = h.ended.load(std::memory_order_acquire)) {
-      return give_up(fmt::format(
-          "rank {} ended while its peers waited for it in a collective",
-          ended - 1));
+      return give_up(
+          fmt::format("rank {} {}", ended - 1, internal::kPeerEnded));
     }
     ThrowIfUnusable();
     const auto left = deadline.at - Clock::now();

@@ -61,6 +61,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "disttest/comm/collective_call.h"
 #include "disttest/comm/communicator.h"
@@ -68,6 +69,15 @@
 namespace disttest {
 namespace internal {
 struct HostArenaBenchmark;  // bench/collective_check_cost.cc
+
+// What the errors of a rank whose collective a peer broke say: they follow
+// from that peer's own error, and the verdict lists them after it.
+inline constexpr std::string_view kPeerGaveUp =
+    "gave up waiting in the host arena (see its error)";
+inline constexpr std::string_view kPeerEnded =
+    "ended while its peers waited for it in a collective";
+inline constexpr std::string_view kPeerSawMismatch =
+    "did not match across the ranks (see that error)";
 }  // namespace internal
 
 class HostArena {

@@ -62,9 +62,9 @@ inline bool IsDigits(std::string_view s) {
   });
 }
 
-// "rank 3", "ranks 0-2, 5": ascending ranks, runs as ranges.
-inline std::string RanksText(const std::vector<int>& ranks) {
-  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+// "0-2, 5, 7-9": ascending rank numbers as ranges.
+inline std::string RankNumbers(const std::vector<int>& ranks) {
+  std::string text;
   for (std::size_t i = 0; i < ranks.size();) {
     std::size_t j = i;
     while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
@@ -74,6 +74,11 @@ inline std::string RanksText(const std::vector<int>& ranks) {
     i = j + 1;
   }
   return text;
+}
+
+// "rank 3", "ranks 0-2, 5, 7-9".
+inline std::string RanksText(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + RankNumbers(ranks);
 }
 
 }  // namespace disttest::internal

@@ -300,7 +300,13 @@ void RankGroup::DrainChannels() {
     std::string error;
     while (auto m = rank.channel->TryReceive(&error)) {
       if (m->kind != RankMessage::Kind::kDone) {
+        rank.report.received.push_back(std::chrono::steady_clock::now());
         rank.report.results.push_back(std::move(*m));
+        const RankMessage& last = rank.report.results.back();
+        if (on_failure_ && (last.kind == RankMessage::Kind::kFatalFailure ||
+                            last.kind == RankMessage::Kind::kNonFatalFailure)) {
+          on_failure_(rank, last);
+        }
         continue;
       }
       std::optional<RankVerdict> verdict = ParseRankVerdict(m->message);
@@ -329,6 +335,7 @@ void RankGroup::ObserveExits() {
             launcher_->Ended(rank.pid, &error)) {
       rank.exited = true;
       rank.report.outcome = *outcome;
+      rank.report.ended_at = std::chrono::steady_clock::now();
       OnRankEnded(rank);
     } else if (!error.empty()) {
       // ECHILD: someone else (a SIGCHLD handler of the test?) reaped it.
@@ -384,6 +391,7 @@ void RankGroup::ReapAll() {
     if (!rank.exited) {
       rank.exited = true;
       rank.report.outcome = *outcome;
+      rank.report.ended_at = std::chrono::steady_clock::now();
     }
   }
 }

@@ -92,6 +92,9 @@ class RankGroup {
 
   void OnVerdict(RankEvent f) { on_verdict_ = std::move(f); }
   void OnExit(RankEvent f) { on_exit_ = std::move(f); }
+  // Called with each failure a rank reports, as it arrives.
+  using ResultEvent = std::function<void(Rank&, const RankMessage&)>;
+  void OnFailure(ResultEvent f) { on_failure_ = std::move(f); }
 
   const TestSpec& spec() const { return spec_; }
   Launcher& launcher() { return *launcher_; }
@@ -159,6 +162,7 @@ class RankGroup {
   std::set<pid_t> children_before_;
   RankEvent on_verdict_;
   RankEvent on_exit_;
+  ResultEvent on_failure_;
   std::vector<pollfd> fds_;  // Serve's, kept between passes.
 };
 

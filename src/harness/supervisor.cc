@@ -60,6 +60,9 @@ Supervisor::Supervisor(RankGroup& group)
     : group_(group), parks_(group.parks()) {
   group_.OnVerdict([this](RankGroup::Rank& rank) { OnVerdict(rank); });
   group_.OnExit([this](RankGroup::Rank& rank) { OnExit(rank); });
+  group_.OnFailure([this](RankGroup::Rank& rank, const RankMessage& m) {
+    StreamFirstFailure(rank, m.message);
+  });
   start_ = Clock::now();
   heartbeat_ = HeartbeatInterval();
   next_heartbeat_ = start_ + heartbeat_;
@@ -75,6 +78,23 @@ Supervisor::Supervisor(RankGroup& group)
 Supervisor::~Supervisor() {
   group_.OnVerdict(nullptr);
   group_.OnExit(nullptr);
+  group_.OnFailure(nullptr);
+}
+
+void Supervisor::StreamFirstFailure(const RankGroup::Rank& rank,
+                                    const std::string& what) {
+  if (failure_streamed_ || FollowsFromAnother(what)) return;
+  failure_streamed_ = true;
+  // One line of it: the whole message comes with the verdict.
+  constexpr std::size_t kMaxText = 300;
+  std::string text = what.substr(0, what.find('\n'));
+  if (text.size() > kMaxText) text = text.substr(0, kMaxText) + " ...";
+  const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(
+      Clock::now() - start_);
+  std::printf("[ disttest ] %s: first failure, rank %d after %lld ms: %s\n",
+              group_.Subject().c_str(), rank.report.rank,
+              static_cast<long long>(after.count()), text.c_str());
+  std::fflush(stdout);
 }
 
 bool Supervisor::Ended(const RankGroup::Rank& rank) const {
@@ -102,12 +122,10 @@ void Supervisor::PrintHeartbeat(Clock::time_point now) {
   auto seconds =
       std::chrono::duration_cast<std::chrono::seconds>(now - start_).count();
   const std::string subject = group_.Subject();
-  std::printf(
-      "[ disttest ] %s: %lld s; finished: %s; running: %s\n", subject.c_str(),
-      static_cast<long long>(seconds),
-      done.empty() ? "none" : fmt::format("{}", fmt::join(done, ", ")).c_str(),
-      running.empty() ? "none"
-                      : fmt::format("{}", fmt::join(running, ", ")).c_str());
+  std::printf("[ disttest ] %s: %lld s; finished: %s; running: %s\n",
+              subject.c_str(), static_cast<long long>(seconds),
+              done.empty() ? "none" : RankNumbers(done).c_str(),
+              running.empty() ? "none" : RankNumbers(running).c_str());
   if (!stopped.empty()) {
     std::printf(
         "[ disttest ] %s: stopped, not running (SIGSTOP, SIGTSTP or "
@@ -129,7 +147,7 @@ void Supervisor::StartGrace(const RankGroup::Rank& rank, const std::string& how,
                             bool skipped) {
   auto grace = group_.spec().options.failure_grace * (skipped ? 5 : 1);
   grace_deadline_ = Clock::now() + grace;
-  grace_reason_ = fmt::format("still running {} ms after rank {} {}",
+  grace_reason_ = fmt::format("{} {} ms after rank {} {}", kStillRunningAfter,
                               grace.count(), rank.report.rank, how);
 }
 
@@ -144,6 +162,13 @@ void Supervisor::OnVerdict(RankGroup::Rank& rank) {
 void Supervisor::OnExit(RankGroup::Rank& rank) {
   const RankOutcome& o = *rank.report.outcome;
   bool passed = o.exited() && o.exit_code() == kExitPassed;
+  const bool known = o.exited() && (o.exit_code() == kExitFailed ||
+                                    o.exit_code() == kExitSkipped);
+  // A rank that died (a signal, an exit of its own) is a failure that no
+  // message of its own announced.
+  if (!passed && !known && rank.report.killed_because.empty()) {
+    StreamFirstFailure(rank, o.str());
+  }
   if (passed || grace_deadline_ || !rank.report.killed_because.empty()) return;
   // Peers may be waiting for this rank in a collective that will never
   // complete: give them a grace period, then end them. Ranks that skip

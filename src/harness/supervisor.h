@@ -19,7 +19,10 @@
 // are killed (they may be blocked in a collective that cannot complete); a
 // rank that skipped gives them five times as long, since skipping ranks
 // usually all skip at once. At options.timeout the ranks still running have
-// overrun it: their stacks are taken and they are killed.
+// overrun it: their stacks are taken and they are killed. The first failure
+// (a failure a rank reports, or a rank that dies) is printed when it comes:
+//   [ disttest ] Suite.Name/8ranks: first failure, rank 3 after 412 ms:
+//   barrier failed: timed out after 2700 ms waiting for rank 5 (...)
 #ifndef DISTTEST_SRC_HARNESS_SUPERVISOR_H_
 #define DISTTEST_SRC_HARNESS_SUPERVISOR_H_
 
@@ -58,6 +61,9 @@ class Supervisor {
                   bool skipped);
   void OnVerdict(RankGroup::Rank& rank);
   void OnExit(RankGroup::Rank& rank);
+  // Prints the test's first failure when it happens, once: at 2 a.m. the
+  // root cause is on the terminal before the consequences and the kills.
+  void StreamFirstFailure(const RankGroup::Rank& rank, const std::string& what);
   // Takes the stacks of the ranks still running, then kills them. At the
   // test's `deadline` the ranks still running have overrun it, whatever
   // they do while the stacks are taken.
@@ -72,6 +78,7 @@ class Supervisor {
   std::optional<Clock::time_point> grace_deadline_;
   std::string grace_reason_;
   bool resource_trouble_ = false;  // Ranks ended: the store could not accept.
+  bool failure_streamed_ = false;
 };
 
 // Checks what a test asks for; throws ConfigError naming the problem

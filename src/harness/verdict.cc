@@ -5,7 +5,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 
+#include "comm/host_arena.h"
 #include "env/text.h"
 
 namespace disttest::internal {
@@ -96,41 +98,149 @@ std::optional<std::string> AbnormalEnd(const RankReport& r) {
   return LostFailures(r);
 }
 
+// One failure (or property) of one rank, before the ranks' are grouped.
+struct Item {
+  Finding::Kind kind;
+  std::string file;
+  int line = 0;
+  int rank = 0;
+  std::string text;   // Without the "[rank r/N] " label.
+  std::string value;  // A property's value.
+  std::optional<std::chrono::steady_clock::time_point> at;
+};
+
 void AddRankResults(const TestSpec& spec, const RankReport& r,
-                    std::vector<Finding>* out) {
-  for (const RankMessage& m : r.results) {
-    Finding f;
-    f.file = m.file.empty() ? spec.file : m.file;
-    f.line = m.file.empty() || m.line < 0 ? spec.line : m.line;
-    f.message = fmt::format("{} {}", RankLabel(spec, r.rank), m.message);
+                    std::vector<Item>* out) {
+  for (std::size_t i = 0; i < r.results.size(); ++i) {
+    const RankMessage& m = r.results[i];
+    Item item;
+    item.rank = r.rank;
+    item.file = m.file.empty() ? spec.file : m.file;
+    item.line = m.file.empty() || m.line < 0 ? spec.line : m.line;
+    item.text = m.message;
+    if (i < r.received.size()) item.at = r.received[i];
     if (m.kind == RankMessage::Kind::kFatalFailure) {
-      f.kind = Finding::Kind::kFatalFailure;
+      item.kind = Finding::Kind::kFatalFailure;
     } else if (m.kind == RankMessage::Kind::kNonFatalFailure) {
-      f.kind = Finding::Kind::kFailure;
+      item.kind = Finding::Kind::kFailure;
     } else if (m.kind == RankMessage::Kind::kProperty) {
       // Per rank in the XML: "rank1.key".
       const std::size_t nul = m.message.find('\0');
-      f.kind = Finding::Kind::kProperty;
-      f.message = fmt::format("rank{}.{}", r.rank, m.message.substr(0, nul));
-      f.value = nul == std::string::npos ? "" : m.message.substr(nul + 1);
+      item.kind = Finding::Kind::kProperty;
+      item.text = fmt::format("rank{}.{}", r.rank, m.message.substr(0, nul));
+      item.value = nul == std::string::npos ? "" : m.message.substr(nul + 1);
     } else {
       continue;  // Skips and successes are judged below.
     }
-    out->push_back(std::move(f));
+    out->push_back(std::move(item));
   }
   for (const std::string& e : r.channel_errors) {
     out->push_back({Finding::Kind::kFailure,
                     spec.file,
                     spec.line,
-                    fmt::format("{} {}", RankLabel(spec, r.rank), e),
-                    {}});
+                    r.rank,
+                    e,
+                    {},
+                    r.ended_at});
   }
   if (auto end = AbnormalEnd(r)) {
     out->push_back({Finding::Kind::kFatalFailure,
                     spec.file,
                     spec.line,
-                    fmt::format("{} {}", RankLabel(spec, r.rank), *end),
-                    {}});
+                    r.rank,
+                    *end,
+                    {},
+                    r.ended_at});
+  }
+}
+
+// "[rank 3/4]", "[ranks 0-2, 5 of 8]" (with the fixture's name, if any).
+std::string GroupLabel(const TestSpec& spec, const std::vector<int>& ranks) {
+  if (ranks.size() == 1) return RankLabel(spec, ranks.front());
+  return fmt::format("[{}{} of {}]",
+                     spec.fixture.empty() ? "" : spec.fixture + " ",
+                     RanksText(ranks), spec.world_size);
+}
+
+// `text` without the rank's own label, which a rank's messages may carry
+// ("... threw disttest::CommError: [rank 3/8] barrier failed: ..."): the
+// same failure of several ranks reads the same.
+std::string WithoutOwnLabel(const TestSpec& spec, int rank, std::string text) {
+  const std::string label = RankLabel(spec, rank) + " ";
+  for (std::size_t at = text.find(label); at != std::string::npos;
+       at = text.find(label, at)) {
+    text.erase(at, label.size());
+  }
+  return text;
+}
+
+// The failures of every rank: identical ones once with their ranks, in the
+// order they came where that is known, the first marked as the first.
+void AddFailures(const TestSpec& spec, std::vector<Item> items,
+                 std::vector<Finding>* out) {
+  struct Group {
+    Finding::Kind kind;
+    std::string file;
+    int line;
+    std::string key;         // The text without the rank's label.
+    std::string first_text;  // The first rank's own text.
+    std::vector<int> ranks;
+    std::optional<std::chrono::steady_clock::time_point> at;  // Earliest.
+  };
+  std::vector<Group> groups;
+  // Root causes first, in the order they came (unknown times last), then
+  // what followed from them.
+  const auto rank_of = [](const Group& g) {
+    return std::make_pair(FollowsFromAnother(g.key), !g.at.has_value());
+  };
+  for (Item& item : items) {
+    if (item.kind == Finding::Kind::kProperty) {
+      out->push_back(
+          {item.kind, item.file, item.line, std::move(item.text), item.value});
+      continue;
+    }
+    std::string key = WithoutOwnLabel(spec, item.rank, item.text);
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+      return g.kind == item.kind && g.line == item.line &&
+             g.file == item.file && g.key == key && g.ranks.back() != item.rank;
+    });
+    if (same == groups.end()) {
+      groups.push_back({item.kind,
+                        item.file,
+                        item.line,
+                        std::move(key),
+                        std::move(item.text),
+                        {item.rank},
+                        item.at});
+      continue;
+    }
+    same->ranks.push_back(item.rank);
+    if (item.at && (!same->at || *item.at < *same->at)) same->at = item.at;
+  }
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](const Group& a, const Group& b) {
+                     if (rank_of(a) != rank_of(b))
+                       return rank_of(a) < rank_of(b);
+                     return a.at && b.at && *a.at < *b.at;
+                   });
+  // The first is marked when it is known to be first: what came next
+  // followed from it, or came later than the parent's poll tick could blur.
+  constexpr std::chrono::milliseconds kSameMoment(10);
+  const bool ordered = groups.size() > 1 && groups.front().at.has_value() &&
+                       !FollowsFromAnother(groups.front().key) &&
+                       (FollowsFromAnother(groups[1].key) || !groups[1].at ||
+                        *groups[1].at - *groups.front().at >= kSameMoment);
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    Group& g = groups[i];
+    std::sort(g.ranks.begin(), g.ranks.end());
+    const std::string when = ordered && i == 0 ? "(first failure) " : "";
+    const std::string text = g.ranks.size() == 1 ? g.first_text : g.key;
+    out->push_back(
+        {g.kind,
+         g.file,
+         g.line,
+         fmt::format("{} {}{}", GroupLabel(spec, g.ranks), when, text),
+         {}});
   }
 }
 
@@ -225,6 +335,15 @@ std::string RankLabel(const TestSpec& spec, int rank) {
   return fmt::format("[{} rank {}/{}]", spec.fixture, rank, spec.world_size);
 }
 
+bool FollowsFromAnother(std::string_view text) {
+  const std::string killed_after =
+      fmt::format("was killed by disttest: {} ", kStillRunningAfter);
+  for (std::string_view mark : {kPeerGaveUp, kPeerEnded, kPeerSawMismatch}) {
+    if (text.find(mark) != std::string_view::npos) return true;
+  }
+  return text.rfind(killed_after, 0) == 0;
+}
+
 bool RankFailed(const RankReport& r) {
   if (!r.killed_because.empty() || !r.not_started.empty() ||
       !r.overran.empty() || !r.channel_errors.empty()) {
@@ -237,8 +356,10 @@ bool RankFailed(const RankReport& r) {
 
 std::vector<Finding> Judge(const TestSpec& spec,
                            const std::vector<RankReport>& ranks) {
+  std::vector<Item> items;
+  for (const RankReport& r : ranks) AddRankResults(spec, r, &items);
   std::vector<Finding> findings;
-  for (const RankReport& r : ranks) AddRankResults(spec, r, &findings);
+  AddFailures(spec, std::move(items), &findings);
   const bool failed = std::any_of(
       findings.begin(), findings.end(),
       [](const Finding& f) { return f.kind != Finding::Kind::kProperty; });

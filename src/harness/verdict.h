@@ -11,11 +11,22 @@
 // failure naming it and the cause; a test is skipped only when every rank
 // skipped and none failed; some ranks skipping while others pass is a
 // failure unless SkipPolicy::kAllowPartial.
+//
+// At scale: the same failure (kind, file:line and text, the rank's own
+// label taken out) of several ranks is one finding, "[ranks 0-16, 18-255 of
+// 256] ...". Where the parent knows when each failure came, findings go in
+// that order, except that failures which follow from another rank's (a
+// collective a peer broke, a kill after a peer failed) come last; when there
+// are several, the first is marked "[rank 3/8] (first failure) ..." (unless
+// the next came within 10 ms: which was first is not known then): the root
+// cause first, its consequences after it.
 #ifndef DISTTEST_SRC_HARNESS_VERDICT_H_
 #define DISTTEST_SRC_HARNESS_VERDICT_H_
 
+#include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -71,6 +82,12 @@ struct RankReport {
   bool parked = false;
   std::string log_path;  // DISTTEST_LOG_DIR: where its output is kept.
   std::vector<std::string> channel_errors;
+  // When the parent received each of `results` (same order), and when it
+  // saw the rank end; empty where it does not know (launched mode, where
+  // rank 0 gathers the reports at the end). They put the failures in the
+  // order they happened: the first is printed first, marked as such.
+  std::vector<std::chrono::steady_clock::time_point> received;
+  std::optional<std::chrono::steady_clock::time_point> ended_at;
 };
 
 struct Finding {
@@ -88,6 +105,14 @@ struct Finding {
 // was killed or overran, reported no pass or skip, reported a failure, or
 // not all of its results could be read.
 bool RankFailed(const RankReport& r);
+
+// How disttest says it killed a rank after another one failed: "was killed
+// by disttest: still running 2000 ms after rank 3 failed".
+inline constexpr std::string_view kStillRunningAfter = "still running";
+// Whether a failure's text says that it follows from another rank's: a
+// collective that a peer broke (the host arena's errors), or a kill after a
+// peer's failure. The verdict lists these after the failures they follow.
+bool FollowsFromAnother(std::string_view text);
 
 std::vector<Finding> Judge(const TestSpec& spec,
                            const std::vector<RankReport>& ranks);

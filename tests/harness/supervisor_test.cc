@@ -93,7 +93,9 @@ TEST(SupervisorTest, AFailureGivesAStuckPeerTheGraceThenItsStackAndTheKill) {
   EXPECT_EQ(r[0].stack, "#0 stack of fake rank 0\n");
   EXPECT_EQ(r[0].overran, "");
   const std::string messages = Messages(spec, r);
-  EXPECT_THAT(messages, HasSubstr("[rank 1/2] wrong"));
+  // The failure first, marked; the kill that followed from it after it.
+  EXPECT_THAT(messages,
+              ::testing::StartsWith("[rank 1/2] (first failure) wrong\n"));
   EXPECT_THAT(messages,
               HasSubstr("[rank 0/2] was killed by disttest: still running 200 "
                         "ms after rank 1 failed; it was here:\n#0 stack of "

@@ -8,6 +8,10 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <chrono>
+#include <string>
+#include <vector>
+
 namespace disttest::internal {
 namespace {
 
@@ -193,6 +197,89 @@ TEST(JudgeTest, ChannelErrorsAreReported) {
   auto f = Judge(Spec(1), {r});
   ASSERT_THAT(f, SizeIs(1));
   EXPECT_EQ(f[0].message, "[rank 0/1] result message has unknown kind 9");
+}
+
+// A failed rank whose one failure came `ms` after `t0`.
+RankReport FailedWith(int rank, const std::string& text,
+                      std::chrono::steady_clock::time_point t0, int ms) {
+  RankReport r = Ended(rank, RankVerdict::kFailed, kExitFailed);
+  r.results.push_back({RankMessage::Kind::kFatalFailure, "x.cc", 7, text});
+  r.received.push_back(t0 + std::chrono::milliseconds(ms));
+  r.ended_at = t0 + std::chrono::milliseconds(ms + 1);
+  return r;
+}
+
+TEST(JudgeTest, TheSameFailureOfManyRanksIsOneFindingWithTheirRanks) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<RankReport> ranks;
+  for (int r = 0; r < 256; ++r) {
+    // Each message carries its rank's own label, as a CommError's does.
+    ranks.push_back(
+        r == 16 ? FailedWith(r, "other", t0, 1)
+                : FailedWith(r,
+                             "threw: [rank " + std::to_string(r) +
+                                 "/256] barrier failed: rank 3 ended while "
+                                 "its peers waited for it in a collective",
+                             t0, 2 + r % 7));
+  }
+  auto f = Judge(Spec(256), ranks);
+  ASSERT_THAT(f, SizeIs(2));
+  // The root cause first (it came first, and the rest follows from rank 3),
+  // marked; the 255 ranks' identical failure once, without their labels.
+  EXPECT_EQ(f[0].message, "[rank 16/256] (first failure) other");
+  EXPECT_EQ(f[1].message,
+            "[ranks 0-15, 17-255 of 256] threw: barrier failed: rank 3 ended "
+            "while its peers waited for it in a collective");
+  EXPECT_EQ(f[1].kind, Kind::kFatalFailure);
+  EXPECT_EQ(f[1].file, "x.cc");
+  EXPECT_EQ(f[1].line, 7);
+}
+
+TEST(JudgeTest, FailuresGoInTheOrderTheyCameConsequencesLast) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RankReport r0 = FailedWith(
+      0,
+      "barrier failed: rank 2 gave up waiting in the host arena (see its "
+      "error); the arena cannot be used after that",
+      t0, 1);
+  RankReport r1 = FailedWith(1, "late", t0, 90);
+  RankReport r2 = FailedWith(2, "timed out waiting for rank 1", t0, 40);
+  RankReport r3 = Ended(3, RankVerdict::kFailed, kExitFailed);
+  r3.killed_because = "still running 2000 ms after rank 2 failed";
+  r3.ended_at = t0;  // Even when it comes first: it followed from rank 2.
+  auto f = Judge(Spec(4), {r0, r1, r2, r3});
+  ASSERT_THAT(f, SizeIs(4));
+  EXPECT_EQ(f[0].message,
+            "[rank 2/4] (first failure) timed out waiting for rank 1");
+  EXPECT_EQ(f[1].message, "[rank 1/4] late");
+  EXPECT_THAT(f[2].message, HasSubstr("[rank 3/4] was killed by disttest"));
+  EXPECT_THAT(f[3].message, HasSubstr("[rank 0/4] barrier failed: rank 2"));
+}
+
+TEST(JudgeTest, FailuresAtTheSameMomentAreNotRanked) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto f =
+      Judge(Spec(2), {FailedWith(0, "a", t0, 1), FailedWith(1, "b", t0, 3)});
+  ASSERT_THAT(f, SizeIs(2));
+  EXPECT_EQ(f[0].message, "[rank 0/2] a");
+  EXPECT_EQ(f[1].message, "[rank 1/2] b");
+}
+
+TEST(JudgeTest, WithoutTimesFailuresKeepTheRanksOrderAndStillGroup) {
+  // Launched mode: rank 0 gathers the reports, and nothing says when.
+  RankReport r0 = Ended(0, RankVerdict::kFailed, kExitFailed);
+  r0.results.push_back({RankMessage::Kind::kNonFatalFailure, "x.cc", 7, "b"});
+  RankReport r1 = r0, r2 = r0;
+  r1.rank = 1;
+  r2.rank = 2;
+  r2.results[0].message = "a";
+  // Twice the same failure on one rank stays twice.
+  r2.results.push_back(r2.results[0]);
+  auto f = Judge(Spec(3), {r0, r1, r2});
+  ASSERT_THAT(f, SizeIs(3));
+  EXPECT_EQ(f[0].message, "[ranks 0-1 of 3] b");
+  EXPECT_EQ(f[1].message, "[rank 2/3] a");
+  EXPECT_EQ(f[2].message, "[rank 2/3] a");
 }
 
 }  // namespace

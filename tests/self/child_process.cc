@@ -174,4 +174,50 @@ int LineIn(const std::string& path, const std::string& marker) {
   return -1;
 }
 
+namespace {
+
+// "3" or "0-2": adds the ranks to `out`; false if it is neither.
+bool AddRanks(const std::string& item, std::set<int>* out) {
+  const std::size_t dash = item.find('-');
+  try {
+    std::size_t used = 0;
+    const int from = std::stoi(item.substr(0, dash), &used);
+    if (used != item.substr(0, dash).size()) return false;
+    const int to =
+        dash == std::string::npos ? from : std::stoi(item.substr(dash + 1));
+    for (int r = from; r <= to; ++r) out->insert(r);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::set<int> RanksNaming(const std::string& text, const std::string& what) {
+  std::set<int> ranks;
+  // A label starts a line (of the output, or of an XML message: "&#x0A;").
+  std::string lines = text;
+  for (std::size_t at = lines.find("&#x0A;"); at != std::string::npos;
+       at = lines.find("&#x0A;", at)) {
+    lines.replace(at, 6, "\n");
+  }
+  std::istringstream in(lines);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind('[', 0) != 0 || line.find(what) == std::string::npos) {
+      continue;
+    }
+    const std::string label = line.substr(1, line.find(']') - 1);
+    if (label.rfind("rank ", 0) == 0) {  // "rank 2/4"
+      AddRanks(label.substr(5, label.find('/') - 5), &ranks);
+    } else if (label.rfind("ranks ", 0) == 0) {  // "ranks 0-1, 3 of 4"
+      std::istringstream list(label.substr(6, label.find(" of ") - 6));
+      for (std::string item; std::getline(list, item, ',');) {
+        AddRanks(item.substr(item.find_first_not_of(' ')), &ranks);
+      }
+    }
+  }
+  return ranks;
+}
+
 }  // namespace disttest::testing

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <functional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,6 +65,11 @@ std::string TestCaseXml(const std::string& xml, const std::string& name);
 
 // A fresh path under the temp directory, "disttest-selftest-<pid>-<n><suffix>".
 std::string TempPath(const std::string& suffix);
+
+// The ranks that the failures containing `what` in `text` (a child's
+// output, or its XML) name in their labels, "[rank 2/4] ..." or grouped,
+// "[ranks 0-1, 3 of 4] ...": whichever way the verdict put them.
+std::set<int> RanksNaming(const std::string& text, const std::string& what);
 
 }  // namespace disttest::testing
 
