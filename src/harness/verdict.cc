@@ -9,6 +9,7 @@
 
 #include "comm/host_arena.h"
 #include "env/text.h"
+#include "harness/stack_tree.h"
 
 namespace disttest::internal {
 namespace {
@@ -57,9 +58,17 @@ std::optional<std::string> LostFailures(const RankReport& r) {
   return std::nullopt;
 }
 
+// Whether the verdict shows this rank's stack in the merged tree of the
+// stuck ranks' stacks (MergedStacks), not with its own failure.
+bool InTree(const RankReport& r, bool merging) {
+  return merging && !r.stack.empty() && !ParseStacks(r.stack).empty();
+}
+
 // `message`, then where the rank was when its stack was taken.
-std::string WithStack(const RankReport& r, std::string message) {
-  if (!r.stack.empty()) {
+std::string WithStack(const RankReport& r, std::string message, bool merging) {
+  if (InTree(r, merging)) {
+    message += "; where it was: in the stacks below";
+  } else if (!r.stack.empty()) {
     // Enough to see where it was; a deep stack is cut, not the verdict.
     constexpr std::size_t kMaxStack = 16 * 1024;
     message += fmt::format("; it was here:\n{}", r.stack.substr(0, kMaxStack));
@@ -70,7 +79,7 @@ std::string WithStack(const RankReport& r, std::string message) {
 
 // How a rank ended when that is itself a failure; nullopt when it ended the
 // way the harness ends a rank that ran its body to the end.
-std::optional<std::string> AbnormalEnd(const RankReport& r) {
+std::optional<std::string> AbnormalEnd(const RankReport& r, bool merging) {
   if (!r.not_started.empty()) {
     return fmt::format("was not started: {}", r.not_started);
   }
@@ -78,14 +87,17 @@ std::optional<std::string> AbnormalEnd(const RankReport& r) {
   // its stack was being taken did not finish in time.
   if (!r.overran.empty() && r.killed_because.empty()) {
     return WithStack(
-        r, fmt::format("did not finish in time: {}; it ended by itself only "
-                       "while disttest took the stacks",
-                       r.overran));
+        r,
+        fmt::format("did not finish in time: {}; it ended by itself only "
+                    "while disttest took the stacks",
+                    r.overran),
+        merging);
   }
   if ((r.killed_after_done || r.parked) && r.done) return LostFailures(r);
   if (!r.killed_because.empty()) {
     return WithStack(
-        r, fmt::format("was killed by disttest: {}", r.killed_because));
+        r, fmt::format("was killed by disttest: {}", r.killed_because),
+        merging);
   }
   if (!r.outcome) return std::string("ended, but how is unknown");
   const RankOutcome& o = *r.outcome;
@@ -109,7 +121,7 @@ struct Item {
   std::optional<std::chrono::steady_clock::time_point> at;
 };
 
-void AddRankResults(const TestSpec& spec, const RankReport& r,
+void AddRankResults(const TestSpec& spec, const RankReport& r, bool merging,
                     std::vector<Item>* out) {
   for (std::size_t i = 0; i < r.results.size(); ++i) {
     const RankMessage& m = r.results[i];
@@ -143,7 +155,7 @@ void AddRankResults(const TestSpec& spec, const RankReport& r,
                     {},
                     r.ended_at});
   }
-  if (auto end = AbnormalEnd(r)) {
+  if (auto end = AbnormalEnd(r, merging)) {
     out->push_back({Finding::Kind::kFatalFailure,
                     spec.file,
                     spec.line,
@@ -356,10 +368,33 @@ bool RankFailed(const RankReport& r) {
 
 std::vector<Finding> Judge(const TestSpec& spec,
                            const std::vector<RankReport>& ranks) {
+  // Two or more stacks: one tree, after the failures; each rank's own stack
+  // stays whole in the XML (a property "rank3.stack").
+  std::vector<std::pair<int, std::string>> stacks;
+  for (const RankReport& r : ranks) {
+    if (InTree(r, true)) stacks.emplace_back(r.rank, r.stack);
+  }
+  const bool merging = stacks.size() >= 2;
   std::vector<Item> items;
-  for (const RankReport& r : ranks) AddRankResults(spec, r, &items);
+  for (const RankReport& r : ranks) AddRankResults(spec, r, merging, &items);
   std::vector<Finding> findings;
   AddFailures(spec, std::move(items), &findings);
+  if (merging) {
+    std::vector<int> stuck;
+    for (const auto& [rank, stack] : stacks) {
+      stuck.push_back(rank);
+      findings.push_back({Finding::Kind::kProperty, spec.file, spec.line,
+                          fmt::format("rank{}.stack", rank), stack});
+    }
+    findings.push_back(
+        {Finding::Kind::kFailure,
+         spec.file,
+         spec.line,
+         fmt::format("{} where they were when disttest took their stacks "
+                     "(every thread's, merged; outermost call first):\n{}",
+                     GroupLabel(spec, stuck), MergeStacks(stacks)),
+         {}});
+  }
   const bool failed = std::any_of(
       findings.begin(), findings.end(),
       [](const Finding& f) { return f.kind != Finding::Kind::kProperty; });

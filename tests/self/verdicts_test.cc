@@ -1230,15 +1230,63 @@ TEST_P(VerdictsTest, RecvFromARankThatReturnedFailsAtOnce) {
   EXPECT_LT(v.run.elapsed, std::chrono::seconds(10));
 }
 
+// Every rank hangs, rank 1 elsewhere: one failure for all of them, then
+// their stacks as one tree that parts at the body's two lines; each rank's
+// own stack in the XML. The report does not grow with the world.
+TEST_P(VerdictsTest, HangOfManyRanksIsOneFailureAndOneTreeOfStacks) {
+  // (128 ranks: the same report; their stacks take about 9 s on 2 cores,
+  // too close to the 15 s the harness gives them for a test run beside
+  // others. The README gives that run.)
+  for (int world : {4, 32}) {
+    SCOPED_TRACE(fmt::format("{} ranks", world));
+    const std::string name = fmt::format("AllHangInTwoPlaces/{}ranks", world);
+    Verdict v = Run("VerdictsShortTimeout." + name);
+    EXPECT_EQ(v.run.exit_code, 1);
+    const std::string all = fmt::format("[ranks 0-{} of {}]", world - 1, world);
+    EXPECT_THAT(v.run.out,
+                HasSubstr(all + " was killed by disttest: the test timed out "
+                                "after 3000 ms; where it was: in the stacks "
+                                "below"));
+    EXPECT_THAT(v.run.out, HasSubstr(all + " where they were when disttest "
+                                           "took their stacks"));
+    const std::string at = "verdicts_test_.cc:";
+    EXPECT_THAT(v.run.out, HasSubstr(fmt::format("  ranks 0, 2-{}:\n    "
+                                                 "RunDistributedBody at ",
+                                                 world - 1)));
+    EXPECT_THAT(v.run.out,
+                HasSubstr(at + std::to_string(LineOf("marker-hang-together"))));
+    EXPECT_THAT(
+        v.run.out,
+        HasSubstr(fmt::format("  rank 1:\n    RunDistributedBody at ")));
+    EXPECT_THAT(v.run.out,
+                HasSubstr(at + std::to_string(LineOf("marker-hang-apart"))));
+    // One line per frame of the tree, not one stack per rank.
+    EXPECT_LT(Count(v.run.out, "\n"), 120) << v.run.out;
+    EXPECT_EQ(Count(v.run.out, "__libc_pause"), 1) << v.run.out;
+    const std::string tc = TestCaseXml(v.xml, name);
+    for (int r : {0, 1, world - 1}) {
+      EXPECT_THAT(tc,
+                  HasSubstr(fmt::format("<property name=\"rank{}.stack\"", r)));
+    }
+    // The timeout, the stacks (at most 15 s), the kill and the verdict.
+    EXPECT_LT(v.run.elapsed, std::chrono::seconds(3 + 15 + 5));
+  }
+}
+
 TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // Every case at once, failures, crashes and hangs included; Run() checks
   // for leftover queues and processes.
   // One GPU: the NCCL test skips on any machine.
-  Verdict v = Run("*-Verdicts.HangsForSignalTests/*", {{"DISTTEST_GPUS", "1"}});
+  // (Not the 32- and 128-rank hangs: their stacks take seconds.)
+  Verdict v =
+      Run("*-Verdicts.HangsForSignalTests/*:VerdictsShortTimeout."
+          "AllHangInTwoPlaces/32ranks:VerdictsShortTimeout.AllHangInTwoPlaces/"
+          "128ranks",
+          {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 50 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("44 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("45 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

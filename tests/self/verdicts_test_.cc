@@ -257,6 +257,17 @@ DIST_TEST_F(Verdicts, CrashAmongManyInABarrier, 4, 256) {
   comm().barrier();
 }
 
+// Every rank hangs, rank 1 somewhere else: their stacks make one tree that
+// parts at the body's line.
+DIST_TEST_F(VerdictsShortTimeout, AllHangInTwoPlaces, 4, 32, 128) {
+  if (rank() == 1) {
+    pause();  // marker-hang-apart
+  } else {
+    std::this_thread::sleep_for(std::chrono::hours(1));  // marker-hang-together
+  }
+  std::fflush(stdout);
+}
+
 DIST_TEST_F(VerdictsShortTimeout, HangsAmongMany, 4, 256) {
   if (rank() == world_size() - 3) pause();  // marker-hang-among-many
   comm().barrier();

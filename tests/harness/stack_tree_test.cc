@@ -1,0 +1,84 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// MergeStacks() on stacks as eu-stack and gdb print them.
+#include "harness/stack_tree.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace disttest::internal {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// eu-stack -s -i: a rank whose one thread is in `leaf` (at `line`), called
+// from the body; addresses differ from rank to rank.
+std::string EuStack(int rank, const std::string& leaf, int line) {
+  const std::string a = "0x0000" + std::to_string(5000 + rank);
+  return "TID " + std::to_string(100 + rank) + ":\n#0  " + a + " " + leaf +
+         "\n    /src/" + leaf + ".cc:" + std::to_string(line) + ":3\n#1  " + a +
+         " RunDistributedBody\n    /src/model_test.cc:42:9\n#2  " + a +
+         " main\n";
+}
+
+TEST(StackTreeTest, ParsesEuStackFramesWithTheirSourceLines) {
+  EXPECT_THAT(ParseStacks(EuStack(3, "wait", 7)),
+              ElementsAre(ElementsAre("wait at /src/wait.cc:7:3",
+                                      "RunDistributedBody at "
+                                      "/src/model_test.cc:42:9",
+                                      "main")));
+}
+
+TEST(StackTreeTest, ParsesGdbFramesWithoutAddressesOrArgumentValues) {
+  const std::string gdb =
+      "Thread 2 (Thread 0x7f12 (LWP 99) \"loop\"):\n"
+      "#0  0x00007f in epoll_wait (epfd=3, events=0x55) at epoll.c:30\n"
+      "#1  0x00007f in start_thread (arg=0x7f) from /lib/libc.so.6\n"
+      "Thread 1 (Thread 0x7f11 (LWP 98) \"t\"):\n"
+      "#0  f (x=1) at a.cc:5\n";
+  EXPECT_THAT(ParseStacks(gdb), ElementsAre(ElementsAre("epoll_wait at "
+                                                        "epoll.c:30",
+                                                        "start_thread"),
+                                            ElementsAre("f at a.cc:5")));
+}
+
+TEST(StackTreeTest, SomethingThatIsNoStackHasNoFrames) {
+  EXPECT_TRUE(ParseStacks("/usr/bin/eu-stack: dwfl_linux_proc_report pid "
+                          "4966: No such process\n")
+                  .empty());
+  EXPECT_EQ(MergeStacks({{0, "no stack"}, {1, ""}}), "");
+}
+
+TEST(StackTreeTest, SharedFramesOnceAndABranchWhereTheRanksPart) {
+  std::vector<std::pair<int, std::string>> stacks;
+  for (int r = 0; r < 128; ++r) {
+    stacks.emplace_back(
+        r, r == 5 ? EuStack(r, "pause", 29) : EuStack(r, "barrier", 450));
+  }
+  EXPECT_EQ(MergeStacks(stacks),
+            "ranks 0-127:\n"
+            "  main\n"
+            "  RunDistributedBody at /src/model_test.cc:42:9\n"
+            "  ranks 0-4, 6-127:\n"
+            "    barrier at /src/barrier.cc:450:3\n"
+            "  rank 5:\n"
+            "    pause at /src/pause.cc:29:3\n");
+}
+
+TEST(StackTreeTest, ALongTreeIsCutSayingSo) {
+  std::vector<std::pair<int, std::string>> stacks;
+  for (int r = 0; r < 50; ++r) {
+    stacks.emplace_back(r, EuStack(r, "f" + std::to_string(r), r));
+  }
+  const std::string tree = MergeStacks(stacks, 10);
+  EXPECT_THAT(tree, HasSubstr("ranks 0-49:\n  main\n"));
+  EXPECT_THAT(tree, HasSubstr("... (93 more lines of the merged stacks cut)"));
+}
+
+}  // namespace
+}  // namespace disttest::internal
