@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "env/text.h"
 
@@ -66,6 +67,30 @@ std::string Ranks(const std::set<int>& ranks) {
   return RanksText(std::vector<int>(ranks.begin(), ranks.end()));
 }
 
+// A frame of the program's start-up, of gtest or of disttest (or of the
+// std::function and std::invoke between them), not of the code under test.
+bool Harness(const std::string& frame) {
+  const std::size_t at = frame.find(" at ");
+  const std::string_view function = std::string_view(frame).substr(0, at);
+  const std::string_view where = at == std::string::npos
+                                     ? std::string_view()
+                                     : std::string_view(frame).substr(at + 4);
+  for (std::string_view prefix :
+       {"_start", "__libc_start", "main", "testing::", "void testing::",
+        "bool testing::", "disttest::internal::", "std::function<"}) {
+    if (function.starts_with(prefix) &&
+        (prefix != "main" || function.size() == 4)) {
+      return true;
+    }
+  }
+  for (std::string_view path :
+       {"/src/glue/", "/src/harness/", "/disttest/internal/", "/gtest/",
+        "/googletest/", "/bits/std_function.h", "/bits/invoke.h"}) {
+    if (where.find(path) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
 class Printer {
  public:
   explicit Printer(std::size_t max_lines) : max_lines_(max_lines) {}
@@ -75,10 +100,27 @@ class Printer {
   void Branch(const Node& node, int depth) {
     Line(depth, Ranks(node.ranks) + ":");
     const Node* n = &node;
+    std::vector<std::string> chain;
     for (;;) {
-      Line(depth + 1, n->frame);
+      chain.push_back(n->frame);
       if (n->children.size() != 1 || n->children[0]->ranks != n->ranks) break;
       n = n->children[0].get();
+    }
+    // The start-up, gtest and disttest frames above the test's own code
+    // say nothing at 2 a.m.: three or more in a row are one line (the XML
+    // keeps every frame).
+    for (std::size_t i = 0; i < chain.size();) {
+      std::size_t j = i;
+      while (j < chain.size() && Harness(chain[j])) ++j;
+      if (j - i >= 3) {
+        Line(depth + 1, fmt::format("... ({} frames of start-up, gtest and "
+                                    "disttest)",
+                                    j - i));
+        i = j;
+      } else {
+        const std::size_t end = std::max(j, i + 1);
+        for (; i < end; ++i) Line(depth + 1, chain[i]);
+      }
     }
     // The threads that end here (a rank's other threads go on elsewhere).
     for (const auto& child : n->children) Branch(*child, depth + 1);

@@ -70,6 +70,29 @@ TEST(StackTreeTest, SharedFramesOnceAndABranchWhereTheRanksPart) {
             "    pause at /src/pause.cc:29:3\n");
 }
 
+TEST(StackTreeTest, StartUpGtestAndDisttestFramesAreOneLine) {
+  const std::string stack =
+      "TID 7:\n"
+      "#0  0x1 user_wait\n    /src/model.cc:9:1\n"
+      "#1  0x1 RunDistributedBody\n    /src/model_test.cc:42:9\n"
+      "#2  0x1 disttest::internal::RunRank(int)\n"
+      "    /x/src/harness/rank_main.cc:40:26\n"
+      "#3  0x1 _M_invoke\n    /usr/include/c++/12/bits/std_function.h:290:30\n"
+      "#4  0x1 testing::Test::Run()\n"
+      "#5  0x1 main\n"
+      "#6  0x1 _start\n";
+  EXPECT_EQ(MergeStacks({{0, stack}, {1, stack}}),
+            "ranks 0-1:\n"
+            "  ... (5 frames of start-up, gtest and disttest)\n"
+            "  RunDistributedBody at /src/model_test.cc:42:9\n"
+            "  user_wait at /src/model.cc:9:1\n");
+  // Two in a row stay.
+  const std::string short_stack =
+      "TID 7:\n#0  0x1 f\n#1  0x1 testing::Test::Run()\n#2  0x1 main\n";
+  EXPECT_EQ(MergeStacks({{0, short_stack}, {1, short_stack}}),
+            "ranks 0-1:\n  main\n  testing::Test::Run()\n  f\n");
+}
+
 TEST(StackTreeTest, ALongTreeIsCutSayingSo) {
   std::vector<std::pair<int, std::string>> stacks;
   for (int r = 0; r < 50; ++r) {
