@@ -393,7 +393,7 @@ void HostArena::Meet(int rank, const CollectiveCall& call, std::uint64_t seq,
   ranks_[rank].entries[parity] = {call, seq};
   // The barrier's release and acquire order the entries (and the data slots)
   // before every peer's reads.
-  Wait(rank, deadline);
+  Wait(rank, deadline, static_cast<int>(parity));
   for (int q = 0; q < world_; ++q) {
     const Header::Entry& theirs = ranks_[q].entries[parity];
     if (theirs.seq != seq || !(theirs.call == call)) Mismatch(seq, parity);
@@ -430,7 +430,34 @@ void HostArena::Mismatch(std::uint64_t seq, unsigned parity) {
                   world_, calls));
 }
 
-void HostArena::Wait(int rank, const Deadline& deadline) {
+std::string HostArena::LastCalls(const std::vector<int>& missing,
+                                 unsigned parity) const {
+  std::vector<std::pair<Header::Entry, std::vector<int>>> groups;
+  for (int q : missing) {
+    const Header::Entry& entry = ranks_[q].entries[parity];
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
+      return g.first.seq == entry.seq && g.first.call == entry.call;
+    });
+    if (same == groups.end()) {
+      groups.push_back({entry, {q}});
+    } else {
+      same->second.push_back(q);
+    }
+  }
+  std::string text;
+  for (const auto& [entry, ranks] : groups) {
+    if (!text.empty()) text += "; ";
+    const std::string who = internal::RanksText(ranks);
+    text += entry.seq == UINT64_MAX
+                ? fmt::format("{} {} entered no collective", who,
+                              ranks.size() == 1 ? "has" : "have")
+                : fmt::format("{}'s last collective was #{} {}", who, entry.seq,
+                              entry.call.str());
+  }
+  return text;
+}
+
+void HostArena::Wait(int rank, const Deadline& deadline, int parity) {
   Header& h = *header_;
   ThrowIfUnusable();
   const std::uint32_t generation = h.generation.load(std::memory_order_acquire);
@@ -465,9 +492,15 @@ void HostArena::Wait(int rank, const Deadline& deadline) {
           missing.push_back(q);
         }
       }
-      return give_up(
-          fmt::format("timed out after {} ms waiting for {} (same-host arena)",
-                      deadline.timeout.count(), internal::RanksText(missing)));
+      // A missing rank has not arrived in this round, so it no longer
+      // writes its entry of the round before: that one is safe to read.
+      const std::string last =
+          parity >= 0
+              ? ": " + LastCalls(missing, static_cast<unsigned>(parity) ^ 1u)
+              : std::string();
+      return give_up(fmt::format(
+          "timed out after {} ms waiting for {} (same-host arena){}",
+          deadline.timeout.count(), internal::RanksText(missing), last));
     }
     // Wake now and then even without a futex wake, to check the deadline
     // and whether a peer has ended.

@@ -62,6 +62,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "disttest/comm/collective_call.h"
 #include "disttest/comm/communicator.h"
@@ -205,8 +206,14 @@ class HostArena {
   // naming each rank's call if they differ.
   void Meet(int rank, const CollectiveCall& call, std::uint64_t seq,
             unsigned parity, const Deadline& deadline);
-  // The barrier alone: waits for every rank (no check).
-  void Wait(int rank, const Deadline& deadline);
+  // The barrier alone: waits for every rank (no check). In a Meet of a
+  // round of `parity`, a timeout also says what each missing rank did last
+  // (its entry of the round before, which it no longer writes).
+  void Wait(int rank, const Deadline& deadline, int parity = -1);
+  // "rank 3's last collective was #16 broadcast(16 x int32, root 0)",
+  // "rank 3 has entered no collective": the `missing` ranks' entries of the
+  // round of `parity`, grouped.
+  std::string LastCalls(const std::vector<int>& missing, unsigned parity) const;
   [[noreturn]] void Mismatch(std::uint64_t seq, unsigned parity);
   // Throws if the arena cannot be used: a collective did not match, or a
   // rank gave up a wait.

@@ -89,11 +89,11 @@ void RankGroup::SpawnAll() {
       SpawnRank(r);
     } catch (const std::exception& e) {
       // The ranks already started are waiting for this one; end them now.
-      Kill(fmt::format("rank {} could not be started", r));
+      Kill(fmt::format("rank {} {}", r, kCouldNotBeStarted));
       ranks_[r].report.not_started = e.what();
       for (int later = r + 1; later < spec_.world_size; ++later) {
         ranks_[later].report.not_started =
-            fmt::format("rank {} could not be started", r);
+            fmt::format("rank {} {}", r, kCouldNotBeStarted);
       }
       return;
     }

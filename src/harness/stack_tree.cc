@@ -29,20 +29,31 @@ std::string Frame(std::string line) {
     line.erase(0, std::min(line.find(' '), line.size()));
     skip_spaces();
   }
-  const bool gdb = line.starts_with("in ");
+  // gdb's frames: "in f (...)" after an address, and the source file or
+  // library on the same line (eu-stack puts the source line below).
+  bool gdb = line.starts_with("in ");
   if (gdb) line.erase(0, 3);
   std::string where;
   if (std::size_t at_file = line.rfind(" at "); at_file != std::string::npos) {
     where = line.substr(at_file + 4);
     line.erase(at_file);
+    gdb = true;
   } else if (std::size_t from = line.rfind(" from ");
              from != std::string::npos) {
     line.erase(from);
+    gdb = true;
   }
-  // gdb prints the arguments' values, which differ from rank to rank.
-  if (gdb || !where.empty()) {
-    if (std::size_t args = line.find(" ("); args != std::string::npos) {
-      line.erase(args);
+  // gdb prints the arguments' values, which differ from rank to rank: the
+  // last balanced "(...)" after a space goes ("f<void ()> (this=0x5)").
+  while (gdb && !line.empty() && line.back() == ' ') line.pop_back();
+  if (gdb && !line.empty() && line.back() == ')') {
+    int depth = 0;
+    for (std::size_t i = line.size(); i-- > 0;) {
+      if (line[i] == ')') ++depth;
+      if (line[i] == '(' && --depth == 0) {
+        if (i > 0 && line[i - 1] == ' ') line.erase(i - 1);
+        break;
+      }
     }
   }
   return where.empty() ? line : line + " at " + where;
@@ -107,29 +118,30 @@ class Printer {
       n = n->children[0].get();
     }
     // The start-up, gtest and disttest frames above the test's own code
-    // say nothing at 2 a.m.: three or more in a row are one line (the XML
-    // keeps every frame).
-    for (std::size_t i = 0; i < chain.size();) {
-      std::size_t j = i;
-      while (j < chain.size() && Harness(chain[j])) ++j;
-      if (j - i >= 3) {
+    // say nothing at 2 a.m.: three or more at the top are one line (the XML
+    // keeps every frame). Below the test's code every frame shows.
+    std::size_t top = 0;
+    if (depth == 0) {
+      while (top < chain.size() && Harness(chain[top])) ++top;
+      if (top >= 3) {
         Line(depth + 1, fmt::format("... ({} frames of start-up, gtest and "
                                     "disttest)",
-                                    j - i));
-        i = j;
+                                    top));
       } else {
-        const std::size_t end = std::max(j, i + 1);
-        for (; i < end; ++i) Line(depth + 1, chain[i]);
+        top = 0;
       }
     }
+    for (std::size_t i = top; i < chain.size(); ++i) Line(depth + 1, chain[i]);
     // The threads that end here (a rank's other threads go on elsewhere).
     for (const auto& child : n->children) Branch(*child, depth + 1);
   }
 
   std::string Take() {
     if (cut_ > 0) {
-      out_ +=
-          fmt::format("... ({} more lines of the merged stacks cut)\n", cut_);
+      out_ += fmt::format(
+          "... ({} more lines of the merged stacks cut; each rank's whole "
+          "stack is in the XML, property rank<r>.disttest_stack)\n",
+          cut_);
     }
     return std::move(out_);
   }
@@ -170,7 +182,9 @@ std::vector<std::vector<std::string>> ParseStacks(const std::string& stack) {
                !threads.back().empty()) {
       // eu-stack's source line of the frame above.
       const std::size_t text = line.find_first_not_of(' ');
-      threads.back().back() += " at " + line.substr(text);
+      if (text != std::string::npos) {
+        threads.back().back() += " at " + line.substr(text);
+      }
     }
   }
   threads.erase(std::remove_if(threads.begin(), threads.end(),

@@ -223,8 +223,7 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline) {
     if (group_.launcher().Stopped(rank.pid) &&
         rank.report.killed_because.empty()) {
       rank.report.killed_because = fmt::format(
-          "{}; it was stopped, not running (SIGSTOP, SIGTSTP or a tracer)",
-          reason);
+          "{}; {} (SIGSTOP, SIGTSTP or a tracer)", reason, kWasStopped);
     }
   }
   if (!pids.empty()) {

@@ -61,7 +61,13 @@ std::optional<std::string> LostFailures(const RankReport& r) {
 // Whether the verdict shows this rank's stack in the merged tree of the
 // stuck ranks' stacks (MergedStacks), not with its own failure.
 bool InTree(const RankReport& r, bool merging) {
-  return merging && !r.stack.empty() && !ParseStacks(r.stack).empty();
+  if (!merging || r.stack.empty() || !r.not_started.empty()) return false;
+  // Only the ranks whose failure shows their stack (AbnormalEnd): not one
+  // that finished while the stacks were taken and is judged by its verdict.
+  const bool overran = !r.overran.empty() && r.killed_because.empty();
+  const bool killed = !r.killed_because.empty() &&
+                      !((r.killed_after_done || r.parked) && r.done);
+  return (overran || killed) && !ParseStacks(r.stack).empty();
 }
 
 // `message`, then where the rank was when its stack was taken.
@@ -198,12 +204,13 @@ void AddFailures(const TestSpec& spec, std::vector<Item> items,
     std::string first_text;  // The first rank's own text.
     std::vector<int> ranks;
     std::optional<std::chrono::steady_clock::time_point> at;  // Earliest.
+    bool follows = false;  // FollowsFromAnother(key).
   };
   std::vector<Group> groups;
   // Root causes first, in the order they came (unknown times last), then
   // what followed from them.
   const auto rank_of = [](const Group& g) {
-    return std::make_pair(FollowsFromAnother(g.key), !g.at.has_value());
+    return std::make_pair(g.follows, !g.at.has_value());
   };
   for (Item& item : items) {
     if (item.kind == Finding::Kind::kProperty) {
@@ -217,13 +224,15 @@ void AddFailures(const TestSpec& spec, std::vector<Item> items,
              g.file == item.file && g.key == key && g.ranks.back() != item.rank;
     });
     if (same == groups.end()) {
+      const bool follows = FollowsFromAnother(key);
       groups.push_back({item.kind,
                         item.file,
                         item.line,
                         std::move(key),
                         std::move(item.text),
                         {item.rank},
-                        item.at});
+                        item.at,
+                        follows});
       continue;
     }
     same->ranks.push_back(item.rank);
@@ -238,10 +247,10 @@ void AddFailures(const TestSpec& spec, std::vector<Item> items,
   // The first is marked when it is known to be first: what came next
   // followed from it, or came later than the parent's poll tick could blur.
   constexpr std::chrono::milliseconds kSameMoment(10);
-  const bool ordered = groups.size() > 1 && groups.front().at.has_value() &&
-                       !FollowsFromAnother(groups.front().key) &&
-                       (FollowsFromAnother(groups[1].key) || !groups[1].at ||
-                        *groups[1].at - *groups.front().at >= kSameMoment);
+  const bool ordered =
+      groups.size() > 1 && groups.front().at && !groups.front().follows &&
+      (groups[1].follows ||
+       (groups[1].at && *groups[1].at - *groups.front().at >= kSameMoment));
   for (std::size_t i = 0; i < groups.size(); ++i) {
     Group& g = groups[i];
     std::sort(g.ranks.begin(), g.ranks.end());
@@ -348,12 +357,18 @@ std::string RankLabel(const TestSpec& spec, int rank) {
 }
 
 bool FollowsFromAnother(std::string_view text) {
-  const std::string killed_after =
-      fmt::format("was killed by disttest: {} ", kStillRunningAfter);
   for (std::string_view mark : {kPeerGaveUp, kPeerEnded, kPeerSawMismatch}) {
     if (text.find(mark) != std::string_view::npos) return true;
   }
-  return text.rfind(killed_after, 0) == 0;
+  // A kill after a peer failed, or because one could not be started; not a
+  // rank found stopped (SIGSTOP, a tracer): that one is likely the cause.
+  const std::string killed_after =
+      fmt::format("was killed by disttest: {} ", kStillRunningAfter);
+  if (text.find(kWasStopped) != std::string_view::npos) return false;
+  return text.rfind(killed_after, 0) == 0 ||
+         (text.find(kCouldNotBeStarted) != std::string_view::npos &&
+          (text.starts_with("was killed by disttest: rank ") ||
+           text.starts_with("was not started: rank ")));
 }
 
 bool RankFailed(const RankReport& r) {
@@ -369,7 +384,7 @@ bool RankFailed(const RankReport& r) {
 std::vector<Finding> Judge(const TestSpec& spec,
                            const std::vector<RankReport>& ranks) {
   // Two or more stacks: one tree, after the failures; each rank's own stack
-  // stays whole in the XML (a property "rank3.stack").
+  // stays whole in the XML (a property "rank3.disttest_stack").
   std::vector<std::pair<int, std::string>> stacks;
   for (const RankReport& r : ranks) {
     if (InTree(r, true)) stacks.emplace_back(r.rank, r.stack);
@@ -381,10 +396,15 @@ std::vector<Finding> Judge(const TestSpec& spec,
   AddFailures(spec, std::move(items), &findings);
   if (merging) {
     std::vector<int> stuck;
+    constexpr std::size_t kMaxStack = 64 * 1024;
     for (const auto& [rank, stack] : stacks) {
       stuck.push_back(rank);
-      findings.push_back({Finding::Kind::kProperty, spec.file, spec.line,
-                          fmt::format("rank{}.stack", rank), stack});
+      findings.push_back(
+          {Finding::Kind::kProperty, spec.file, spec.line,
+           fmt::format("rank{}.disttest_stack", rank),
+           stack.size() <= kMaxStack
+               ? stack
+               : stack.substr(0, kMaxStack) + "\n... (stack cut)"});
     }
     findings.push_back(
         {Finding::Kind::kFailure,

@@ -13,7 +13,7 @@
 // failure unless SkipPolicy::kAllowPartial.
 //
 // At scale: the same failure (kind, file:line and text, the rank's own
-// label taken out) of several ranks is one finding, "[ranks 0-16, 18-255 of
+// label taken out) of several ranks is one finding, "[ranks 0-15, 17-255 of
 // 256] ...". Where the parent knows when each failure came, findings go in
 // that order, except that failures which follow from another rank's (a
 // collective a peer broke, a kill after a peer failed) come last; when there
@@ -109,6 +109,10 @@ bool RankFailed(const RankReport& r);
 // How disttest says it killed a rank after another one failed: "was killed
 // by disttest: still running 2000 ms after rank 3 failed".
 inline constexpr std::string_view kStillRunningAfter = "still running";
+// "rank 5 could not be started": why the ranks started before it were killed.
+inline constexpr std::string_view kCouldNotBeStarted = "could not be started";
+// Added to the reason of a kill of a rank found stopped.
+inline constexpr std::string_view kWasStopped = "it was stopped, not running";
 // Whether a failure's text says that it follows from another rank's: a
 // collective that a peer broke (the host arena's errors), or a kill after a
 // peer's failure. The verdict lists these after the failures they follow.

@@ -199,7 +199,9 @@ TEST_P(ExternalTest, HungRankPrintsItsStacksAndTheRunEnds) {
   EXPECT_EQ(RanksNaming(r.run.out, "the test body threw disttest::CommError: "),
             (std::set<int>{0, 1, 2}))
       << r.all;
-  EXPECT_THAT(r.run.out, HasSubstr("barrier failed: ")) << r.all;
+  EXPECT_EQ(RanksNaming(r.run.out, "barrier failed: "),
+            (std::set<int>{0, 1, 2}))
+      << r.all;
   EXPECT_THAT(r.run.out, HasSubstr("Timed out waiting 2700ms")) << r.all;
   EXPECT_THAT(r.run.out,
               HasSubstr("[rank 3/4] did not report its result: it was still "

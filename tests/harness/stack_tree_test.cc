@@ -39,12 +39,36 @@ TEST(StackTreeTest, ParsesGdbFramesWithoutAddressesOrArgumentValues) {
       "Thread 2 (Thread 0x7f12 (LWP 99) \"loop\"):\n"
       "#0  0x00007f in epoll_wait (epfd=3, events=0x55) at epoll.c:30\n"
       "#1  0x00007f in start_thread (arg=0x7f) from /lib/libc.so.6\n"
+      "#2  0x00007f in std::function<void ()>::operator()() const "
+      "(this=0x7ffd) at std_function.h:591\n"
       "Thread 1 (Thread 0x7f11 (LWP 98) \"t\"):\n"
       "#0  f (x=1) at a.cc:5\n";
-  EXPECT_THAT(ParseStacks(gdb), ElementsAre(ElementsAre("epoll_wait at "
-                                                        "epoll.c:30",
-                                                        "start_thread"),
-                                            ElementsAre("f at a.cc:5")));
+  EXPECT_THAT(
+      ParseStacks(gdb),
+      ElementsAre(ElementsAre("epoll_wait at epoll.c:30", "start_thread",
+                              "std::function<void ()>::operator()() "
+                              "const at std_function.h:591"),
+                  ElementsAre("f at a.cc:5")));
+}
+
+TEST(StackTreeTest, HarnessFramesBelowTheTestsCodeStay) {
+  const std::string stack =
+      "TID 7:\n"
+      "#0  0x1 disttest::internal::Wait()\n    /x/src/harness/a.cc:1:1\n"
+      "#1  0x1 disttest::internal::Wait2()\n    /x/src/harness/a.cc:2:1\n"
+      "#2  0x1 disttest::internal::Wait3()\n    /x/src/harness/a.cc:3:1\n"
+      "#3  0x1 user_body\n    /src/model_test.cc:42:9\n"
+      "#4  0x1 main\n";
+  EXPECT_EQ(MergeStacks({{0, stack}, {1, stack}}),
+            "ranks 0-1:\n"
+            "  main\n"
+            "  user_body at /src/model_test.cc:42:9\n"
+            "  disttest::internal::Wait3() at /x/src/harness/a.cc:3:1\n"
+            "  disttest::internal::Wait2() at /x/src/harness/a.cc:2:1\n"
+            "  disttest::internal::Wait() at /x/src/harness/a.cc:1:1\n");
+  // A line of spaces under a frame is no source line.
+  EXPECT_THAT(ParseStacks("TID 1:\n#0  0x1 f\n      \n"),
+              ElementsAre(ElementsAre("f")));
 }
 
 TEST(StackTreeTest, SomethingThatIsNoStackHasNoFrames) {
@@ -100,7 +124,8 @@ TEST(StackTreeTest, ALongTreeIsCutSayingSo) {
   }
   const std::string tree = MergeStacks(stacks, 10);
   EXPECT_THAT(tree, HasSubstr("ranks 0-49:\n  main\n"));
-  EXPECT_THAT(tree, HasSubstr("... (93 more lines of the merged stacks cut)"));
+  EXPECT_THAT(tree, HasSubstr("... (93 more lines of the merged stacks cut; "
+                              "each rank's whole stack is in the XML"));
 }
 
 }  // namespace

@@ -282,5 +282,62 @@ TEST(JudgeTest, WithoutTimesFailuresKeepTheRanksOrderAndStillGroup) {
   EXPECT_EQ(f[2].message, "[rank 2/3] a");
 }
 
+// A stack the tree can read (eu-stack's format).
+std::string StackAt(const std::string& where) {
+  return "TID 1:\n#0  0x1 " + where + "\n#1  0x1 main\n";
+}
+
+TEST(JudgeTest, TwoOrMoreStacksAreOneTreeOfTheStuckRanksOnly) {
+  RankReport r0 = Ended(0, RankVerdict::kFailed, kExitFailed);
+  r0.done.reset();
+  r0.killed_because = "the test timed out after 300 ms";
+  r0.stack = StackAt("wait");
+  RankReport r2 = r0;
+  r2.rank = 2;
+  r2.stack = StackAt("pause");
+  // Finished while the stacks were taken: judged by its verdict, and not in
+  // the tree (its stack was taken, but it is not stuck).
+  RankReport r1 = Passed(1);
+  r1.killed_after_done = true;
+  r1.stack = StackAt("exit");
+  auto f = Judge(Spec(3), {r0, r1, r2});
+  ASSERT_THAT(f, SizeIs(4));
+  EXPECT_EQ(f[0].message,
+            "[ranks 0, 2 of 3] was killed by disttest: the test timed out "
+            "after 300 ms; where it was: in the stacks below");
+  EXPECT_EQ(f[1].kind, Kind::kProperty);
+  EXPECT_EQ(f[1].message, "rank0.disttest_stack");
+  EXPECT_EQ(f[1].value, r0.stack);
+  EXPECT_EQ(f[2].message, "rank2.disttest_stack");
+  EXPECT_EQ(f[3].kind, Kind::kFailure);
+  EXPECT_EQ(f[3].message,
+            "[ranks 0, 2 of 3] where they were when disttest took their stacks "
+            "(every thread's, merged; outermost call first):\n"
+            "ranks 0, 2:\n  main\n  rank 0:\n    wait\n  rank 2:\n    pause\n");
+  // One stack alone stays with its rank's failure.
+  auto one = Judge(Spec(3), {r0, r1, Passed(2)});
+  ASSERT_THAT(one, SizeIs(1));
+  EXPECT_THAT(one[0].message,
+              HasSubstr("; it was here:\nTID 1:\n#0  0x1 wait"));
+}
+
+TEST(JudgeTest, KillsBecauseARankCouldNotStartFollowItsFailure) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RankReport r0 = Ended(0, RankVerdict::kFailed, kExitFailed);
+  r0.done.reset();
+  r0.killed_because = "rank 1 could not be started";
+  r0.ended_at = t0;
+  RankReport r1;
+  r1.rank = 1;
+  r1.not_started = "fork failed: Resource temporarily unavailable";
+  auto f = Judge(Spec(2), {r0, r1});
+  ASSERT_THAT(f, SizeIs(2));
+  EXPECT_EQ(f[0].message,
+            "[rank 1/2] was not started: fork failed: Resource temporarily "
+            "unavailable");
+  EXPECT_EQ(f[1].message,
+            "[rank 0/2] was killed by disttest: rank 1 could not be started");
+}
+
 }  // namespace
 }  // namespace disttest::internal

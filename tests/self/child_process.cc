@@ -185,6 +185,7 @@ bool AddRanks(const std::string& item, std::set<int>* out) {
     if (used != item.substr(0, dash).size()) return false;
     const int to =
         dash == std::string::npos ? from : std::stoi(item.substr(dash + 1));
+    if (from < 0 || to < from || to > 100000) return false;
     for (int r = from; r <= to; ++r) out->insert(r);
     return true;
   } catch (const std::exception&) {
@@ -207,13 +208,19 @@ std::set<int> RanksNaming(const std::string& text, const std::string& what) {
     if (line.rfind('[', 0) != 0 || line.find(what) == std::string::npos) {
       continue;
     }
-    const std::string label = line.substr(1, line.find(']') - 1);
-    if (label.rfind("rank ", 0) == 0) {  // "rank 2/4"
-      AddRanks(label.substr(5, label.find('/') - 5), &ranks);
-    } else if (label.rfind("ranks ", 0) == 0) {  // "ranks 0-1, 3 of 4"
-      std::istringstream list(label.substr(6, label.find(" of ") - 6));
+    const std::size_t close = line.find(']');
+    if (close == std::string::npos) continue;
+    // A verdict's label, not the relay's "[rank 3] " before a rank's output.
+    const std::string label = line.substr(1, close - 1);
+    const std::size_t slash = label.find('/');
+    const std::size_t of = label.find(" of ");
+    if (label.rfind("rank ", 0) == 0 && slash != std::string::npos) {
+      AddRanks(label.substr(5, slash - 5), &ranks);  // "rank 2/4"
+    } else if (label.rfind("ranks ", 0) == 0 && of != std::string::npos) {
+      std::istringstream list(label.substr(6, of - 6));  // "ranks 0-1, 3 of 4"
       for (std::string item; std::getline(list, item, ',');) {
-        AddRanks(item.substr(item.find_first_not_of(' ')), &ranks);
+        const std::size_t start = item.find_first_not_of(' ');
+        if (start != std::string::npos) AddRanks(item.substr(start), &ranks);
       }
     }
   }

@@ -1230,6 +1230,35 @@ TEST_P(VerdictsTest, RecvFromARankThatReturnedFailsAtOnce) {
   EXPECT_LT(v.run.elapsed, std::chrono::seconds(10));
 }
 
+// A rank that stopped after a collective: its peers' next collective times
+// out naming it and what it did last, and that is the first failure.
+TEST_P(VerdictsTest, TimedOutCollectiveSaysWhatTheMissingRankDidLast) {
+  Verdict v = Run("VerdictsShortTimeout.StopsAfterABroadcast/4ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  const std::string text =
+      "timed out after 2700 ms waiting for rank 2 (same-host arena): rank 2's "
+      "last collective was #1 broadcast(16 x int32, root 0)";
+  // The first to time out say so (the others may see one of them give up
+  // first), and that is the first failure.
+  const std::set<int> timed_out = RanksNaming(v.run.out, text);
+  EXPECT_FALSE(timed_out.empty()) << v.run.out;
+  for (int r : timed_out) EXPECT_NE(r, 2) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("(first failure) the test body threw "
+                                   "disttest::CommError: "))
+      << v.run.out;
+  const std::size_t first = v.run.out.find("(first failure)");
+  ASSERT_NE(first, std::string::npos) << v.run.out;
+  EXPECT_THAT(v.run.out.substr(first, v.run.out.find('\n', first) - first),
+              HasSubstr(text))
+      << v.run.out;
+  EXPECT_EQ(RanksNaming(v.run.out, "the test body threw disttest::CommError: "),
+            (std::set<int>{0, 1, 3}))
+      << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[rank 2/4] was killed by disttest: the test timed out "
+                        "after 3000 ms"));
+}
+
 // Every rank hangs, rank 1 elsewhere: one failure for all of them, then
 // their stacks as one tree that parts at the body's two lines; each rank's
 // own stack in the XML. The report does not grow with the world.
@@ -1265,8 +1294,8 @@ TEST_P(VerdictsTest, HangOfManyRanksIsOneFailureAndOneTreeOfStacks) {
     EXPECT_EQ(Count(v.run.out, "__libc_pause"), 1) << v.run.out;
     const std::string tc = TestCaseXml(v.xml, name);
     for (int r : {0, 1, world - 1}) {
-      EXPECT_THAT(tc,
-                  HasSubstr(fmt::format("<property name=\"rank{}.stack\"", r)));
+      EXPECT_THAT(tc, HasSubstr(fmt::format(
+                          "<property name=\"rank{}.disttest_stack\"", r)));
     }
     // The timeout, the stacks (at most 15 s), the kill and the verdict.
     EXPECT_LT(v.run.elapsed, std::chrono::seconds(3 + 15 + 5));
@@ -1286,7 +1315,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 50 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("45 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("46 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

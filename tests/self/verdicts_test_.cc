@@ -257,6 +257,16 @@ DIST_TEST_F(Verdicts, CrashAmongManyInABarrier, 4, 256) {
   comm().barrier();
 }
 
+// Rank 2 stops after the broadcast; the others' allreduce waits for it and
+// says what it did last.
+DIST_TEST_F(VerdictsShortTimeout, StopsAfterABroadcast, 4) {
+  std::vector<std::int32_t> v(16, rank());
+  comm().broadcast(v.data(), v.size(), 0);
+  if (rank() == 2) pause();  // marker-stops-after-broadcast
+  std::vector<float> x(8, 1.0f);
+  comm().allreduce(x.data(), x.size(), disttest::ReduceOp::kSum);
+}
+
 // Every rank hangs, rank 1 somewhere else: their stacks make one tree that
 // parts at the body's line.
 DIST_TEST_F(VerdictsShortTimeout, AllHangInTwoPlaces, 4, 32, 128) {
