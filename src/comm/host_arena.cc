@@ -17,7 +17,9 @@
 #include <cstring>
 #include <ctime>
 #include <new>
+#include <numeric>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "comm/visit_type.h"
@@ -114,6 +116,27 @@ static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
               "the arena's atomics must work across processes");
 
 namespace {
+
+// The ranks `which`, grouped by their entry (what they called, and as
+// which collective) of the round of `parity`, in order of their first rank.
+template <typename PerRank>
+auto ByEntry(const PerRank* ranks, const std::vector<int>& which,
+             unsigned parity) {
+  using Entry = std::decay_t<decltype(ranks[0].entries[0])>;
+  std::vector<std::pair<Entry, std::vector<int>>> groups;
+  for (int q : which) {
+    const Entry& entry = ranks[q].entries[parity];
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
+      return g.first.seq == entry.seq && g.first.call == entry.call;
+    });
+    if (same == groups.end()) {
+      groups.push_back({entry, {q}});
+    } else {
+      same->second.push_back(q);
+    }
+  }
+  return groups;
+}
 
 // Waits while *word == expected, at most `ns`; shared (not private) futex.
 void FutexWait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
@@ -404,21 +427,10 @@ void HostArena::Mismatch(std::uint64_t seq, unsigned parity) {
   Header& h = *header_;
   std::uint64_t none = 0;
   h.mismatch.compare_exchange_strong(none, seq + 1, std::memory_order_acq_rel);
-  // Ranks grouped by what they called, in order of their first rank.
-  std::vector<std::pair<Header::Entry, std::vector<int>>> groups;
-  for (int q = 0; q < world_; ++q) {
-    const Header::Entry& entry = ranks_[q].entries[parity];
-    auto same = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
-      return g.first.seq == entry.seq && g.first.call == entry.call;
-    });
-    if (same == groups.end()) {
-      groups.push_back({entry, {q}});
-    } else {
-      same->second.push_back(q);
-    }
-  }
+  std::vector<int> all(world_);
+  std::iota(all.begin(), all.end(), 0);
   std::string calls;
-  for (const auto& [entry, ranks] : groups) {
+  for (const auto& [entry, ranks] : ByEntry(ranks_, all, parity)) {
     if (!calls.empty()) calls += "; ";
     calls +=
         fmt::format("{}: {}", internal::RanksText(ranks), entry.call.str());
@@ -432,20 +444,8 @@ void HostArena::Mismatch(std::uint64_t seq, unsigned parity) {
 
 std::string HostArena::LastCalls(const std::vector<int>& missing,
                                  unsigned parity) const {
-  std::vector<std::pair<Header::Entry, std::vector<int>>> groups;
-  for (int q : missing) {
-    const Header::Entry& entry = ranks_[q].entries[parity];
-    auto same = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
-      return g.first.seq == entry.seq && g.first.call == entry.call;
-    });
-    if (same == groups.end()) {
-      groups.push_back({entry, {q}});
-    } else {
-      same->second.push_back(q);
-    }
-  }
   std::string text;
-  for (const auto& [entry, ranks] : groups) {
+  for (const auto& [entry, ranks] : ByEntry(ranks_, missing, parity)) {
     if (!text.empty()) text += "; ";
     const std::string who = internal::RanksText(ranks);
     text += entry.seq == UINT64_MAX
