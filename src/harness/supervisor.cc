@@ -61,7 +61,13 @@ Supervisor::Supervisor(RankGroup& group)
   group_.OnVerdict([this](RankGroup::Rank& rank) { OnVerdict(rank); });
   group_.OnExit([this](RankGroup::Rank& rank) { OnExit(rank); });
   group_.OnFailure([this](RankGroup::Rank& rank, const RankMessage& m) {
-    StreamFirstFailure(rank, m.message);
+    // Where, in one word: the whole path comes with the verdict.
+    const std::size_t slash = m.file.rfind('/');
+    StreamFirstFailure(
+        rank, m.file.empty()
+                  ? m.message
+                  : fmt::format("at {}:{}: {}", m.file.substr(slash + 1),
+                                m.line, m.message));
   });
   start_ = Clock::now();
   heartbeat_ = HeartbeatInterval();
