@@ -58,10 +58,10 @@ std::optional<std::string> LostFailures(const RankReport& r) {
   return std::nullopt;
 }
 
-// Whether the verdict shows this rank's stack in the merged tree of the
-// stuck ranks' stacks (MergedStacks), not with its own failure.
-bool InTree(const RankReport& r, bool merging) {
-  if (!merging || r.stack.empty() || !r.not_started.empty()) return false;
+// Whether this rank's stack can go in the merged tree of the stuck ranks'
+// stacks: it was stuck, and its stack has frames.
+bool Stuck(const RankReport& r) {
+  if (r.stack.empty() || !r.not_started.empty()) return false;
   // Only the ranks whose failure shows their stack (AbnormalEnd): not one
   // that finished while the stacks were taken and is judged by its verdict.
   const bool overran = !r.overran.empty() && r.killed_because.empty();
@@ -71,8 +71,8 @@ bool InTree(const RankReport& r, bool merging) {
 }
 
 // `message`, then where the rank was when its stack was taken.
-std::string WithStack(const RankReport& r, std::string message, bool merging) {
-  if (InTree(r, merging)) {
+std::string WithStack(const RankReport& r, std::string message, bool in_tree) {
+  if (in_tree) {
     message += "; where it was: in the stacks below";
   } else if (!r.stack.empty()) {
     // Enough to see where it was; a deep stack is cut, not the verdict.
@@ -85,7 +85,7 @@ std::string WithStack(const RankReport& r, std::string message, bool merging) {
 
 // How a rank ended when that is itself a failure; nullopt when it ended the
 // way the harness ends a rank that ran its body to the end.
-std::optional<std::string> AbnormalEnd(const RankReport& r, bool merging) {
+std::optional<std::string> AbnormalEnd(const RankReport& r, bool in_tree) {
   if (!r.not_started.empty()) {
     return fmt::format("was not started: {}", r.not_started);
   }
@@ -97,13 +97,13 @@ std::optional<std::string> AbnormalEnd(const RankReport& r, bool merging) {
         fmt::format("did not finish in time: {}; it ended by itself only "
                     "while disttest took the stacks",
                     r.overran),
-        merging);
+        in_tree);
   }
   if ((r.killed_after_done || r.parked) && r.done) return LostFailures(r);
   if (!r.killed_because.empty()) {
     return WithStack(
         r, fmt::format("was killed by disttest: {}", r.killed_because),
-        merging);
+        in_tree);
   }
   if (!r.outcome) return std::string("ended, but how is unknown");
   const RankOutcome& o = *r.outcome;
@@ -127,7 +127,8 @@ struct Item {
   std::optional<std::chrono::steady_clock::time_point> at;
 };
 
-void AddRankResults(const TestSpec& spec, const RankReport& r, bool merging,
+// `in_tree`: the rank's stack is in the merged tree, not in its failure.
+void AddRankResults(const TestSpec& spec, const RankReport& r, bool in_tree,
                     std::vector<Item>* out) {
   for (std::size_t i = 0; i < r.results.size(); ++i) {
     const RankMessage& m = r.results[i];
@@ -161,7 +162,7 @@ void AddRankResults(const TestSpec& spec, const RankReport& r, bool merging,
                     {},
                     r.ended_at});
   }
-  if (auto end = AbnormalEnd(r, merging)) {
+  if (auto end = AbnormalEnd(r, in_tree)) {
     out->push_back({Finding::Kind::kFatalFailure,
                     spec.file,
                     spec.line,
@@ -386,12 +387,16 @@ std::vector<Finding> Judge(const TestSpec& spec,
   // Two or more stacks: one tree, after the failures; each rank's own stack
   // stays whole in the XML (a property "rank3.disttest_stack").
   std::vector<std::pair<int, std::string>> stacks;
-  for (const RankReport& r : ranks) {
-    if (InTree(r, true)) stacks.emplace_back(r.rank, r.stack);
+  std::vector<bool> stuck_at(ranks.size());
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    stuck_at[i] = Stuck(ranks[i]);
+    if (stuck_at[i]) stacks.emplace_back(ranks[i].rank, ranks[i].stack);
   }
   const bool merging = stacks.size() >= 2;
   std::vector<Item> items;
-  for (const RankReport& r : ranks) AddRankResults(spec, r, merging, &items);
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    AddRankResults(spec, ranks[i], merging && stuck_at[i], &items);
+  }
   std::vector<Finding> findings;
   AddFailures(spec, std::move(items), &findings);
   if (merging) {
