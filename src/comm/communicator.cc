@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/ledger.h"
 #include "disttest/comm/collective_call.h"
 
 namespace disttest {
@@ -64,6 +65,96 @@ const char* Name(Backend backend) {
       return "auto";
   }
   return "unknown";
+}
+
+// One operation in the ledger, from its call to its return (completed) or
+// its exception (failed).
+class Communicator::Recorded {
+ public:
+  Recorded(Communicator& comm, bool collective,
+           const internal::Ledger::Call& call, const Where& where)
+      : ledger_(internal::Ledger::Current()) {
+    if (ledger_ == nullptr) return;
+    if (comm.ledger_ != ledger_) {
+      // The first operation, or a ledger installed since: the communicator
+      // gets its id (and a name, when its backend gave it none).
+      if (comm.name_.empty()) {
+        comm.name_ = fmt::format("communicator {}", ledger_->comms() + 1);
+      }
+      comm.ledger_id_ = ledger_->AddCommunicator(comm.name_);
+      comm.ledger_ = ledger_;
+    }
+    // Numbered from 0, as the host arena numbers them: the world's #0 is
+    // disttest's barrier before the body, a test's first collective #1.
+    const std::uint64_t seq =
+        collective ? comm.collectives_++ : comm.transfers_++;
+    index_ = ledger_->Begin(comm.ledger_id_, seq, call, where);
+  }
+  ~Recorded() {
+    if (ledger_ != nullptr) {
+      ledger_->End(index_, completed_ ? internal::LedgerState::kCompleted
+                                      : internal::LedgerState::kFailed);
+    }
+  }
+  Recorded(const Recorded&) = delete;
+  Recorded& operator=(const Recorded&) = delete;
+  void Completed() { completed_ = true; }
+
+ private:
+  internal::Ledger* ledger_;
+  std::uint64_t index_ = 0;
+  bool completed_ = false;
+};
+
+using internal::LedgerOp;
+
+void Communicator::barrier(Where where) {
+  Recorded r(*this, true,
+             {LedgerOp::kBarrier, DataType::kUint8, ReduceOp::kSum, 0, -1, 0},
+             where);
+  DoBarrier();
+  r.Completed();
+}
+
+void Communicator::allreduce(void* data, std::size_t count, DataType type,
+                             ReduceOp op, Where where) {
+  Recorded r(*this, true, {LedgerOp::kAllReduce, type, op, count, -1, 0},
+             where);
+  DoAllReduce(data, count, type, op);
+  r.Completed();
+}
+
+void Communicator::broadcast(void* data, std::size_t count, DataType type,
+                             int root, Where where) {
+  Recorded r(*this, true,
+             {LedgerOp::kBroadcast, type, ReduceOp::kSum, count, root, 0},
+             where);
+  DoBroadcast(data, count, type, root);
+  r.Completed();
+}
+
+void Communicator::allgather(const void* in, void* out, std::size_t count,
+                             DataType type, Where where) {
+  Recorded r(*this, true,
+             {LedgerOp::kAllGather, type, ReduceOp::kSum, count, -1, 0}, where);
+  DoAllGather(in, out, count, type);
+  r.Completed();
+}
+
+void Communicator::send(const void* data, std::size_t count, DataType type,
+                        int peer, std::uint32_t tag, Where where) {
+  Recorded r(*this, false,
+             {LedgerOp::kSend, type, ReduceOp::kSum, count, peer, tag}, where);
+  DoSend(data, count, type, peer, tag);
+  r.Completed();
+}
+
+void Communicator::recv(void* data, std::size_t count, DataType type, int peer,
+                        std::uint32_t tag, Where where) {
+  Recorded r(*this, false,
+             {LedgerOp::kRecv, type, ReduceOp::kSum, count, peer, tag}, where);
+  DoRecv(data, count, type, peer, tag);
+  r.Completed();
 }
 
 std::string CollectiveCall::str() const {

@@ -237,8 +237,10 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
   // Every operation goes through the arena: nothing to connect, and no
   // event-loop thread in the rank.
   if (impl->InArena()) {
-    return std::unique_ptr<GlooCommunicator>(
+    std::unique_ptr<GlooCommunicator> comm(
         new GlooCommunicator(std::move(impl)));
+    comm->SetName(options.name);
+    return comm;
   }
   impl->Guard(
       "cannot connect the gloo mesh",
@@ -261,8 +263,9 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
         impl->ticker.Arm(false);
       },
       /*failed_suffix=*/false);
-  return std::unique_ptr<GlooCommunicator>(
-      new GlooCommunicator(std::move(impl)));
+  std::unique_ptr<GlooCommunicator> comm(new GlooCommunicator(std::move(impl)));
+  comm->SetName(options.name);
+  return comm;
 }
 
 GlooCommunicator::GlooCommunicator(std::unique_ptr<Impl> impl)
@@ -281,7 +284,7 @@ int GlooCommunicator::rank() const { return impl_->rank; }
 bool GlooCommunicator::failed() const { return impl_->failed; }
 int GlooCommunicator::size() const { return impl_->size; }
 
-void GlooCommunicator::barrier() {
+void GlooCommunicator::DoBarrier() {
   impl_->Guard("barrier", [&] {
     if (impl_->arena != nullptr) {
       impl_->arena->Barrier(impl_->rank, impl_->timeout);
@@ -292,8 +295,8 @@ void GlooCommunicator::barrier() {
   });
 }
 
-void GlooCommunicator::allreduce(void* data, std::size_t count, DataType type,
-                                 ReduceOp op) {
+void GlooCommunicator::DoAllReduce(void* data, std::size_t count, DataType type,
+                                   ReduceOp op) {
   // Empty collectives are checked too: an empty one against a full one is
   // a mismatch, not a hang.
   if (count == 0 && impl_->arena == nullptr) return;
@@ -319,8 +322,8 @@ void GlooCommunicator::allreduce(void* data, std::size_t count, DataType type,
   });
 }
 
-void GlooCommunicator::broadcast(void* data, std::size_t count, DataType type,
-                                 int root) {
+void GlooCommunicator::DoBroadcast(void* data, std::size_t count, DataType type,
+                                   int root) {
   if (root < 0 || root >= impl_->size) {
     // Peers that passed a valid root would otherwise wait for this rank:
     // the comparison fails them too, naming every rank's root.
@@ -347,8 +350,8 @@ void GlooCommunicator::broadcast(void* data, std::size_t count, DataType type,
   });
 }
 
-void GlooCommunicator::allgather(const void* in, void* out, std::size_t count,
-                                 DataType type) {
+void GlooCommunicator::DoAllGather(const void* in, void* out, std::size_t count,
+                                   DataType type) {
   if (count == 0 && impl_->arena == nullptr) return;
   impl_->Guard(impl_->Describe("allgather", count, type), [&] {
     std::size_t bytes = count * SizeOf(type);
@@ -367,8 +370,8 @@ void GlooCommunicator::allgather(const void* in, void* out, std::size_t count,
   });
 }
 
-void GlooCommunicator::send(const void* data, std::size_t count, DataType type,
-                            int peer, std::uint32_t tag) {
+void GlooCommunicator::DoSend(const void* data, std::size_t count,
+                              DataType type, int peer, std::uint32_t tag) {
   impl_->CheckPeer("send", peer);
   std::string what =
       fmt::format("{} to rank {} (tag {})",
@@ -388,8 +391,8 @@ void GlooCommunicator::send(const void* data, std::size_t count, DataType type,
   });
 }
 
-void GlooCommunicator::recv(void* data, std::size_t count, DataType type,
-                            int peer, std::uint32_t tag) {
+void GlooCommunicator::DoRecv(void* data, std::size_t count, DataType type,
+                              int peer, std::uint32_t tag) {
   impl_->CheckPeer("recv", peer);
   std::string what =
       fmt::format("{} from rank {} (tag {})",

@@ -97,8 +97,9 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::Create(
   // Owned from the start: a failed Init() leaves nothing behind.
   auto impl = std::make_unique<Impl>(rank, size, options);
   impl->Init(store);
-  return std::unique_ptr<NcclCommunicator>(
-      new NcclCommunicator(std::move(impl)));
+  std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator(std::move(impl)));
+  comm->SetName(options.name);
+  return comm;
 }
 
 void NcclCommunicator::Impl::Init(Store& store) {
@@ -434,25 +435,25 @@ cudaStream_t NcclCommunicator::stream() const { return impl_->stream_; }
 int NcclCommunicator::device() const { return impl_->device_; }
 void NcclCommunicator::Synchronize() { impl_->Synchronize(); }
 void NcclCommunicator::Abort() { impl_->Abort(); }
-void NcclCommunicator::barrier() { impl_->barrier(); }
-void NcclCommunicator::allreduce(void* data, std::size_t count, DataType type,
-                                 ReduceOp op) {
+void NcclCommunicator::DoBarrier() { impl_->barrier(); }
+void NcclCommunicator::DoAllReduce(void* data, std::size_t count, DataType type,
+                                   ReduceOp op) {
   impl_->allreduce(data, count, type, op);
 }
-void NcclCommunicator::broadcast(void* data, std::size_t count, DataType type,
-                                 int root) {
+void NcclCommunicator::DoBroadcast(void* data, std::size_t count, DataType type,
+                                   int root) {
   impl_->broadcast(data, count, type, root);
 }
-void NcclCommunicator::allgather(const void* in, void* out, std::size_t count,
-                                 DataType type) {
+void NcclCommunicator::DoAllGather(const void* in, void* out, std::size_t count,
+                                   DataType type) {
   impl_->allgather(in, out, count, type);
 }
-void NcclCommunicator::send(const void* data, std::size_t count, DataType type,
-                            int peer, std::uint32_t tag) {
+void NcclCommunicator::DoSend(const void* data, std::size_t count,
+                              DataType type, int peer, std::uint32_t tag) {
   impl_->send(data, count, type, peer, tag);
 }
-void NcclCommunicator::recv(void* data, std::size_t count, DataType type,
-                            int peer, std::uint32_t tag) {
+void NcclCommunicator::DoRecv(void* data, std::size_t count, DataType type,
+                              int peer, std::uint32_t tag) {
   impl_->recv(data, count, type, peer, tag);
 }
 

@@ -33,6 +33,8 @@ inline constexpr char kInternalPool[] = "DISTTEST_INTERNAL_POOL";
 // The descriptor of the ranks' host arena (src/comm/host_arena.h),
 // kept open across exec.
 inline constexpr char kInternalArenaFd[] = "DISTTEST_INTERNAL_ARENA_FD";
+// The memfd of the ranks' collective ledgers, kept across exec.
+inline constexpr char kInternalLedgerFd[] = "DISTTEST_INTERNAL_LEDGER_FD";
 // The port of the harness's own store (token-protected): MASTER_PORT is
 // left to the code under test, which may serve its own store there.
 inline constexpr char kInternalStorePort[] = "DISTTEST_INTERNAL_STORE_PORT";

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <typeinfo>
 
+#include "comm/ledger.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
@@ -116,6 +117,7 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
   PrefixStore user_store("test", store);
   if (fixture_ != nullptr) {
     FixtureAccess::Bind(*fixture_, &env, comm, &user_store);
+    EnterPhase(RankPhase::kBody);
     Guarded(fixture_->name() + "::Run()",
             [&] { FixtureAccess::Run(*fixture_); });
     // What was bound lives in this frame; under an external launcher the
@@ -128,6 +130,7 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
       Guarded("building the parallel groups (options().parallel)",
               [&] { Launch(env, *comm, store, options); });
     }
+    EnterPhase(RankPhase::kSetUp);
     if (owned_ != nullptr && !reporter.stops_body()) {
       Guarded("SetUp()", [&] { TestAccess::SetUp(test_); });
     }
@@ -135,8 +138,10 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
       Guarded("SetUpRank()", [&] { TestAccess::SetUpRank(test_); });
     }
     if (!reporter.stops_body()) {
+      EnterPhase(RankPhase::kBody);
       Guarded("the test body", [&] { TestAccess::Body(test_); });
     }
+    EnterPhase(RankPhase::kTearDown);
     Guarded("TearDownRank()", [&] { TestAccess::TearDownRank(test_); });
     if (owned_ != nullptr) {
       Guarded("TearDown()", [&] { TestAccess::TearDown(test_); });

@@ -134,7 +134,11 @@ class ForkLauncher : public Launcher {
     // stdio now writes to a pipe: line buffering shows a hung rank's last
     // words instead of keeping them in a buffer.
     setvbuf(stdout, nullptr, _IOLBF, 0);
-    entry_(request.arena);     // The mapping came with the fork.
+    // The mappings came with the fork.
+    if (request.ledger != nullptr) {
+      Ledger::Install(request.ledger, request.rank.rank);
+    }
+    entry_(request.arena);
     _exit(kExitHarnessError);  // entry_ must not return.
   }
 
@@ -172,6 +176,10 @@ class ExecLauncher : public Launcher {
       extra.emplace_back(env::kInternalArenaFd,
                          std::to_string(ArenaDescriptor(request)));
     }
+    if (LedgerDescriptor(request) >= 0) {
+      extra.emplace_back(env::kInternalLedgerFd,
+                         std::to_string(LedgerDescriptor(request)));
+    }
     env_ = ChildEnvironment(request.rank, extra);
     argv_ = Pointers(args_);
     envp_ = Pointers(env_);
@@ -181,6 +189,9 @@ class ExecLauncher : public Launcher {
     // Only this child's copy of the descriptor loses close-on-exec.
     if (ArenaDescriptor(request) >= 0) {
       fcntl(ArenaDescriptor(request), F_SETFD, 0);
+    }
+    if (LedgerDescriptor(request) >= 0) {
+      fcntl(LedgerDescriptor(request), F_SETFD, 0);
     }
     if (request.results_ready_fd >= 0) {
       fcntl(request.results_ready_fd, F_SETFD, 0);
@@ -195,6 +206,10 @@ class ExecLauncher : public Launcher {
   // The arena's memfd, which the rank keeps across exec; -1: none.
   static int ArenaDescriptor(const SpawnRequest& request) {
     return request.arena != nullptr ? request.arena->fd() : -1;
+  }
+  // The ledgers' memfd, kept the same way; -1: none.
+  static int LedgerDescriptor(const SpawnRequest& request) {
+    return request.ledger != nullptr ? request.ledger->fd() : -1;
   }
 
   std::vector<std::string> args_;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "comm/host_arena.h"
+#include "comm/ledger.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/harness/options.h"
 #include "harness/rank_outcome.h"
@@ -52,6 +53,10 @@ struct SpawnRequest {
   // argument; a re-executed one keeps its descriptor across exec and maps
   // it.
   std::shared_ptr<HostArena> arena;
+  // The ranks' collective ledgers (comm/ledger.h): a forked rank installs
+  // its area of the inherited mapping; a re-executed one keeps the
+  // descriptor across exec and maps it.
+  std::shared_ptr<LedgerMemory> ledger;
   // The write end of the parent's results-ready pipe (-1: none), kept
   // across exec.
   int results_ready_fd = -1;

@@ -192,6 +192,9 @@ void RankGroup::Start() {
   OpenLogs();
   arena_ =
       spec_.options.init_distributed ? MakeArena(spec_.world_size) : nullptr;
+  // Every communicator of a rank records into it, the world's and those a
+  // test makes itself, so it exists whether or not the test connects one.
+  ledger_ = LedgerMemory::Create(spec_.world_size);
   SpawnAll();
   emergency_->Arm(pgid_, queue_names_);
 }
@@ -222,10 +225,24 @@ std::vector<RankReport> RankGroup::End(const std::string& reason) {
   if (emergency_) emergency_->Arm(0, queue_names_);
   FinishOutput();
   DrainChannels();
+  // What the ranks' communicators did, for the verdict of a failed test
+  // (read before CleanUp: the next Start() makes a new ledger).
+  if (std::any_of(ranks_.begin(), ranks_.end(),
+                  [](const Rank& r) { return RankFailed(r.report); })) {
+    ReadLedgers(/*again=*/false);
+  }
   std::vector<RankReport> reports;
   for (Rank& rank : ranks_) reports.push_back(std::move(rank.report));
   CleanUp();
   return reports;
+}
+
+void RankGroup::ReadLedgers(bool again) {
+  if (ledger_ == nullptr) return;
+  for (Rank& rank : ranks_) {
+    if (!again && rank.report.ledger) continue;
+    rank.report.ledger = ledger_->Read(rank.report.rank);
+  }
 }
 
 void RankGroup::FinishOutput() {
@@ -242,6 +259,7 @@ void RankGroup::AppendDescriptors(std::vector<int>* fds) const {
     for (const pollfd& p : server_fds) fds->push_back(p.fd);
   }
   if (arena_ != nullptr && arena_->fd() >= 0) fds->push_back(arena_->fd());
+  if (ledger_ != nullptr && ledger_->fd() >= 0) fds->push_back(ledger_->fd());
   for (int fd : results_ready_) {
     if (fd >= 0) fds->push_back(fd);
   }

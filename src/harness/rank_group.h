@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "comm/host_arena.h"
+#include "comm/ledger.h"
 #include "disttest/rendezvous/tcp_store.h"
 #include "disttest/rendezvous/tcp_store_server.h"
 #include "harness/emergency_cleanup.h"
@@ -84,8 +85,11 @@ class RankGroup {
   // SIGKILL to every rank still running and to the ranks' process group;
   // `reason` is what a rank killed before its verdict is told.
   void Kill(const std::string& reason);
+  // Reads every rank's collective ledger into its report (one that has
+  // one already keeps it, unless `again`).
+  void ReadLedgers(bool again);
   // Kills what runs, reaps, collects the last output and results, cleans
-  // up; returns every rank's report.
+  // up; returns every rank's report (with its ledger when any failed).
   std::vector<RankReport> End(const std::string& reason);
   // Kills, reaps and releases everything; the group can Start() again.
   void CleanUp();
@@ -105,6 +109,8 @@ class RankGroup {
   TcpStoreServer& server() { return *server_; }
   // The ranks' host arena (null: none).
   HostArena* arena() const { return arena_.get(); }
+  // The ranks' collective ledgers (null before Start()).
+  const LedgerMemory* ledger() const { return ledger_.get(); }
   bool started() const { return started_; }
   // True when the store could not accept a connection (no descriptor): a
   // rank waits for one that will not come.
@@ -141,6 +147,7 @@ class RankGroup {
   // The ranks' small collectives (DISTTEST_NO_HOST_ARENA=1 turns it off).
   // A rank that ends breaks every wait in it.
   std::shared_ptr<HostArena> arena_;
+  std::shared_ptr<LedgerMemory> ledger_;
   std::vector<Rank> ranks_;
   pid_t pgid_ = 0;
   std::vector<std::string> queue_names_;

@@ -7,6 +7,7 @@
 #include <exception>
 #include <optional>
 
+#include "comm/ledger.h"
 #include "env/knobs.h"
 
 namespace disttest::internal {
@@ -32,10 +33,13 @@ RankVerdict RunRank(RankProgram& program, const Options& options,
   Communicator* comm = nullptr;
   try {
     const RankEnv env = host.Enter();
+    if (Ledger* ledger = Ledger::Current()) ledger->BeginTest();
     if (options.init_distributed) {
+      EnterPhase(RankPhase::kConnecting);
       comm = host.Connect(env, options, RankTimeout(env, options.timeout));
       // Every rank of the test is connected before any body starts.
       comm->barrier();
+      EnterPhase(RankPhase::kConnected);
     }
     verdict = program.Run(env, comm, host.store(), report);
   } catch (const std::exception& e) {
@@ -43,6 +47,7 @@ RankVerdict RunRank(RankProgram& program, const Options& options,
             fmt::format("disttest could not set up the rank: {}", e.what())});
     verdict = RankVerdict::kFailed;
   }
+  EnterPhase(RankPhase::kFinished);
   return host.Finish(verdict, comm);
 }
 

@@ -138,6 +138,7 @@ void RankGroup::SpawnRank(int r) {
         spec_.visible_devices.at(static_cast<std::size_t>(r)));
   }
   request.arena = arena_;
+  request.ledger = ledger_;
   request.results_ready_fd = results_ready_[1];
   if (results_ready_[0] >= 0) {
     request.close_in_child.push_back(results_ready_[0]);

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "base/sockets.h"
+#include "comm/ledger.h"
 #include "disttest/comm/create.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
@@ -135,6 +136,21 @@ std::shared_ptr<HostArena> AttachInheritedArena(const RankEnv& env) {
   return HostArena::Attach(std::stoi(value), env.world_size);
 }
 
+// A re-executed rank maps the ranks' ledgers the same way and installs its
+// own (a forked one did so before its entry).
+void InstallInheritedLedger(const RankEnv& env) {
+  const char* fd = std::getenv(env::kInternalLedgerFd);
+  if (fd == nullptr) return;
+  std::string value = fd;
+  unsetenv(env::kInternalLedgerFd);
+  if (!IsDigits(value) || value.size() > 9) {
+    throw Error(fmt::format("{}={} is not a descriptor", env::kInternalLedgerFd,
+                            value));
+  }
+  Ledger::Install(LedgerMemory::Attach(std::stoi(value), env.world_size),
+                  env.rank);
+}
+
 // Meets every rank after the body, then makes this rank's own TCP
 // connections (not those it inherited: they are shared with the parent) end
 // with a reset when it exits, so that thousands of tests leave no TIME_WAIT
@@ -211,6 +227,7 @@ class SpawnedRankHost : public RankHost {
   RankEnv Enter() override {
     env_ = RankEnv::FromEnvironment();
     if (arena_ == nullptr) arena_ = AttachInheritedArena(env_);
+    InstallInheritedLedger(env_);
     WaitForDebugger(env_);
     // Connects on first use: a test without a communicator that never
     // touches the store never connects.
@@ -231,6 +248,7 @@ class SpawnedRankHost : public RankHost {
     gloo.hostname = env.master_addr;
     gloo.timeout = timeout;
     gloo.arena = arena_;
+    gloo.name = "world";
     // An NCCL rank uses device 0: the harness lists its own GPU first in
     // CUDA_VISIBLE_DEVICES.
     comm_ = CreateCommunicator(options.backend, *store_, env.rank,

@@ -232,6 +232,9 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline) {
           "{}; {} (SIGSTOP, SIGTSTP or a tracer)", reason, kWasStopped);
     }
   }
+  // Where each rank's communicators are now, before stacks and kills
+  // change anything.
+  if (!pids.empty()) group_.ReadLedgers(/*again=*/true);
   if (!pids.empty()) {
     std::printf("[ disttest ] %s: %s; taking the stacks of %zu rank%s\n",
                 group_.Subject().c_str(), reason.c_str(), pids.size(),
@@ -246,9 +249,32 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline) {
     // stuck, and is not killed.
     group_.DrainChannels();
     group_.ObserveExits();
+    PrintParagraph(stuck, reason);
   }
   group_.Kill(reason);
   grace_deadline_.reset();
+}
+
+void Supervisor::PrintParagraph(const std::vector<RankGroup::Rank*>& stuck,
+                                const std::string& reason) {
+  // As the verdict will say it, with the stuck ranks as they were found.
+  std::vector<RankReport> reports;
+  for (RankGroup::Rank& rank : group_.ranks()) {
+    RankReport r;
+    r.rank = rank.report.rank;
+    r.ledger = rank.report.ledger;
+    r.stack = rank.report.stack;
+    r.outcome = rank.report.outcome;
+    if (std::find(stuck.begin(), stuck.end(), &rank) != stuck.end()) {
+      r.overran = reason;
+      r.outcome.reset();
+    }
+    reports.push_back(std::move(r));
+  }
+  const std::string text = CollectiveParagraph(group_.spec(), reports);
+  if (text.empty()) return;
+  std::printf("[ disttest ] %s: %s\n", group_.Subject().c_str(), text.c_str());
+  std::fflush(stdout);
 }
 
 std::vector<RankReport> RunTest(const TestSpec& spec,

@@ -68,6 +68,10 @@ class Supervisor {
   // test's `deadline` the ranks still running have overrun it, whatever
   // they do while the stacks are taken.
   void KillStuck(const std::string& reason, bool deadline);
+  // Prints which collective the `stuck` ranks are in, and who is not
+  // (collective_report.h), before they are killed.
+  void PrintParagraph(const std::vector<RankGroup::Rank*>& stuck,
+                      const std::string& reason);
 
   RankGroup& group_;
   const bool parks_;  // The group's ranks wait for a next test.

@@ -9,6 +9,7 @@
 
 #include "comm/host_arena.h"
 #include "env/text.h"
+#include "harness/collective_report.h"
 #include "harness/stack_tree.h"
 
 namespace disttest::internal {
@@ -382,6 +383,64 @@ bool RankFailed(const RankReport& r) {
                    RankMessage::Kind::kNonFatalFailure);
 }
 
+// Where `stack` says the rank is in the test's own file: the innermost
+// frame there of the first thread that has one ("model_test.cc:88").
+std::string NowAt(const std::string& stack, const std::string& test_file) {
+  const std::string file = test_file.substr(test_file.rfind('/') + 1);
+  if (file.empty()) return "";
+  for (const std::vector<std::string>& thread : ParseStacks(stack)) {
+    for (const std::string& frame : thread) {
+      const std::size_t at = frame.rfind(" at ");
+      if (at == std::string::npos) continue;
+      std::string where = frame.substr(at + 4);
+      where = where.substr(where.rfind('/') + 1);
+      if (!where.starts_with(file + ":")) continue;
+      // eu-stack gives file:line:column; the line is enough.
+      const std::size_t column = where.find(':', file.size() + 1);
+      return column == std::string::npos ? where : where.substr(0, column);
+    }
+  }
+  return "";
+}
+
+// Whether the harness found `r` still running at the deadline or after a
+// peer's failure (and killed it, or would have).
+bool FoundStuck(const RankReport& r) {
+  return !r.overran.empty() ||
+         r.killed_because.find(kStillRunningAfter) != std::string::npos;
+}
+
+std::string CollectiveParagraph(const TestSpec& spec,
+                                const std::vector<RankReport>& ranks) {
+  std::vector<RankState> states;
+  bool stuck = false;
+  for (const RankReport& r : ranks) {
+    RankState s;
+    s.rank = r.rank;
+    s.ledger = r.ledger;
+    stuck = stuck || FoundStuck(r);
+    // Read before the kill: a rank that disttest killed was running then.
+    if (r.killed_because.empty() && r.outcome) {
+      const bool exited = r.outcome->exited();
+      const int code = exited ? r.outcome->exit_code() : -1;
+      s.ended = code == kExitPassed    ? "passed"
+                : code == kExitFailed  ? "failed"
+                : code == kExitSkipped ? "skipped"
+                                       : r.outcome->str();
+    }
+    if (!r.stack.empty()) {
+      s.now_at = NowAt(r.stack, spec.file);
+      s.stack = true;
+    }
+    states.push_back(std::move(s));
+  }
+  std::string text = CollectiveReport(states);
+  // Ranks that did not hang, and collectives that all completed: nothing to
+  // explain.
+  if (!stuck && text.starts_with("no collective is incomplete")) return "";
+  return text;
+}
+
 std::vector<Finding> Judge(const TestSpec& spec,
                            const std::vector<RankReport>& ranks) {
   // Two or more stacks: one tree, after the failures; each rank's own stack
@@ -423,6 +482,17 @@ std::vector<Finding> Judge(const TestSpec& spec,
   const bool failed = std::any_of(
       findings.begin(), findings.end(),
       [](const Finding& f) { return f.kind != Finding::Kind::kProperty; });
+  if (failed) {
+    // The paragraph first: which collective, who is in it, who is not.
+    std::string paragraph = CollectiveParagraph(spec, ranks);
+    if (!paragraph.empty()) {
+      findings.insert(findings.begin(), {Finding::Kind::kFailure,
+                                         spec.file,
+                                         spec.line,
+                                         std::move(paragraph),
+                                         {}});
+    }
+  }
   std::vector<Finding> skips;
   JudgeSkips(spec, ranks, &skips);
   for (Finding& f : skips) {

@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/ledger.h"
 #include "disttest/harness/options.h"
 #include "harness/rank_outcome.h"
 #include "harness/rank_verdict.h"
@@ -88,6 +89,9 @@ struct RankReport {
   // order they happened: the first is printed first, marked as such.
   std::vector<std::chrono::steady_clock::time_point> received;
   std::optional<std::chrono::steady_clock::time_point> ended_at;
+  // Its collective ledger, read when the harness found the test stuck
+  // (before any kill) or, for a test that failed otherwise, at its end.
+  std::optional<RankLedgerView> ledger;
 };
 
 struct Finding {
@@ -117,6 +121,13 @@ inline constexpr std::string_view kWasStopped = "it was stopped, not running";
 // collective that a peer broke (the host arena's errors), or a kill after a
 // peer's failure. The verdict lists these after the failures they follow.
 bool FollowsFromAnother(std::string_view text);
+
+// When ranks were stuck, or a collective did not complete on every rank:
+// the paragraph that says which (collective_report.h), from the ranks'
+// ledgers and stacks; "" otherwise. The verdict of a failed test starts
+// with it.
+std::string CollectiveParagraph(const TestSpec& spec,
+                                const std::vector<RankReport>& ranks);
 
 std::vector<Finding> Judge(const TestSpec& spec,
                            const std::vector<RankReport>& ranks);

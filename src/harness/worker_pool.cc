@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/ledger.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
@@ -59,7 +60,12 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
             fmt::format("this binary has no distributed test {}", *test));
       }
       PrefixStore own(PoolKey(n), store);
+      if (Ledger* ledger = Ledger::Current()) {
+        ledger->BeginTest();
+        ledger->Enter(RankPhase::kConnected);  // Since an earlier test.
+      }
       verdict = next->Run(env, comm, own, report);
+      EnterPhase(RankPhase::kFinished);
     } catch (const std::exception& e) {
       report({RankMessage::Kind::kFatalFailure, first.file(), first.line(),
               fmt::format("a pooled rank could not start {}: {}", *test,

@@ -44,8 +44,9 @@ enum : std::uint32_t {
   kStderr = 2,
   kArena = 4,
   kResultsReady = 8,
+  kLedger = 16,
 };
-constexpr int kMaxDescriptors = 4;
+constexpr int kMaxDescriptors = 5;
 
 // A message's fixed part; then, each ending in NUL: the working directory,
 // the --gtest_filter argument and the environment's "NAME=value" strings.
@@ -86,7 +87,7 @@ struct Message {
   Header header{};
   std::vector<char> bytes;
   std::vector<const char*> strings;  // cwd, filter, environment.
-  int fds[kMaxDescriptors] = {-1, -1, -1, -1};
+  int fds[kMaxDescriptors] = {-1, -1, -1, -1, -1};
   int nfds = 0;
   // The descriptor that came for `bit`, or -1.
   int Fd(std::uint32_t bit) const {
@@ -189,9 +190,12 @@ void TakeTheRank(const Message& m, pid_t parent, int go, int argc,
   // The descriptors a rank keeps across exec, at the numbers they came at
   // (its environment names them).
   const int arena = m.Fd(kArena), ready = m.Fd(kResultsReady);
+  const int ledger = m.Fd(kLedger);
   if (arena >= 0) fcntl(arena, F_SETFD, 0);
   if (ready >= 0) fcntl(ready, F_SETFD, 0);
+  if (ledger >= 0) fcntl(ledger, F_SETFD, 0);
   const std::string arena_var = std::string(env::kInternalArenaFd) + "=";
+  const std::string ledger_var = std::string(env::kInternalLedgerFd) + "=";
   const std::string ready_var = std::string(env::kInternalResultsReadyFd) + "=";
   // The filter argument and the environment, in one block that stays
   // reachable from a global, as an exec'd process's live on its stack:
@@ -206,6 +210,8 @@ void TakeTheRank(const Message& m, pid_t parent, int go, int argc,
       all += arena_var + std::to_string(arena);
     } else if (var.starts_with(ready_var)) {
       all += ready_var + std::to_string(ready);
+    } else if (var.starts_with(ledger_var)) {
+      all += ledger_var + std::to_string(ledger);
     } else {
       all += var;
     }
@@ -475,6 +481,7 @@ pid_t Zygote::Spawn(const SpawnRequest& request,
   add(kStderr, request.stderr_fd);
   add(kArena, request.arena != nullptr ? request.arena->fd() : -1);
   add(kResultsReady, request.results_ready_fd);
+  add(kLedger, request.ledger != nullptr ? request.ledger->fd() : -1);
   std::string message(reinterpret_cast<const char*>(&header), sizeof header);
   for (const std::string& s : {cwd, args[filter]}) message.append(s) += '\0';
   for (const std::string& s : env) message.append(s) += '\0';

@@ -25,8 +25,8 @@
 //     initialisers) serves that socket until it closes;
 //   - Spawn() sends one message: the process group to join, the working
 //     directory, the --gtest_filter argument and the whole environment, with
-//     the output pipes, the arena's memfd and the results-ready pipe as
-//     SCM_RIGHTS;
+//     the output pipes, the arena's and the ledgers' memfds and the
+//     results-ready pipe as SCM_RIGHTS;
 //   - the zygote forks twice; the middle process puts the rank into the
 //     ranks' process group, sends its pid and exits, so that the rank is
 //     reparented to the parent, which is a subreaper while a test runs: it

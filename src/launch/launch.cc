@@ -209,6 +209,7 @@ Context LaunchOnStore(const LaunchRequest& request, Store& store,
           ? DeviceOf(*global)
           : LaunchedDevice(request.backend, request.local_rank, request.rank);
   if (global == nullptr) {
+    gloo.name = "world";
     state->own_global = CreateCommunicator(
         request.backend, prefixed(ParallelMode::kGlobal, 0), request.rank,
         request.world_size, gloo, std::max(device, 0));
@@ -223,6 +224,7 @@ Context LaunchOnStore(const LaunchRequest& request, Store& store,
   for (ParallelMode mode : kAllParallelModes) {
     if (mode == ParallelMode::kGlobal) continue;
     const int index = layout.group_index(mode, request.rank);
+    gloo.name = fmt::format("{} group {}", Name(mode), index);
     state->groups[mode] =
         CreateCommunicator(groups_backend, prefixed(mode, index),
                            layout.rank_in(mode, request.rank),

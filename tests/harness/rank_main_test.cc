@@ -26,16 +26,19 @@ class RecordingCommunicator : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 2; }
   const char* backend_name() const override { return "fake"; }
-  void barrier() override {
+  bool fail_barrier = false;
+
+ protected:
+  void DoBarrier() override {
     log_->push_back("barrier");
     if (fail_barrier) throw CommError("[rank 0/2] barrier failed: peer gone");
   }
-  void allreduce(void*, std::size_t, DataType, ReduceOp) override {}
-  void broadcast(void*, std::size_t, DataType, int) override {}
-  void allgather(const void*, void*, std::size_t, DataType) override {}
-  void send(const void*, std::size_t, DataType, int, std::uint32_t) override {}
-  void recv(void*, std::size_t, DataType, int, std::uint32_t) override {}
-  bool fail_barrier = false;
+  void DoAllReduce(void*, std::size_t, DataType, ReduceOp) override {}
+  void DoBroadcast(void*, std::size_t, DataType, int) override {}
+  void DoAllGather(const void*, void*, std::size_t, DataType) override {}
+  void DoSend(const void*, std::size_t, DataType, int, std::uint32_t) override {
+  }
+  void DoRecv(void*, std::size_t, DataType, int, std::uint32_t) override {}
 
  private:
   std::vector<std::string>* log_;

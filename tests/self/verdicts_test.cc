@@ -187,6 +187,12 @@ TEST_P(VerdictsTest, RanksThatDisagreeAboutACollectiveAllFail) {
           << tc;
       EXPECT_THAT(tc, HasSubstr("the test body threw disttest::CommError: "))
           << c.test;
+      // The ledger says the same, with where each rank called it.
+      EXPECT_THAT(tc, HasSubstr("collective #1 on the world communicator does "
+                                "not match across the ranks:\n"))
+          << c.test << "\n"
+          << tc;
+      EXPECT_THAT(tc, HasSubstr(") at verdicts_test_.cc:")) << c.test;
     }
     // A caught mismatch leaves the communicator failing, naming it.
     std::string caught =
@@ -1257,6 +1263,77 @@ TEST_P(VerdictsTest, TimedOutCollectiveSaysWhatTheMissingRankDidLast) {
   EXPECT_THAT(v.run.out,
               HasSubstr("[rank 2/4] was killed by disttest: the test timed out "
                         "after 3000 ms"));
+  // The verdict starts with the ledger's paragraph: which collective, who
+  // is in it (and where they called it), who is not and where it is.
+  const std::string at = "verdicts_test_.cc:";
+  const std::string paragraph = fmt::format(
+      "verdicts_test_.cc:{}: Failure\n"
+      "collective #2 on the world communicator never completed:\n"
+      "  ranks 0-1, 3 (3 ranks) failed in allreduce(8 x float32, sum) at {}{} "
+      "after 2.",
+      LineOf("marker-stops-after-broadcast") - 3, at,
+      LineOf("marker-stops-after-broadcast") + 2);
+  EXPECT_THAT(v.run.out, HasSubstr(paragraph)) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(fmt::format(
+                  "  rank 2 is not in it: its last collective, #1 broadcast(16 "
+                  "x int32, root 0) at {}{}, completed 3.",
+                  at, LineOf("marker-stops-after-broadcast") - 1)));
+  EXPECT_THAT(v.run.out, HasSubstr(fmt::format(
+                             "s ago; it is now at {}{} (stack below)", at,
+                             LineOf("marker-stops-after-broadcast"))));
+  EXPECT_LT(v.run.out.find(paragraph), first) << v.run.out;
+  // Streamed before the kill, as the verdict says it.
+  EXPECT_THAT(
+      v.run.out,
+      HasSubstr("[ disttest ] VerdictsShortTimeout.StopsAfterABroadcast/"
+                "4ranks: collective #2 on the world communicator never "
+                "completed:\n"));
+}
+
+// A rank that never comes to the test's first collective: the others'
+// call, and where the missing one is instead.
+TEST_P(VerdictsTest, HangReportNamesTheRankThatNeverCame) {
+  Verdict v = Run("VerdictsShortTimeout.OneRankNeverComes/4ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out,
+              HasSubstr(fmt::format(
+                  "collective #1 on the world communicator never completed:\n"
+                  "  ranks 0-1, 3 (3 ranks) failed in allreduce(8 x float32, "
+                  "sum) at verdicts_test_.cc:{} after 2.",
+                  LineOf("marker-waits-for-2"))))
+      << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(fmt::format(
+                  "  rank 2 is not in it: its last collective, #0 barrier() "
+                  "(disttest's, before the body), completed 3.")));
+  EXPECT_THAT(v.run.out,
+              HasSubstr(fmt::format(
+                  "s ago; it is now at verdicts_test_.cc:{} (stack below)",
+                  LineOf("marker-never-comes"))));
+  // The collectives' deadline (0.9 of the 3 s timeout), the stack, the
+  // verdict.
+  EXPECT_LT(v.run.elapsed, std::chrono::seconds(3 + 15));
+}
+
+// A rank that returned from its body while the others called one more
+// collective: they fail at once, and the paragraph says it had left.
+TEST_P(VerdictsTest, HangReportNamesTheRankThatLeftItsBody) {
+  Verdict v = Run("VerdictsShortTimeout.OneRankLeavesWhileOthersWait/4ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out,
+              HasSubstr(fmt::format(
+                  "collective #1 on the world communicator never completed:\n"
+                  "  ranks 0-1, 3 (3 ranks) failed in allreduce(8 x float32, "
+                  "sum) at verdicts_test_.cc:{} after ",
+                  LineOf("marker-left-behind"))))
+      << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("  rank 2 is not in it: its last collective, #0 "
+                        "barrier() (disttest's, before the body), completed "));
+  EXPECT_THAT(v.run.out, HasSubstr(" ago; it ended: passed\n"));
+  // At once, not at a deadline.
+  EXPECT_LT(v.run.elapsed, std::chrono::seconds(2));
 }
 
 // Every rank hangs, rank 1 elsewhere: one failure for all of them, then
@@ -1289,6 +1366,15 @@ TEST_P(VerdictsTest, HangOfManyRanksIsOneFailureAndOneTreeOfStacks) {
         HasSubstr(fmt::format("  rank 1:\n    RunDistributedBody at ")));
     EXPECT_THAT(v.run.out,
                 HasSubstr(at + std::to_string(LineOf("marker-hang-apart"))));
+    // No collective hangs: the paragraph says so, and where each rank is.
+    EXPECT_THAT(v.run.out,
+                HasSubstr(fmt::format(
+                    "no collective is incomplete on any communicator; where "
+                    "the ranks are:\n  ranks 0, 2-{} ({} ranks) are past "
+                    "collective #0 barrier() (disttest's, before the body); "
+                    "they are now at {}{} (stack below)\n  rank 1 is past",
+                    world - 1, world - 1, at, LineOf("marker-hang-together"))))
+        << v.run.out;
     // One line per frame of the tree, not one stack per rank.
     EXPECT_LT(Count(v.run.out, "\n"), 120) << v.run.out;
     EXPECT_EQ(Count(v.run.out, "__libc_pause"), 1) << v.run.out;
@@ -1315,7 +1401,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 50 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("46 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("48 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -267,6 +267,23 @@ DIST_TEST_F(VerdictsShortTimeout, StopsAfterABroadcast, 4) {
   comm().allreduce(x.data(), x.size(), disttest::ReduceOp::kSum);
 }
 
+// Rank 2 never comes to the test's first collective; the others wait in it.
+DIST_TEST_F(VerdictsShortTimeout, OneRankNeverComes, 4) {
+  if (rank() == 2) pause();  // marker-never-comes
+  std::vector<float> x(8, 1.0f);
+  const auto sum = disttest::ReduceOp::kSum;
+  comm().allreduce(x.data(), x.size(), sum);  // marker-waits-for-2
+}
+
+// Rank 2 returns from its body while the others wait for it in a
+// collective.
+DIST_TEST_F(VerdictsShortTimeout, OneRankLeavesWhileOthersWait, 4) {
+  if (rank() == 2) return;
+  std::vector<float> x(8, 1.0f);
+  const auto sum = disttest::ReduceOp::kSum;
+  comm().allreduce(x.data(), x.size(), sum);  // marker-left-behind
+}
+
 // Every rank hangs, rank 1 somewhere else: their stacks make one tree that
 // parts at the body's line.
 DIST_TEST_F(VerdictsShortTimeout, AllHangInTwoPlaces, 4, 32, 128) {

@@ -22,6 +22,9 @@ class HostArena;
 struct CommOptions {
   // Key prefix in the store for this communicator's rendezvous.
   std::string prefix;
+  // What the harness's reports call it ("world", "tensor group 0"); empty:
+  // "communicator <k>", the k-th this process made.
+  std::string name;
   // Bounds connecting and every operation.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
   // The harness's ranks on one host share an arena: before each collective

@@ -13,6 +13,13 @@
 // operation and the cause: "[rank 1/4] allreduce of 8 float32 failed: ...".
 // A Communicator is not safe for concurrent use from several threads.
 //
+// Each operation takes the caller's std::source_location as a defaulted last
+// argument (callers never pass it). In a harness rank every operation is
+// recorded, with that file:line, in the rank's collective ledger: at a hang
+// the verdict says which collective each rank is in and who called it. A
+// backend implements the protected Do*() methods; the public ones record
+// around them.
+//
 // Backends live behind this one front: Gloo (CPU, TCP), always built, and
 // NCCL (GPUs; nccl_communicator.h), built when CUDA and NCCL are found.
 #ifndef DISTTEST_COMM_COMMUNICATOR_H_
@@ -20,8 +27,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <source_location>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace disttest {
 
@@ -65,8 +74,17 @@ constexpr DataType DataTypeOf() {
 }
 }  // namespace internal
 
+namespace internal {
+class Ledger;
+}  // namespace internal
+
 class Communicator {
  public:
+  // Where an operation was called from: every operation takes it as a
+  // defaulted last argument, for the harness's collective ledger, which
+  // says at a hang which rank is in which collective and who called it.
+  using Where = std::source_location;
+
   virtual ~Communicator() = default;
 
   virtual int rank() const = 0;
@@ -81,49 +99,84 @@ class Communicator {
   // event loop sleeps). The next operation wakes it. The default does
   // nothing.
   virtual void Park() {}
+  // What the harness's reports call this communicator: CommOptions::name,
+  // or "communicator <k>" (the k-th this process made).
+  const std::string& name() const { return name_; }
 
   // Blocks until every rank has called barrier().
-  virtual void barrier() = 0;
+  void barrier(Where where = Where::current());
 
   // In place: data[i] = op over every rank's data[i].
-  virtual void allreduce(void* data, std::size_t count, DataType type,
-                         ReduceOp op) = 0;
+  void allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
+                 Where where = Where::current());
   // In place: every rank receives root's `count` elements.
-  virtual void broadcast(void* data, std::size_t count, DataType type,
-                         int root) = 0;
+  void broadcast(void* data, std::size_t count, DataType type, int root,
+                 Where where = Where::current());
   // out holds size() * count elements: rank r's input at offset r * count.
-  virtual void allgather(const void* in, void* out, std::size_t count,
-                         DataType type) = 0;
+  void allgather(const void* in, void* out, std::size_t count, DataType type,
+                 Where where = Where::current());
   // Blocking point-to-point transfer; pairs with the peer's recv/send of the
   // same tag and count. send() returns once the peer has received the data
   // (like MPI_Ssend, it is not buffered): order sends and receives so that
   // two ranks never both wait to send to each other.
-  virtual void send(const void* data, std::size_t count, DataType type,
-                    int peer, std::uint32_t tag = 0) = 0;
-  virtual void recv(void* data, std::size_t count, DataType type, int peer,
-                    std::uint32_t tag = 0) = 0;
+  void send(const void* data, std::size_t count, DataType type, int peer,
+            std::uint32_t tag = 0, Where where = Where::current());
+  void recv(void* data, std::size_t count, DataType type, int peer,
+            std::uint32_t tag = 0, Where where = Where::current());
 
   // Typed conveniences.
   template <typename T>
-  void allreduce(T* data, std::size_t count, ReduceOp op) {
-    allreduce(data, count, internal::DataTypeOf<T>(), op);
+  void allreduce(T* data, std::size_t count, ReduceOp op,
+                 Where where = Where::current()) {
+    allreduce(data, count, internal::DataTypeOf<T>(), op, where);
   }
   template <typename T>
-  void broadcast(T* data, std::size_t count, int root) {
-    broadcast(data, count, internal::DataTypeOf<T>(), root);
+  void broadcast(T* data, std::size_t count, int root,
+                 Where where = Where::current()) {
+    broadcast(data, count, internal::DataTypeOf<T>(), root, where);
   }
   template <typename T>
-  void allgather(const T* in, T* out, std::size_t count) {
-    allgather(in, out, count, internal::DataTypeOf<T>());
+  void allgather(const T* in, T* out, std::size_t count,
+                 Where where = Where::current()) {
+    allgather(in, out, count, internal::DataTypeOf<T>(), where);
   }
   template <typename T>
-  void send(const T* data, std::size_t count, int peer, std::uint32_t tag = 0) {
-    send(data, count, internal::DataTypeOf<T>(), peer, tag);
+  void send(const T* data, std::size_t count, int peer, std::uint32_t tag = 0,
+            Where where = Where::current()) {
+    send(data, count, internal::DataTypeOf<T>(), peer, tag, where);
   }
   template <typename T>
-  void recv(T* data, std::size_t count, int peer, std::uint32_t tag = 0) {
-    recv(data, count, internal::DataTypeOf<T>(), peer, tag);
+  void recv(T* data, std::size_t count, int peer, std::uint32_t tag = 0,
+            Where where = Where::current()) {
+    recv(data, count, internal::DataTypeOf<T>(), peer, tag, where);
   }
+
+ protected:
+  // A backend implements the operations; the public methods above record
+  // each in the ledger around these.
+  virtual void DoBarrier() = 0;
+  virtual void DoAllReduce(void* data, std::size_t count, DataType type,
+                           ReduceOp op) = 0;
+  virtual void DoBroadcast(void* data, std::size_t count, DataType type,
+                           int root) = 0;
+  virtual void DoAllGather(const void* in, void* out, std::size_t count,
+                           DataType type) = 0;
+  virtual void DoSend(const void* data, std::size_t count, DataType type,
+                      int peer, std::uint32_t tag) = 0;
+  virtual void DoRecv(void* data, std::size_t count, DataType type, int peer,
+                      std::uint32_t tag) = 0;
+  // A backend's Create() names what it made (CommOptions::name).
+  void SetName(std::string name) { name_ = std::move(name); }
+
+ private:
+  class Recorded;  // communicator.cc
+  // The ledger this communicator records into, and its id there; found on
+  // the first operation (the harness installs the ledger before).
+  internal::Ledger* ledger_ = nullptr;
+  std::uint32_t ledger_id_ = 0;
+  std::uint64_t collectives_ = 0;  // Operations so far, for their numbers.
+  std::uint64_t transfers_ = 0;
+  std::string name_;
 };
 
 }  // namespace disttest

@@ -50,23 +50,6 @@ class GlooCommunicator : public Communicator {
   bool failed() const override;
   void Park() override { PauseEventLoop(); }
 
-  using Communicator::allgather;
-  using Communicator::allreduce;
-  using Communicator::broadcast;
-  using Communicator::recv;
-  using Communicator::send;
-  void barrier() override;
-  void allreduce(void* data, std::size_t count, DataType type,
-                 ReduceOp op) override;
-  void broadcast(void* data, std::size_t count, DataType type,
-                 int root) override;
-  void allgather(const void* in, void* out, std::size_t count,
-                 DataType type) override;
-  void send(const void* data, std::size_t count, DataType type, int peer,
-            std::uint32_t tag) override;
-  void recv(void* data, std::size_t count, DataType type, int peer,
-            std::uint32_t tag) override;
-
   // Gloo's event-loop thread wakes every 10 ms even when nothing happens.
   // For a communicator that will sit idle (a pooled rank between tests),
   // PauseEventLoop() lets it sleep until ResumeEventLoop() or the next
@@ -77,6 +60,19 @@ class GlooCommunicator : public Communicator {
 
   // Whether the operations go through a HostArena (GlooOptions::arena).
   bool uses_host_arena() const;
+
+ protected:
+  void DoBarrier() override;
+  void DoAllReduce(void* data, std::size_t count, DataType type,
+                   ReduceOp op) override;
+  void DoBroadcast(void* data, std::size_t count, DataType type,
+                   int root) override;
+  void DoAllGather(const void* in, void* out, std::size_t count,
+                   DataType type) override;
+  void DoSend(const void* data, std::size_t count, DataType type, int peer,
+              std::uint32_t tag) override;
+  void DoRecv(void* data, std::size_t count, DataType type, int peer,
+              std::uint32_t tag) override;
 
  private:
   struct Impl;

@@ -108,25 +108,21 @@ class NcclCommunicator : public Communicator {
   // another thread while an operation waits, which then throws.
   void Abort();
 
-  using Communicator::allgather;
-  using Communicator::allreduce;
-  using Communicator::broadcast;
-  using Communicator::recv;
-  using Communicator::send;
+ protected:
   // An allreduce of one int32 in device memory.
-  void barrier() override;
-  void allreduce(void* data, std::size_t count, DataType type,
-                 ReduceOp op) override;
-  void broadcast(void* data, std::size_t count, DataType type,
-                 int root) override;
-  void allgather(const void* in, void* out, std::size_t count,
-                 DataType type) override;
+  void DoBarrier() override;
+  void DoAllReduce(void* data, std::size_t count, DataType type,
+                   ReduceOp op) override;
+  void DoBroadcast(void* data, std::size_t count, DataType type,
+                   int root) override;
+  void DoAllGather(const void* in, void* out, std::size_t count,
+                   DataType type) override;
   // ncclSend/ncclRecv: returns when NCCL has finished the transfer on this
   // side. Pairs with the peer's recv/send in call order; `tag` must be 0.
-  void send(const void* data, std::size_t count, DataType type, int peer,
-            std::uint32_t tag) override;
-  void recv(void* data, std::size_t count, DataType type, int peer,
-            std::uint32_t tag) override;
+  void DoSend(const void* data, std::size_t count, DataType type, int peer,
+              std::uint32_t tag) override;
+  void DoRecv(void* data, std::size_t count, DataType type, int peer,
+              std::uint32_t tag) override;
 
  private:
   class Impl;  // comm/nccl_communicator_impl.h

@@ -23,6 +23,7 @@ Communicator* Communicators::For(int n, const Options& options,
   if (comm) return comm.get();
   GlooOptions gloo;
   gloo.hostname = BindHostFor(env_.master_addr);
+  gloo.name = "world";
   gloo.timeout = timeout;
   gloo.prefix = CommunicatorPrefix(generation_, key);
   // Connecting waits in the store for the peers' addresses, over a

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/ledger.h"
 #include "disttest/env/names.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/error.h"
@@ -69,6 +70,9 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
   // Without a stack tool, a hung body's stack comes from SIGUSR2 (unless
   // the program handles SIGUSR2 itself).
   InstallStackFallback();
+  // This process's collective ledger: the watchdog reads it at a timeout.
+  ledger_ = LedgerMemory::Create(1);
+  Ledger::Install(ledger_, 0);
   server_ = ServeStore(env_);
   store_ = ConnectStore(env_);
   side_.store = ConnectStore(env_);

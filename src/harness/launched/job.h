@@ -14,6 +14,7 @@
 
 #include <memory>
 
+#include "comm/ledger.h"
 #include "disttest/launch/launcher_env.h"
 #include "disttest/rendezvous/tcp_store.h"
 #include "harness/launched/communicators.h"
@@ -40,6 +41,8 @@ class LaunchedJob {
   Liveness& liveness() { return liveness_; }
   Communicators& communicators() { return communicators_; }
   Watchdog& watchdog() { return watchdog_; }
+  // This process's collective ledger (comm/ledger.h), area 0.
+  RankLedgerView ReadLedger() const { return ledger_->Read(0, rank()); }
   // The number of the next test (every rank counts the same).
   int NextSeq() { return seq_++; }
 
@@ -54,6 +57,7 @@ class LaunchedJob {
   explicit LaunchedJob(LauncherEnv env);
 
   LauncherEnv env_;
+  std::shared_ptr<LedgerMemory> ledger_;
   std::unique_ptr<StoreServerThread> server_;
   std::unique_ptr<TcpStore> store_;
   SideChannel side_;

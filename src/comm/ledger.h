@@ -1,0 +1,218 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The collective ledger: what each rank's communicators did, in memory that
+// the harness's parent reads without the rank's help, so that a rank that
+// hangs, is stopped or was SIGKILLed still says which collective it was in,
+// since when, and who called it.
+//
+//   // parent, before spawning:
+//   auto ledgers = disttest::internal::LedgerMemory::Create(world);
+//   // rank r (forked: the mapping came with fork; exec'd: Attach(fd)):
+//   disttest::internal::Ledger::Install(ledgers, r);
+//   comm->allreduce(v.data(), 8, disttest::ReduceOp::kSum);  // recorded
+//   // parent, at a timeout, while rank r is still stuck:
+//   RankLedgerView view = ledgers->Read(r);
+//   view.records.back().str();    // "allreduce(8 x float32, sum)"
+//   view.records.back().where();  // "at model_test.cc:42"
+//
+// Every operation of every Communicator made in a rank (the harness's world
+// communicator, launch()'s groups, CreateCommunicator's) is an entry:
+// which communicator, its sequence number there (collectives and
+// point-to-point operations are numbered apart, from 0, as the host arena
+// numbers them: the world's #0 is disttest's barrier before the body), the
+// operation, its
+// element type, count, reduce op, root or peer and tag, whether it is still
+// in it, completed or failed, when it entered and ended, and the caller's
+// file:line (std::source_location, a defaulted argument of the public
+// methods). A rank keeps its last kRing entries in a ring.
+//
+// Cost: one uncontended atomic add, two clock reads and a copy of the file
+// name's last bytes an operation (bench/ledger_cost.cc: tens of
+// nanoseconds). A process with no ledger installed (a communicator made
+// outside a harness rank) records nothing.
+//
+// The ranks write and the parent reads at the same time: each entry carries
+// a stamp that is 0 while it is written and its index + 1 after, and a
+// reader keeps only the entries whose stamp it read the same before and
+// after copying them. An entry a rank was writing when it was killed is
+// left out.
+#ifndef DISTTEST_SRC_COMM_LEDGER_H_
+#define DISTTEST_SRC_COMM_LEDGER_H_
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "disttest/comm/communicator.h"
+
+namespace disttest::internal {
+
+enum class LedgerOp : std::uint8_t {
+  kBarrier,
+  kAllReduce,
+  kBroadcast,
+  kAllGather,
+  kSend,
+  kRecv,
+};
+enum class LedgerState : std::uint8_t { kEntered = 1, kCompleted, kFailed };
+
+// Where a rank is in its test, each with the time it got there.
+enum class RankPhase : std::uint8_t {
+  kStarted,     // The rank's process runs the harness's code.
+  kConnecting,  // It makes its communicator.
+  kConnected,   // Its communicator is up and has met the others.
+  kSetUp,       // It runs the fixture's SetUp() and SetUpRank().
+  kBody,        // It runs the test body.
+  kTearDown,    // TearDownRank() and TearDown().
+  kFinished,    // Its part is over; it reports its verdict.
+};
+inline constexpr std::size_t kPhases = 7;
+// "started", "connecting", ...
+const char* Name(RankPhase phase);
+
+// One operation, as read back.
+struct LedgerRecord {
+  std::uint64_t index = 0;  // The rank's operations before this one.
+  std::uint32_t comm = 0;   // The communicator (RankLedgerView::comms).
+  std::uint64_t seq = 0;    // Its number on that communicator, from 0.
+  LedgerOp op = LedgerOp::kBarrier;
+  DataType type = DataType::kUint8;
+  ReduceOp reduce = ReduceOp::kSum;
+  LedgerState state = LedgerState::kEntered;
+  std::int32_t peer = -1;  // A broadcast's root, a send's or recv's peer.
+  std::uint32_t tag = 0;
+  std::uint64_t count = 0;
+  // Made by disttest, not by the test (the barrier before the body).
+  bool harness = false;
+  std::int64_t entered_ns = 0;  // CLOCK_MONOTONIC.
+  std::int64_t ended_ns = 0;    // 0 while it is in it.
+  std::string file;             // The path's last bytes.
+  std::uint32_t line = 0;
+
+  bool collective() const {
+    return op != LedgerOp::kSend && op != LedgerOp::kRecv;
+  }
+  // "allreduce(8 x float32, sum)", "send(8 x float32 to rank 1, tag 0)".
+  std::string str() const;
+  // "at model_test.cc:42"; for the harness's own "(disttest's, before the
+  // body)".
+  std::string where() const;
+  // Whether two ranks' entries describe the same call: operation, type,
+  // count, reduce op and root (not the caller's line).
+  bool SameCall(const LedgerRecord& other) const;
+};
+
+// One rank's ledger as read at one moment.
+struct RankLedgerView {
+  int rank = 0;
+  std::int64_t read_ns = 0;           // When it was read.
+  std::vector<LedgerRecord> records;  // This test's, oldest first.
+  std::uint64_t dropped = 0;          // This test's, older than those.
+  std::array<std::int64_t, kPhases> phase_ns{};  // 0: not reached.
+  std::vector<std::string> comms;                // Communicator names, by id.
+  // The phase it reached last (kStarted when none).
+  RankPhase phase() const;
+  // The name of communicator `id`.
+  std::string comm_name(std::uint32_t id) const;
+};
+
+// The ledgers of `ranks` ranks, in a memfd ("disttest-ledger",
+// close-on-exec) mapped shared: created by the parent before it spawns
+// them, inherited by forked ranks, attached by re-executed ones.
+class LedgerMemory {
+ public:
+  static constexpr std::size_t kRing = 64;       // Entries kept per rank.
+  static constexpr std::size_t kFileBytes = 56;  // Of each entry's path.
+  static constexpr std::size_t kNamedComms = 16;
+  static constexpr std::size_t kNameBytes = 40;
+  static constexpr int kMaxRanks = 4096;
+
+  // Throws Error when `ranks` is out of [1, kMaxRanks] or no memory can be
+  // mapped (then anonymous shared memory: forked ranks only).
+  static std::shared_ptr<LedgerMemory> Create(int ranks);
+  // The ledger behind `fd`, an inherited fd() (closed here); throws Error
+  // naming it when it is no ledger for `ranks` ranks.
+  static std::shared_ptr<LedgerMemory> Attach(int fd, int ranks);
+  ~LedgerMemory();
+  LedgerMemory(const LedgerMemory&) = delete;
+  LedgerMemory& operator=(const LedgerMemory&) = delete;
+
+  int ranks() const { return ranks_; }
+  int fd() const { return fd_; }  // -1 once attached, or without memfd.
+
+  // Rank `rank`'s ledger now (`as_rank` labels it).
+  RankLedgerView Read(int rank, int as_rank) const;
+  RankLedgerView Read(int rank) const { return Read(rank, rank); }
+
+  struct Area;
+  Area& area(int rank) const;
+
+ private:
+  LedgerMemory(int ranks, int fd, void* memory, std::size_t size);
+  static std::size_t SizeFor(int ranks);
+
+  int ranks_;
+  int fd_;
+  void* memory_;
+  std::size_t size_;
+};
+
+// A process's ledger: the entry points of the communicators and the rank
+// host. At most one per process, installed by the harness before the rank
+// makes its communicators; Current() is null without one.
+class Ledger {
+ public:
+  // Makes `memory`'s area `slot` this process's ledger (replacing any).
+  static void Install(std::shared_ptr<LedgerMemory> memory, int slot);
+  static Ledger* Current() { return current_.load(std::memory_order_acquire); }
+
+  // A new test starts: Read() shows entries from here on, and no phase.
+  void BeginTest();
+  void Enter(RankPhase phase);
+  // A communicator's id, and its name in reports (kNamedComms are named;
+  // later ones read "communicator <id + 1>").
+  std::uint32_t AddCommunicator(std::string_view name);
+  // Communicators added so far.
+  std::uint32_t comms() const { return comms_.load(std::memory_order_relaxed); }
+
+  // Records an operation that starts now; returns its index for End().
+  struct Call {
+    LedgerOp op;
+    DataType type;
+    ReduceOp reduce;
+    std::uint64_t count;
+    std::int32_t peer;
+    std::uint32_t tag;
+  };
+  std::uint64_t Begin(std::uint32_t comm, std::uint64_t seq, const Call& call,
+                      const std::source_location& where);
+  void End(std::uint64_t index, LedgerState state);
+
+ private:
+  Ledger(std::shared_ptr<LedgerMemory> memory, int slot);
+  static std::atomic<Ledger*> current_;
+
+  std::shared_ptr<LedgerMemory> memory_;
+  LedgerMemory::Area* area_;
+  std::atomic<std::uint8_t> phase_{0};
+  std::atomic<std::uint32_t> comms_{0};
+};
+
+// CLOCK_MONOTONIC now, in nanoseconds: the clock of every ledger time.
+std::int64_t MonotonicNs();
+
+// This process's rank has reached `phase` (nothing without a ledger).
+inline void EnterPhase(RankPhase phase) {
+  if (Ledger* ledger = Ledger::Current()) ledger->Enter(phase);
+}
+
+}  // namespace disttest::internal
+
+#endif  // DISTTEST_SRC_COMM_LEDGER_H_

@@ -1,0 +1,361 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/collective_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+
+#include "env/text.h"
+
+namespace disttest::internal {
+namespace {
+
+// A line about one rank before grouping: its text with a kTime mark for
+// each duration, which may differ between the ranks of one group, and
+// {is}-style marks for the words that agree with the subject.
+constexpr char kTime = '\x01';
+
+struct Line {
+  std::string pattern;
+  std::vector<std::int64_t> times;  // One per kTime, in order.
+};
+
+std::string Duration(std::int64_t ns) {
+  if (ns < 0) ns = 0;
+  if (ns < 1000000000) return fmt::format("{} ms", ns / 1000000);
+  return fmt::format("{:.1f} s", static_cast<double>(ns) / 1e9);
+}
+
+// "412 ms", "29.8-30.0 s": the group's durations.
+std::string Durations(std::int64_t lo, std::int64_t hi) {
+  const std::string a = Duration(lo), b = Duration(hi);
+  if (a == b) return a;
+  if (a.ends_with(" s") && b.ends_with(" s")) {
+    return a.substr(0, a.size() - 2) + "-" + b;
+  }
+  return a + " to " + b;
+}
+
+// The words that agree with a subject of one rank or several.
+std::string Agree(std::string text, bool plural) {
+  static const std::pair<const char*, const char*> kWords[] = {
+      {"is", "are"}, {"its", "their"}, {"it", "they"}, {"has", "have"}};
+  for (const auto& [one, many] : kWords) {
+    const std::string mark = fmt::format("{{{}}}", one);
+    for (std::size_t at = text.find(mark); at != std::string::npos;
+         at = text.find(mark)) {
+      text.replace(at, mark.size(), plural ? many : one);
+    }
+  }
+  return text;
+}
+
+std::string CommTitle(const std::string& name) {
+  return name == "world" ? "the world communicator" : name;
+}
+
+// One rank's records of one communicator, by name.
+struct OnComm {
+  std::vector<const LedgerRecord*> records;  // Ascending seq.
+};
+
+struct Rank {
+  const RankState* state;
+  const RankLedgerView* view;
+  std::map<std::string, OnComm> comms;
+  // Its latest record, of any communicator.
+  const LedgerRecord* latest = nullptr;
+};
+
+std::int64_t Ago(const Rank& r, std::int64_t then) {
+  return r.view->read_ns - then;
+}
+
+std::int64_t PhaseNs(const Rank& r, RankPhase p) {
+  return r.view->phase_ns[static_cast<std::size_t>(p)];
+}
+
+// Where a rank is now, when it is not where the collective is: "it is in
+// send(...) at f.cc:3, for 2.0 s", "its body returned 3.0 s ago", ...
+void AppendNow(const Rank& r, const LedgerRecord* skip, Line& line) {
+  const LedgerRecord* open = r.latest;
+  if (open != nullptr && open != skip && open->state == LedgerState::kEntered) {
+    const std::string on =
+        open->collective()
+            ? fmt::format("#{} {} on {}", open->seq, open->str(),
+                          CommTitle(r.view->comm_name(open->comm)))
+            : open->str();
+    line.pattern += fmt::format("; {{it}} {{is}} in {} {}, for {}", on,
+                                open->where(), kTime);
+    line.times.push_back(Ago(r, open->entered_ns));
+    return;
+  }
+  const RankState& s = *r.state;
+  if (!s.ended.empty()) {
+    line.pattern += fmt::format("; {{it}} ended: {}", s.ended);
+    return;
+  }
+  switch (r.view->phase()) {
+    case RankPhase::kStarted:
+      line.pattern += "; {it} {has} not started to connect";
+      return;
+    case RankPhase::kConnecting:
+      line.pattern += fmt::format(
+          "; {{it}} {{is}} still connecting its communicator, for {}", kTime);
+      line.times.push_back(Ago(r, PhaseNs(r, RankPhase::kConnecting)));
+      return;
+    case RankPhase::kFinished:
+      line.pattern += fmt::format(
+          "; {{its}} test ended {} ago (it waits for the others)", kTime);
+      line.times.push_back(Ago(r, PhaseNs(r, RankPhase::kFinished)));
+      return;
+    case RankPhase::kTearDown:
+      line.pattern += fmt::format(
+          "; {{its}} body returned {} ago (it is in its tear-down)", kTime);
+      line.times.push_back(Ago(r, PhaseNs(r, RankPhase::kTearDown)));
+      return;
+    case RankPhase::kConnected:
+    case RankPhase::kSetUp:
+    case RankPhase::kBody:
+      break;
+  }
+  if (!s.now_at.empty()) {
+    line.pattern += fmt::format("; {{it}} {{is}} now at {}{}", s.now_at,
+                                s.stack ? " (stack below)" : "");
+  } else if (s.stack) {
+    line.pattern += " (stack below)";
+  }
+}
+
+// What rank `r` did as collective `seq` of `comm`, and where it is.
+Line Describe(const Rank& r, const std::string& comm, std::uint64_t seq) {
+  Line line;
+  auto it = r.comms.find(comm);
+  const LedgerRecord* at = nullptr;
+  const LedgerRecord* before = nullptr;
+  if (it != r.comms.end()) {
+    for (const LedgerRecord* rec : it->second.records) {
+      if (rec->seq == seq) at = rec;
+      if (rec->seq < seq) before = rec;
+    }
+  }
+  if (at != nullptr) {
+    switch (at->state) {
+      case LedgerState::kEntered:
+        line.pattern = fmt::format("{{is}} in {} {}, for {}", at->str(),
+                                   at->where(), kTime);
+        line.times.push_back(Ago(r, at->entered_ns));
+        return line;
+      case LedgerState::kFailed:
+        line.pattern = fmt::format("failed in {} {} after {}", at->str(),
+                                   at->where(), kTime);
+        line.times.push_back(at->ended_ns - at->entered_ns);
+        break;
+      case LedgerState::kCompleted:
+        line.pattern = fmt::format("completed {} {}, {} ago", at->str(),
+                                   at->where(), kTime);
+        line.times.push_back(Ago(r, at->ended_ns));
+        break;
+    }
+    AppendNow(r, at, line);
+    return line;
+  }
+  line.pattern = "{is} not in it: ";
+  if (before != nullptr) {
+    line.pattern += fmt::format("{{its}} last collective, #{} {} {}, ",
+                                before->seq, before->str(), before->where());
+    if (before->state == LedgerState::kCompleted) {
+      line.pattern += fmt::format("completed {} ago", kTime);
+      line.times.push_back(Ago(r, before->ended_ns));
+    } else {
+      line.pattern += fmt::format("failed {} ago", kTime);
+      line.times.push_back(Ago(r, before->ended_ns));
+    }
+  } else {
+    line.pattern += fmt::format("{{it}} {{has}} entered no collective on {}",
+                                CommTitle(comm));
+  }
+  AppendNow(r, nullptr, line);
+  return line;
+}
+
+// The lines of `lines` (one per rank of `ranks`) grouped by pattern, in
+// order of their first rank.
+std::vector<std::string> Grouped(const std::vector<int>& ranks,
+                                 const std::vector<Line>& lines) {
+  struct Group {
+    const Line* first;
+    std::vector<int> ranks;
+    std::vector<std::int64_t> lo, hi;
+  };
+  std::vector<Group> groups;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+      return g.first->pattern == lines[i].pattern;
+    });
+    if (same == groups.end()) {
+      groups.push_back({&lines[i], {ranks[i]}, lines[i].times, lines[i].times});
+      continue;
+    }
+    same->ranks.push_back(ranks[i]);
+    for (std::size_t t = 0; t < lines[i].times.size(); ++t) {
+      same->lo[t] = std::min(same->lo[t], lines[i].times[t]);
+      same->hi[t] = std::max(same->hi[t], lines[i].times[t]);
+    }
+  }
+  std::vector<std::string> out;
+  for (const Group& g : groups) {
+    const bool plural = g.ranks.size() > 1;
+    std::string text = Agree(g.first->pattern, plural);
+    std::size_t t = 0;
+    for (std::size_t at = text.find(kTime); at != std::string::npos;
+         at = text.find(kTime)) {
+      text.replace(at, 1, Durations(g.lo[t], g.hi[t]));
+      ++t;
+    }
+    std::string subject = RanksText(g.ranks);
+    const bool ranged =
+        RankNumbers(g.ranks).find_first_of(",-") != std::string::npos;
+    if (plural && ranged) subject += fmt::format(" ({} ranks)", g.ranks.size());
+    out.push_back(fmt::format("  {} {}", subject, text));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string CollectiveReport(const std::vector<RankState>& states,
+                             std::size_t max_lines) {
+  std::vector<Rank> ranks;
+  std::vector<std::string> names;  // "world" first, then as they come.
+  for (const RankState& s : states) {
+    if (!s.ledger) continue;
+    Rank r{&s, &*s.ledger, {}, nullptr};
+    for (const LedgerRecord& rec : s.ledger->records) {
+      if (r.latest == nullptr || rec.index > r.latest->index) r.latest = &rec;
+      if (!rec.collective()) continue;
+      const std::string name = s.ledger->comm_name(rec.comm);
+      r.comms[name].records.push_back(&rec);
+      if (std::find(names.begin(), names.end(), name) == names.end()) {
+        names.push_back(name);
+      }
+    }
+    ranks.push_back(std::move(r));
+  }
+  // No rank used a communicator (none was made, or no ledger was read):
+  // nothing to say about collectives.
+  if (std::none_of(ranks.begin(), ranks.end(),
+                   [](const Rank& r) { return r.latest != nullptr; })) {
+    return "";
+  }
+  auto world = std::find(names.begin(), names.end(), "world");
+  if (world != names.end()) std::rotate(names.begin(), world, world + 1);
+  if (names.empty() || names.front() != "world") {
+    names.insert(names.begin(), "world");
+  }
+
+  std::vector<std::string> out;
+  for (const std::string& comm : names) {
+    // Members: every rank for the world; for another, those that used it.
+    std::vector<const Rank*> members;
+    for (const Rank& r : ranks) {
+      if (comm == "world" || r.comms.count(comm) != 0) members.push_back(&r);
+    }
+    // The numbers may go on from earlier tests (a pooled rank, a launched
+    // one): a rank without this test's records of it is where the test
+    // started, one before the least first number.
+    std::int64_t base = INT64_MAX;
+    std::int64_t highest = -1;
+    for (const Rank* r : members) {
+      auto it = r->comms.find(comm);
+      if (it == r->comms.end() || it->second.records.empty()) continue;
+      base = std::min(
+          base, static_cast<std::int64_t>(it->second.records.front()->seq) - 1);
+      highest = std::max(
+          highest, static_cast<std::int64_t>(it->second.records.back()->seq));
+    }
+    if (highest < 0) continue;  // No rank entered any.
+    // The last collective every member completed.
+    std::int64_t done = INT64_MAX;
+    for (const Rank* r : members) {
+      auto it = r->comms.find(comm);
+      std::int64_t d = base;
+      if (it != r->comms.end() && !it->second.records.empty()) {
+        const LedgerRecord* last = it->second.records.back();
+        const auto seq = static_cast<std::int64_t>(last->seq);
+        d = last->state == LedgerState::kCompleted ? seq : seq - 1;
+      }
+      done = std::min(done, d);
+    }
+    if (done + 1 > highest) continue;  // Each completed all it entered.
+    const auto seq = static_cast<std::uint64_t>(done + 1);
+    // Ranks that entered it with different calls: a broken program.
+    const LedgerRecord* first_call = nullptr;
+    bool mismatch = false;
+    std::vector<int> numbers;
+    std::vector<Line> lines;
+    for (const Rank* r : members) {
+      auto it = r->comms.find(comm);
+      if (it != r->comms.end()) {
+        for (const LedgerRecord* rec : it->second.records) {
+          if (rec->seq != seq) continue;
+          if (first_call == nullptr) first_call = rec;
+          if (!rec->SameCall(*first_call)) mismatch = true;
+        }
+      }
+      numbers.push_back(r->state->rank);
+      lines.push_back(Describe(*r, comm, seq));
+    }
+    out.push_back(fmt::format(
+        "collective #{} on {} {}:", seq, CommTitle(comm),
+        mismatch ? "does not match across the ranks" : "never completed"));
+    for (std::string& l : Grouped(numbers, lines)) out.push_back(std::move(l));
+  }
+
+  if (out.empty()) {
+    // Every collective completed: say where each rank is past its last
+    // one (a send that waits for a receive, a body that does not return).
+    std::vector<int> numbers;
+    std::vector<Line> lines;
+    for (const Rank& r : ranks) {
+      Line line;
+      auto it = r.comms.find("world");
+      const LedgerRecord* last =
+          it != r.comms.end() && !it->second.records.empty()
+              ? it->second.records.back()
+              : nullptr;
+      if (last != nullptr) {
+        line.pattern = fmt::format("{{is}} past collective #{} {} {}",
+                                   last->seq, last->str(), last->where());
+      } else {
+        line.pattern = "{has} entered no collective";
+      }
+      AppendNow(r, nullptr, line);
+      numbers.push_back(r.state->rank);
+      lines.push_back(std::move(line));
+    }
+    out.push_back(
+        "no collective is incomplete on any communicator; where the ranks "
+        "are:");
+    for (std::string& l : Grouped(numbers, lines)) out.push_back(std::move(l));
+  }
+
+  if (out.size() > max_lines) {
+    const std::size_t more = out.size() - (max_lines - 1);
+    out.resize(max_lines - 1);
+    out.push_back(
+        fmt::format("  ... and {} more lines (every rank's detail "
+                    "is in the XML)",
+                    more));
+  }
+  std::string text;
+  for (const std::string& l : out) {
+    if (!text.empty()) text += '\n';
+    text += l;
+  }
+  return text;
+}
+
+}  // namespace disttest::internal

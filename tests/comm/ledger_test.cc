@@ -1,0 +1,212 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The collective ledger: what a communicator's operations record, read back
+// by another process while the rank is stuck in one, and after it was
+// SIGKILLed there.
+#include "comm/ledger.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "disttest/error.h"
+
+namespace disttest::internal {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A backend that does nothing, or throws, or waits: the ledger is the base
+// class's, whatever the backend.
+class FakeCommunicator : public Communicator {
+ public:
+  explicit FakeCommunicator(std::string name = "") { SetName(std::move(name)); }
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  const char* backend_name() const override { return "fake"; }
+  bool throw_next = false;
+  std::function<void()> during;  // Runs inside the next operation.
+
+ protected:
+  void Step() {
+    if (during) std::exchange(during, nullptr)();
+    if (std::exchange(throw_next, false)) throw CommError("peer gone");
+  }
+  void DoBarrier() override { Step(); }
+  void DoAllReduce(void*, std::size_t, DataType, ReduceOp) override { Step(); }
+  void DoBroadcast(void*, std::size_t, DataType, int) override { Step(); }
+  void DoAllGather(const void*, void*, std::size_t, DataType) override {
+    Step();
+  }
+  void DoSend(const void*, std::size_t, DataType, int, std::uint32_t) override {
+    Step();
+  }
+  void DoRecv(void*, std::size_t, DataType, int, std::uint32_t) override {
+    Step();
+  }
+};
+
+class LedgerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    memory_ = LedgerMemory::Create(2);
+    Ledger::Install(memory_, 1);
+    Ledger::Current()->BeginTest();
+    EnterPhase(RankPhase::kBody);  // The test's own operations.
+  }
+  std::shared_ptr<LedgerMemory> memory_;
+};
+
+TEST_F(LedgerTest, RecordsEachOperationWithItsCallerAndItsNumber) {
+  FakeCommunicator world("world");
+  std::vector<float> v(8);
+  const int line = __LINE__ + 1;
+  world.allreduce(v.data(), v.size(), ReduceOp::kMax);
+  world.broadcast(v.data(), 4, /*root=*/1);
+  world.send(v.data(), 2, /*peer=*/0, /*tag=*/7);
+  world.barrier();
+
+  const RankLedgerView view = memory_->Read(1);
+  ASSERT_EQ(view.records.size(), 4u);
+  const LedgerRecord& first = view.records[0];
+  EXPECT_EQ(first.str(), "allreduce(8 x float32, max)");
+  EXPECT_EQ(first.where(), fmt::format("at ledger_test.cc:{}", line));
+  EXPECT_EQ(first.seq, 0u);
+  EXPECT_EQ(first.state, LedgerState::kCompleted);
+  EXPECT_GT(first.ended_ns, 0);
+  EXPECT_GE(first.ended_ns, first.entered_ns);
+  EXPECT_EQ(view.records[1].str(), "broadcast(4 x float32, root 1)");
+  EXPECT_EQ(view.records[1].seq, 1u);
+  // Point-to-point operations are numbered apart from the collectives.
+  EXPECT_EQ(view.records[2].str(), "send(2 x float32 to rank 0, tag 7)");
+  EXPECT_EQ(view.records[2].seq, 0u);
+  EXPECT_FALSE(view.records[2].collective());
+  EXPECT_EQ(view.records[3].seq, 2u);
+  EXPECT_EQ(view.comm_name(first.comm), "world");
+}
+
+TEST_F(LedgerTest, EachCommunicatorHasItsOwnNumbersAndName) {
+  FakeCommunicator world("world"), group;
+  world.barrier();
+  group.barrier();
+  group.barrier();
+  const RankLedgerView view = memory_->Read(1);
+  ASSERT_EQ(view.records.size(), 3u);
+  EXPECT_NE(view.records[0].comm, view.records[1].comm);
+  EXPECT_EQ(view.records[2].seq, 1u);
+  EXPECT_EQ(view.comm_name(view.records[1].comm),
+            fmt::format("communicator {}", view.records[1].comm + 1));
+}
+
+TEST_F(LedgerTest, AFailedOperationReadsFailed) {
+  FakeCommunicator world("world");
+  world.throw_next = true;
+  EXPECT_THROW(world.barrier(), CommError);
+  const RankLedgerView view = memory_->Read(1);
+  ASSERT_EQ(view.records.size(), 1u);
+  EXPECT_EQ(view.records[0].state, LedgerState::kFailed);
+}
+
+TEST_F(LedgerTest, AnOperationInProgressReadsEnteredWithNoEnd) {
+  FakeCommunicator world("world");
+  RankLedgerView inside;
+  world.during = [&] { inside = memory_->Read(1); };
+  int in = 0, out[2] = {};
+  world.allgather(&in, out, 1);
+  ASSERT_EQ(inside.records.size(), 1u);
+  EXPECT_EQ(inside.records[0].state, LedgerState::kEntered);
+  EXPECT_EQ(inside.records[0].ended_ns, 0);
+}
+
+TEST_F(LedgerTest, KeepsTheLastEntriesOfTheTestAndCountsTheRest) {
+  FakeCommunicator world("world");
+  world.barrier();
+  Ledger::Current()->BeginTest();  // What came before is another test's.
+  for (int i = 0; i < 100; ++i) world.barrier();
+  const RankLedgerView view = memory_->Read(1);
+  ASSERT_EQ(view.records.size(), LedgerMemory::kRing);
+  EXPECT_EQ(view.dropped, 100 - LedgerMemory::kRing);
+  EXPECT_EQ(view.records.back().seq, 100u);  // Numbers go on across tests.
+}
+
+TEST_F(LedgerTest, PhasesAreTimedAndWhatComesBeforeTheBodyIsTheHarnesss) {
+  FakeCommunicator world("world");
+  EnterPhase(RankPhase::kConnected);
+  world.barrier();
+  EnterPhase(RankPhase::kBody);
+  world.barrier();
+  const RankLedgerView view = memory_->Read(1);
+  EXPECT_EQ(view.phase(), RankPhase::kBody);
+  EXPECT_GT(view.phase_ns[static_cast<std::size_t>(RankPhase::kStarted)], 0);
+  EXPECT_EQ(view.phase_ns[static_cast<std::size_t>(RankPhase::kSetUp)], 0);
+  ASSERT_EQ(view.records.size(), 2u);
+  EXPECT_TRUE(view.records[0].harness);
+  EXPECT_EQ(view.records[0].where(), "(disttest's, before the body)");
+  EXPECT_FALSE(view.records[1].harness);
+}
+
+// The point of the ledger: a rank stuck in a collective, then SIGKILLed
+// there, is still read by the parent, which mapped the memory first.
+TEST(LedgerAcrossProcessesTest, AStuckThenKilledRankIsReadByItsParent) {
+  auto memory = LedgerMemory::Create(1);
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(ready[0]);
+    Ledger::Install(memory, 0);
+    Ledger::Current()->BeginTest();
+    FakeCommunicator world("world");
+    world.during = [&] {
+      (void)!write(ready[1], "x", 1);
+      for (;;) pause();
+    };
+    int x = 0;
+    world.broadcast(&x, 1, 0);
+    _exit(0);
+  }
+  close(ready[1]);
+  char byte;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  RankLedgerView stuck = memory->Read(0);
+  ASSERT_EQ(stuck.records.size(), 1u);
+  EXPECT_EQ(stuck.records[0].state, LedgerState::kEntered);
+  EXPECT_EQ(stuck.records[0].str(), "broadcast(1 x int32, root 0)");
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  RankLedgerView after = memory->Read(0);
+  ASSERT_EQ(after.records.size(), 1u);
+  EXPECT_EQ(after.records[0].state, LedgerState::kEntered);
+  EXPECT_EQ(after.comm_name(after.records[0].comm), "world");
+}
+
+TEST(LedgerMemoryTest, ADescriptorOfTheWrongSizeIsNamed) {
+  auto memory = LedgerMemory::Create(2);
+  const int fd = dup(memory->fd());
+  try {
+    LedgerMemory::Attach(fd, 3);
+    FAIL() << "attached a ledger for 2 ranks as one for 3";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(fmt::format(
+                              "descriptor {} is not a collective ledger for 3 "
+                              "ranks",
+                              fd)));
+  }
+  EXPECT_THROW(LedgerMemory::Create(0), Error);
+}
+
+}  // namespace
+}  // namespace disttest::internal
