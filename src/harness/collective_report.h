@@ -45,8 +45,8 @@ struct RankState {
 };
 
 // The paragraph, lines joined by '\n' (no trailing one); "" when no rank
-// has a ledger with an operation in it. At most `max_lines` lines (then a line saying how many
-// more groups there are).
+// has a ledger with an operation in it. At most `max_lines` lines (then a line
+// saying how many more groups there are).
 std::string CollectiveReport(const std::vector<RankState>& ranks,
                              std::size_t max_lines = 40);
 
