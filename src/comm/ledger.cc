@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <mutex>
@@ -148,6 +149,175 @@ std::string RankLedgerView::comm_name(std::uint32_t id) const {
   return fmt::format("communicator {}", id + 1);
 }
 
+// --- as text -----------------------------------------------------------
+//
+//   ledger 1 <rank> <dropped>
+//   phases <age or -> x kPhases
+//   comm <name>                          (one per communicator, by id)
+//   op <index> <comm> <seq> <op> <type> <reduce> <state> <peer> <tag>
+//      <count> <harness> <entered age> <ended age or -> <line> <file>
+
+namespace {
+
+std::string Age(std::int64_t read, std::int64_t t) {
+  return t == 0 ? "-" : std::to_string(read - t);
+}
+
+// The numbers of `line` after its first word, `n` of them, then the rest.
+bool Fields(std::string_view line, std::size_t n, std::vector<std::string>* out,
+            std::string* rest) {
+  out->clear();
+  std::size_t at = line.find(' ');
+  for (std::size_t i = 0; i < n; ++i) {
+    if (at == std::string_view::npos) return false;
+    const std::size_t next = line.find(' ', at + 1);
+    out->emplace_back(line.substr(at + 1, next == std::string_view::npos
+                                              ? std::string_view::npos
+                                              : next - at - 1));
+    at = next;
+  }
+  if (rest != nullptr) {
+    *rest =
+        at == std::string_view::npos ? "" : std::string(line.substr(at + 1));
+  }
+  return true;
+}
+
+bool Number(const std::string& text, std::int64_t lo, std::int64_t hi,
+            std::int64_t* out) {
+  if (text.empty() || text.size() > 19) return false;
+  std::size_t i = text[0] == '-' ? 1 : 0;
+  if (i == text.size()) return false;
+  for (std::size_t j = i; j < text.size(); ++j) {
+    if (text[j] < '0' || text[j] > '9') return false;
+  }
+  const long long v = std::stoll(text);
+  if (v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+// A time from its age ("-": none), before a read at 0.
+bool Time(const std::string& text, std::int64_t* out) {
+  if (text == "-") {
+    *out = 0;
+    return true;
+  }
+  std::int64_t age = 0;
+  if (!Number(text, 0, INT64_MAX / 2, &age)) return false;
+  *out = -age;
+  if (*out == 0) *out = -1;  // 0 means "none".
+  return true;
+}
+
+}  // namespace
+
+std::string EncodeLedger(const RankLedgerView& view, std::size_t last) {
+  const std::int64_t read = view.read_ns;
+  const std::size_t from =
+      view.records.size() > last ? view.records.size() - last : 0;
+  std::string out =
+      fmt::format("ledger 1 {} {}\nphases", view.rank, view.dropped + from);
+  for (std::int64_t t : view.phase_ns) out += " " + Age(read, t);
+  out += '\n';
+  for (const std::string& name : view.comms) out += "comm " + name + "\n";
+  for (std::size_t i = from; i < view.records.size(); ++i) {
+    const LedgerRecord& r = view.records[i];
+    out += fmt::format("op {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
+                       r.index, r.comm, r.seq, static_cast<int>(r.op),
+                       static_cast<int>(r.type), static_cast<int>(r.reduce),
+                       static_cast<int>(r.state), r.peer, r.tag, r.count,
+                       r.harness ? 1 : 0, Age(read, r.entered_ns),
+                       Age(read, r.ended_ns), r.line, r.file);
+  }
+  return out;
+}
+
+std::optional<RankLedgerView> DecodeLedger(std::string_view text,
+                                           std::string* error) {
+  std::string why;
+  auto fail = [&](std::string reason) -> std::optional<RankLedgerView> {
+    if (error != nullptr) *error = std::move(reason);
+    return std::nullopt;
+  };
+  RankLedgerView view;
+  std::vector<std::string> f;
+  std::size_t n = 0;
+  while (!text.empty()) {
+    const std::size_t end = text.find('\n');
+    const std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? "" : text.substr(end + 1);
+    const std::string_view word = line.substr(0, line.find(' '));
+    std::int64_t v[13] = {};
+    std::string rest;
+    if (n++ == 0) {
+      if (word != "ledger" || !Fields(line, 3, &f, nullptr) || f[0] != "1" ||
+          !Number(f[1], 0, LedgerMemory::kMaxRanks * 1024, &v[0]) ||
+          !Number(f[2], 0, INT64_MAX / 2, &v[1])) {
+        return fail("it does not start with \"ledger 1 <rank> <dropped>\"");
+      }
+      view.rank = static_cast<int>(v[0]);
+      view.dropped = static_cast<std::uint64_t>(v[1]);
+    } else if (word == "phases") {
+      if (!Fields(line, kPhases, &f, nullptr)) return fail("short phases");
+      for (std::size_t p = 0; p < kPhases; ++p) {
+        if (!Time(f[p], &view.phase_ns[p])) return fail("a bad phase time");
+      }
+    } else if (word == "comm") {
+      if (view.comms.size() >= LedgerMemory::kNamedComms) {
+        return fail("too many communicators");
+      }
+      view.comms.emplace_back(
+          line.substr(std::min(line.size(), word.size() + 1))
+              .substr(0, LedgerMemory::kNameBytes - 1));
+    } else if (word == "op") {
+      if (view.records.size() >= LedgerMemory::kRing) {
+        return fail("too many operations");
+      }
+      if (!Fields(line, 14, &f, &rest)) return fail("a short operation");
+      const std::int64_t hi[11] = {INT64_MAX / 2,
+                                   UINT32_MAX,
+                                   INT64_MAX / 2,
+                                   static_cast<int>(LedgerOp::kRecv),
+                                   static_cast<int>(DataType::kFloat64),
+                                   static_cast<int>(ReduceOp::kMax),
+                                   static_cast<int>(LedgerState::kFailed),
+                                   INT32_MAX,
+                                   UINT32_MAX,
+                                   INT64_MAX / 2,
+                                   1};
+      for (std::size_t i = 0; i < 11; ++i) {
+        const std::int64_t lo = i == 6 ? 1 : i == 7 ? -1 : 0;
+        if (!Number(f[i], lo, hi[i], &v[i])) return fail("a bad operation");
+      }
+      LedgerRecord r;
+      r.index = static_cast<std::uint64_t>(v[0]);
+      r.comm = static_cast<std::uint32_t>(v[1]);
+      r.seq = static_cast<std::uint64_t>(v[2]);
+      r.op = static_cast<LedgerOp>(v[3]);
+      r.type = static_cast<DataType>(v[4]);
+      r.reduce = static_cast<ReduceOp>(v[5]);
+      r.state = static_cast<LedgerState>(v[6]);
+      r.peer = static_cast<std::int32_t>(v[7]);
+      r.tag = static_cast<std::uint32_t>(v[8]);
+      r.count = static_cast<std::uint64_t>(v[9]);
+      r.harness = v[10] == 1;
+      std::int64_t line_no = 0;
+      if (!Time(f[11], &r.entered_ns) || !Time(f[12], &r.ended_ns) ||
+          !Number(f[13], 0, UINT32_MAX, &line_no)) {
+        return fail("a bad operation");
+      }
+      r.line = static_cast<std::uint32_t>(line_no);
+      r.file = rest.substr(0, LedgerMemory::kFileBytes - 1);
+      view.records.push_back(std::move(r));
+    } else if (!line.empty()) {
+      return fail(fmt::format("an unknown line \"{}\"", line.substr(0, 40)));
+    }
+  }
+  if (n == 0) return fail("it is empty");
+  return view;
+}
+
 // --- memory ------------------------------------------------------------
 
 std::size_t LedgerMemory::SizeFor(int ranks) {
@@ -284,7 +454,7 @@ void Ledger::Install(std::shared_ptr<LedgerMemory> memory, int slot) {
 }
 
 Ledger::Ledger(std::shared_ptr<LedgerMemory> memory, int slot)
-    : memory_(std::move(memory)), area_(&memory_->area(slot)) {
+    : memory_(std::move(memory)), slot_(slot), area_(&memory_->area(slot)) {
   comms_ = area_->named.load(std::memory_order_relaxed);
 }
 

@@ -44,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <source_location>
 #include <string>
 #include <string_view>
@@ -194,16 +195,30 @@ class Ledger {
   std::uint64_t Begin(std::uint32_t comm, std::uint64_t seq, const Call& call,
                       const std::source_location& where);
   void End(std::uint64_t index, LedgerState state);
+  // This process's ledger now, labelled rank `as_rank`.
+  RankLedgerView Read(int as_rank) const {
+    return memory_->Read(slot_, as_rank);
+  }
 
  private:
   Ledger(std::shared_ptr<LedgerMemory> memory, int slot);
   static std::atomic<Ledger*> current_;
 
   std::shared_ptr<LedgerMemory> memory_;
+  int slot_;
   LedgerMemory::Area* area_;
   std::atomic<std::uint8_t> phase_{0};
   std::atomic<std::uint32_t> comms_{0};
 };
+
+// A view as text, for a rank whose reader is on another host (a launched
+// job's rank 0): its last `last` records of the test, its phases and
+// communicator names, every time as an age at `view.read_ns` (hosts' clocks
+// differ). DecodeLedger gives it back with read_ns 0 (times before it
+// negative), or nullopt, saying why in `error`, for anything else.
+std::string EncodeLedger(const RankLedgerView& view, std::size_t last = 16);
+std::optional<RankLedgerView> DecodeLedger(std::string_view text,
+                                           std::string* error = nullptr);
 
 // CLOCK_MONOTONIC now, in nanoseconds: the clock of every ledger time.
 std::int64_t MonotonicNs();

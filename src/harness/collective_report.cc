@@ -308,6 +308,17 @@ std::string CollectiveReport(const std::vector<RankState>& states,
       numbers.push_back(r->state->rank);
       lines.push_back(Describe(*r, comm, seq));
     }
+    // The ranks whose ledger did not come (a launched rank that died)
+    // are members of the world that the report cannot place.
+    if (comm == "world") {
+      for (const RankState& st : states) {
+        if (st.ledger) continue;
+        numbers.push_back(st.rank);
+        Line line{"{is} not known here: {its} ledger did not come", {}};
+        if (!st.ended.empty()) line.pattern += "; {it} ended: " + st.ended;
+        lines.push_back(std::move(line));
+      }
+    }
     out.push_back(fmt::format(
         "collective #{} on {} {}:", seq, CommTitle(comm),
         mismatch ? "does not match across the ranks" : "never completed"));

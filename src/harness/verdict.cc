@@ -420,7 +420,7 @@ std::string CollectiveParagraph(const TestSpec& spec,
     s.ledger = r.ledger;
     stuck = stuck || FoundStuck(r);
     // Read before the kill: a rank that disttest killed was running then.
-    if (r.killed_because.empty() && r.outcome) {
+    if (r.killed_because.empty() && r.overran.empty() && r.outcome) {
       const bool exited = r.outcome->exited();
       const int code = exited ? r.outcome->exit_code() : -1;
       s.ended = code == kExitPassed    ? "passed"

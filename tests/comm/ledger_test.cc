@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -153,6 +154,55 @@ TEST_F(LedgerTest, PhasesAreTimedAndWhatComesBeforeTheBodyIsTheHarnesss) {
   EXPECT_TRUE(view.records[0].harness);
   EXPECT_EQ(view.records[0].where(), "(disttest's, before the body)");
   EXPECT_FALSE(view.records[1].harness);
+}
+
+// A launched rank's ledger goes to rank 0 as text: the same records,
+// times as ages at the moment it was read.
+TEST_F(LedgerTest, AsTextItReadsBackWithItsAges) {
+  FakeCommunicator world("world");
+  std::vector<float> v(8);
+  world.allreduce(v.data(), v.size(), ReduceOp::kSum);
+  world.during = [&] {
+    const RankLedgerView view = memory_->Read(1, /*as_rank=*/5);
+    const std::string text = EncodeLedger(view);
+    std::string error;
+    std::optional<RankLedgerView> back = DecodeLedger(text, &error);
+    ASSERT_TRUE(back) << error << "\n" << text;
+    EXPECT_EQ(back->rank, 5);
+    EXPECT_EQ(back->read_ns, 0);
+    EXPECT_EQ(back->comms, view.comms);
+    ASSERT_EQ(back->records.size(), 2u);
+    for (std::size_t i = 0; i < 2; ++i) {
+      const LedgerRecord& a = view.records[i];
+      const LedgerRecord& b = back->records[i];
+      EXPECT_EQ(b.str(), a.str());
+      EXPECT_EQ(b.where(), a.where());
+      EXPECT_EQ(b.state, a.state);
+      EXPECT_EQ(b.seq, a.seq);
+      EXPECT_EQ(-b.entered_ns, view.read_ns - a.entered_ns);
+    }
+    EXPECT_EQ(back->records[1].ended_ns, 0);  // Still in it.
+    EXPECT_EQ(back->phase(), RankPhase::kBody);
+  };
+  world.send(v.data(), 2, /*peer=*/3, /*tag=*/9);
+}
+
+TEST(LedgerTextTest, AnythingElseIsRefusedSayingWhy) {
+  std::string error;
+  EXPECT_FALSE(DecodeLedger("", &error));
+  EXPECT_EQ(error, "it is empty");
+  EXPECT_FALSE(DecodeLedger("hello", &error));
+  EXPECT_THAT(error, HasSubstr("does not start with"));
+  EXPECT_FALSE(DecodeLedger("ledger 1 0 0\nop 1 2 3", &error));
+  EXPECT_EQ(error, "a short operation");
+  EXPECT_FALSE(DecodeLedger(
+      "ledger 1 0 0\nop 0 0 0 9 0 0 1 -1 0 8 0 5 - 3 a.cc", &error));
+  EXPECT_EQ(error, "a bad operation");  // Operation 9 does not exist.
+  EXPECT_FALSE(DecodeLedger("ledger 1 0 0\nfoo", &error));
+  EXPECT_THAT(error, HasSubstr("an unknown line"));
+  EXPECT_TRUE(DecodeLedger("ledger 1 0 0\nop 0 0 0 1 4 0 1 -1 0 8 0 5 - 3 a.cc",
+                           &error))
+      << error;
 }
 
 // The point of the ledger: a rank stuck in a collective, then SIGKILLed

@@ -5,6 +5,7 @@
 // srun's environment; checks the one report rank 0 gives (output, XML,
 // exit status), that a dead or hung rank ends the run promptly, that ranks
 // at different tests fail loudly, and that no process is left.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -174,6 +175,15 @@ TEST_P(ExternalTest, DeadRankEndsTheRunPromptly) {
     EXPECT_THAT(r.all, HasSubstr("rank 2 stopped its heartbeat")) << r.all;
     EXPECT_THAT(r.run.out, HasSubstr("not run: the launched ranks stopped "
                                      "working together in an earlier test"));
+    // The paragraph from the ledgers that came with the verdicts: the
+    // survivors' barrier, and the rank that sent none.
+    EXPECT_THAT(r.run.out,
+                HasSubstr("collective #1 on the world communicator never "
+                          "completed:\n  ranks 0-1, 3 (3 ranks) failed in "
+                          "barrier() at external_child_.cc:"))
+        << r.all;
+    EXPECT_THAT(r.run.out, HasSubstr("  rank 2 is not known here: its ledger "
+                                     "did not come; it ended: failed"));
   }
 }
 
@@ -209,6 +219,19 @@ TEST_P(ExternalTest, HungRankPrintsItsStacksAndTheRunEnds) {
                         "stacks to its stderr)"));
   EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] ExternalShortTimeout."
                                    "HangsOnRank3/4ranks"));
+  // The verdict starts with where each rank's collectives were at the
+  // timeout, the hung rank's from its watchdog.
+  EXPECT_THAT(r.run.out,
+              HasSubstr(fmt::format(
+                  "collective #1 on the world communicator never completed:\n"
+                  "  ranks 0-2 (3 ranks) failed in barrier() at "
+                  "external_child_.cc:{} after 2.",
+                  LineOf("marker-hang") + 2)))
+      << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr("  rank 3 is not in it: its last collective, #0 "
+                        "barrier() (disttest's, before the body), completed "))
+      << r.all;
 }
 
 // The rank environment a body sees is its test's; after the test, the

@@ -242,6 +242,24 @@ TEST(CollectiveReportTest, TimesOfAGroupAreARange) {
                         "model_test.cc:10, for 28.0-30.0 s"));
 }
 
+TEST(CollectiveReportTest, ARankWhoseLedgerDidNotComeIsNamed) {
+  RankState dead;
+  dead.rank = 2;
+  dead.ended = "failed";
+  std::vector<RankState> ranks = {
+      RankBuilder(0)
+          .Op(LedgerOp::kBarrier, 0, 90, 90.1, 10, LedgerState::kFailed)
+          .Done(),
+      RankBuilder(1)
+          .Op(LedgerOp::kBarrier, 0, 90, 90.1, 10, LedgerState::kFailed)
+          .Done(),
+      dead,
+  };
+  EXPECT_THAT(CollectiveReport(ranks),
+              HasSubstr("  rank 2 is not known here: its ledger did not come; "
+                        "it ended: failed"));
+}
+
 TEST(CollectiveReportTest, NoLedgerOrNoOperationNoReport) {
   RankState s;
   EXPECT_EQ(CollectiveReport({s}), "");

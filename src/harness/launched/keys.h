@@ -66,6 +66,10 @@ class StepKeys {
     return fmt::format("{}done/{}", base_, rank);
   }
   std::string Verdict() const { return base_ + "verdict"; }
+  // A rank's collective ledger as its watchdog found it at the timeout.
+  std::string Ledger(int rank) const {
+    return fmt::format("{}ledger/{}", base_, rank);
+  }
   std::string StorePrefix() const { return base_ + "store"; }
 
  private:

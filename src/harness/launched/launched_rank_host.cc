@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/ledger.h"
 #include "disttest/rendezvous/prefix_store.h"
 
 namespace disttest::internal::launched {
@@ -57,6 +58,9 @@ class RankEnvironment {
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
+// The last operations of a rank that go with its verdict.
+constexpr std::size_t kLedgerRecords = 8;
+
 class LaunchedRankHost : public RankHost {
  public:
   LaunchedRankHost(LaunchedJob& job, const StepKeys& keys, int n,
@@ -77,7 +81,7 @@ class LaunchedRankHost : public RankHost {
     // that reads it; the launcher's comes back after the step.
     environment_.Set(env);
     // Watched from here: connecting can hang on a dead peer too.
-    job_.watchdog().Arm(deadline_, what_);
+    job_.watchdog().Arm(deadline_, what_, keys_.Ledger(job_.rank()));
     return env;
   }
 
@@ -98,8 +102,13 @@ class LaunchedRankHost : public RankHost {
       job_.store().set(keys_.Message(r, i),
                        EncodeRankMessage(results_[i], 1 << 20));
     }
-    job_.store().set(keys_.Done(r),
-                     fmt::format("{} {}", results_.size(), NameOf(verdict)));
+    // With its collective ledger, for rank 0's report when the test
+    // failed anywhere (a few hundred bytes; no extra request).
+    std::string done = fmt::format("{} {}", results_.size(), NameOf(verdict));
+    if (Ledger* ledger = Ledger::Current()) {
+      done += '\n' + EncodeLedger(ledger->Read(r), kLedgerRecords);
+    }
+    job_.store().set(keys_.Done(r), done);
     return verdict;
   }
 

@@ -5,9 +5,11 @@
 #include <fmt/ranges.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 
+#include "comm/ledger.h"
 #include "disttest/error.h"
 #include "harness/rank_outcome.h"
 
@@ -25,7 +27,19 @@ std::string Text(const std::vector<char>& bytes) {
 RankReport Reported(LaunchedJob& job, const StepKeys& keys, int r) {
   RankReport report;
   report.rank = r;
-  const std::string text = Text(job.store().get(keys.Done(r)));
+  const std::string all = Text(job.store().get(keys.Done(r)));
+  // "<count> <verdict>", then its collective ledger.
+  const std::size_t newline = all.find('\n');
+  const std::string text = all.substr(0, newline);
+  if (newline != std::string::npos) {
+    std::string error;
+    report.ledger =
+        DecodeLedger(std::string_view(all).substr(newline + 1), &error);
+    if (!report.ledger) {
+      report.channel_errors.push_back(
+          "its collective ledger could not be read: " + error);
+    }
+  }
   const std::size_t space = text.find(' ');
   const int count = std::atoi(text.substr(0, space).c_str());
   const std::string word =
@@ -129,10 +143,28 @@ std::vector<RankReport> GatherReports(LaunchedJob& job, const StepKeys& keys,
     lost.done = RankVerdict::kFailed;
     lost.outcome = RankOutcome::FromWaitStatus(
         W_EXITCODE(ExitCodeOf(RankVerdict::kFailed), 0));
+    // Hung in its body at the deadline: running when its watchdog read its
+    // ledger.
+    if (it->second == kStuck) lost.overran = it->second;
     lost.results.push_back({RankMessage::Kind::kFatalFailure, spec.file,
                             spec.line,
                             "did not report its result: " + it->second});
     reports.push_back(std::move(lost));
+  }
+  // A failed test's report says where each rank's collectives were: as its
+  // watchdog found them at the timeout, when it did.
+  if (std::any_of(reports.begin(), reports.end(), RankFailed)) {
+    for (RankReport& r : reports) {
+      try {
+        const std::string key = keys.Ledger(r.rank);
+        if (!job.store().check({key})) continue;
+        std::optional<RankLedgerView> at_timeout =
+            DecodeLedger(Text(job.store().get(key)));
+        if (at_timeout) r.ledger = std::move(at_timeout);
+      } catch (const std::exception&) {
+        break;  // The store is gone: what came with the verdicts.
+      }
+    }
   }
   return reports;
 }

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/ledger.h"
 #include "harness/launched/keys.h"
 #include "harness/stack_dump.h"
 
@@ -29,10 +30,12 @@ void Watchdog::Start() {
   std::thread([this] { Loop(); }).detach();
 }
 
-void Watchdog::Arm(Clock::time_point deadline, std::string what) {
+void Watchdog::Arm(Clock::time_point deadline, std::string what,
+                   std::string ledger_key) {
   std::lock_guard<std::mutex> lock(mu_);
   deadline_ = deadline;
   what_ = std::move(what);
+  ledger_key_ = std::move(ledger_key);
   cv_.notify_all();
 }
 
@@ -47,15 +50,16 @@ void Watchdog::Loop() {
   int failures = 0;
   for (;;) {
     bool armed = false;
-    std::string what;
+    std::string what, ledger_key;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, kHeartbeatEvery);
       armed = deadline_.has_value();
       what = what_;
+      ledger_key = ledger_key_;
       if (armed && Clock::now() >= *deadline_) {
         lock.unlock();
-        TimedOut(what);
+        TimedOut(what, ledger_key);
       }
     }
     std::string trouble;
@@ -131,7 +135,18 @@ std::string Watchdog::OwnStacks() {
   return text;
 }
 
-void Watchdog::TimedOut(const std::string& what) {
+void Watchdog::TimedOut(const std::string& what,
+                        const std::string& ledger_key) {
+  // Where this rank's collectives are, before anything changes them.
+  if (Ledger* ledger = Ledger::Current();
+      ledger != nullptr && !ledger_key.empty()) {
+    try {
+      std::lock_guard<std::mutex> side(side_.mu);
+      side_.store->set(ledger_key, EncodeLedger(ledger->Read(rank_)));
+    } catch (const std::exception&) {
+      // The store is gone: rank 0 reports without it.
+    }
+  }
   std::fprintf(stderr,
                "[ disttest ] rank %d: %s is still in its body at the test's "
                "timeout; the stacks of this process (pid %d):\n",

@@ -7,7 +7,7 @@
 // body's deadline it prints this process's stacks, tells the others, and
 // ends a body that still does not return.
 //
-//   job.watchdog().Arm(deadline, "Suite.Test/4ranks");
+//   job.watchdog().Arm(deadline, "Suite.Test/4ranks", keys.Ledger(rank));
 //   ... the body ...
 //   job.watchdog().Disarm();
 //
@@ -39,9 +39,12 @@ class Watchdog {
 
   // Starts the side thread, which runs until the process ends.
   void Start();
-  // Watches a body: past `deadline` the process prints its stacks, tells
-  // the others, and ends.
-  void Arm(Clock::time_point deadline, std::string what);
+  // Watches a body: past `deadline` the process puts its collective
+  // ledger under `ledger_key` (before its collectives are cut: rank 0's
+  // report says where each rank was), prints its stacks, tells the others,
+  // and ends.
+  void Arm(Clock::time_point deadline, std::string what,
+           std::string ledger_key = "");
   void Disarm();
 
  private:
@@ -51,7 +54,7 @@ class Watchdog {
   // it. Each prints its process's stacks, tells the others, and makes its
   // collectives fail; a body that still does not return (stuck in its own
   // code) ends the process.
-  void TimedOut(const std::string& what);
+  void TimedOut(const std::string& what, const std::string& ledger_key);
   // This process's stacks, every line labelled "[rank r] "; heartbeats go
   // on while the tool runs.
   std::string OwnStacks();
@@ -65,6 +68,7 @@ class Watchdog {
   std::condition_variable cv_;
   std::optional<Clock::time_point> deadline_;  // Armed; under mu_.
   std::string what_;
+  std::string ledger_key_;
 };
 
 }  // namespace disttest::internal::launched
