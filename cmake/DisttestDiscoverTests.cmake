@@ -18,6 +18,13 @@
 #                    a spec file ctest ignores RESOURCE_GROUPS and the ranks
 #                    take the GPUs in order.
 #   SKIP_REGULAR_EXPRESSION  gtest's "[  SKIPPED ]", so skips show as skips.
+#   TIMEOUT_SIGNAL_NAME SIGTERM, TIMEOUT_SIGNAL_GRACE_PERIOD 10 (CMake 3.27
+#                    and later; unless PROPERTIES names them): at its TIMEOUT
+#                    ctest sends SIGTERM, on which disttest fails the test in
+#                    flight with its stacks and ledgers and writes the gtest
+#                    XML and JSON, then SIGKILL 10 s later. Older CMake sends
+#                    SIGKILL at once, which no report survives (configuring
+#                    says which).
 # The ranks and GPUs come from the test binary itself, after each build: it
 # runs once with DISTTEST_LIST_RESOURCES set, which makes every distributed
 # test write its line instead of running (the fixtures' constructors and
@@ -38,6 +45,26 @@ function(disttest_discover_tests target)
   if(NOT ARG_DISCOVERY_TIMEOUT)
     set(ARG_DISCOVERY_TIMEOUT 120)
   endif()
+  # ctest's TIMEOUT: SIGTERM first where CMake can say so (3.27).
+  get_property(said GLOBAL PROPERTY DISTTEST_SAID_TIMEOUT_SIGNAL)
+  if(CMAKE_VERSION VERSION_GREATER_EQUAL 3.27)
+    list(FIND ARG_PROPERTIES TIMEOUT_SIGNAL_NAME named)
+    if(named EQUAL -1)
+      list(PREPEND ARG_PROPERTIES
+           TIMEOUT_SIGNAL_NAME SIGTERM TIMEOUT_SIGNAL_GRACE_PERIOD 10)
+    endif()
+    if(NOT said)
+      message(STATUS "disttest: at a ctest TIMEOUT the test gets SIGTERM, "
+              "fails with its stacks and ledgers and writes its XML, then "
+              "SIGKILL after 10 s")
+    endif()
+  elseif(NOT said)
+    message(STATUS "disttest: CMake ${CMAKE_VERSION} ends a test at its ctest "
+            "TIMEOUT with SIGKILL, which no report survives; CMake 3.27 and "
+            "later send SIGTERM first (TIMEOUT_SIGNAL_NAME), which disttest "
+            "reports")
+  endif()
+  set_property(GLOBAL PROPERTY DISTTEST_SAID_TIMEOUT_SIGNAL TRUE)
   # Where this file is, whichever directory calls the function (a project
   # that took disttest in with add_subdirectory() does not see our
   # variables).

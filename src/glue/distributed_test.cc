@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,6 +37,7 @@
 #include "glue/external.h"
 #include "glue/rank_program.h"
 #include "harness/gpu_placement.h"
+#include "harness/interrupt.h"
 #include "harness/launcher.h"
 #include "harness/rank_main.h"
 #include "harness/rank_outcome.h"
@@ -74,6 +76,48 @@ const bool kSilencedInExecRank = [] {
   listeners.Append(new OutsideBodyResultPrinter);
   return true;
 }();
+
+// After SIGTERM or SIGINT ended a test (interrupt.h): once gtest has
+// written its XML and JSON, the process ends by that signal.
+class EndByTheSignal : public ::testing::EmptyTestEventListener {
+  // gtest puts its flags back after each test: set here, after the test
+  // that the signal ended, --gtest_fail_fast skips the rest.
+  void OnTestEnd(const ::testing::TestInfo&) override {
+    if (PendingInterrupt() != 0) GTEST_FLAG_SET(fail_fast, true);
+  }
+  void OnTestProgramEnd(const ::testing::UnitTest&) override {
+    FinishInterrupted();
+  }
+};
+
+// The test that a signal ended has failed with its report: gtest skips the
+// rest (--gtest_fail_fast), writes its files, and the listener above ends
+// the process.
+void StopAfterInterrupt(const TestSpec& spec) {
+  const int sig = PendingInterrupt();
+  if (sig == 0) return;
+  static bool said = false;
+  if (said) return;
+  said = true;
+  if (!::testing::Test::HasFailure()) {
+    // Its ranks had finished when the signal came: it fails all the same,
+    // so that gtest stops after it.
+    const std::string why =
+        fmt::format("disttest got {} while the test ran", InterruptText(sig));
+    GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, why.c_str(),
+                      ::testing::TestPartResult::kFatalFailure);
+  }
+  ::testing::UnitTest::GetInstance()->listeners().Append(new EndByTheSignal);
+  std::printf(
+      "[ disttest ] %s ended %s with the report above; the tests after it "
+      "are skipped, gtest writes its XML and JSON, and then this process "
+      "ends by %s\n",
+      InterruptText(sig).c_str(), spec.name.c_str(),
+      sig == SIGINT    ? "SIGINT"
+      : sig == SIGTERM ? "SIGTERM"
+                       : "the signal");
+  std::fflush(stdout);
+}
 
 // A rank is a process of its own: one communicator for all its threads.
 Communicator* g_current_comm = nullptr;
@@ -275,7 +319,9 @@ void Supervise(DistributedTest& test) {
   }
   for (std::size_t i = 0; i < steps.size(); ++i) {
     int fixture = i + 1 < steps.size() ? static_cast<int>(i) : -1;
-    if (!RunStep(test, steps[i], fixture)) return;
+    const bool on = RunStep(test, steps[i], fixture);
+    StopAfterInterrupt(steps[i]);
+    if (!on) return;
   }
 }
 

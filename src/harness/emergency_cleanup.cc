@@ -8,6 +8,8 @@
 #include <map>
 #include <utility>
 
+#include "harness/interrupt.h"
+
 namespace disttest::internal {
 namespace {
 
@@ -50,6 +52,13 @@ void Publish() {
 
 void OnSignal(int sig) {
   int saved_errno = errno;
+  // The first SIGTERM or SIGINT during a supervised test ends that test
+  // with its report (interrupt.h); the supervisor then cleans up. A second
+  // one is an emergency.
+  if (NoteInterrupt(sig)) {
+    errno = saved_errno;
+    return;
+  }
   int slot = g_published.load();
   if (slot >= 0) {
     const Plan& plan = g_slots[slot];

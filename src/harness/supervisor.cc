@@ -24,6 +24,9 @@ constexpr int kDrainTickMs = 10;
 
 // How long taking the stacks of stuck ranks may take, all ranks together.
 constexpr std::chrono::seconds kStackDeadline(15);
+// The same when a signal ended the test: the runner that sent it waits a
+// few seconds at most (ctest's TIMEOUT_SIGNAL_GRACE_PERIOD).
+constexpr std::chrono::seconds kInterruptStacks(5);
 
 }  // namespace
 
@@ -190,13 +193,20 @@ void Supervisor::OnExit(RankGroup::Rank& rank) {
 void Supervisor::Run() {
   while (AnyRunning()) {
     Clock::time_point now = Clock::now();
-    if (now >= deadline_) {
+    if (const int sig = PendingInterrupt(); sig != 0 && !interrupted_) {
+      interrupted_ = true;
+      KillStuck(
+          fmt::format("disttest got {} while the test ran", InterruptText(sig)),
+          /*deadline=*/true, kInterruptStacks);
+      deadline_ = Clock::time_point::max();
+      grace_deadline_.reset();
+    } else if (now >= deadline_) {
       KillStuck(fmt::format("the test timed out after {} ms",
                             group_.spec().options.timeout.count()),
-                /*deadline=*/true);
+                /*deadline=*/true, kStackDeadline);
       deadline_ = Clock::time_point::max();  // Now only reaping is left.
     } else if (grace_deadline_ && now >= *grace_deadline_) {
-      KillStuck(grace_reason_, /*deadline=*/false);
+      KillStuck(grace_reason_, /*deadline=*/false, kStackDeadline);
     }
     if (!group_.accept_trouble().empty() && !resource_trouble_) {
       // A rank waits for a connection that will not be accepted: the test
@@ -214,7 +224,8 @@ void Supervisor::Run() {
   }
 }
 
-void Supervisor::KillStuck(const std::string& reason, bool deadline) {
+void Supervisor::KillStuck(const std::string& reason, bool deadline,
+                           std::chrono::milliseconds stack_deadline) {
   std::vector<pid_t> pids;
   std::vector<RankGroup::Rank*> stuck;
   group_.DrainChannels();  // A rank that reported its verdict is not stuck.
@@ -241,7 +252,7 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline) {
                 pids.size() == 1 ? "" : "s");
     std::fflush(stdout);
     std::vector<std::string> stacks =
-        group_.launcher().Stacks(pids, kStackDeadline);
+        group_.launcher().Stacks(pids, stack_deadline);
     for (std::size_t i = 0; i < stuck.size(); ++i) {
       stuck[i]->report.stack = std::move(stacks[i]);
     }

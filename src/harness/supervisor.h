@@ -23,6 +23,9 @@
 // (a failure a rank reports, or a rank that dies) is printed when it comes:
 //   [ disttest ] Suite.Name/8ranks: first failure, rank 3 after 412 ms:
 //   barrier failed: timed out after 2700 ms waiting for rank 5 (...)
+// SIGTERM or SIGINT while it runs (interrupt.h) is a deadline too: the
+// stacks (at most kInterruptStacks) and ledgers are taken, the ranks killed,
+// and the test fails saying which signal ended it.
 #ifndef DISTTEST_SRC_HARNESS_SUPERVISOR_H_
 #define DISTTEST_SRC_HARNESS_SUPERVISOR_H_
 
@@ -32,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/interrupt.h"
 #include "harness/launcher.h"
 #include "harness/rank_group.h"
 #include "harness/verdict.h"
@@ -67,12 +71,16 @@ class Supervisor {
   // Takes the stacks of the ranks still running, then kills them. At the
   // test's `deadline` the ranks still running have overrun it, whatever
   // they do while the stacks are taken.
-  void KillStuck(const std::string& reason, bool deadline);
+  void KillStuck(const std::string& reason, bool deadline,
+                 std::chrono::milliseconds stack_deadline);
   // Prints which collective the `stuck` ranks are in, and who is not
   // (collective_report.h), before they are killed.
   void PrintParagraph(const std::vector<RankGroup::Rank*>& stuck,
                       const std::string& reason);
 
+  // SIGTERM and SIGINT end this test with its report (interrupt.h).
+  InterruptGuard interrupts_;
+  bool interrupted_ = false;
   RankGroup& group_;
   const bool parks_;  // The group's ranks wait for a next test.
   Clock::time_point start_;

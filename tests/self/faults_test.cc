@@ -282,6 +282,90 @@ TEST_P(FaultsTest, ParentStoppedByTermOrIntCleansUpAndDiesOfTheSignal) {
   }
 }
 
+// ctest's TIMEOUT (with TIMEOUT_SIGNAL_NAME SIGTERM), a CI job's
+// cancellation, Ctrl-C: the test in flight fails with its report (stacks,
+// ledgers), the tests after it are skipped, gtest writes its XML and JSON,
+// and the process dies of the signal; nothing is left.
+TEST_P(FaultsTest, TermOrIntDuringAHangFailsItWithItsReportAndWritesTheFiles) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    SCOPED_TRACE(strsignal(sig));
+    const std::string xml = TempPath(".xml"), json = TempPath(".json");
+    bool sent = false;
+    const auto start = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::duration after_signal{};
+    auto sent_at = start;
+    ChildRun run = RunChild(
+        {GetParam().binary,
+         "--gtest_filter=Verdicts.Passes/1ranks:Verdicts.HangsForSignalTests/"
+         "2ranks:VerdictsMismatch.AgreeingRanksPass/1ranks",
+         "--gtest_output=xml:" + xml},
+        {{"VERDICTS_LAUNCH", GetParam().launch}}, std::chrono::seconds(60),
+        [&](pid_t pid, const std::string& out, const std::string&) {
+          if (!sent && out.find("marker-running rank 0") != std::string::npos &&
+              out.find("marker-running rank 1") != std::string::npos) {
+            kill(pid, sig);
+            sent = true;
+            sent_at = std::chrono::steady_clock::now();
+          }
+        });
+    after_signal = std::chrono::steady_clock::now() - sent_at;
+    ASSERT_TRUE(sent) << run.out << run.err;
+    EXPECT_EQ(run.signal, sig) << run.out << run.err;
+    // The report, as a timeout's: why, the stacks, the verdict.
+    const std::string why = fmt::format(
+        "disttest got {} while the test ran",
+        sig == SIGTERM ? "SIGTERM (ctest's TIMEOUT, a CI job's cancellation "
+                         "or kill)"
+                       : "SIGINT (Ctrl-C)");
+    EXPECT_THAT(run.out, HasSubstr("Verdicts.HangsForSignalTests/2ranks: " +
+                                   why + "; taking the stacks of 2 ranks"));
+    EXPECT_THAT(run.out,
+                HasSubstr("[ranks 0-1 of 2] was killed by disttest: " + why +
+                          "; where it was: in the stacks below"));
+    EXPECT_THAT(run.out, HasSubstr("where they were when disttest took their "
+                                   "stacks"));
+    EXPECT_THAT(run.out, HasSubstr("the tests after it are skipped, gtest "
+                                   "writes its XML and JSON"));
+    // Every test that ran, the one in flight failed with its report, the
+    // one after it skipped.
+    const std::string x = ReadFile(xml);
+    EXPECT_THAT(x, HasSubstr("<testcase name=\"Passes/1ranks\""));
+    const std::string hang = TestCaseXml(x, "HangsForSignalTests/2ranks");
+    EXPECT_THAT(hang, HasSubstr("<failure")) << x;
+    EXPECT_THAT(hang, HasSubstr(why));
+    EXPECT_THAT(hang, HasSubstr("rank0.disttest_stack"));
+    EXPECT_THAT(TestCaseXml(x, "AgreeingRanksPass/1ranks"),
+                HasSubstr("result=\"skipped\""))
+        << x;
+    // Stacks at most 5 s, then the kill and the files.
+    EXPECT_LT(after_signal, std::chrono::seconds(8));
+    EXPECT_THAT(KillOrphans(), IsEmpty());
+    EXPECT_THAT(ShmLeftovers(run.pid), IsEmpty());
+    std::filesystem::remove(xml);
+    // The same for JSON, with SIGTERM only.
+    if (sig != SIGTERM) continue;
+    sent = false;
+    ChildRun j = RunChild(
+        {GetParam().binary,
+         "--gtest_filter=Verdicts.HangsForSignalTests/2ranks",
+         "--gtest_output=json:" + json},
+        {{"VERDICTS_LAUNCH", GetParam().launch}}, std::chrono::seconds(60),
+        [&](pid_t pid, const std::string& out, const std::string&) {
+          if (!sent && out.find("marker-running rank 0") != std::string::npos &&
+              out.find("marker-running rank 1") != std::string::npos) {
+            kill(pid, SIGTERM);
+            sent = true;
+          }
+        });
+    EXPECT_EQ(j.signal, SIGTERM);
+    const std::string js = ReadFile(json);
+    EXPECT_THAT(js, HasSubstr("\"name\": \"HangsForSignalTests\\/2ranks\""));
+    EXPECT_THAT(js, HasSubstr("\"failures\": ["));
+    EXPECT_THAT(js, HasSubstr("disttest got SIGTERM"));
+    std::filesystem::remove(json);
+  }
+}
+
 TEST_P(FaultsTest, BadInputGetsAClearError) {
   struct Case {
     std::string filter;

@@ -1,0 +1,89 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/interrupt.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+
+namespace disttest::internal {
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+// Lock-free, so the handler may read it.
+std::atomic<int> g_depth{0};
+struct sigaction g_old_term {};
+struct sigaction g_old_int {};
+
+// Only async-signal-safe calls: the first signal is noted (the supervisor's
+// loop sees it within a tick); a second one ends the process now.
+void OnSignal(int sig) {
+  if (!NoteInterrupt(sig)) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
+    kill(getpid(), sig);  // Delivered when this handler returns.
+    return;
+  }
+}
+
+}  // namespace
+
+bool NoteInterrupt(int sig) {
+  if (g_depth == 0 || g_signal != 0) return false;
+  if (sig != SIGTERM && sig != SIGINT) return false;
+  g_signal = sig;
+  return true;
+}
+
+InterruptGuard::InterruptGuard() {
+  if (g_depth++ > 0) return;
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, &g_old_term);
+  sigaction(SIGINT, &sa, &g_old_int);
+}
+
+InterruptGuard::~InterruptGuard() {
+  if (--g_depth > 0) return;
+  sigaction(SIGTERM, &g_old_term, nullptr);
+  sigaction(SIGINT, &g_old_int, nullptr);
+}
+
+int PendingInterrupt() { return g_signal; }
+
+std::string InterruptText(int sig) {
+  if (sig == SIGINT) return "SIGINT (Ctrl-C)";
+  if (sig == SIGTERM) {
+    return "SIGTERM (ctest's TIMEOUT, a CI job's cancellation or kill)";
+  }
+  return fmt::format("signal {}", sig);
+}
+
+void FinishInterrupted() {
+  const int sig = g_signal;
+  if (sig == 0) return;
+  std::fflush(nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  // As it would have ended: through whatever handles it now (the emergency
+  // clean-up of pooled ranks still alive, which then re-raises it), else by
+  // the default action.
+  raise(sig);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);
+  raise(sig);
+  _exit(128 + sig);  // Not reached unless the signal is blocked elsewhere.
+}
+
+}  // namespace disttest::internal
