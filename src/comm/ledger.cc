@@ -41,14 +41,25 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
                   std::atomic<std::int64_t>::is_always_lock_free,
               "the ledger's atomics must work across processes");
 
+// A rank's area: this header, then its ring of entries.
 struct LedgerMemory::Area {
   alignas(64) std::atomic<std::uint64_t> written{0};  // Entries begun.
   std::atomic<std::uint64_t> test_first{0};           // The test's first entry.
   std::atomic<std::int64_t> phase_ns[kPhases] = {};
   std::atomic<std::uint32_t> named{0};  // Names written (≤ kNamedComms).
   char names[kNamedComms][kNameBytes] = {};
-  Entry entries[kRing];
 };
+static_assert(sizeof(LedgerMemory::Area) % alignof(Entry) == 0);
+
+namespace {
+
+Entry* EntriesOf(const LedgerMemory::Area& a) {
+  return reinterpret_cast<Entry*>(
+      reinterpret_cast<char*>(const_cast<LedgerMemory::Area*>(&a)) +
+      sizeof(LedgerMemory::Area));
+}
+
+}  // namespace
 
 namespace {
 
@@ -271,7 +282,7 @@ std::optional<RankLedgerView> DecodeLedger(std::string_view text,
           line.substr(std::min(line.size(), word.size() + 1))
               .substr(0, LedgerMemory::kNameBytes - 1));
     } else if (word == "op") {
-      if (view.records.size() >= LedgerMemory::kRing) {
+      if (view.records.size() >= LedgerMemory::kMaxRing) {
         return fail("too many operations");
       }
       if (!Fields(line, 14, &f, &rest)) return fail("a short operation");
@@ -320,16 +331,26 @@ std::optional<RankLedgerView> DecodeLedger(std::string_view text,
 
 // --- memory ------------------------------------------------------------
 
-std::size_t LedgerMemory::SizeFor(int ranks) {
-  return sizeof(Area) * static_cast<std::size_t>(ranks);
+std::size_t LedgerMemory::AreaBytes(std::size_t ring) {
+  return sizeof(Area) + ring * sizeof(Entry);
 }
 
-std::shared_ptr<LedgerMemory> LedgerMemory::Create(int ranks) {
+std::size_t LedgerMemory::SizeFor(int ranks, std::size_t ring) {
+  return AreaBytes(ring) * static_cast<std::size_t>(ranks);
+}
+
+std::shared_ptr<LedgerMemory> LedgerMemory::Create(int ranks,
+                                                   std::size_t ring) {
   if (ranks < 1 || ranks > kMaxRanks) {
     throw Error(fmt::format("a collective ledger takes 1 to {} ranks, not {}",
                             kMaxRanks, ranks));
   }
-  const std::size_t size = SizeFor(ranks);
+  if (ring < 1 || ring > kMaxRing) {
+    throw Error(fmt::format(
+        "a collective ledger keeps 1 to {} operations per rank, not {}",
+        kMaxRing, ring));
+  }
+  const std::size_t size = SizeFor(ranks, ring);
   int fd = memfd_create("disttest-ledger", MFD_CLOEXEC);
   if (fd >= 0 && fd <= STDERR_FILENO) {
     // A process started without stdin: a rank's stdio would replace it.
@@ -352,15 +373,22 @@ std::shared_ptr<LedgerMemory> LedgerMemory::Create(int ranks) {
   // Fresh pages are zero, which is an empty ledger: nothing to write, and
   // the pages no rank touches cost nothing.
   return std::shared_ptr<LedgerMemory>(
-      new LedgerMemory(ranks, fd, memory, size));
+      new LedgerMemory(ranks, ring, fd, memory, size));
 }
 
 std::shared_ptr<LedgerMemory> LedgerMemory::Attach(int fd, int ranks) {
   struct stat st {};
   const bool valid = ranks >= 1 && ranks <= kMaxRanks;
-  const std::size_t size = valid ? SizeFor(ranks) : 0;
-  if (!valid || fstat(fd, &st) != 0 ||
-      static_cast<std::size_t>(st.st_size) != size) {
+  const std::size_t size =
+      fstat(fd, &st) == 0 ? static_cast<std::size_t>(st.st_size) : 0;
+  // The ring's length is what the size says, for `ranks` areas.
+  const std::size_t per_rank =
+      valid && size % static_cast<std::size_t>(ranks) == 0
+          ? size / static_cast<std::size_t>(ranks)
+          : 0;
+  const std::size_t ring =
+      per_rank > sizeof(Area) ? (per_rank - sizeof(Area)) / sizeof(Entry) : 0;
+  if (ring < 1 || ring > kMaxRing || SizeFor(ranks, ring) != size) {
     close(fd);
     throw Error(fmt::format(
         "descriptor {} is not a collective ledger for {} ranks ({} bytes)", fd,
@@ -375,11 +403,12 @@ std::shared_ptr<LedgerMemory> LedgerMemory::Attach(int fd, int ranks) {
                     std::strerror(error)));
   }
   return std::shared_ptr<LedgerMemory>(
-      new LedgerMemory(ranks, -1, memory, size));
+      new LedgerMemory(ranks, ring, -1, memory, size));
 }
 
-LedgerMemory::LedgerMemory(int ranks, int fd, void* memory, std::size_t size)
-    : ranks_(ranks), fd_(fd), memory_(memory), size_(size) {}
+LedgerMemory::LedgerMemory(int ranks, std::size_t ring, int fd, void* memory,
+                           std::size_t size)
+    : ranks_(ranks), ring_(ring), fd_(fd), memory_(memory), size_(size) {}
 
 LedgerMemory::~LedgerMemory() {
   munmap(memory_, size_);
@@ -387,7 +416,9 @@ LedgerMemory::~LedgerMemory() {
 }
 
 LedgerMemory::Area& LedgerMemory::area(int rank) const {
-  return static_cast<Area*>(memory_)[rank];
+  return *reinterpret_cast<Area*>(static_cast<char*>(memory_) +
+                                  AreaBytes(ring_) *
+                                      static_cast<std::size_t>(rank));
 }
 
 RankLedgerView LedgerMemory::Read(int rank, int as_rank) const {
@@ -408,10 +439,10 @@ RankLedgerView LedgerMemory::Read(int rank, int as_rank) const {
   const std::uint64_t first =
       std::min(written, a.test_first.load(std::memory_order_acquire));
   const std::uint64_t from =
-      std::max(first, written > kRing ? written - kRing : 0);
+      std::max(first, written > ring_ ? written - ring_ : 0);
   view.dropped = from - first;
   for (std::uint64_t i = from; i < written; ++i) {
-    const Entry& e = a.entries[i % kRing];
+    const Entry& e = EntriesOf(a)[i % ring_];
     const std::uint64_t stamp = e.stamp.load(std::memory_order_acquire);
     if (stamp != i + 1) continue;  // Being written, or written over.
     LedgerRecord r;
@@ -454,7 +485,10 @@ void Ledger::Install(std::shared_ptr<LedgerMemory> memory, int slot) {
 }
 
 Ledger::Ledger(std::shared_ptr<LedgerMemory> memory, int slot)
-    : memory_(std::move(memory)), slot_(slot), area_(&memory_->area(slot)) {
+    : memory_(std::move(memory)),
+      slot_(slot),
+      area_(&memory_->area(slot)),
+      ring_(memory_->ring()) {
   comms_ = area_->named.load(std::memory_order_relaxed);
 }
 
@@ -489,7 +523,7 @@ std::uint64_t Ledger::Begin(std::uint32_t comm, std::uint64_t seq,
                             const std::source_location& where) {
   LedgerMemory::Area& a = *area_;
   const std::uint64_t index = a.written.fetch_add(1, std::memory_order_relaxed);
-  Entry& e = a.entries[index % LedgerMemory::kRing];
+  Entry& e = EntriesOf(a)[index % ring_];
   e.stamp.store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   e.seq = seq;
@@ -521,7 +555,7 @@ std::uint64_t Ledger::Begin(std::uint32_t comm, std::uint64_t seq,
 }
 
 void Ledger::End(std::uint64_t index, LedgerState state) {
-  Entry& e = area_->entries[index % LedgerMemory::kRing];
+  Entry& e = EntriesOf(*area_)[index % ring_];
   // Written over already (kRing later operations of other threads): the
   // ring has its end no longer.
   if (e.stamp.load(std::memory_order_relaxed) != index + 1) return;

@@ -24,7 +24,8 @@
 // element type, count, reduce op, root or peer and tag, whether it is still
 // in it, completed or failed, when it entered and ended, and the caller's
 // file:line (std::source_location, a defaulted argument of the public
-// methods). A rank keeps its last kRing entries in a ring.
+// methods). A rank keeps its last kRing entries in a ring (more when a
+// trace is asked for: DISTTEST_TRACE).
 //
 // Cost: one uncontended atomic add, two clock reads and a copy of the file
 // name's last bytes an operation (bench/ledger_cost.cc: tens of
@@ -129,7 +130,8 @@ struct RankLedgerView {
 // them, inherited by forked ranks, attached by re-executed ones.
 class LedgerMemory {
  public:
-  static constexpr std::size_t kRing = 64;       // Entries kept per rank.
+  static constexpr std::size_t kRing = 64;  // Entries kept per rank.
+  static constexpr std::size_t kMaxRing = 1 << 16;
   static constexpr std::size_t kFileBytes = 56;  // Of each entry's path.
   static constexpr std::size_t kNamedComms = 16;
   static constexpr std::size_t kNameBytes = 40;
@@ -137,7 +139,9 @@ class LedgerMemory {
 
   // Throws Error when `ranks` is out of [1, kMaxRanks] or no memory can be
   // mapped (then anonymous shared memory: forked ranks only).
-  static std::shared_ptr<LedgerMemory> Create(int ranks);
+  // `ring`: how many of its last operations each rank keeps.
+  static std::shared_ptr<LedgerMemory> Create(int ranks,
+                                              std::size_t ring = kRing);
   // The ledger behind `fd`, an inherited fd() (closed here); throws Error
   // naming it when it is no ledger for `ranks` ranks.
   static std::shared_ptr<LedgerMemory> Attach(int fd, int ranks);
@@ -146,6 +150,7 @@ class LedgerMemory {
   LedgerMemory& operator=(const LedgerMemory&) = delete;
 
   int ranks() const { return ranks_; }
+  std::size_t ring() const { return ring_; }
   int fd() const { return fd_; }  // -1 once attached, or without memfd.
 
   // Rank `rank`'s ledger now (`as_rank` labels it).
@@ -156,10 +161,13 @@ class LedgerMemory {
   Area& area(int rank) const;
 
  private:
-  LedgerMemory(int ranks, int fd, void* memory, std::size_t size);
-  static std::size_t SizeFor(int ranks);
+  LedgerMemory(int ranks, std::size_t ring, int fd, void* memory,
+               std::size_t size);
+  static std::size_t AreaBytes(std::size_t ring);
+  static std::size_t SizeFor(int ranks, std::size_t ring);
 
   int ranks_;
+  std::size_t ring_;
   int fd_;
   void* memory_;
   std::size_t size_;
@@ -207,6 +215,7 @@ class Ledger {
   std::shared_ptr<LedgerMemory> memory_;
   int slot_;
   LedgerMemory::Area* area_;
+  std::size_t ring_;
   std::atomic<std::uint8_t> phase_{0};
   std::atomic<std::uint32_t> comms_{0};
 };

@@ -43,6 +43,7 @@
 #include "harness/rank_outcome.h"
 #include "harness/spawned_rank_host.h"
 #include "harness/supervisor.h"
+#include "harness/trace.h"
 #include "harness/verdict.h"
 #include "harness/worker_pool.h"
 
@@ -235,9 +236,23 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
     return false;
   }
   Reraise(Judge(spec, ranks));
+  std::string trace;
+  if (TraceWanted()) {
+    try {
+      trace = WriteTrace(spec, ranks);
+    } catch (const std::exception& e) {
+      GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, e.what(),
+                        ::testing::TestPartResult::kNonFatalFailure);
+    }
+  }
   if (pooled && ::testing::Test::HasFailure()) WorkerPools::Get().EndLast();
   if (::testing::Test::HasFailure()) {
     PrintLogTails(ranks);
+    if (!trace.empty()) {
+      std::printf(
+          "[ disttest ] its timeline (Perfetto, chrome://tracing): %s\n",
+          trace.c_str());
+    }
     if (!spec.fixture.empty()) {
       std::printf(
           "[ disttest ] fixture %s failed, so the test's own ranks were not "

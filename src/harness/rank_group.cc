@@ -21,6 +21,7 @@
 #include "env/text.h"
 #include "harness/descendants.h"
 #include "harness/resources.h"
+#include "harness/trace.h"
 #include "harness/zygote.h"
 #include "rendezvous/bind.h"
 
@@ -194,7 +195,9 @@ void RankGroup::Start() {
       spec_.options.init_distributed ? MakeArena(spec_.world_size) : nullptr;
   // Every communicator of a rank records into it, the world's and those a
   // test makes itself, so it exists whether or not the test connects one.
-  ledger_ = LedgerMemory::Create(spec_.world_size);
+  // A trace shows every operation of a test: a longer ring.
+  ledger_ = LedgerMemory::Create(
+      spec_.world_size, TraceWanted() ? kTraceRing : LedgerMemory::kRing);
   SpawnAll();
   emergency_->Arm(pgid_, queue_names_);
 }
@@ -227,7 +230,8 @@ std::vector<RankReport> RankGroup::End(const std::string& reason) {
   DrainChannels();
   // What the ranks' communicators did, for the verdict of a failed test
   // (read before CleanUp: the next Start() makes a new ledger).
-  if (std::any_of(ranks_.begin(), ranks_.end(),
+  if (TraceWanted() ||
+      std::any_of(ranks_.begin(), ranks_.end(),
                   [](const Rank& r) { return RankFailed(r.report); })) {
     ReadLedgers(/*again=*/false);
   }

@@ -169,6 +169,7 @@ void RankGroup::SpawnRank(int r) {
   for (const RankGroup* other : LiveGroups()) {
     if (other != this) other->AppendDescriptors(&request.close_in_child);
   }
+  rank.report.spawned_at = std::chrono::steady_clock::now();
   pid_t pid = launcher_->Spawn(request);
   LiveRanks().insert(pid);
   rank.pid = pid;

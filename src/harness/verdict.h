@@ -89,6 +89,8 @@ struct RankReport {
   // order they happened: the first is printed first, marked as such.
   std::vector<std::chrono::steady_clock::time_point> received;
   std::optional<std::chrono::steady_clock::time_point> ended_at;
+  // When the parent started it (for the trace); empty in launched mode.
+  std::optional<std::chrono::steady_clock::time_point> spawned_at;
   // Its collective ledger, read when the harness found the test stuck
   // (before any kill) or, for a test that failed otherwise, at its end.
   std::optional<RankLedgerView> ledger;

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -1386,6 +1387,72 @@ TEST_P(VerdictsTest, HangOfManyRanksIsOneFailureAndOneTreeOfStacks) {
     // The timeout, the stacks (at most 15 s), the kill and the verdict.
     EXPECT_LT(v.run.elapsed, std::chrono::seconds(3 + 15 + 5));
   }
+}
+
+// DISTTEST_TRACE: a Chrome trace event file per test, read back here: a
+// track per rank with its phases, every collective with its caller and
+// state, and the failures; the failing test prints its path.
+TEST_P(VerdictsTest, TraceHasEachRanksTimelineItsCollectivesAndItsFailures) {
+  const std::string dir = TempPath(".trace");
+  Verdict v = Run("VerdictsShortTimeout.StopsAfterABroadcast/4ranks",
+                  {{"DISTTEST_TRACE", dir}});
+  EXPECT_EQ(v.run.exit_code, 1);
+  const std::string path =
+      dir + "/VerdictsShortTimeout.StopsAfterABroadcast.4ranks.trace.json";
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[ disttest ] its timeline (Perfetto, chrome://"
+                        "tracing): " +
+                        path));
+  nlohmann::json trace = nlohmann::json::parse(ReadFile(path));
+  std::filesystem::remove_all(dir);
+  std::map<int, std::set<std::string>> spans;  // Per rank.
+  std::map<int, int> failures;
+  std::set<std::string> threads;
+  for (const auto& e : trace["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "M" && e["name"] == "thread_name") {
+      threads.insert(e["args"]["name"].get<std::string>());
+    }
+    if (ph == "X") {
+      EXPECT_GE(e["ts"].get<double>(), 0.0) << e;
+      EXPECT_GE(e["dur"].get<double>(), 0.0) << e;
+      std::string name = e["name"];
+      if (e["cat"] == "collective") {
+        name += fmt::format(" #{} {} {}", e["args"]["number"].get<int>(),
+                            e["args"]["called"].get<std::string>(),
+                            e["args"]["state"].get<std::string>());
+      }
+      spans[e["tid"].get<int>()].insert(name);
+    }
+    if (ph == "i" && e["name"] == "failure") ++failures[e["tid"].get<int>()];
+  }
+  EXPECT_EQ(threads,
+            (std::set<std::string>{"rank 0", "rank 1", "rank 2", "rank 3"}));
+  const std::string at = "at verdicts_test_.cc:";
+  const int line = LineOf("marker-stops-after-broadcast");
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE(fmt::format("rank {}", r));
+    for (const char* phase : {"start", "connect", "set-up", "body"}) {
+      EXPECT_EQ(spans[r].count(phase), 1u) << phase;
+    }
+    EXPECT_EQ(spans[r].count("barrier() #0 (disttest's, before the body) "
+                             "completed"),
+              1u);
+    EXPECT_EQ(
+        spans[r].count(fmt::format(
+            "broadcast(16 x int32, root 0) #1 {}{} completed", at, line - 1)),
+        1u);
+    if (r == 2) {
+      EXPECT_EQ(failures[r], 0);  // It hung; it did not fail.
+      continue;
+    }
+    EXPECT_EQ(spans[r].count(fmt::format(
+                  "allreduce(8 x float32, sum) #2 {}{} failed", at, line + 2)),
+              1u);
+    EXPECT_EQ(failures[r], 1);
+  }
+  EXPECT_EQ(trace["otherData"]["test"],
+            "VerdictsShortTimeout.StopsAfterABroadcast/4ranks");
 }
 
 TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {

@@ -38,6 +38,12 @@ inline constexpr char kKeepNcclDebug[] = "DISTTEST_KEEP_NCCL_DEBUG";
 // <dir>/<Suite>.<Name>/<N>ranks/rank-<r>.log, and a failing test prints
 // the last lines of its failing ranks' logs.
 inline constexpr char kLogDir[] = "DISTTEST_LOG_DIR";
+// A directory: each distributed test writes a Chrome trace event file there,
+// <dir>/<Suite>.<Name>.<N>ranks.trace.json (Perfetto, chrome://tracing): a
+// track per rank with its start, connection, set-up, body, tear-down and
+// every collective it called, and its failures; a failing test prints the
+// path.
+inline constexpr char kTrace[] = "DISTTEST_TRACE";
 // Seconds between the progress lines of a test that runs long (default 5;
 // 0 turns them off).
 inline constexpr char kHeartbeat[] = "DISTTEST_HEARTBEAT";
