@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -48,10 +49,32 @@ struct LedgerMemory::Area {
   std::atomic<std::int64_t> phase_ns[kPhases] = {};
   std::atomic<std::uint32_t> named{0};  // Names written (≤ kNamedComms).
   char names[kNamedComms][kNameBytes] = {};
+  // Per named communicator: the test's collectives, and a digest of their
+  // calls (operation, type, count, reduce op, root) in order.
+  std::atomic<std::uint64_t> calls[kNamedComms] = {};
+  std::atomic<std::uint64_t> digest[kNamedComms] = {};
 };
 static_assert(sizeof(LedgerMemory::Area) % alignof(Entry) == 0);
 
 namespace {
+
+// What two ranks' calls of one collective must agree on, in 64 bits.
+std::uint64_t CallHash(const Ledger::Call& c) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&h](std::uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  };
+  mix(static_cast<std::uint64_t>(c.op));
+  if (c.op != LedgerOp::kBarrier) {
+    mix(static_cast<std::uint64_t>(c.type));
+    mix(c.count);
+  }
+  if (c.op == LedgerOp::kAllReduce) mix(static_cast<std::uint64_t>(c.reduce));
+  if (c.op == LedgerOp::kBroadcast) {
+    mix(static_cast<std::uint64_t>(static_cast<std::uint32_t>(c.peer)));
+  }
+  return h;
+}
 
 Entry* EntriesOf(const LedgerMemory::Area& a) {
   return reinterpret_cast<Entry*>(
@@ -231,7 +254,11 @@ std::string EncodeLedger(const RankLedgerView& view, std::size_t last) {
       fmt::format("ledger 1 {} {}\nphases", view.rank, view.dropped + from);
   for (std::int64_t t : view.phase_ns) out += " " + Age(read, t);
   out += '\n';
-  for (const std::string& name : view.comms) out += "comm " + name + "\n";
+  for (std::size_t i = 0; i < view.comms.size(); ++i) {
+    const CommDigest d =
+        i < view.digests.size() ? view.digests[i] : CommDigest{};
+    out += fmt::format("comm {} {} {}\n", d.calls, d.digest, view.comms[i]);
+  }
   for (std::size_t i = from; i < view.records.size(); ++i) {
     const LedgerRecord& r = view.records[i];
     out += fmt::format("op {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
@@ -278,9 +305,16 @@ std::optional<RankLedgerView> DecodeLedger(std::string_view text,
       if (view.comms.size() >= LedgerMemory::kNamedComms) {
         return fail("too many communicators");
       }
-      view.comms.emplace_back(
-          line.substr(std::min(line.size(), word.size() + 1))
-              .substr(0, LedgerMemory::kNameBytes - 1));
+      std::int64_t calls = 0;
+      if (!Fields(line, 2, &f, &rest) ||
+          !Number(f[0], 0, INT64_MAX / 2, &calls) || f[1].empty() ||
+          f[1].size() > 20 ||
+          f[1].find_first_not_of("0123456789") != std::string::npos) {
+        return fail("a bad communicator");
+      }
+      view.digests.push_back(
+          {static_cast<std::uint64_t>(calls), std::stoull(f[1])});
+      view.comms.push_back(rest.substr(0, LedgerMemory::kNameBytes - 1));
     } else if (word == "op") {
       if (view.records.size() >= LedgerMemory::kMaxRing) {
         return fail("too many operations");
@@ -335,8 +369,18 @@ std::size_t LedgerMemory::AreaBytes(std::size_t ring) {
   return sizeof(Area) + ring * sizeof(Entry);
 }
 
+// The memory starts with what it holds, for Attach() to check.
+struct LedgerMemory::Shape {
+  alignas(64) std::uint32_t magic;
+  std::uint32_t ranks;
+  std::uint64_t ring;
+};
+namespace {
+constexpr std::uint32_t kLedgerMagic = 0x474c5444;  // "DTLG"
+}  // namespace
+
 std::size_t LedgerMemory::SizeFor(int ranks, std::size_t ring) {
-  return AreaBytes(ring) * static_cast<std::size_t>(ranks);
+  return sizeof(Shape) + AreaBytes(ring) * static_cast<std::size_t>(ranks);
 }
 
 std::shared_ptr<LedgerMemory> LedgerMemory::Create(int ranks,
@@ -370,30 +414,33 @@ std::shared_ptr<LedgerMemory> LedgerMemory::Create(int ranks,
     throw Error(fmt::format("cannot map a collective ledger of {} bytes: {}",
                             size, std::strerror(error)));
   }
-  // Fresh pages are zero, which is an empty ledger: nothing to write, and
-  // the pages no rank touches cost nothing.
+  // Fresh pages are zero, which is an empty ledger: nothing to write but
+  // its shape, and the pages no rank touches cost nothing.
+  auto* shape = static_cast<Shape*>(memory);
+  shape->magic = kLedgerMagic;
+  shape->ranks = static_cast<std::uint32_t>(ranks);
+  shape->ring = ring;
   return std::shared_ptr<LedgerMemory>(
       new LedgerMemory(ranks, ring, fd, memory, size));
 }
 
 std::shared_ptr<LedgerMemory> LedgerMemory::Attach(int fd, int ranks) {
   struct stat st {};
-  const bool valid = ranks >= 1 && ranks <= kMaxRanks;
+  Shape shape{};
   const std::size_t size =
       fstat(fd, &st) == 0 ? static_cast<std::size_t>(st.st_size) : 0;
-  // The ring's length is what the size says, for `ranks` areas.
-  const std::size_t per_rank =
-      valid && size % static_cast<std::size_t>(ranks) == 0
-          ? size / static_cast<std::size_t>(ranks)
-          : 0;
-  const std::size_t ring =
-      per_rank > sizeof(Area) ? (per_rank - sizeof(Area)) / sizeof(Entry) : 0;
-  if (ring < 1 || ring > kMaxRing || SizeFor(ranks, ring) != size) {
+  const bool read =
+      size >= sizeof(Shape) &&
+      pread(fd, &shape, sizeof shape, 0) == static_cast<ssize_t>(sizeof shape);
+  if (!read || shape.magic != kLedgerMagic ||
+      shape.ranks != static_cast<std::uint32_t>(ranks) || shape.ring < 1 ||
+      shape.ring > kMaxRing || SizeFor(ranks, shape.ring) != size) {
     close(fd);
     throw Error(fmt::format(
         "descriptor {} is not a collective ledger for {} ranks ({} bytes)", fd,
         ranks, size));
   }
+  const auto ring = static_cast<std::size_t>(shape.ring);
   void* memory = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int error = errno;
   close(fd);
@@ -416,9 +463,31 @@ LedgerMemory::~LedgerMemory() {
 }
 
 LedgerMemory::Area& LedgerMemory::area(int rank) const {
-  return *reinterpret_cast<Area*>(static_cast<char*>(memory_) +
+  return *reinterpret_cast<Area*>(static_cast<char*>(memory_) + sizeof(Shape) +
                                   AreaBytes(ring_) *
                                       static_cast<std::size_t>(rank));
+}
+
+bool LedgerMemory::DigestsAgree() const {
+  std::vector<std::pair<std::string_view, CommDigest>> seen;
+  for (int r = 0; r < ranks_; ++r) {
+    const Area& a = area(r);
+    const std::uint32_t named = std::min<std::uint32_t>(
+        a.named.load(std::memory_order_acquire), kNamedComms);
+    for (std::uint32_t i = 0; i < named; ++i) {
+      const std::string_view name(a.names[i], strnlen(a.names[i], kNameBytes));
+      const CommDigest d{a.calls[i].load(std::memory_order_acquire),
+                         a.digest[i].load(std::memory_order_relaxed)};
+      auto it = std::find_if(seen.begin(), seen.end(),
+                             [&](const auto& s) { return s.first == name; });
+      if (it == seen.end()) {
+        seen.emplace_back(name, d);
+      } else if (!(it->second == d)) {
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 RankLedgerView LedgerMemory::Read(int rank, int as_rank) const {
@@ -434,6 +503,10 @@ RankLedgerView LedgerMemory::Read(int rank, int as_rank) const {
       a.named.load(std::memory_order_acquire), kNamedComms);
   for (std::uint32_t i = 0; i < named; ++i) {
     view.comms.emplace_back(a.names[i], strnlen(a.names[i], kNameBytes));
+    // The count first: a digest read after it covers at least that many.
+    const std::uint64_t calls = a.calls[i].load(std::memory_order_acquire);
+    view.digests.push_back(
+        {calls, a.digest[i].load(std::memory_order_relaxed)});
   }
   const std::uint64_t written = a.written.load(std::memory_order_acquire);
   const std::uint64_t first =
@@ -496,6 +569,8 @@ void Ledger::BeginTest() {
   area_->test_first.store(area_->written.load(std::memory_order_relaxed),
                           std::memory_order_release);
   for (auto& p : area_->phase_ns) p.store(0, std::memory_order_relaxed);
+  for (auto& c : area_->calls) c.store(0, std::memory_order_relaxed);
+  for (auto& d : area_->digest) d.store(0, std::memory_order_relaxed);
   phase_.store(0, std::memory_order_relaxed);
   Enter(RankPhase::kStarted);
 }
@@ -522,6 +597,15 @@ std::uint64_t Ledger::Begin(std::uint32_t comm, std::uint64_t seq,
                             const Call& call,
                             const std::source_location& where) {
   LedgerMemory::Area& a = *area_;
+  if (call.op != LedgerOp::kSend && call.op != LedgerOp::kRecv &&
+      comm < LedgerMemory::kNamedComms) {
+    // Only this thread writes a communicator's digest (one communicator
+    // is not used from two threads at once).
+    const std::uint64_t h =
+        a.digest[comm].load(std::memory_order_relaxed) ^ CallHash(call);
+    a.digest[comm].store(h * 0x100000001b3ULL, std::memory_order_relaxed);
+    a.calls[comm].fetch_add(1, std::memory_order_release);
+  }
   const std::uint64_t index = a.written.fetch_add(1, std::memory_order_relaxed);
   Entry& e = EntriesOf(a)[index % ring_];
   e.stamp.store(0, std::memory_order_relaxed);

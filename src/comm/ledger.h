@@ -111,6 +111,15 @@ struct LedgerRecord {
   bool SameCall(const LedgerRecord& other) const;
 };
 
+// A communicator's collectives in one test: how many, and a digest of
+// their calls in order. Ranks whose digests of one communicator differ
+// made different calls, even where every call completed.
+struct CommDigest {
+  std::uint64_t calls = 0;
+  std::uint64_t digest = 0;
+  bool operator==(const CommDigest&) const = default;
+};
+
 // One rank's ledger as read at one moment.
 struct RankLedgerView {
   int rank = 0;
@@ -119,6 +128,7 @@ struct RankLedgerView {
   std::uint64_t dropped = 0;          // This test's, older than those.
   std::array<std::int64_t, kPhases> phase_ns{};  // 0: not reached.
   std::vector<std::string> comms;                // Communicator names, by id.
+  std::vector<CommDigest> digests;               // The test\'s, by id.
   // The phase it reached last (kStarted when none).
   RankPhase phase() const;
   // The name of communicator `id`.
@@ -153,12 +163,16 @@ class LedgerMemory {
   std::size_t ring() const { return ring_; }
   int fd() const { return fd_; }  // -1 once attached, or without memfd.
 
+  // Whether every rank's digest of each communicator (by name) is the
+  // same: a few loads per rank, for a test that passed.
+  bool DigestsAgree() const;
   // Rank `rank`'s ledger now (`as_rank` labels it).
   RankLedgerView Read(int rank, int as_rank) const;
   RankLedgerView Read(int rank) const { return Read(rank, rank); }
 
   struct Area;
   Area& area(int rank) const;
+  struct Shape;
 
  private:
   LedgerMemory(int ranks, std::size_t ring, int fd, void* memory,

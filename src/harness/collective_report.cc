@@ -369,4 +369,111 @@ std::string CollectiveReport(const std::vector<RankState>& states,
   return text;
 }
 
+std::string MismatchedCalls(const std::vector<RankState>& states) {
+  std::vector<std::string> names;
+  for (const RankState& s : states) {
+    if (!s.ledger) continue;
+    for (const std::string& n : s.ledger->comms) {
+      if (std::find(names.begin(), names.end(), n) == names.end()) {
+        names.push_back(n);
+      }
+    }
+  }
+  std::vector<std::string> out;
+  for (const std::string& comm : names) {
+    // The ranks whose every collective on it returned.
+    struct Member {
+      int rank;
+      CommDigest digest;
+      std::vector<const LedgerRecord*> records;
+    };
+    std::vector<Member> members;
+    for (const RankState& s : states) {
+      if (!s.ledger) continue;
+      const RankLedgerView& v = *s.ledger;
+      auto id = std::find(v.comms.begin(), v.comms.end(), comm);
+      if (id == v.comms.end()) continue;
+      const auto i = static_cast<std::size_t>(id - v.comms.begin());
+      if (i >= v.digests.size()) continue;
+      Member m{s.rank, v.digests[i], {}};
+      bool returned = true;
+      for (const LedgerRecord& r : v.records) {
+        if (r.comm != i || !r.collective()) continue;
+        returned = returned && r.state == LedgerState::kCompleted;
+        m.records.push_back(&r);
+      }
+      if (returned) members.push_back(std::move(m));
+    }
+    if (members.size() < 2) continue;
+    const bool agree = std::all_of(
+        members.begin(), members.end(),
+        [&](const Member& m) { return m.digest == members.front().digest; });
+    if (agree) continue;
+    // The first collective, among those the ledgers kept, where the calls
+    // part.
+    std::uint64_t first = UINT64_MAX, last = 0;
+    for (const Member& m : members) {
+      for (const LedgerRecord* r : m.records) {
+        first = std::min(first, r->seq);
+        last = std::max(last, r->seq);
+      }
+    }
+    std::vector<int> numbers;
+    std::vector<Line> lines;
+    std::uint64_t at = UINT64_MAX;
+    for (std::uint64_t seq = first; seq <= last && first != UINT64_MAX; ++seq) {
+      const LedgerRecord* one = nullptr;
+      bool differ = false;
+      for (const Member& m : members) {
+        for (const LedgerRecord* r : m.records) {
+          if (r->seq != seq) continue;
+          if (one == nullptr) one = r;
+          if (!r->SameCall(*one)) differ = true;
+        }
+      }
+      if (!differ) continue;
+      at = seq;
+      for (const Member& m : members) {
+        numbers.push_back(m.rank);
+        const LedgerRecord* mine = nullptr;
+        for (const LedgerRecord* r : m.records) {
+          if (r->seq == seq) mine = r;
+        }
+        lines.push_back(
+            {mine != nullptr
+                 ? fmt::format("called {} {}", mine->str(), mine->where())
+                 : std::string("made no such collective"),
+             {}});
+      }
+      break;
+    }
+    if (at != UINT64_MAX) {
+      out.push_back(fmt::format(
+          "collective #{} on {} did not match across the ranks, though every "
+          "call returned (the data is not what the test meant):",
+          at, CommTitle(comm)));
+    } else {
+      // The first difference is older than what the ledgers kept.
+      out.push_back(fmt::format(
+          "the collectives on {} did not match across the ranks, though every "
+          "call returned (the data is not what the test meant); the first "
+          "difference is older than the operations the ledgers keep:",
+          CommTitle(comm)));
+      for (const Member& m : members) {
+        numbers.push_back(m.rank);
+        lines.push_back({fmt::format("made {} collectives, digest {:016x}",
+                                     m.digest.calls, m.digest.digest),
+                         {}});
+      }
+    }
+    for (std::string& l : Grouped(numbers, lines)) out.push_back(std::move(l));
+  }
+  std::string text;
+  for (const std::string& l : out) {
+    if (!text.empty()) text += '\n';
+    text += l;
+  }
+  return text;
+}
+
 }  // namespace disttest::internal

@@ -50,6 +50,17 @@ struct RankState {
 std::string CollectiveReport(const std::vector<RankState>& ranks,
                              std::size_t max_lines = 40);
 
+// Ranks whose collectives on a communicator all returned but whose calls
+// differed (their ledgers' digests): a broken program that no wait caught
+// (different reduce ops, counts that the transport did not check). "" when
+// they agree; else, for each such communicator, the first collective that
+// differs and what each rank called:
+//   collective #1 on the world communicator did not match across the ranks,
+//   though every call returned (the data is not what the test meant):
+//     rank 0 called allreduce(8 x float32, sum) at model_test.cc:42
+//     rank 1 called allreduce(8 x float32, max) at model_test.cc:42
+std::string MismatchedCalls(const std::vector<RankState>& ranks);
+
 }  // namespace disttest::internal
 
 #endif  // DISTTEST_SRC_HARNESS_COLLECTIVE_REPORT_H_

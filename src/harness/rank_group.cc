@@ -232,7 +232,8 @@ std::vector<RankReport> RankGroup::End(const std::string& reason) {
   // (read before CleanUp: the next Start() makes a new ledger).
   if (TraceWanted() ||
       std::any_of(ranks_.begin(), ranks_.end(),
-                  [](const Rank& r) { return RankFailed(r.report); })) {
+                  [](const Rank& r) { return RankFailed(r.report); }) ||
+      (ledger_ != nullptr && !ledger_->DigestsAgree())) {
     ReadLedgers(/*again=*/false);
   }
   std::vector<RankReport> reports;

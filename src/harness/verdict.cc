@@ -405,6 +405,11 @@ std::string NowAt(const std::string& stack, const std::string& test_file) {
 
 // Whether the harness found `r` still running at the deadline or after a
 // peer's failure (and killed it, or would have).
+// What a launched job's rank 0 says of a rank whose body outlived the
+// timeout (launched/liveness.h, kStuck).
+constexpr std::string_view kHungInItsBody =
+    "it was still in its body at the test's timeout";
+
 bool FoundStuck(const RankReport& r) {
   return !r.overran.empty() ||
          r.killed_because.find(kStillRunningAfter) != std::string::npos;
@@ -420,7 +425,13 @@ std::string CollectiveParagraph(const TestSpec& spec,
     s.ledger = r.ledger;
     stuck = stuck || FoundStuck(r);
     // Read before the kill: a rank that disttest killed was running then.
-    if (r.killed_because.empty() && r.overran.empty() && r.outcome) {
+    // A launched rank whose body hung reports so (its watchdog read its
+    // ledger then): it was running.
+    const bool hung = std::any_of(
+        r.results.begin(), r.results.end(), [](const RankMessage& m) {
+          return m.message.find(kHungInItsBody) != std::string::npos;
+        });
+    if (r.killed_because.empty() && r.overran.empty() && !hung && r.outcome) {
       const bool exited = r.outcome->exited();
       const int code = exited ? r.outcome->exit_code() : -1;
       s.ended = code == kExitPassed    ? "passed"
@@ -479,9 +490,21 @@ std::vector<Finding> Judge(const TestSpec& spec,
                      GroupLabel(spec, stuck), MergeStacks(stacks)),
          {}});
   }
-  const bool failed = std::any_of(
-      findings.begin(), findings.end(),
-      [](const Finding& f) { return f.kind != Finding::Kind::kProperty; });
+  // Calls that differed though every one returned: a broken program that
+  // passes otherwise. It goes first: it is the root cause.
+  std::vector<RankState> ledgers;
+  for (const RankReport& r : ranks) {
+    RankState s;
+    s.rank = r.rank;
+    s.ledger = r.ledger;
+    ledgers.push_back(std::move(s));
+  }
+  std::string calls = MismatchedCalls(ledgers);
+  const bool failed =
+      !calls.empty() ||
+      std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
+        return f.kind != Finding::Kind::kProperty;
+      });
   if (failed) {
     // The paragraph first: which collective, who is in it, who is not.
     std::string paragraph = CollectiveParagraph(spec, ranks);
@@ -492,6 +515,13 @@ std::vector<Finding> Judge(const TestSpec& spec,
                                          std::move(paragraph),
                                          {}});
     }
+  }
+  if (!calls.empty()) {
+    findings.insert(findings.begin(), {Finding::Kind::kFatalFailure,
+                                       spec.file,
+                                       spec.line,
+                                       std::move(calls),
+                                       {}});
   }
   std::vector<Finding> skips;
   JudgeSkips(spec, ranks, &skips);

@@ -258,5 +258,13 @@ TEST(LedgerMemoryTest, ADescriptorOfTheWrongSizeIsNamed) {
   EXPECT_THROW(LedgerMemory::Create(0), Error);
 }
 
+TEST(LedgerMemoryTest, ARingOfAnyLengthAttachesAsItWasMade) {
+  auto memory = LedgerMemory::Create(3, 1000);
+  auto attached = LedgerMemory::Attach(dup(memory->fd()), 3);
+  EXPECT_EQ(attached->ring(), 1000u);
+  EXPECT_THROW(LedgerMemory::Create(1, 0), Error);
+  EXPECT_THROW(LedgerMemory::Create(1, LedgerMemory::kMaxRing + 1), Error);
+}
+
 }  // namespace
 }  // namespace disttest::internal

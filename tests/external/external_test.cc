@@ -234,6 +234,27 @@ TEST_P(ExternalTest, HungRankPrintsItsStacksAndTheRunEnds) {
       << r.all;
 }
 
+// Ranks that called different collectives that all returned (no arena
+// compares calls across hosts): rank 0's verdict fails the test from the
+// ranks' ledgers, naming each rank's call.
+TEST_P(ExternalTest, CallsThatDifferFailTheTestThoughTheyReturned) {
+  Report r = Launch("External.ReduceOpsDifferButReturn/*");
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(
+      r.run.out,
+      HasSubstr(fmt::format(
+          "collective #1 on the world communicator did not match across the "
+          "ranks, though every call returned (the data is not what the test "
+          "meant):\n  ranks 0-1 (2 ranks) called allreduce(8 x float32, sum) "
+          "at external_child_.cc:{}\n  ranks 2-3 (2 ranks) called "
+          "allreduce(8 x float32, max) at external_child_.cc:{}",
+          LineOf("marker-launched-mismatch"),
+          LineOf("marker-launched-mismatch"))))
+      << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] External."
+                                   "ReduceOpsDifferButReturn/4ranks"));
+}
+
 // The rank environment a body sees is its test's; after the test, the
 // launcher's is back as it was on every rank.
 TEST_P(ExternalTest, TheLauncherEnvironmentComesBackAfterATest) {

@@ -214,6 +214,30 @@ TEST_P(VerdictsTest, RanksThatDisagreeAboutACollectiveAllFail) {
   }
 }
 
+// No wait catches ranks that reduce with different operators on a
+// communicator the test made (no arena): every call returns, and the
+// verdict fails the test from the ledgers' digests, naming each call.
+TEST_P(VerdictsTest, CallsThatDifferFailTheTestThoughEveryCallReturned) {
+  Verdict v =
+      Run("VerdictsSilentMismatch.ReduceOpsDifferOnAUserCommunicator/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  // Both ranks returned: nothing else failed.
+  EXPECT_THAT(v.run.out, HasSubstr("marker-silent-returned 0"));
+  EXPECT_THAT(v.run.out, HasSubstr("marker-silent-returned 1"));
+  const std::string at =
+      fmt::format("verdicts_test_.cc:{}", LineOf("marker-silent-mismatch"));
+  EXPECT_THAT(
+      v.run.out,
+      HasSubstr("collective #0 on my communicator did not match across "
+                "the ranks, though every call returned (the data is "
+                "not what the test meant):\n  rank 0 called "
+                "allreduce(8 x float32, sum) at " +
+                at + "\n  rank 1 called allreduce(8 x float32, max) at " + at))
+      << v.run.out;
+  EXPECT_THAT(TestCaseXml(v.xml, "ReduceOpsDifferOnAUserCommunicator/2ranks"),
+              HasSubstr("<failure"));
+}
+
 TEST_P(VerdictsTest, SkipOnEveryRankSkipsTheTest) {
   Verdict v = Run("Verdicts.SkipsOnEveryRank/2ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
@@ -1468,7 +1492,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 50 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("48 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("49 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -591,6 +591,25 @@ DIST_TEST_F(VerdictsMismatch, CaughtMismatchBreaksLaterCollectives) {
   Passed();
 }
 
+// A communicator the test makes itself has no host arena to compare calls:
+// ranks that reduce with different operators all return, with data the
+// test did not mean. The verdict fails it all the same (the ledgers'
+// digests), naming the call of each rank.
+class VerdictsSilentMismatch : public Verdicts {};
+
+DIST_TEST_F(VerdictsSilentMismatch, ReduceOpsDifferOnAUserCommunicator, 2) {
+  disttest::GlooOptions options;
+  options.prefix = "mine";
+  options.name = "my communicator";
+  std::unique_ptr<disttest::Communicator> mine = disttest::CreateCommunicator(
+      disttest::Backend::kGloo, store(), rank(), world_size(), options);
+  std::vector<float> v(8, rank() + 1.0f);
+  const auto op =
+      rank() == 0 ? disttest::ReduceOp::kSum : disttest::ReduceOp::kMax;
+  mine->allreduce(v.data(), v.size(), op);  // marker-silent-mismatch
+  std::printf("marker-silent-returned %d %g\n", rank(), v[0]);
+}
+
 // The same calls in the same order pass, through the arena and Gloo alike.
 DIST_TEST_F(VerdictsMismatch, AgreeingRanksPass, 1, 3) {
   for (std::size_t n : {std::size_t{0}, std::size_t{8}, kLarge}) {

@@ -143,9 +143,6 @@ std::vector<RankReport> GatherReports(LaunchedJob& job, const StepKeys& keys,
     lost.done = RankVerdict::kFailed;
     lost.outcome = RankOutcome::FromWaitStatus(
         W_EXITCODE(ExitCodeOf(RankVerdict::kFailed), 0));
-    // Hung in its body at the deadline: running when its watchdog read its
-    // ledger.
-    if (it->second == kStuck) lost.overran = it->second;
     lost.results.push_back({RankMessage::Kind::kFatalFailure, spec.file,
                             spec.line,
                             "did not report its result: " + it->second});
