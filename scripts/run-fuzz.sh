@@ -14,7 +14,7 @@ if [[ ! $seconds =~ ^[1-9][0-9]*$ ]]; then
   echo "run-fuzz.sh: SECONDS must be a positive integer, got '$seconds'" >&2
   exit 2
 fi
-fuzzers=(store_request_fuzzer result_message_fuzzer)
+fuzzers=(store_request_fuzzer result_message_fuzzer ledger_text_fuzzer)
 
 # clang 14 is Debian 12's default; its libFuzzer runtime is in libclang-rt-14-dev.
 packages=(clang libclang-rt-14-dev cmake make libfmt-dev libboost-dev)

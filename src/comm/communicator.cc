@@ -78,10 +78,15 @@ class Communicator::Recorded {
     if (comm.ledger_ != ledger_) {
       // The first operation, or a ledger installed since: the communicator
       // gets its id (and a name, when its backend gave it none).
-      if (comm.name_.empty()) {
+      // An unnamed one is "communicator <k>" here; the ledger keeps no name
+      // for it, since ranks that made different numbers of communicators
+      // would give one communicator different names (its calls are not
+      // compared across the ranks).
+      const bool named = !comm.name_.empty();
+      if (!named) {
         comm.name_ = fmt::format("communicator {}", ledger_->comms() + 1);
       }
-      comm.ledger_id_ = ledger_->AddCommunicator(comm.name_);
+      comm.ledger_id_ = ledger_->AddCommunicator(named ? comm.name_ : "");
       comm.ledger_ = ledger_;
     }
     // Numbered from 0, as the host arena numbers them: the world's #0 is

@@ -183,6 +183,29 @@ std::string RankLedgerView::comm_name(std::uint32_t id) const {
   return fmt::format("communicator {}", id + 1);
 }
 
+namespace {
+
+// Combines the digests of several communicators of one name (in id order).
+void Fold(CommDigest& into, const CommDigest& d) {
+  if (d.calls == 0) return;
+  if (into.calls == 0) {
+    into = d;
+    return;
+  }
+  into.calls += d.calls;
+  into.digest = (into.digest ^ d.digest) * 0x100000001b3ULL;
+}
+
+}  // namespace
+
+CommDigest RankLedgerView::digest_of(std::string_view name) const {
+  CommDigest out;
+  for (std::size_t i = 0; i < comms.size() && i < digests.size(); ++i) {
+    if (comms[i] == name) Fold(out, digests[i]);
+  }
+  return out;
+}
+
 // --- as text -----------------------------------------------------------
 //
 //   ledger 1 <rank> <dropped>
@@ -470,14 +493,26 @@ LedgerMemory::Area& LedgerMemory::area(int rank) const {
 
 bool LedgerMemory::DigestsAgree() const {
   std::vector<std::pair<std::string_view, CommDigest>> seen;
+  std::vector<std::pair<std::string_view, CommDigest>> mine;
   for (int r = 0; r < ranks_; ++r) {
     const Area& a = area(r);
     const std::uint32_t named = std::min<std::uint32_t>(
         a.named.load(std::memory_order_acquire), kNamedComms);
+    mine.clear();
     for (std::uint32_t i = 0; i < named; ++i) {
       const std::string_view name(a.names[i], strnlen(a.names[i], kNameBytes));
+      if (name.empty()) continue;  // Unnamed: not compared.
       const CommDigest d{a.calls[i].load(std::memory_order_acquire),
                          a.digest[i].load(std::memory_order_relaxed)};
+      auto it = std::find_if(mine.begin(), mine.end(),
+                             [&](const auto& m) { return m.first == name; });
+      if (it == mine.end()) {
+        mine.emplace_back(name, d);
+      } else {
+        Fold(it->second, d);
+      }
+    }
+    for (const auto& [name, d] : mine) {
       auto it = std::find_if(seen.begin(), seen.end(),
                              [&](const auto& s) { return s.first == name; });
       if (it == seen.end()) {

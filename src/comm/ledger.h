@@ -133,6 +133,9 @@ struct RankLedgerView {
   RankPhase phase() const;
   // The name of communicator `id`.
   std::string comm_name(std::uint32_t id) const;
+  // The test's digest of the communicators named `name`: a launched rank
+  // keeps one "world" per world size, of which a test uses one.
+  CommDigest digest_of(std::string_view name) const;
 };
 
 // The ledgers of `ranks` ranks, in a memfd ("disttest-ledger",
@@ -199,8 +202,9 @@ class Ledger {
   // A new test starts: Read() shows entries from here on, and no phase.
   void BeginTest();
   void Enter(RankPhase phase);
-  // A communicator's id, and its name in reports (kNamedComms are named;
-  // later ones read "communicator <id + 1>").
+  // A communicator's id, and its name in reports (CommOptions::name; ""
+  // for one without, and for every one after kNamedComms: they read
+  // "communicator <id + 1>").
   std::uint32_t AddCommunicator(std::string_view name);
   // Communicators added so far.
   std::uint32_t comms() const { return comms_.load(std::memory_order_relaxed); }

@@ -374,7 +374,9 @@ std::string MismatchedCalls(const std::vector<RankState>& states) {
   for (const RankState& s : states) {
     if (!s.ledger) continue;
     for (const std::string& n : s.ledger->comms) {
-      if (std::find(names.begin(), names.end(), n) == names.end()) {
+      // Unnamed communicators (empty here) are not matched across ranks.
+      if (!n.empty() &&
+          std::find(names.begin(), names.end(), n) == names.end()) {
         names.push_back(n);
       }
     }
@@ -391,14 +393,14 @@ std::string MismatchedCalls(const std::vector<RankState>& states) {
     for (const RankState& s : states) {
       if (!s.ledger) continue;
       const RankLedgerView& v = *s.ledger;
-      auto id = std::find(v.comms.begin(), v.comms.end(), comm);
-      if (id == v.comms.end()) continue;
-      const auto i = static_cast<std::size_t>(id - v.comms.begin());
-      if (i >= v.digests.size()) continue;
-      Member m{s.rank, v.digests[i], {}};
+      if (std::find(v.comms.begin(), v.comms.end(), comm) == v.comms.end() ||
+          v.digests.size() < v.comms.size()) {
+        continue;
+      }
+      Member m{s.rank, v.digest_of(comm), {}};
       bool returned = true;
       for (const LedgerRecord& r : v.records) {
-        if (r.comm != i || !r.collective()) continue;
+        if (v.comm_name(r.comm) != comm || !r.collective()) continue;
         returned = returned && r.state == LedgerState::kCompleted;
         m.records.push_back(&r);
       }
