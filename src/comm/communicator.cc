@@ -94,12 +94,16 @@ class Communicator::Recorded {
     const std::uint64_t seq =
         collective ? comm.collectives_++ : comm.transfers_++;
     index_ = ledger_->Begin(comm.ledger_id_, seq, call, where);
+    comm_ = comm.ledger_id_;
+    call_ = call;
   }
   ~Recorded() {
-    if (ledger_ != nullptr) {
-      ledger_->End(index_, completed_ ? internal::LedgerState::kCompleted
-                                      : internal::LedgerState::kFailed);
-    }
+    if (ledger_ == nullptr) return;
+    ledger_->End(index_, completed_ ? internal::LedgerState::kCompleted
+                                    : internal::LedgerState::kFailed);
+    // Only calls that returned go into the digest: a call a rank expected
+    // to throw, or one it was killed in, is no difference of calls.
+    if (completed_) ledger_->Digest(comm_, call_);
   }
   Recorded(const Recorded&) = delete;
   Recorded& operator=(const Recorded&) = delete;
@@ -108,6 +112,8 @@ class Communicator::Recorded {
  private:
   internal::Ledger* ledger_;
   std::uint64_t index_ = 0;
+  std::uint32_t comm_ = 0;
+  internal::Ledger::Call call_{};
   bool completed_ = false;
 };
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <ctime>
@@ -193,7 +194,7 @@ void Fold(CommDigest& into, const CommDigest& d) {
     return;
   }
   into.calls += d.calls;
-  into.digest = (into.digest ^ d.digest) * 0x100000001b3ULL;
+  into.digest += d.digest * 0x100000001b3ULL;
 }
 
 }  // namespace
@@ -217,7 +218,9 @@ CommDigest RankLedgerView::digest_of(std::string_view name) const {
 namespace {
 
 std::string Age(std::int64_t read, std::int64_t t) {
-  return t == 0 ? "-" : std::to_string(read - t);
+  // A time after the read (another thread's operation began meanwhile)
+  // is an age of 0.
+  return t == 0 ? "-" : std::to_string(std::max<std::int64_t>(0, read - t));
 }
 
 // The numbers of `line` after its first word, `n` of them, then the rest.
@@ -242,14 +245,12 @@ bool Fields(std::string_view line, std::size_t n, std::vector<std::string>* out,
 
 bool Number(const std::string& text, std::int64_t lo, std::int64_t hi,
             std::int64_t* out) {
-  if (text.empty() || text.size() > 19) return false;
-  std::size_t i = text[0] == '-' ? 1 : 0;
-  if (i == text.size()) return false;
-  for (std::size_t j = i; j < text.size(); ++j) {
-    if (text[j] < '0' || text[j] > '9') return false;
+  std::int64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [at, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || at != end || v < lo || v > hi) {
+    return false;
   }
-  const long long v = std::stoll(text);
-  if (v < lo || v > hi) return false;
   *out = v;
   return true;
 }
@@ -329,14 +330,17 @@ std::optional<RankLedgerView> DecodeLedger(std::string_view text,
         return fail("too many communicators");
       }
       std::int64_t calls = 0;
+      std::uint64_t digest = 0;
       if (!Fields(line, 2, &f, &rest) ||
-          !Number(f[0], 0, INT64_MAX / 2, &calls) || f[1].empty() ||
-          f[1].size() > 20 ||
-          f[1].find_first_not_of("0123456789") != std::string::npos) {
+          !Number(f[0], 0, INT64_MAX / 2, &calls)) {
         return fail("a bad communicator");
       }
-      view.digests.push_back(
-          {static_cast<std::uint64_t>(calls), std::stoull(f[1])});
+      const char* end = f[1].data() + f[1].size();
+      if (auto [at, ec] = std::from_chars(f[1].data(), end, digest);
+          f[1].empty() || ec != std::errc() || at != end) {
+        return fail("a bad communicator");
+      }
+      view.digests.push_back({static_cast<std::uint64_t>(calls), digest});
       view.comms.push_back(rest.substr(0, LedgerMemory::kNameBytes - 1));
     } else if (word == "op") {
       if (view.records.size() >= LedgerMemory::kMaxRing) {
@@ -355,7 +359,7 @@ std::optional<RankLedgerView> DecodeLedger(std::string_view text,
                                    INT64_MAX / 2,
                                    1};
       for (std::size_t i = 0; i < 11; ++i) {
-        const std::int64_t lo = i == 6 ? 1 : i == 7 ? -1 : 0;
+        const std::int64_t lo = i == 6 ? 1 : i == 7 ? INT32_MIN : 0;
         if (!Number(f[i], lo, hi[i], &v[i])) return fail("a bad operation");
       }
       LedgerRecord r;
@@ -513,6 +517,9 @@ bool LedgerMemory::DigestsAgree() const {
       }
     }
     for (const auto& [name, d] : mine) {
+      // A communicator it did not use in this test (made in an earlier one,
+      // or one whose group it has left) says nothing.
+      if (d.calls == 0) continue;
       auto it = std::find_if(seen.begin(), seen.end(),
                              [&](const auto& s) { return s.first == name; });
       if (it == seen.end()) {
@@ -623,6 +630,9 @@ std::uint32_t Ledger::AddCommunicator(std::string_view name) {
     const std::size_t n = std::min(name.size(), LedgerMemory::kNameBytes - 1);
     std::memcpy(out, name.data(), n);
     out[n] = '\0';
+    for (std::size_t i = 0; i < n; ++i) {
+      if (out[i] == '\n' || out[i] == '\r') out[i] = ' ';  // One line of text.
+    }
     area_->named.store(id + 1, std::memory_order_release);
   }
   return id;
@@ -632,15 +642,6 @@ std::uint64_t Ledger::Begin(std::uint32_t comm, std::uint64_t seq,
                             const Call& call,
                             const std::source_location& where) {
   LedgerMemory::Area& a = *area_;
-  if (call.op != LedgerOp::kSend && call.op != LedgerOp::kRecv &&
-      comm < LedgerMemory::kNamedComms) {
-    // Only this thread writes a communicator's digest (one communicator
-    // is not used from two threads at once).
-    const std::uint64_t h =
-        a.digest[comm].load(std::memory_order_relaxed) ^ CallHash(call);
-    a.digest[comm].store(h * 0x100000001b3ULL, std::memory_order_relaxed);
-    a.calls[comm].fetch_add(1, std::memory_order_release);
-  }
   const std::uint64_t index = a.written.fetch_add(1, std::memory_order_relaxed);
   Entry& e = EntriesOf(a)[index % ring_];
   e.stamp.store(0, std::memory_order_relaxed);
@@ -671,6 +672,20 @@ std::uint64_t Ledger::Begin(std::uint32_t comm, std::uint64_t seq,
   e.entered_ns = MonotonicNs();
   e.stamp.store(index + 1, std::memory_order_release);
   return index;
+}
+
+void Ledger::Digest(std::uint32_t comm, const Call& call) {
+  if (call.op == LedgerOp::kSend || call.op == LedgerOp::kRecv ||
+      comm >= LedgerMemory::kNamedComms) {
+    return;
+  }
+  // Only this thread writes a communicator's digest (one communicator is
+  // not used from two threads at once).
+  LedgerMemory::Area& a = *area_;
+  const std::uint64_t h =
+      a.digest[comm].load(std::memory_order_relaxed) ^ CallHash(call);
+  a.digest[comm].store(h * 0x100000001b3ULL, std::memory_order_relaxed);
+  a.calls[comm].fetch_add(1, std::memory_order_release);
 }
 
 void Ledger::End(std::uint64_t index, LedgerState state) {

@@ -221,6 +221,8 @@ class Ledger {
   std::uint64_t Begin(std::uint32_t comm, std::uint64_t seq, const Call& call,
                       const std::source_location& where);
   void End(std::uint64_t index, LedgerState state);
+  // Adds a collective that returned to its communicator's digest.
+  void Digest(std::uint32_t comm, const Call& call);
   // This process's ledger now, labelled rank `as_rank`.
   RankLedgerView Read(int as_rank) const {
     return memory_->Read(slot_, as_rank);

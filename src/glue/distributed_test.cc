@@ -336,7 +336,8 @@ void Supervise(DistributedTest& test) {
     int fixture = i + 1 < steps.size() ? static_cast<int>(i) : -1;
     const bool on = RunStep(test, steps[i], fixture);
     StopAfterInterrupt(steps[i]);
-    if (!on) return;
+    // After a signal the next step is not started.
+    if (!on || PendingInterrupt() != 0) return;
   }
 }
 

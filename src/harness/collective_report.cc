@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <set>
 
 #include "env/text.h"
 
@@ -398,6 +399,8 @@ std::string MismatchedCalls(const std::vector<RankState>& states) {
         continue;
       }
       Member m{s.rank, v.digest_of(comm), {}};
+      // Not used in this test by this rank: nothing to compare.
+      if (m.digest.calls == 0) continue;
       bool returned = true;
       for (const LedgerRecord& r : v.records) {
         if (v.comm_name(r.comm) != comm || !r.collective()) continue;
@@ -413,17 +416,14 @@ std::string MismatchedCalls(const std::vector<RankState>& states) {
     if (agree) continue;
     // The first collective, among those the ledgers kept, where the calls
     // part.
-    std::uint64_t first = UINT64_MAX, last = 0;
+    std::set<std::uint64_t> seqs;  // The numbers the ledgers kept.
     for (const Member& m : members) {
-      for (const LedgerRecord* r : m.records) {
-        first = std::min(first, r->seq);
-        last = std::max(last, r->seq);
-      }
+      for (const LedgerRecord* r : m.records) seqs.insert(r->seq);
     }
     std::vector<int> numbers;
     std::vector<Line> lines;
     std::uint64_t at = UINT64_MAX;
-    for (std::uint64_t seq = first; seq <= last && first != UINT64_MAX; ++seq) {
+    for (std::uint64_t seq : seqs) {
       const LedgerRecord* one = nullptr;
       bool differ = false;
       for (const Member& m : members) {

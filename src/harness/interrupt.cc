@@ -8,6 +8,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <utility>
 
 namespace disttest::internal {
 namespace {
@@ -19,16 +20,26 @@ struct sigaction g_old_term {};
 struct sigaction g_old_int {};
 
 // Only async-signal-safe calls: the first signal is noted (the supervisor's
-// loop sees it within a tick); a second one ends the process now.
+// loop sees it within a tick); a second one does what would have happened
+// without the guard (the emergency clean-up of pooled ranks, then the
+// default), now.
 void OnSignal(int sig) {
   if (!NoteInterrupt(sig)) {
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    sigaction(sig, &dfl, nullptr);
+    struct sigaction before = sig == SIGTERM ? g_old_term : g_old_int;
+    if ((before.sa_flags & SA_SIGINFO) == 0 && before.sa_handler == OnSignal) {
+      before.sa_handler = SIG_DFL;  // Never this handler again: no loop.
+      before.sa_flags = 0;
+    }
+    sigaction(sig, &before, nullptr);
     kill(getpid(), sig);  // Delivered when this handler returns.
-    return;
   }
+}
+
+// Whether `sig`'s handler is the guard's.
+bool Ours(int sig) {
+  struct sigaction now {};
+  sigaction(sig, nullptr, &now);
+  return (now.sa_flags & SA_SIGINFO) == 0 && now.sa_handler == OnSignal;
 }
 
 }  // namespace
@@ -46,14 +57,36 @@ InterruptGuard::InterruptGuard() {
   sa.sa_handler = OnSignal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  sigaction(SIGTERM, &sa, &g_old_term);
-  sigaction(SIGINT, &sa, &g_old_int);
+  for (auto [sig, old] :
+       {std::pair{SIGTERM, &g_old_term}, {SIGINT, &g_old_int}}) {
+    sigaction(sig, nullptr, old);
+    if ((old->sa_flags & SA_SIGINFO) == 0 && old->sa_handler == OnSignal) {
+      // Left by a guard whose handler another one replaced: what was
+      // before it is the default.
+      old->sa_handler = SIG_DFL;
+      old->sa_flags = 0;
+    }
+    // An ignored signal (nohup, a background job's SIGINT) stays ignored.
+    if ((old->sa_flags & SA_SIGINFO) == 0 && old->sa_handler == SIG_IGN) {
+      continue;
+    }
+    sigaction(sig, &sa, nullptr);
+  }
 }
 
 InterruptGuard::~InterruptGuard() {
   if (--g_depth > 0) return;
-  sigaction(SIGTERM, &g_old_term, nullptr);
-  sigaction(SIGINT, &g_old_int, nullptr);
+  // Only where the handler is still the guard's: one installed since (the
+  // emergency clean-up of a pool made during the test) keeps this one as
+  // its previous, and stays.
+  if (Ours(SIGTERM)) sigaction(SIGTERM, &g_old_term, nullptr);
+  if (Ours(SIGINT)) sigaction(SIGINT, &g_old_int, nullptr);
+}
+
+void ResetInterruptsInChild() {
+  g_depth = 0;
+  if (Ours(SIGTERM)) sigaction(SIGTERM, &g_old_term, nullptr);
+  if (Ours(SIGINT)) sigaction(SIGINT, &g_old_int, nullptr);
 }
 
 int PendingInterrupt() { return g_signal; }

@@ -38,6 +38,10 @@ class InterruptGuard {
 // until the process ends.
 int PendingInterrupt();
 
+// In a child forked while a guard is up, before anything else: the
+// signals do there what they did before the guard (async-signal-safe).
+void ResetInterruptsInChild();
+
 // From a signal handler (async-signal-safe): notes `sig` and returns true
 // when it is the first SIGTERM or SIGINT while a guard is up, which the
 // supervisor then handles; false when the handler should do what it would

@@ -28,6 +28,7 @@
 #include "env/knobs.h"
 #include "harness/descendants.h"
 #include "harness/emergency_cleanup.h"
+#include "harness/interrupt.h"
 #include "harness/rank_outcome.h"
 #include "harness/resources.h"
 #include "harness/stack_dump.h"
@@ -131,6 +132,7 @@ class ForkLauncher : public Launcher {
     // The parent runs no thread of its own (WarnIfThreaded says when the
     // test's code started one), so the allocator is usable from here on.
     EmergencyCleanup::ResetInChild();
+    ResetInterruptsInChild();
     // stdio now writes to a pipe: line buffering shows a hung rank's last
     // words instead of keeping them in a buffer.
     setvbuf(stdout, nullptr, _IOLBF, 0);

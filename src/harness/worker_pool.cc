@@ -177,6 +177,12 @@ std::vector<RankReport> WorkerPools::Pool::RunTest(const TestSpec& spec,
     alive_ = false;
     return group_.End("the test ended");
   }
+  // Calls that differed though they all returned (a communicator of the
+  // test's own): the verdict needs the ledgers, read while the ranks wait
+  // for their next test (which resets them).
+  if (group_.ledger() != nullptr && !group_.ledger()->DigestsAgree()) {
+    group_.ReadLedgers(/*again=*/true);
+  }
   std::vector<RankReport> reports;
   for (RankGroup::Rank& rank : group_.ranks()) {
     rank.report.parked = true;

@@ -118,6 +118,19 @@ TEST_F(LedgerTest, AFailedOperationReadsFailed) {
   EXPECT_EQ(view.records[0].state, LedgerState::kFailed);
 }
 
+// Only calls that returned go into the digest: a call a test expects to
+// throw is no difference between the ranks.
+TEST_F(LedgerTest, TheDigestHoldsOnlyTheCallsThatReturned) {
+  FakeCommunicator world("world");
+  world.throw_next = true;
+  EXPECT_THROW(world.barrier(), CommError);
+  EXPECT_EQ(memory_->Read(1).digest_of("world").calls, 0u);
+  world.barrier();
+  const CommDigest one = memory_->Read(1).digest_of("world");
+  EXPECT_EQ(one.calls, 1u);
+  EXPECT_NE(one.digest, 0u);
+}
+
 TEST_F(LedgerTest, AnOperationInProgressReadsEnteredWithNoEnd) {
   FakeCommunicator world("world");
   RankLedgerView inside;

@@ -260,6 +260,27 @@ TEST(CollectiveReportTest, ARankWhoseLedgerDidNotComeIsNamed) {
                         "it ended: failed"));
 }
 
+// A rank that did not use a communicator in this test (made in an earlier
+// test, or a group it is no longer in) is not a difference.
+TEST(CollectiveReportTest, ACommunicatorARankDidNotUseIsNoMismatch) {
+  std::vector<RankState> ranks;
+  for (int r = 0; r < 3; ++r) {
+    RankBuilder b(r);
+    b.Comms({"world", "data group 0"})
+        .Op(LedgerOp::kBarrier, 0, 1, 1.1, 10, {}, r < 2 ? 1 : 0);
+    RankState s = b.Done();
+    s.ledger->digests = {{r < 2 ? 0u : 1u, r < 2 ? 0u : 7u},
+                         {r < 2 ? 1u : 0u, r < 2 ? 9u : 0u}};
+    ranks.push_back(std::move(s));
+  }
+  EXPECT_EQ(MismatchedCalls(ranks), "");
+  // The same digests with a call that differs do not match.
+  ranks[1].ledger->digests[1] = {1, 10};
+  EXPECT_THAT(MismatchedCalls(ranks),
+              HasSubstr("did not match across the ranks, though every call "
+                        "returned"));
+}
+
 TEST(CollectiveReportTest, NoLedgerOrNoOperationNoReport) {
   RankState s;
   EXPECT_EQ(CollectiveReport({s}), "");
