@@ -1302,7 +1302,7 @@ TEST_P(VerdictsTest, TimedOutCollectiveSaysWhatTheMissingRankDidLast) {
   EXPECT_THAT(v.run.out,
               HasSubstr(fmt::format(
                   "  rank 2 is not in it: its last collective, #1 broadcast(16 "
-                  "x int32, root 0) at {}{}, completed 3.",
+                  "x int32, root 0) at {}{}, completed ",
                   at, LineOf("marker-stops-after-broadcast") - 1)));
   EXPECT_THAT(v.run.out, HasSubstr(fmt::format(
                              "s ago; it is now at {}{} (stack below)", at,
@@ -1331,7 +1331,7 @@ TEST_P(VerdictsTest, HangReportNamesTheRankThatNeverCame) {
   EXPECT_THAT(v.run.out,
               HasSubstr(fmt::format(
                   "  rank 2 is not in it: its last collective, #0 barrier() "
-                  "(disttest's, before the body), completed 3.")));
+                  "(disttest's, before the body), completed ")));
   EXPECT_THAT(v.run.out,
               HasSubstr(fmt::format(
                   "s ago; it is now at verdicts_test_.cc:{} (stack below)",
