@@ -516,7 +516,9 @@ bool LedgerMemory::DigestsAgree() const {
         Fold(it->second, d);
       }
     }
-    for (const auto& [name, d] : mine) {
+    for (const auto& entry : mine) {
+      const std::string_view name = entry.first;
+      const CommDigest& d = entry.second;
       // A communicator it did not use in this test (made in an earlier one,
       // or one whose group it has left) says nothing.
       if (d.calls == 0) continue;
@@ -639,8 +641,7 @@ std::uint32_t Ledger::AddCommunicator(std::string_view name) {
 }
 
 std::uint64_t Ledger::Begin(std::uint32_t comm, std::uint64_t seq,
-                            const Call& call,
-                            const std::source_location& where) {
+                            const Call& call, const CallSite& where) {
   LedgerMemory::Area& a = *area_;
   const std::uint64_t index = a.written.fetch_add(1, std::memory_order_relaxed);
   Entry& e = EntriesOf(a)[index % ring_];

@@ -23,7 +23,7 @@
 // operation, its
 // element type, count, reduce op, root or peer and tag, whether it is still
 // in it, completed or failed, when it entered and ended, and the caller's
-// file:line (std::source_location, a defaulted argument of the public
+// file:line (a CallSite, a defaulted argument of the public
 // methods). A rank keeps its last kRing entries in a ring (more when a
 // trace is asked for: DISTTEST_TRACE).
 //
@@ -46,7 +46,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <source_location>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -219,7 +218,7 @@ class Ledger {
     std::uint32_t tag;
   };
   std::uint64_t Begin(std::uint32_t comm, std::uint64_t seq, const Call& call,
-                      const std::source_location& where);
+                      const CallSite& where);
   void End(std::uint64_t index, LedgerState state);
   // Adds a collective that returned to its communicator's digest.
   void Digest(std::uint32_t comm, const Call& call);

@@ -213,7 +213,9 @@ std::vector<std::string> Grouped(const std::vector<int>& ranks,
     std::size_t t = 0;
     for (std::size_t at = text.find(kTime); at != std::string::npos;
          at = text.find(kTime)) {
-      text.replace(at, 1, Durations(g.lo[t], g.hi[t]));
+      // A mark beyond the times came in a name (a file's, from another
+      // host): it is dropped.
+      text.replace(at, 1, t < g.lo.size() ? Durations(g.lo[t], g.hi[t]) : "");
       ++t;
     }
     std::string subject = RanksText(g.ranks);

@@ -13,7 +13,7 @@
 // operation and the cause: "[rank 1/4] allreduce of 8 float32 failed: ...".
 // A Communicator is not safe for concurrent use from several threads.
 //
-// Each operation takes the caller's std::source_location as a defaulted last
+// Each operation takes the caller's CallSite (file:line) as a defaulted last
 // argument (callers never pass it). In a harness rank every operation is
 // recorded, with that file:line, in the rank's collective ledger: at a hang
 // the verdict says which collective each rank is in and who called it. A
@@ -27,7 +27,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <source_location>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -78,12 +77,30 @@ namespace internal {
 class Ledger;
 }  // namespace internal
 
+// Where a call was made, taken as a defaulted argument: as
+// std::source_location, which clang before 15 cannot build with libstdc++.
+class CallSite {
+ public:
+  static constexpr CallSite current(const char* file = __builtin_FILE(),
+                                    unsigned line = __builtin_LINE()) noexcept {
+    return CallSite(file, line);
+  }
+  constexpr const char* file_name() const noexcept { return file_; }
+  constexpr unsigned line() const noexcept { return line_; }
+
+ private:
+  constexpr CallSite(const char* file, unsigned line)
+      : file_(file), line_(line) {}
+  const char* file_;
+  unsigned line_;
+};
+
 class Communicator {
  public:
   // Where an operation was called from: every operation takes it as a
   // defaulted last argument, for the harness's collective ledger, which
   // says at a hang which rank is in which collective and who called it.
-  using Where = std::source_location;
+  using Where = CallSite;
 
   virtual ~Communicator() = default;
 
