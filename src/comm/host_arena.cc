@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "comm/shared_memory.h"
 #include "comm/visit_type.h"
 #include "disttest/error.h"
 #include "env/text.h"
@@ -212,28 +213,10 @@ std::shared_ptr<HostArena> HostArena::Create(int world, bool carry_data) {
                             kMaxRanks, world));
   }
   const std::size_t size = SizeFor(world, carry_data);
-  int fd = memfd_create("disttest-arena", MFD_CLOEXEC);
-  if (fd >= 0 && fd <= STDERR_FILENO) {
-    // A process started without stdin: a rank's stdio would replace it.
-    int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
-    close(fd);
-    fd = moved;
-  }
-  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    close(fd);
-    fd = -1;
-  }
-  // Without a memfd, anonymous shared memory still serves forked ranks.
-  void* memory = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                      fd >= 0 ? MAP_SHARED : MAP_SHARED | MAP_ANONYMOUS, fd, 0);
-  if (memory == MAP_FAILED) {
-    const int error = errno;
-    if (fd >= 0) close(fd);
-    throw Error(fmt::format("cannot map a host arena of {} bytes: {}", size,
-                            std::strerror(error)));
-  }
+  const internal::SharedMemory m =
+      internal::MapShared("disttest-arena", size, "a host arena");
   return std::shared_ptr<HostArena>(
-      new HostArena(world, fd, memory, size, /*fresh=*/true, carry_data));
+      new HostArena(world, m.fd, m.memory, size, /*fresh=*/true, carry_data));
 }
 
 std::shared_ptr<HostArena> HostArena::Attach(int fd, int world) {
@@ -252,14 +235,7 @@ std::shared_ptr<HostArena> HostArena::Attach(int fd, int world) {
   }
   const bool carry_data = static_cast<std::size_t>(st.st_size) == size;
   const std::size_t mapped = static_cast<std::size_t>(st.st_size);
-  void* memory =
-      mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int error = errno;
-  close(fd);
-  if (memory == MAP_FAILED) {
-    throw Error(fmt::format("cannot map the host arena (descriptor {}): {}", fd,
-                            std::strerror(error)));
-  }
+  void* memory = internal::MapInherited(fd, mapped, "the host arena");
   return std::shared_ptr<HostArena>(
       new HostArena(world, -1, memory, mapped, /*fresh=*/false, carry_data));
 }

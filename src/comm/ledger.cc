@@ -15,6 +15,7 @@
 #include <ctime>
 #include <mutex>
 
+#include "comm/shared_memory.h"
 #include "disttest/error.h"
 
 namespace disttest::internal {
@@ -422,25 +423,10 @@ std::shared_ptr<LedgerMemory> LedgerMemory::Create(int ranks,
         kMaxRing, ring));
   }
   const std::size_t size = SizeFor(ranks, ring);
-  int fd = memfd_create("disttest-ledger", MFD_CLOEXEC);
-  if (fd >= 0 && fd <= STDERR_FILENO) {
-    // A process started without stdin: a rank's stdio would replace it.
-    const int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
-    close(fd);
-    fd = moved;
-  }
-  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    close(fd);
-    fd = -1;
-  }
-  void* memory = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                      fd >= 0 ? MAP_SHARED : MAP_SHARED | MAP_ANONYMOUS, fd, 0);
-  if (memory == MAP_FAILED) {
-    const int error = errno;
-    if (fd >= 0) close(fd);
-    throw Error(fmt::format("cannot map a collective ledger of {} bytes: {}",
-                            size, std::strerror(error)));
-  }
+  const SharedMemory m =
+      MapShared("disttest-ledger", size, "a collective ledger");
+  const int fd = m.fd;
+  void* memory = m.memory;
   // Fresh pages are zero, which is an empty ledger: nothing to write but
   // its shape, and the pages no rank touches cost nothing.
   auto* shape = static_cast<Shape*>(memory);
@@ -468,14 +454,7 @@ std::shared_ptr<LedgerMemory> LedgerMemory::Attach(int fd, int ranks) {
         ranks, size));
   }
   const auto ring = static_cast<std::size_t>(shape.ring);
-  void* memory = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int error = errno;
-  close(fd);
-  if (memory == MAP_FAILED) {
-    throw Error(
-        fmt::format("cannot map the collective ledger (descriptor {}): {}", fd,
-                    std::strerror(error)));
-  }
+  void* memory = MapInherited(fd, size, "the collective ledger");
   return std::shared_ptr<LedgerMemory>(
       new LedgerMemory(ranks, ring, -1, memory, size));
 }

@@ -383,6 +383,8 @@ bool RankFailed(const RankReport& r) {
                    RankMessage::Kind::kNonFatalFailure);
 }
 
+namespace {
+
 // Where `stack` says the rank is in the test's own file: the innermost
 // frame there of the first thread that has one ("model_test.cc:88").
 std::string NowAt(const std::string& stack, const std::string& test_file) {
@@ -415,15 +417,14 @@ bool FoundStuck(const RankReport& r) {
          r.killed_because.find(kStillRunningAfter) != std::string::npos;
 }
 
-std::string CollectiveParagraph(const TestSpec& spec,
-                                const std::vector<RankReport>& ranks) {
+// What the collective report needs of each rank (collective_report.h).
+std::vector<RankState> RankStates(const TestSpec& spec,
+                                  const std::vector<RankReport>& ranks) {
   std::vector<RankState> states;
-  bool stuck = false;
   for (const RankReport& r : ranks) {
     RankState s;
     s.rank = r.rank;
     s.ledger = r.ledger;
-    stuck = stuck || FoundStuck(r);
     // Read before the kill: a rank that disttest killed was running then.
     // A launched rank whose body hung reports so (its watchdog read its
     // ledger then): it was running.
@@ -445,11 +446,24 @@ std::string CollectiveParagraph(const TestSpec& spec,
     }
     states.push_back(std::move(s));
   }
+  return states;
+}
+
+// The paragraph from `states`; "" when no rank was stuck and every
+// collective completed: nothing to explain.
+std::string Paragraph(const std::vector<RankState>& states,
+                      const std::vector<RankReport>& ranks) {
+  const bool stuck = std::any_of(ranks.begin(), ranks.end(), FoundStuck);
   std::string text = CollectiveReport(states);
-  // Ranks that did not hang, and collectives that all completed: nothing to
-  // explain.
   if (!stuck && text.starts_with("no collective is incomplete")) return "";
   return text;
+}
+
+}  // namespace
+
+std::string CollectiveParagraph(const TestSpec& spec,
+                                const std::vector<RankReport>& ranks) {
+  return Paragraph(RankStates(spec, ranks), ranks);
 }
 
 std::vector<Finding> Judge(const TestSpec& spec,
@@ -492,14 +506,8 @@ std::vector<Finding> Judge(const TestSpec& spec,
   }
   // Calls that differed though every one returned: a broken program that
   // passes otherwise. It goes first: it is the root cause.
-  std::vector<RankState> ledgers;
-  for (const RankReport& r : ranks) {
-    RankState s;
-    s.rank = r.rank;
-    s.ledger = r.ledger;
-    ledgers.push_back(std::move(s));
-  }
-  std::string calls = MismatchedCalls(ledgers);
+  const std::vector<RankState> states = RankStates(spec, ranks);
+  std::string calls = MismatchedCalls(states);
   const bool failed =
       !calls.empty() ||
       std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
@@ -507,7 +515,7 @@ std::vector<Finding> Judge(const TestSpec& spec,
       });
   if (failed) {
     // The paragraph first: which collective, who is in it, who is not.
-    std::string paragraph = CollectiveParagraph(spec, ranks);
+    std::string paragraph = Paragraph(states, ranks);
     if (!paragraph.empty()) {
       findings.insert(findings.begin(), {Finding::Kind::kFailure,
                                          spec.file,
