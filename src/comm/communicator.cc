@@ -77,16 +77,9 @@ class Communicator::Recorded {
     if (ledger_ == nullptr) return;
     if (comm.ledger_ != ledger_) {
       // The first operation, or a ledger installed since: the communicator
-      // gets its id (and a name, when its backend gave it none).
-      // An unnamed one is "communicator <k>" here; the ledger keeps no name
-      // for it, since ranks that made different numbers of communicators
-      // would give one communicator different names (its calls are not
-      // compared across the ranks).
-      const bool named = !comm.name_.empty();
-      if (!named) {
-        comm.name_ = fmt::format("communicator {}", ledger_->comms() + 1);
-      }
-      comm.ledger_id_ = ledger_->AddCommunicator(named ? comm.name_ : "");
+      // gets its id there (the one of an earlier communicator of the same
+      // key: a pooled rank's next test makes it again).
+      comm.ledger_id_ = ledger_->AddCommunicator(comm.name_, comm.key_);
       comm.ledger_ = ledger_;
     }
     // Numbered from 0, as the host arena numbers them: the world's #0 is
@@ -118,6 +111,16 @@ class Communicator::Recorded {
 };
 
 using internal::LedgerOp;
+
+void Communicator::SetName(const std::string& name, const std::string& prefix,
+                           const std::string& store_scope) {
+  name_ = !name.empty()    ? name
+          : prefix.empty() ? std::string("unnamed communicator")
+                           : fmt::format("communicator \"{}\"", prefix);
+  // The keys its rendezvous uses (a PrefixStore(prefix, store)'s), then
+  // the name.
+  key_ = internal::LedgerKey(store_scope + prefix + "/\n" + name_);
+}
 
 void Communicator::barrier(Where where) {
   Recorded r(*this, true,

@@ -239,7 +239,7 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
   if (impl->InArena()) {
     std::unique_ptr<GlooCommunicator> comm(
         new GlooCommunicator(std::move(impl)));
-    comm->SetName(options.name);
+    comm->SetName(options.name, options.prefix, store.scope());
     return comm;
   }
   impl->Guard(
@@ -264,7 +264,7 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
       },
       /*failed_suffix=*/false);
   std::unique_ptr<GlooCommunicator> comm(new GlooCommunicator(std::move(impl)));
-  comm->SetName(options.name);
+  comm->SetName(options.name, options.prefix, store.scope());
   return comm;
 }
 

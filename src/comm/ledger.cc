@@ -49,12 +49,13 @@ struct LedgerMemory::Area {
   alignas(64) std::atomic<std::uint64_t> written{0};  // Entries begun.
   std::atomic<std::uint64_t> test_first{0};           // The test's first entry.
   std::atomic<std::int64_t> phase_ns[kPhases] = {};
-  std::atomic<std::uint32_t> named{0};  // Names written (≤ kNamedComms).
-  char names[kNamedComms][kNameBytes] = {};
-  // Per named communicator: the test's collectives, and a digest of their
-  // calls (operation, type, count, reduce op, root) in order.
-  std::atomic<std::uint64_t> calls[kNamedComms] = {};
-  std::atomic<std::uint64_t> digest[kNamedComms] = {};
+  std::atomic<std::uint32_t> named{0};  // Names written (≤ kComms).
+  char names[kComms][kNameBytes] = {};
+  std::uint64_t keys[kComms] = {};
+  // Per communicator: the test's collectives, and a digest of their calls
+  // (operation, type, count, reduce op, root) in order.
+  std::atomic<std::uint64_t> calls[kComms] = {};
+  std::atomic<std::uint64_t> digest[kComms] = {};
 };
 static_assert(sizeof(LedgerMemory::Area) % alignof(Entry) == 0);
 
@@ -185,6 +186,19 @@ std::string RankLedgerView::comm_name(std::uint32_t id) const {
   return fmt::format("communicator {}", id + 1);
 }
 
+std::uint64_t RankLedgerView::comm_key(std::uint32_t id) const {
+  return id < keys.size() ? keys[id] : 0;
+}
+
+std::uint64_t LedgerKey(std::string_view identity) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char c : identity) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h == 0 ? 1 : h;
+}
+
 namespace {
 
 // Combines the digests of several communicators of one name (in id order).
@@ -200,19 +214,19 @@ void Fold(CommDigest& into, const CommDigest& d) {
 
 }  // namespace
 
-CommDigest RankLedgerView::digest_of(std::string_view name) const {
+CommDigest RankLedgerView::digest_of(std::uint64_t key) const {
   CommDigest out;
-  for (std::size_t i = 0; i < comms.size() && i < digests.size(); ++i) {
-    if (comms[i] == name) Fold(out, digests[i]);
+  for (std::size_t i = 0; i < keys.size() && i < digests.size(); ++i) {
+    if (keys[i] == key) Fold(out, digests[i]);
   }
   return out;
 }
 
 // --- as text -----------------------------------------------------------
 //
-//   ledger 1 <rank> <dropped>
+//   ledger 2 <rank> <dropped>
 //   phases <age or -> x kPhases
-//   comm <name>                          (one per communicator, by id)
+//   comm <calls> <digest> <key> <name>   (one per communicator, by id)
 //   op <index> <comm> <seq> <op> <type> <reduce> <state> <peer> <tag>
 //      <count> <harness> <entered age> <ended age or -> <line> <file>
 
@@ -256,6 +270,12 @@ bool Number(const std::string& text, std::int64_t lo, std::int64_t hi,
   return true;
 }
 
+bool Unsigned(const std::string& text, std::uint64_t* out) {
+  const char* end = text.data() + text.size();
+  auto [at, ec] = std::from_chars(text.data(), end, *out);
+  return !text.empty() && ec == std::errc() && at == end;
+}
+
 // A time from its age ("-": none), before a read at 0.
 bool Time(const std::string& text, std::int64_t* out) {
   if (text == "-") {
@@ -276,13 +296,15 @@ std::string EncodeLedger(const RankLedgerView& view, std::size_t last) {
   const std::size_t from =
       view.records.size() > last ? view.records.size() - last : 0;
   std::string out =
-      fmt::format("ledger 1 {} {}\nphases", view.rank, view.dropped + from);
+      fmt::format("ledger 2 {} {}\nphases", view.rank, view.dropped + from);
   for (std::int64_t t : view.phase_ns) out += " " + Age(read, t);
   out += '\n';
   for (std::size_t i = 0; i < view.comms.size(); ++i) {
     const CommDigest d =
         i < view.digests.size() ? view.digests[i] : CommDigest{};
-    out += fmt::format("comm {} {} {}\n", d.calls, d.digest, view.comms[i]);
+    out += fmt::format("comm {} {} {} {}\n", d.calls, d.digest,
+                       view.comm_key(static_cast<std::uint32_t>(i)),
+                       view.comms[i]);
   }
   for (std::size_t i = from; i < view.records.size(); ++i) {
     const LedgerRecord& r = view.records[i];
@@ -314,10 +336,10 @@ std::optional<RankLedgerView> DecodeLedger(std::string_view text,
     std::int64_t v[13] = {};
     std::string rest;
     if (n++ == 0) {
-      if (word != "ledger" || !Fields(line, 3, &f, nullptr) || f[0] != "1" ||
+      if (word != "ledger" || !Fields(line, 3, &f, nullptr) || f[0] != "2" ||
           !Number(f[1], 0, LedgerMemory::kMaxRanks * 1024, &v[0]) ||
           !Number(f[2], 0, INT64_MAX / 2, &v[1])) {
-        return fail("it does not start with \"ledger 1 <rank> <dropped>\"");
+        return fail("it does not start with \"ledger 2 <rank> <dropped>\"");
       }
       view.rank = static_cast<int>(v[0]);
       view.dropped = static_cast<std::uint64_t>(v[1]);
@@ -327,21 +349,19 @@ std::optional<RankLedgerView> DecodeLedger(std::string_view text,
         if (!Time(f[p], &view.phase_ns[p])) return fail("a bad phase time");
       }
     } else if (word == "comm") {
-      if (view.comms.size() >= LedgerMemory::kNamedComms) {
+      if (view.comms.size() >= LedgerMemory::kComms) {
         return fail("too many communicators");
       }
       std::int64_t calls = 0;
       std::uint64_t digest = 0;
-      if (!Fields(line, 2, &f, &rest) ||
-          !Number(f[0], 0, INT64_MAX / 2, &calls)) {
-        return fail("a bad communicator");
-      }
-      const char* end = f[1].data() + f[1].size();
-      if (auto [at, ec] = std::from_chars(f[1].data(), end, digest);
-          f[1].empty() || ec != std::errc() || at != end) {
+      std::uint64_t key = 0;
+      if (!Fields(line, 3, &f, &rest) ||
+          !Number(f[0], 0, INT64_MAX / 2, &calls) || !Unsigned(f[1], &digest) ||
+          !Unsigned(f[2], &key)) {
         return fail("a bad communicator");
       }
       view.digests.push_back({static_cast<std::uint64_t>(calls), digest});
+      view.keys.push_back(key);
       view.comms.push_back(rest.substr(0, LedgerMemory::kNameBytes - 1));
     } else if (word == "op") {
       if (view.records.size() >= LedgerMemory::kMaxRing) {
@@ -475,36 +495,35 @@ LedgerMemory::Area& LedgerMemory::area(int rank) const {
 }
 
 bool LedgerMemory::DigestsAgree() const {
-  std::vector<std::pair<std::string_view, CommDigest>> seen;
-  std::vector<std::pair<std::string_view, CommDigest>> mine;
+  std::vector<std::pair<std::uint64_t, CommDigest>> seen;
+  std::vector<std::pair<std::uint64_t, CommDigest>> mine;
   for (int r = 0; r < ranks_; ++r) {
     const Area& a = area(r);
     const std::uint32_t named = std::min<std::uint32_t>(
-        a.named.load(std::memory_order_acquire), kNamedComms);
+        a.named.load(std::memory_order_acquire), kComms);
     mine.clear();
     for (std::uint32_t i = 0; i < named; ++i) {
-      const std::string_view name(a.names[i], strnlen(a.names[i], kNameBytes));
-      if (name.empty()) continue;  // Unnamed: not compared.
+      const std::uint64_t key = a.keys[i];
       const CommDigest d{a.calls[i].load(std::memory_order_acquire),
                          a.digest[i].load(std::memory_order_relaxed)};
       auto it = std::find_if(mine.begin(), mine.end(),
-                             [&](const auto& m) { return m.first == name; });
+                             [&](const auto& m) { return m.first == key; });
       if (it == mine.end()) {
-        mine.emplace_back(name, d);
+        mine.emplace_back(key, d);
       } else {
         Fold(it->second, d);
       }
     }
     for (const auto& entry : mine) {
-      const std::string_view name = entry.first;
+      const std::uint64_t key = entry.first;
       const CommDigest& d = entry.second;
       // A communicator it did not use in this test (made in an earlier one,
       // or one whose group it has left) says nothing.
       if (d.calls == 0) continue;
       auto it = std::find_if(seen.begin(), seen.end(),
-                             [&](const auto& s) { return s.first == name; });
+                             [&](const auto& s) { return s.first == key; });
       if (it == seen.end()) {
-        seen.emplace_back(name, d);
+        seen.emplace_back(key, d);
       } else if (!(it->second == d)) {
         return false;
       }
@@ -522,10 +541,11 @@ RankLedgerView LedgerMemory::Read(int rank, int as_rank) const {
   for (std::size_t p = 0; p < kPhases; ++p) {
     view.phase_ns[p] = a.phase_ns[p].load(std::memory_order_acquire);
   }
-  const std::uint32_t named = std::min<std::uint32_t>(
-      a.named.load(std::memory_order_acquire), kNamedComms);
+  const std::uint32_t named =
+      std::min<std::uint32_t>(a.named.load(std::memory_order_acquire), kComms);
   for (std::uint32_t i = 0; i < named; ++i) {
     view.comms.emplace_back(a.names[i], strnlen(a.names[i], kNameBytes));
+    view.keys.push_back(a.keys[i]);
     // The count first: a digest read after it covers at least that many.
     const std::uint64_t calls = a.calls[i].load(std::memory_order_acquire);
     view.digests.push_back(
@@ -604,17 +624,25 @@ void Ledger::Enter(RankPhase phase) {
       MonotonicNs(), std::memory_order_release);
 }
 
-std::uint32_t Ledger::AddCommunicator(std::string_view name) {
+std::uint32_t Ledger::AddCommunicator(std::string_view name,
+                                      std::uint64_t key) {
+  std::lock_guard<std::mutex> lock(add_mu_);
+  LedgerMemory::Area& a = *area_;
+  const std::uint32_t known = comms_.load(std::memory_order_relaxed);
+  for (std::uint32_t i = 0; i < known && i < LedgerMemory::kComms; ++i) {
+    if (a.keys[i] == key) return i;
+  }
   const std::uint32_t id = comms_.fetch_add(1, std::memory_order_relaxed);
-  if (id < LedgerMemory::kNamedComms) {
-    char* out = area_->names[id];
+  if (id < LedgerMemory::kComms) {
+    char* out = a.names[id];
     const std::size_t n = std::min(name.size(), LedgerMemory::kNameBytes - 1);
     std::memcpy(out, name.data(), n);
     out[n] = '\0';
     for (std::size_t i = 0; i < n; ++i) {
       if (out[i] == '\n' || out[i] == '\r') out[i] = ' ';  // One line of text.
     }
-    area_->named.store(id + 1, std::memory_order_release);
+    a.keys[id] = key;
+    a.named.store(id + 1, std::memory_order_release);
   }
   return id;
 }
@@ -656,7 +684,7 @@ std::uint64_t Ledger::Begin(std::uint32_t comm, std::uint64_t seq,
 
 void Ledger::Digest(std::uint32_t comm, const Call& call) {
   if (call.op == LedgerOp::kSend || call.op == LedgerOp::kRecv ||
-      comm >= LedgerMemory::kNamedComms) {
+      comm >= LedgerMemory::kComms) {
     return;
   }
   // Only this thread writes a communicator's digest (one communicator is

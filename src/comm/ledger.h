@@ -45,6 +45,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -127,14 +128,16 @@ struct RankLedgerView {
   std::uint64_t dropped = 0;          // This test's, older than those.
   std::array<std::int64_t, kPhases> phase_ns{};  // 0: not reached.
   std::vector<std::string> comms;                // Communicator names, by id.
-  std::vector<CommDigest> digests;               // The test\'s, by id.
+  std::vector<std::uint64_t> keys;               // Their LedgerKey()s.
+  std::vector<CommDigest> digests;               // The test's, by id.
   // The phase it reached last (kStarted when none).
   RankPhase phase() const;
-  // The name of communicator `id`.
+  // The name of communicator `id`, and its key (0: not known).
   std::string comm_name(std::uint32_t id) const;
-  // The test's digest of the communicators named `name`: a launched rank
-  // keeps one "world" per world size, of which a test uses one.
-  CommDigest digest_of(std::string_view name) const;
+  std::uint64_t comm_key(std::uint32_t id) const;
+  // The test's digest of the communicators of key `key`: several when one
+  // was made again (a launched rank's world, made per world size).
+  CommDigest digest_of(std::uint64_t key) const;
 };
 
 // The ledgers of `ranks` ranks, in a memfd ("disttest-ledger",
@@ -145,7 +148,9 @@ class LedgerMemory {
   static constexpr std::size_t kRing = 64;  // Entries kept per rank.
   static constexpr std::size_t kMaxRing = 1 << 16;
   static constexpr std::size_t kFileBytes = 56;  // Of each entry's path.
-  static constexpr std::size_t kNamedComms = 16;
+  // Communicators told apart per rank process (by key; one made again,
+  // in a pooled rank's next test, is the same).
+  static constexpr std::size_t kComms = 64;
   static constexpr std::size_t kNameBytes = 40;
   static constexpr int kMaxRanks = 4096;
 
@@ -165,7 +170,7 @@ class LedgerMemory {
   std::size_t ring() const { return ring_; }
   int fd() const { return fd_; }  // -1 once attached, or without memfd.
 
-  // Whether every rank's digest of each communicator (by name) is the
+  // Whether every rank's digest of each communicator (by key) is the
   // same: a few loads per rank, for a test that passed.
   bool DigestsAgree() const;
   // Rank `rank`'s ledger now (`as_rank` labels it).
@@ -201,10 +206,11 @@ class Ledger {
   // A new test starts: Read() shows entries from here on, and no phase.
   void BeginTest();
   void Enter(RankPhase phase);
-  // A communicator's id, and its name in reports (CommOptions::name; ""
-  // for one without, and for every one after kNamedComms: they read
-  // "communicator <id + 1>").
-  std::uint32_t AddCommunicator(std::string_view name);
+  // A communicator's id: the one of an earlier communicator with the same
+  // `key` (LedgerKey of its rendezvous keys and name), else a new one,
+  // with `name` for reports. After kComms keys, ids go on without a name
+  // ("communicator <id + 1>") and are not compared.
+  std::uint32_t AddCommunicator(std::string_view name, std::uint64_t key);
   // Communicators added so far.
   std::uint32_t comms() const { return comms_.load(std::memory_order_relaxed); }
 
@@ -237,7 +243,12 @@ class Ledger {
   std::size_t ring_;
   std::atomic<std::uint8_t> phase_{0};
   std::atomic<std::uint32_t> comms_{0};
+  std::mutex add_mu_;  // Threads may make communicators at once.
 };
+
+// A communicator's key in the ledger, from what identifies it across the
+// ranks (64-bit FNV-1a; 0 is never returned).
+std::uint64_t LedgerKey(std::string_view identity);
 
 // A view as text, for a rank whose reader is on another host (a launched
 // job's rank 0): its last `last` records of the test, its phases and

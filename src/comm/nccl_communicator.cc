@@ -98,7 +98,7 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::Create(
   auto impl = std::make_unique<Impl>(rank, size, options);
   impl->Init(store);
   std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator(std::move(impl)));
-  comm->SetName(options.name);
+  comm->SetName(options.name, options.prefix, store.scope());
   return comm;
 }
 

@@ -54,10 +54,22 @@ std::string Agree(std::string text, bool plural) {
 }
 
 std::string CommTitle(const std::string& name) {
-  return name == "world" ? "the world communicator" : name;
+  if (name == "world") return "the world communicator";
+  if (name.rfind("unnamed ", 0) == 0) return "the " + name;
+  return name;
 }
 
-// One rank's records of one communicator, by name.
+// Communicator `id` of a rank's ledger: its key, or, for one the ledger
+// kept no key of (past LedgerMemory::kComms), one that matches no other
+// rank's.
+std::uint64_t KeyOf(const RankLedgerView& v, std::uint32_t id) {
+  const std::uint64_t key = v.comm_key(id);
+  return key != 0
+             ? key
+             : LedgerKey(fmt::format("rank {} communicator {}", v.rank, id));
+}
+
+// One rank's records of one communicator, by key.
 struct OnComm {
   std::vector<const LedgerRecord*> records;  // Ascending seq.
 };
@@ -65,7 +77,7 @@ struct OnComm {
 struct Rank {
   const RankState* state;
   const RankLedgerView* view;
-  std::map<std::string, OnComm> comms;
+  std::map<std::uint64_t, OnComm> comms;
   // Its latest record, of any communicator.
   const LedgerRecord* latest = nullptr;
 };
@@ -130,10 +142,12 @@ void AppendNow(const Rank& r, const LedgerRecord* skip, Line& line) {
   }
 }
 
-// What rank `r` did as collective `seq` of `comm`, and where it is.
-Line Describe(const Rank& r, const std::string& comm, std::uint64_t seq) {
+// What rank `r` did as collective `seq` of communicator `key` (named
+// `comm`), and where it is.
+Line Describe(const Rank& r, std::uint64_t key, const std::string& comm,
+              std::uint64_t seq) {
   Line line;
-  auto it = r.comms.find(comm);
+  auto it = r.comms.find(key);
   const LedgerRecord* at = nullptr;
   const LedgerRecord* before = nullptr;
   if (it != r.comms.end()) {
@@ -232,17 +246,19 @@ std::vector<std::string> Grouped(const std::vector<int>& ranks,
 std::string CollectiveReport(const std::vector<RankState>& states,
                              std::size_t max_lines) {
   std::vector<Rank> ranks;
-  std::vector<std::string> names;  // "world" first, then as they come.
+  std::vector<std::uint64_t> keys;  // The world first, then as they come.
+  std::map<std::uint64_t, std::string> names;
   for (const RankState& s : states) {
     if (!s.ledger) continue;
     Rank r{&s, &*s.ledger, {}, nullptr};
     for (const LedgerRecord& rec : s.ledger->records) {
       if (r.latest == nullptr || rec.index > r.latest->index) r.latest = &rec;
       if (!rec.collective()) continue;
-      const std::string name = s.ledger->comm_name(rec.comm);
-      r.comms[name].records.push_back(&rec);
-      if (std::find(names.begin(), names.end(), name) == names.end()) {
-        names.push_back(name);
+      const std::uint64_t key = KeyOf(*s.ledger, rec.comm);
+      r.comms[key].records.push_back(&rec);
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        keys.push_back(key);
+        names[key] = s.ledger->comm_name(rec.comm);
       }
     }
     ranks.push_back(std::move(r));
@@ -253,18 +269,17 @@ std::string CollectiveReport(const std::vector<RankState>& states,
                    [](const Rank& r) { return r.latest != nullptr; })) {
     return "";
   }
-  auto world = std::find(names.begin(), names.end(), "world");
-  if (world != names.end()) std::rotate(names.begin(), world, world + 1);
-  if (names.empty() || names.front() != "world") {
-    names.insert(names.begin(), "world");
-  }
+  auto is_world = [&names](std::uint64_t key) { return names[key] == "world"; };
+  std::stable_partition(keys.begin(), keys.end(), is_world);
 
   std::vector<std::string> out;
-  for (const std::string& comm : names) {
+  for (const std::uint64_t key : keys) {
+    const std::string comm = names[key];
+    const bool world = is_world(key);
     // Members: every rank for the world; for another, those that used it.
     std::vector<const Rank*> members;
     for (const Rank& r : ranks) {
-      if (comm == "world" || r.comms.count(comm) != 0) members.push_back(&r);
+      if (world || r.comms.count(key) != 0) members.push_back(&r);
     }
     // The numbers may go on from earlier tests (a pooled rank, a launched
     // one): a rank without this test's records of it is where the test
@@ -272,7 +287,7 @@ std::string CollectiveReport(const std::vector<RankState>& states,
     std::int64_t base = INT64_MAX;
     std::int64_t highest = -1;
     for (const Rank* r : members) {
-      auto it = r->comms.find(comm);
+      auto it = r->comms.find(key);
       if (it == r->comms.end() || it->second.records.empty()) continue;
       base = std::min(
           base, static_cast<std::int64_t>(it->second.records.front()->seq) - 1);
@@ -283,7 +298,7 @@ std::string CollectiveReport(const std::vector<RankState>& states,
     // The last collective every member completed.
     std::int64_t done = INT64_MAX;
     for (const Rank* r : members) {
-      auto it = r->comms.find(comm);
+      auto it = r->comms.find(key);
       std::int64_t d = base;
       if (it != r->comms.end() && !it->second.records.empty()) {
         const LedgerRecord* last = it->second.records.back();
@@ -300,7 +315,7 @@ std::string CollectiveReport(const std::vector<RankState>& states,
     std::vector<int> numbers;
     std::vector<Line> lines;
     for (const Rank* r : members) {
-      auto it = r->comms.find(comm);
+      auto it = r->comms.find(key);
       if (it != r->comms.end()) {
         for (const LedgerRecord* rec : it->second.records) {
           if (rec->seq != seq) continue;
@@ -309,11 +324,11 @@ std::string CollectiveReport(const std::vector<RankState>& states,
         }
       }
       numbers.push_back(r->state->rank);
-      lines.push_back(Describe(*r, comm, seq));
+      lines.push_back(Describe(*r, key, comm, seq));
     }
     // The ranks whose ledger did not come (a launched rank that died)
     // are members of the world that the report cannot place.
-    if (comm == "world") {
+    if (world) {
       for (const RankState& st : states) {
         if (st.ledger) continue;
         numbers.push_back(st.rank);
@@ -335,11 +350,13 @@ std::string CollectiveReport(const std::vector<RankState>& states,
     std::vector<Line> lines;
     for (const Rank& r : ranks) {
       Line line;
-      auto it = r.comms.find("world");
-      const LedgerRecord* last =
-          it != r.comms.end() && !it->second.records.empty()
-              ? it->second.records.back()
-              : nullptr;
+      const LedgerRecord* last = nullptr;  // Its last on a world.
+      for (const auto& [key, on] : r.comms) {
+        if (!is_world(key) || on.records.empty()) continue;
+        if (last == nullptr || on.records.back()->index > last->index) {
+          last = on.records.back();
+        }
+      }
       if (last != nullptr) {
         line.pattern = fmt::format("{{is}} past collective #{} {} {}",
                                    last->seq, last->str(), last->where());
@@ -373,19 +390,23 @@ std::string CollectiveReport(const std::vector<RankState>& states,
 }
 
 std::string MismatchedCalls(const std::vector<RankState>& states) {
-  std::vector<std::string> names;
+  std::vector<std::uint64_t> keys;
+  std::map<std::uint64_t, std::string> names;
   for (const RankState& s : states) {
     if (!s.ledger) continue;
-    for (const std::string& n : s.ledger->comms) {
-      // Unnamed communicators (empty here) are not matched across ranks.
-      if (!n.empty() &&
-          std::find(names.begin(), names.end(), n) == names.end()) {
-        names.push_back(n);
+    const RankLedgerView& v = *s.ledger;
+    for (std::uint32_t id = 0; id < v.keys.size(); ++id) {
+      // A communicator past those the ledger keeps has no key to match.
+      const std::uint64_t key = v.keys[id];
+      if (key != 0 && std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        keys.push_back(key);
+        names[key] = v.comm_name(id);
       }
     }
   }
   std::vector<std::string> out;
-  for (const std::string& comm : names) {
+  for (const std::uint64_t key : keys) {
+    const std::string& comm = names[key];
     // The ranks whose every collective on it returned.
     struct Member {
       int rank;
@@ -396,16 +417,16 @@ std::string MismatchedCalls(const std::vector<RankState>& states) {
     for (const RankState& s : states) {
       if (!s.ledger) continue;
       const RankLedgerView& v = *s.ledger;
-      if (std::find(v.comms.begin(), v.comms.end(), comm) == v.comms.end() ||
-          v.digests.size() < v.comms.size()) {
+      if (std::find(v.keys.begin(), v.keys.end(), key) == v.keys.end() ||
+          v.digests.size() < v.keys.size()) {
         continue;
       }
-      Member m{s.rank, v.digest_of(comm), {}};
+      Member m{s.rank, v.digest_of(key), {}};
       // Not used in this test by this rank: nothing to compare.
       if (m.digest.calls == 0) continue;
       bool returned = true;
       for (const LedgerRecord& r : v.records) {
-        if (v.comm_name(r.comm) != comm || !r.collective()) continue;
+        if (v.comm_key(r.comm) != key || !r.collective()) continue;
         returned = returned && r.state == LedgerState::kCompleted;
         m.records.push_back(&r);
       }

@@ -35,6 +35,8 @@ PrefixStore::PrefixStore(std::string prefix, Store& base)
   set_timeout(base.timeout());
 }
 
+std::string PrefixStore::scope() const { return base_.scope() + Key(""); }
+
 std::string PrefixStore::Key(std::string_view key) const {
   std::string full;
   full.reserve(prefix_.size() + 1 + key.size());

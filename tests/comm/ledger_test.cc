@@ -31,7 +31,11 @@ using ::testing::HasSubstr;
 // class's, whatever the backend.
 class FakeCommunicator : public Communicator {
  public:
-  explicit FakeCommunicator(std::string name = "") { SetName(std::move(name)); }
+  explicit FakeCommunicator(const std::string& name = "",
+                            const std::string& prefix = "",
+                            const std::string& scope = "") {
+    SetName(name, prefix, scope);
+  }
   int rank() const override { return 0; }
   int size() const override { return 2; }
   const char* backend_name() const override { return "fake"; }
@@ -105,8 +109,29 @@ TEST_F(LedgerTest, EachCommunicatorHasItsOwnNumbersAndName) {
   ASSERT_EQ(view.records.size(), 3u);
   EXPECT_NE(view.records[0].comm, view.records[1].comm);
   EXPECT_EQ(view.records[2].seq, 1u);
-  EXPECT_EQ(view.comm_name(view.records[1].comm),
-            fmt::format("communicator {}", view.records[1].comm + 1));
+  EXPECT_EQ(view.comm_name(view.records[1].comm), "unnamed communicator");
+}
+
+// Communicators are told apart by the keys their rendezvous uses and their
+// name: ranks that made one agree on both; a pooled rank's next test that
+// makes it again gets the same id.
+TEST_F(LedgerTest, ACommunicatorIsKnownByItsKeysAndName) {
+  FakeCommunicator mine("", "mine", "test/3/"), again("", "mine", "test/3/"),
+      other("", "mine", "test/4/"), named("tensor", "mine", "test/3/");
+  mine.barrier();
+  again.barrier();
+  other.barrier();
+  named.barrier();
+  const RankLedgerView view = memory_->Read(1);
+  ASSERT_EQ(view.records.size(), 4u);
+  EXPECT_EQ(view.records[0].comm, view.records[1].comm);
+  EXPECT_NE(view.records[0].comm, view.records[2].comm);
+  EXPECT_NE(view.records[0].comm, view.records[3].comm);
+  EXPECT_EQ(view.comm_name(view.records[0].comm), "communicator \"mine\"");
+  EXPECT_EQ(view.comm_name(view.records[3].comm), "tensor");
+  EXPECT_NE(view.comm_key(view.records[0].comm),
+            view.comm_key(view.records[2].comm));
+  EXPECT_EQ(view.comms.size(), view.keys.size());
 }
 
 TEST_F(LedgerTest, AFailedOperationReadsFailed) {
@@ -124,9 +149,10 @@ TEST_F(LedgerTest, TheDigestHoldsOnlyTheCallsThatReturned) {
   FakeCommunicator world("world");
   world.throw_next = true;
   EXPECT_THROW(world.barrier(), CommError);
-  EXPECT_EQ(memory_->Read(1).digest_of("world").calls, 0u);
+  const std::uint64_t key = memory_->Read(1).comm_key(0);
+  EXPECT_EQ(memory_->Read(1).digest_of(key).calls, 0u);
   world.barrier();
-  const CommDigest one = memory_->Read(1).digest_of("world");
+  const CommDigest one = memory_->Read(1).digest_of(key);
   EXPECT_EQ(one.calls, 1u);
   EXPECT_NE(one.digest, 0u);
 }
@@ -184,6 +210,7 @@ TEST_F(LedgerTest, AsTextItReadsBackWithItsAges) {
     EXPECT_EQ(back->rank, 5);
     EXPECT_EQ(back->read_ns, 0);
     EXPECT_EQ(back->comms, view.comms);
+    EXPECT_EQ(back->keys, view.keys);
     ASSERT_EQ(back->records.size(), 2u);
     for (std::size_t i = 0; i < 2; ++i) {
       const LedgerRecord& a = view.records[i];
@@ -206,14 +233,14 @@ TEST(LedgerTextTest, AnythingElseIsRefusedSayingWhy) {
   EXPECT_EQ(error, "it is empty");
   EXPECT_FALSE(DecodeLedger("hello", &error));
   EXPECT_THAT(error, HasSubstr("does not start with"));
-  EXPECT_FALSE(DecodeLedger("ledger 1 0 0\nop 1 2 3", &error));
+  EXPECT_FALSE(DecodeLedger("ledger 2 0 0\nop 1 2 3", &error));
   EXPECT_EQ(error, "a short operation");
   EXPECT_FALSE(DecodeLedger(
-      "ledger 1 0 0\nop 0 0 0 9 0 0 1 -1 0 8 0 5 - 3 a.cc", &error));
+      "ledger 2 0 0\nop 0 0 0 9 0 0 1 -1 0 8 0 5 - 3 a.cc", &error));
   EXPECT_EQ(error, "a bad operation");  // Operation 9 does not exist.
-  EXPECT_FALSE(DecodeLedger("ledger 1 0 0\nfoo", &error));
+  EXPECT_FALSE(DecodeLedger("ledger 2 0 0\nfoo", &error));
   EXPECT_THAT(error, HasSubstr("an unknown line"));
-  EXPECT_TRUE(DecodeLedger("ledger 1 0 0\nop 0 0 0 1 4 0 1 -1 0 8 0 5 - 3 a.cc",
+  EXPECT_TRUE(DecodeLedger("ledger 2 0 0\nop 0 0 0 1 4 0 1 -1 0 8 0 5 - 3 a.cc",
                            &error))
       << error;
 }

@@ -4,6 +4,7 @@
 // rank by mpirun or tests/external/local-launcher.sh, it runs DIST_TEST_F
 // bodies in-process. external_test.cc runs it and checks the one report.
 // Nothing here is run on its own by ctest.
+#include <disttest/comm/create.h>
 #include <disttest/disttest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -124,6 +125,17 @@ DIST_TEST_F(External, ReduceOpsDifferButReturn, 4) {
   const auto op =
       rank() < 2 ? disttest::ReduceOp::kSum : disttest::ReduceOp::kMax;
   comm().allreduce(v.data(), v.size(), op);  // marker-launched-mismatch
+}
+
+// The same on a communicator the test makes without a name, on store():
+// known across the hosts by the keys its rendezvous uses.
+DIST_TEST_F(External, ReduceOpsDifferOnAnUnnamedCommunicator, 4) {
+  std::unique_ptr<disttest::Communicator> mine = disttest::CreateCommunicator(
+      disttest::Backend::kGloo, store(), rank(), world_size(), {});
+  std::vector<float> v(2, rank() + 1.0f);
+  const auto op =
+      rank() == 3 ? disttest::ReduceOp::kMin : disttest::ReduceOp::kSum;
+  mine->allreduce(v.data(), v.size(), op);  // marker-launched-unnamed
 }
 
 class ExternalShortTimeout : public External {

@@ -255,6 +255,25 @@ TEST_P(ExternalTest, CallsThatDifferFailTheTestThoughTheyReturned) {
                                    "ReduceOpsDifferButReturn/4ranks"));
 }
 
+TEST_P(ExternalTest, CallsThatDifferFailOnAnUnnamedCommunicator) {
+  Report r = Launch("External.ReduceOpsDifferOnAnUnnamedCommunicator/*");
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(
+      r.run.out,
+      HasSubstr(fmt::format(
+          "collective #0 on communicator \"gloo\" did not match across the "
+          "ranks, though every call returned (the data is not what the test "
+          "meant):\n  ranks 0-2 (3 ranks) called allreduce(2 x float32, sum) "
+          "at external_child_.cc:{}\n  rank 3 called "
+          "allreduce(2 x float32, min) at external_child_.cc:{}",
+          LineOf("marker-launched-unnamed"),
+          LineOf("marker-launched-unnamed"))))
+      << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr("[  FAILED  ] External."
+                        "ReduceOpsDifferOnAnUnnamedCommunicator/4ranks"));
+}
+
 // The rank environment a body sees is its test's; after the test, the
 // launcher's is back as it was on every rank.
 TEST_P(ExternalTest, TheLauncherEnvironmentComesBackAfterATest) {

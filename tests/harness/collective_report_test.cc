@@ -26,7 +26,7 @@ class RankBuilder {
     state_.rank = rank;
     view_.rank = rank;
     view_.read_ns = kNow;
-    view_.comms = {"world"};
+    Comms({"world"});
     view_.phase_ns[static_cast<std::size_t>(RankPhase::kBody)] = kSecond;
   }
   // A collective on communicator `comm` (0: world) entered at `entered`
@@ -61,7 +61,10 @@ class RankBuilder {
         static_cast<std::int64_t>(at * kSecond);
     return *this;
   }
+  // The communicators, by id; ranks that name one alike made one.
   RankBuilder& Comms(std::vector<std::string> names) {
+    view_.keys.clear();
+    for (const std::string& n : names) view_.keys.push_back(LedgerKey(n));
     view_.comms = std::move(names);
     return *this;
   }

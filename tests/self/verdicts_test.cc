@@ -238,6 +238,38 @@ TEST_P(VerdictsTest, CallsThatDifferFailTheTestThoughEveryCallReturned) {
               HasSubstr("<failure"));
 }
 
+// The same on a communicator made without a name, as store()'s
+// documentation makes one (GlooOptions' prefix: "gloo"); and two pairs that
+// each agree within themselves pass, though the pairs reduce differently.
+TEST_P(VerdictsTest, CallsThatDifferFailOnAnUnnamedCommunicator) {
+  Verdict v = Run(
+      "VerdictsSilentMismatch.ReduceOpsDifferOnAnUnnamedCommunicator/2ranks:"
+      "VerdictsSilentMismatch.PairsOnTheirOwnPrefixesDoNotMix/4ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("marker-unnamed-returned 0"));
+  EXPECT_THAT(v.run.out, HasSubstr("marker-unnamed-returned 1"));
+  const std::string at =
+      fmt::format("verdicts_test_.cc:{}", LineOf("marker-unnamed-mismatch"));
+  EXPECT_THAT(
+      v.run.out,
+      HasSubstr("collective #0 on communicator \"gloo\" did not match "
+                "across the ranks, though every call returned (the data is "
+                "not what the test meant):\n  rank 0 called "
+                "allreduce(4 x float32, sum) at " +
+                at + "\n  rank 1 called allreduce(4 x float32, max) at " + at))
+      << v.run.out;
+  EXPECT_THAT(
+      TestCaseXml(v.xml, "ReduceOpsDifferOnAnUnnamedCommunicator/2ranks"),
+      HasSubstr("<failure"));
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_THAT(v.run.out, HasSubstr(fmt::format("marker-pair-agreed {}", r)));
+  }
+  const std::string pairs =
+      TestCaseXml(v.xml, "PairsOnTheirOwnPrefixesDoNotMix/4ranks");
+  EXPECT_THAT(pairs, HasSubstr("result=\"completed\""));
+  EXPECT_THAT(pairs, Not(HasSubstr("<failure"))) << pairs;
+}
+
 TEST_P(VerdictsTest, SkipOnEveryRankSkipsTheTest) {
   Verdict v = Run("Verdicts.SkipsOnEveryRank/2ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
@@ -1490,9 +1522,9 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
           "128ranks",
           {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 50 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 51 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("49 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("50 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -7,6 +7,7 @@
 #include <disttest/comm/create.h>
 #include <disttest/disttest.h>
 #include <disttest/launch/launch.h>
+#include <disttest/rendezvous/prefix_store.h>
 #include <disttest/rendezvous/tcp_store.h>
 #include <disttest/rendezvous/tcp_store_server.h>
 #include <fcntl.h>
@@ -608,6 +609,34 @@ DIST_TEST_F(VerdictsSilentMismatch, ReduceOpsDifferOnAUserCommunicator, 2) {
       rank() == 0 ? disttest::ReduceOp::kSum : disttest::ReduceOp::kMax;
   mine->allreduce(v.data(), v.size(), op);  // marker-silent-mismatch
   std::printf("marker-silent-returned %d %g\n", rank(), v[0]);
+}
+
+// The same without a name, as store()'s documentation makes one: the
+// ledger knows it by the keys its rendezvous uses.
+DIST_TEST_F(VerdictsSilentMismatch, ReduceOpsDifferOnAnUnnamedCommunicator, 2) {
+  std::unique_ptr<disttest::Communicator> mine = disttest::CreateCommunicator(
+      disttest::Backend::kGloo, store(), rank(), world_size(), {});
+  std::vector<float> v(4, rank() + 1.0f);
+  const auto op =
+      rank() == 0 ? disttest::ReduceOp::kSum : disttest::ReduceOp::kMax;
+  mine->allreduce(v.data(), v.size(), op);  // marker-unnamed-mismatch
+  std::printf("marker-unnamed-returned %d %g\n", rank(), v[0]);
+}
+
+// Two communicators of two ranks each, made alike on stores of different
+// prefixes: different communicators, whose calls are not compared with each
+// other. One reduces with kSum, the other with kMax: the test passes.
+DIST_TEST_F(VerdictsSilentMismatch, PairsOnTheirOwnPrefixesDoNotMix, 4) {
+  disttest::PrefixStore pair_store("pair/" + std::to_string(rank() / 2),
+                                   store());
+  std::unique_ptr<disttest::Communicator> pair = disttest::CreateCommunicator(
+      disttest::Backend::kGloo, pair_store, rank() % 2, 2, {});
+  std::vector<float> v(4, rank() + 1.0f);
+  const auto op =
+      rank() < 2 ? disttest::ReduceOp::kSum : disttest::ReduceOp::kMax;
+  pair->allreduce(v.data(), v.size(), op);
+  EXPECT_EQ(v[0], rank() < 2 ? 3.0f : 4.0f);
+  std::printf("marker-pair-agreed %d\n", rank());
 }
 
 // The same calls in the same order pass, through the arena and Gloo alike.

@@ -117,7 +117,8 @@ class Communicator {
   // nothing.
   virtual void Park() {}
   // What the harness's reports call this communicator: CommOptions::name,
-  // or "communicator <k>" (the k-th this process made).
+  // or, without one, `communicator "<prefix>"` (its CommOptions::prefix),
+  // "unnamed communicator" without either.
   const std::string& name() const { return name_; }
 
   // Blocks until every rank has called barrier().
@@ -182,8 +183,13 @@ class Communicator {
                       int peer, std::uint32_t tag) = 0;
   virtual void DoRecv(void* data, std::size_t count, DataType type, int peer,
                       std::uint32_t tag) = 0;
-  // A backend's Create() names what it made (CommOptions::name).
-  void SetName(std::string name) { name_ = std::move(name); }
+  // A backend's Create() names what it made on `store`: `name` is
+  // CommOptions::name, `prefix` its prefix. The ledger tells communicators
+  // apart by the keys they rendezvous through (the store's scope and the
+  // prefix) and the name: ranks that made one communicator agree on both,
+  // so their calls are compared across the ranks, named or not.
+  void SetName(const std::string& name, const std::string& prefix = "",
+               const std::string& store_scope = "");
 
  private:
   class Recorded;  // communicator.cc
@@ -194,6 +200,7 @@ class Communicator {
   std::uint64_t collectives_ = 0;  // Operations so far, for their numbers.
   std::uint64_t transfers_ = 0;
   std::string name_;
+  std::uint64_t key_ = 0;  // Who it is across the ranks (SetName).
 };
 
 }  // namespace disttest

@@ -27,6 +27,8 @@ class PrefixStore : public Store {
   bool check(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys) override;
   bool remove(std::string_view key) override;
+  // The base's scope, then this prefix and "/".
+  std::string scope() const override;
 
   const std::string& prefix() const { return prefix_; }
 

@@ -49,6 +49,13 @@ class Store {
   // Removes `key`; returns whether it existed.
   virtual bool remove(std::string_view key) = 0;
 
+  // What this store puts before every key it is given: a PrefixStore's
+  // prefixes, outermost first ("test/3/launch/tensor/0/"); "" for a store
+  // that keeps keys as given. Communicators made on one store with one
+  // CommOptions::prefix rendezvous through the same keys: the harness's
+  // reports take them for one communicator.
+  virtual std::string scope() const { return {}; }
+
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
