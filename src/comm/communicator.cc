@@ -83,9 +83,13 @@ class Communicator::Recorded {
       comm.ledger_ = ledger_;
     }
     // Numbered from 0, as the host arena numbers them: the world's #0 is
-    // disttest's barrier before the body, a test's first collective #1.
-    const std::uint64_t seq =
-        collective ? comm.collectives_++ : comm.transfers_++;
+    // disttest's barrier before the body, a test's first collective #1. A
+    // communicator made again (its key is an earlier one's) goes on from
+    // that one's numbers: its calls are never taken for the earlier ones'.
+    std::uint64_t seq = ledger_->NextSeq(comm.ledger_id_, collective);
+    if (seq == internal::Ledger::kNoSeq) {
+      seq = collective ? comm.collectives_++ : comm.transfers_++;
+    }
     index_ = ledger_->Begin(comm.ledger_id_, seq, call, where);
     comm_ = comm.ledger_id_;
     call_ = call;

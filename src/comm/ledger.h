@@ -173,6 +173,9 @@ class LedgerMemory {
   // Whether every rank's digest of each communicator (by key) is the
   // same: a few loads per rank, for a test that passed.
   bool DigestsAgree() const;
+  // Whether rank `rank`'s newest operation is a collective that it entered
+  // before `before_ns` (MonotonicNs()) and is still in: a few loads.
+  bool InCollectiveSince(int rank, std::int64_t before_ns) const;
   // Rank `rank`'s ledger now (`as_rank` labels it).
   RankLedgerView Read(int rank, int as_rank) const;
   RankLedgerView Read(int rank) const { return Read(rank, rank); }
@@ -211,6 +214,14 @@ class Ledger {
   // with `name` for reports. After kComms keys, ids go on without a name
   // ("communicator <id + 1>") and are not compared.
   std::uint32_t AddCommunicator(std::string_view name, std::uint64_t key);
+  // The number of communicator `id`'s next collective (or point-to-point
+  // operation), from 0 per key; kNoSeq past kComms keys.
+  static constexpr std::uint64_t kNoSeq = ~std::uint64_t{0};
+  std::uint64_t NextSeq(std::uint32_t id, bool collective) {
+    if (id >= LedgerMemory::kComms) return kNoSeq;
+    return next_[2 * id + (collective ? 0 : 1)].fetch_add(
+        1, std::memory_order_relaxed);
+  }
   // Communicators added so far.
   std::uint32_t comms() const { return comms_.load(std::memory_order_relaxed); }
 
@@ -244,6 +255,7 @@ class Ledger {
   std::atomic<std::uint8_t> phase_{0};
   std::atomic<std::uint32_t> comms_{0};
   std::mutex add_mu_;  // Threads may make communicators at once.
+  std::array<std::atomic<std::uint64_t>, 2 * LedgerMemory::kComms> next_{};
 };
 
 // A communicator's key in the ledger, from what identifies it across the

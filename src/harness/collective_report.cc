@@ -389,6 +389,38 @@ std::string CollectiveReport(const std::vector<RankState>& states,
   return text;
 }
 
+std::string OpenMismatch(const std::vector<RankLedgerView>& views) {
+  struct Seen {
+    const LedgerRecord* first = nullptr;
+    std::string name;
+    bool open = false;
+    bool differ = false;
+  };
+  std::map<std::pair<std::uint64_t, std::uint64_t>, Seen> seen;
+  for (const RankLedgerView& v : views) {
+    for (const LedgerRecord& rec : v.records) {
+      if (!rec.collective()) continue;
+      Seen& s = seen[{KeyOf(v, rec.comm), rec.seq}];
+      if (s.first == nullptr) {
+        s.first = &rec;
+        s.name = v.comm_name(rec.comm);
+      } else if (!rec.SameCall(*s.first)) {
+        s.differ = true;
+      }
+      s.open = s.open || rec.state == LedgerState::kEntered;
+    }
+  }
+  const Seen* found = nullptr;
+  for (const auto& entry : seen) {
+    const Seen& s = entry.second;
+    if (!s.differ || !s.open) continue;
+    if (found == nullptr || s.first->seq < found->first->seq) found = &s;
+  }
+  if (found == nullptr) return "";
+  return fmt::format("collective #{} on {} does not match across the ranks",
+                     found->first->seq, CommTitle(found->name));
+}
+
 std::string MismatchedCalls(const std::vector<RankState>& states) {
   std::vector<std::uint64_t> keys;
   std::map<std::uint64_t, std::string> names;

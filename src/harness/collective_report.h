@@ -13,7 +13,7 @@
 //   //     int32, root 0) at model_test.cc:57, completed 29.8 s ago; it is
 //   //     now at model_test.cc:88 (stack below)
 //
-// Per communicator (matched across ranks by name; "world" first): the
+// Per communicator (matched across ranks by key; "world" first): the
 // first collective that some rank entered and not every rank completed.
 // Ranks whose entries of it differ (another operation, count, type, reduce
 // op or root) make it "does not match across the ranks". Ranks are grouped
@@ -60,6 +60,13 @@ std::string CollectiveReport(const std::vector<RankState>& ranks,
 //     rank 0 called allreduce(8 x float32, sum) at model_test.cc:42
 //     rank 1 called allreduce(8 x float32, max) at model_test.cc:42
 std::string MismatchedCalls(const std::vector<RankState>& ranks);
+
+// The first collective (by number) that ranks entered with different
+// calls while one of them is still in it, which therefore cannot complete
+// as the test meant: "collective #3 on communicator "mine" does not match
+// across the ranks"; "" when there is none. The parent asks while ranks
+// wait, so that they fail at once rather than at the timeout.
+std::string OpenMismatch(const std::vector<RankLedgerView>& views);
 
 }  // namespace disttest::internal
 

@@ -11,6 +11,7 @@
 #include "disttest/error.h"
 #include "env/knobs.h"
 #include "env/text.h"
+#include "harness/collective_report.h"
 #include "harness/descendants.h"
 #include "harness/resources.h"
 #include "harness/stack_dump.h"
@@ -27,6 +28,14 @@ constexpr std::chrono::seconds kStackDeadline(15);
 // The same when a signal ended the test: the runner that sent it waits a
 // few seconds at most (ctest's TIMEOUT_SIGNAL_GRACE_PERIOD).
 constexpr std::chrono::seconds kInterruptStacks(5);
+
+// How often the parent looks for ranks that wait in a collective that
+// others entered with another call, and how long a rank must have waited
+// for a look at every rank's calls (a few microseconds a rank).
+constexpr std::chrono::milliseconds kMatchEvery(250);
+constexpr std::chrono::milliseconds kMatchAfter(200);
+// After a look that found the calls alike, the next one waits this long.
+constexpr std::chrono::milliseconds kMatchAgain(1000);
 
 }  // namespace
 
@@ -73,6 +82,7 @@ Supervisor::Supervisor(RankGroup& group)
                                 m.line, m.message));
   });
   start_ = Clock::now();
+  next_match_ = start_ + kMatchEvery;
   heartbeat_ = HeartbeatInterval();
   next_heartbeat_ = start_ + heartbeat_;
   std::optional<int> debug_rank = DebugRankVariable();
@@ -207,6 +217,11 @@ void Supervisor::Run() {
       deadline_ = Clock::time_point::max();  // Now only reaping is left.
     } else if (grace_deadline_ && now >= *grace_deadline_) {
       KillStuck(grace_reason_, /*deadline=*/false, kStackDeadline);
+    } else if (!grace_deadline_ && now >= next_match_) {
+      if (const std::string differ = CallsThatDiffer(now); !differ.empty()) {
+        KillStuck(fmt::format("{}, so it cannot complete", differ),
+                  /*deadline=*/false, kStackDeadline);
+      }
     }
     if (!group_.accept_trouble().empty() && !resource_trouble_) {
       // A rank waits for a connection that will not be accepted: the test
@@ -222,6 +237,31 @@ void Supervisor::Run() {
     }
     group_.Serve(PollTimeoutMs(now));
   }
+}
+
+std::string Supervisor::CallsThatDiffer(Clock::time_point now) {
+  next_match_ = now + kMatchEvery;
+  const LedgerMemory* ledger = group_.ledger();
+  if (ledger == nullptr) return "";
+  const std::int64_t before =
+      MonotonicNs() -
+      std::chrono::duration_cast<std::chrono::nanoseconds>(kMatchAfter).count();
+  bool waiting = false;
+  for (const RankGroup::Rank& rank : group_.ranks()) {
+    if (!Ended(rank) && ledger->InCollectiveSince(rank.report.rank, before)) {
+      waiting = true;
+      break;
+    }
+  }
+  if (!waiting) return "";
+  std::vector<RankLedgerView> views;
+  views.reserve(group_.ranks().size());
+  for (const RankGroup::Rank& rank : group_.ranks()) {
+    views.push_back(ledger->Read(rank.report.rank));
+  }
+  std::string differ = OpenMismatch(views);
+  if (differ.empty()) next_match_ = now + kMatchAgain;
+  return differ;
 }
 
 void Supervisor::KillStuck(const std::string& reason, bool deadline,

@@ -23,6 +23,10 @@
 // (a failure a rank reports, or a rank that dies) is printed when it comes:
 //   [ disttest ] Suite.Name/8ranks: first failure, rank 3 after 412 ms:
 //   barrier failed: timed out after 2700 ms waiting for rank 5 (...)
+// Ranks that wait in a collective that others entered with another call
+// (operation, count, type, reduce op or root; read from their ledgers every
+// kMatchEvery) cannot go on: their stacks are taken and they are killed at
+// once, with the calls in the report.
 // SIGTERM or SIGINT while it runs (interrupt.h) is a deadline too: the
 // stacks (at most kInterruptStacks) and ledgers are taken, the ranks killed,
 // and the test fails saying which signal ended it.
@@ -73,6 +77,11 @@ class Supervisor {
   // they do while the stacks are taken.
   void KillStuck(const std::string& reason, bool deadline,
                  std::chrono::milliseconds stack_deadline);
+  // When a rank has waited in a collective for a while: the first one
+  // that ranks entered with different calls (OpenMismatch), or "". Ranks
+  // of one host that disagree fail at once in the host arena; this catches
+  // the communicators without one (made by the test, launch()'s groups).
+  std::string CallsThatDiffer(Clock::time_point now);
   // Prints which collective the `stuck` ranks are in, and who is not
   // (collective_report.h), before they are killed.
   void PrintParagraph(const std::vector<RankGroup::Rank*>& stuck,
@@ -91,6 +100,7 @@ class Supervisor {
   std::string grace_reason_;
   bool resource_trouble_ = false;  // Ranks ended: the store could not accept.
   bool failure_streamed_ = false;
+  Clock::time_point next_match_;  // The next look at the ranks' calls.
 };
 
 // Checks what a test asks for; throws ConfigError naming the problem

@@ -134,6 +134,22 @@ TEST_F(LedgerTest, ACommunicatorIsKnownByItsKeysAndName) {
   EXPECT_EQ(view.comms.size(), view.keys.size());
 }
 
+// A communicator made again goes on from the numbers of the one before:
+// its collectives are not taken for the earlier one's.
+TEST_F(LedgerTest, ACommunicatorMadeAgainGoesOnFromItsNumbers) {
+  {
+    FakeCommunicator first("", "mine", "test/3/");
+    first.barrier();
+    first.barrier();
+  }
+  FakeCommunicator again("", "mine", "test/3/");
+  again.barrier();
+  const RankLedgerView view = memory_->Read(1);
+  ASSERT_EQ(view.records.size(), 3u);
+  EXPECT_EQ(view.records[2].comm, view.records[0].comm);
+  EXPECT_EQ(view.records[2].seq, 2u);
+}
+
 TEST_F(LedgerTest, AFailedOperationReadsFailed) {
   FakeCommunicator world("world");
   world.throw_next = true;

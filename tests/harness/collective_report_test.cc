@@ -284,6 +284,58 @@ TEST(CollectiveReportTest, ACommunicatorARankDidNotUseIsNoMismatch) {
                         "returned"));
 }
 
+std::vector<RankLedgerView> Views(const std::vector<RankState>& ranks) {
+  std::vector<RankLedgerView> views;
+  for (const RankState& r : ranks) views.push_back(*r.ledger);
+  return views;
+}
+
+// While ranks wait: a collective that ranks entered with different calls,
+// one of them still in it, is found; calls alike, calls that all returned
+// (the digests' business) and other communicators' numbers are not.
+TEST(CollectiveReportTest, AnOpenCollectiveEnteredWithDifferentCalls) {
+  const std::vector<RankState> differ = {
+      RankBuilder(0).Op(LedgerOp::kAllReduce, 8, 1, -1, 42).Done(),
+      RankBuilder(1).Op(LedgerOp::kAllGather, 8, 1, -1, 43).Done()};
+  EXPECT_EQ(OpenMismatch(Views(differ)),
+            "collective #0 on the world communicator does not match across "
+            "the ranks");
+  const std::vector<RankState> count = {
+      RankBuilder(0).Op(LedgerOp::kBarrier, 0, 1, 1.1, 10).Done(),
+      RankBuilder(1)
+          .Comms({"world", "tensor group 0"})
+          .Op(LedgerOp::kBarrier, 0, 1, 1.1, 10)
+          .Op(LedgerOp::kAllReduce, 8, 2, -1, 42, {}, 1)
+          .Done(),
+      RankBuilder(2)
+          .Comms({"world", "tensor group 0"})
+          .Op(LedgerOp::kBarrier, 0, 1, 1.1, 10)
+          .Op(LedgerOp::kAllReduce, 16, 2, 3, 42, {}, 1)
+          .Done()};
+  EXPECT_EQ(OpenMismatch(Views(count)),
+            "collective #0 on tensor group 0 does not match across the ranks");
+
+  const std::vector<RankState> alike = {
+      RankBuilder(0).Op(LedgerOp::kAllReduce, 8, 1, -1, 42).Done(),
+      RankBuilder(1).Op(LedgerOp::kAllReduce, 8, 1, 2, 43).Done()};
+  EXPECT_EQ(OpenMismatch(Views(alike)), "");
+  const std::vector<RankState> returned = {
+      RankBuilder(0).Op(LedgerOp::kAllReduce, 8, 1, 2, 42).Done(),
+      RankBuilder(1).Op(LedgerOp::kAllGather, 8, 1, 2, 43).Done()};
+  EXPECT_EQ(OpenMismatch(Views(returned)), "");
+  // Collective #0 of two communicators is no pair of calls.
+  const std::vector<RankState> apart = {
+      RankBuilder(0)
+          .Comms({"pair 0"})
+          .Op(LedgerOp::kAllReduce, 8, 1, -1, 42)
+          .Done(),
+      RankBuilder(1)
+          .Comms({"pair 1"})
+          .Op(LedgerOp::kAllGather, 8, 1, -1, 43)
+          .Done()};
+  EXPECT_EQ(OpenMismatch(Views(apart)), "");
+}
+
 TEST(CollectiveReportTest, NoLedgerOrNoOperationNoReport) {
   RankState s;
   EXPECT_EQ(CollectiveReport({s}), "");

@@ -639,6 +639,26 @@ DIST_TEST_F(VerdictsSilentMismatch, PairsOnTheirOwnPrefixesDoNotMix, 4) {
   std::printf("marker-pair-agreed %d\n", rank());
 }
 
+// Ranks that enter one collective with different operations on a
+// communicator without an arena wait for each other for ever (Gloo's
+// operations do not meet). The parent sees it in their ledgers and ends
+// them at once, long before the timeout of 60 s.
+DIST_TEST_F(VerdictsSilentMismatch, OperationsDifferAndWait, 3) {
+  disttest::GlooOptions options;
+  options.prefix = "live";
+  options.timeout = std::chrono::seconds(60);
+  std::unique_ptr<disttest::Communicator> live = disttest::CreateCommunicator(
+      disttest::Backend::kGloo, store(), rank(), world_size(), options);
+  std::vector<float> v(8, 1.0f), all(8 * world_size());
+  const auto sum = disttest::ReduceOp::kSum;
+  if (rank() < 2) {
+    live->allreduce(v.data(), v.size(), sum);  // marker-live-allreduce
+  } else {
+    live->allgather(v.data(), all.data(), v.size());  // marker-live-allgather
+  }
+  std::printf("marker-live-returned %d\n", rank());
+}
+
 // The same calls in the same order pass, through the arena and Gloo alike.
 DIST_TEST_F(VerdictsMismatch, AgreeingRanksPass, 1, 3) {
   for (std::size_t n : {std::size_t{0}, std::size_t{8}, kLarge}) {
