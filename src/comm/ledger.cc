@@ -536,15 +536,14 @@ bool LedgerMemory::InCollectiveSince(int rank, std::int64_t before_ns) const {
   if (rank < 0 || rank >= ranks_) return false;
   const Area& a = area(rank);
   const std::uint64_t written = a.written.load(std::memory_order_acquire);
-  if (written == 0 ||
-      written <= a.test_first.load(std::memory_order_acquire)) {
+  if (written == 0 || written <= a.test_first.load(std::memory_order_acquire)) {
     return false;
   }
   const Entry& e = EntriesOf(a)[(written - 1) % ring_];
   const std::uint64_t stamp = e.stamp.load(std::memory_order_acquire);
   const auto op = static_cast<LedgerOp>(e.op);
-  const auto state = static_cast<LedgerState>(
-      e.state.load(std::memory_order_acquire));
+  const auto state =
+      static_cast<LedgerState>(e.state.load(std::memory_order_acquire));
   const std::int64_t entered = e.entered_ns;
   std::atomic_thread_fence(std::memory_order_acquire);
   return stamp == written && e.stamp.load(std::memory_order_relaxed) == stamp &&
