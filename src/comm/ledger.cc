@@ -532,6 +532,51 @@ bool LedgerMemory::DigestsAgree() const {
   return true;
 }
 
+namespace {
+
+// Entry `i`, when it is whole (not being written, not written over).
+bool Copy(const Entry& e, std::uint64_t i, LedgerRecord* out) {
+  const std::uint64_t stamp = e.stamp.load(std::memory_order_acquire);
+  if (stamp != i + 1) return false;
+  LedgerRecord& r = *out;
+  r.index = i;
+  r.state = static_cast<LedgerState>(e.state.load(std::memory_order_acquire));
+  r.ended_ns = e.ended_ns.load(std::memory_order_relaxed);
+  r.seq = e.seq;
+  r.count = e.count;
+  r.entered_ns = e.entered_ns;
+  r.comm = e.comm;
+  r.tag = e.tag;
+  r.line = e.line;
+  r.peer = e.peer;
+  r.op = static_cast<LedgerOp>(e.op);
+  r.type = static_cast<DataType>(e.type);
+  r.reduce = static_cast<ReduceOp>(e.reduce);
+  r.harness = e.harness != 0;
+  r.file.assign(e.file, strnlen(e.file, LedgerMemory::kFileBytes));
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (e.stamp.load(std::memory_order_relaxed) != stamp) return false;
+  return r.state == LedgerState::kEntered ||
+         r.state == LedgerState::kCompleted || r.state == LedgerState::kFailed;
+}
+
+}  // namespace
+
+std::optional<LedgerRecord> LedgerMemory::OpenCollective(int rank) const {
+  if (rank < 0 || rank >= ranks_) return std::nullopt;
+  const Area& a = area(rank);
+  const std::uint64_t written = a.written.load(std::memory_order_acquire);
+  if (written == 0 || written <= a.test_first.load(std::memory_order_acquire)) {
+    return std::nullopt;
+  }
+  LedgerRecord r;
+  if (!Copy(EntriesOf(a)[(written - 1) % ring_], written - 1, &r) ||
+      !r.collective() || r.state != LedgerState::kEntered) {
+    return std::nullopt;
+  }
+  return r;
+}
+
 bool LedgerMemory::InCollectiveSince(int rank, std::int64_t before_ns) const {
   if (rank < 0 || rank >= ranks_) return false;
   const Area& a = area(rank);
@@ -577,32 +622,9 @@ RankLedgerView LedgerMemory::Read(int rank, int as_rank) const {
       std::max(first, written > ring_ ? written - ring_ : 0);
   view.dropped = from - first;
   for (std::uint64_t i = from; i < written; ++i) {
-    const Entry& e = EntriesOf(a)[i % ring_];
-    const std::uint64_t stamp = e.stamp.load(std::memory_order_acquire);
-    if (stamp != i + 1) continue;  // Being written, or written over.
     LedgerRecord r;
-    r.index = i;
-    r.state = static_cast<LedgerState>(e.state.load(std::memory_order_acquire));
-    r.ended_ns = e.ended_ns.load(std::memory_order_relaxed);
-    r.seq = e.seq;
-    r.count = e.count;
-    r.entered_ns = e.entered_ns;
-    r.comm = e.comm;
-    r.tag = e.tag;
-    r.line = e.line;
-    r.peer = e.peer;
-    r.op = static_cast<LedgerOp>(e.op);
-    r.type = static_cast<DataType>(e.type);
-    r.reduce = static_cast<ReduceOp>(e.reduce);
-    r.harness = e.harness != 0;
-    r.file.assign(e.file, strnlen(e.file, kFileBytes));
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (e.stamp.load(std::memory_order_relaxed) != stamp) continue;
-    if (r.state != LedgerState::kEntered &&
-        r.state != LedgerState::kCompleted && r.state != LedgerState::kFailed) {
-      continue;
-    }
-    view.records.push_back(std::move(r));
+    if (Copy(EntriesOf(a)[i % ring_], i, &r))
+      view.records.push_back(std::move(r));
   }
   return view;
 }
@@ -664,6 +686,24 @@ std::uint32_t Ledger::AddCommunicator(std::string_view name,
     a.named.store(id + 1, std::memory_order_release);
   }
   return id;
+}
+
+std::string Ledger::comm_name(std::uint32_t id) const {
+  const LedgerMemory::Area& a = *area_;
+  if (id < std::min<std::uint32_t>(a.named.load(std::memory_order_acquire),
+                                   LedgerMemory::kComms)) {
+    return std::string(a.names[id],
+                       strnlen(a.names[id], LedgerMemory::kNameBytes));
+  }
+  return fmt::format("communicator {}", id + 1);
+}
+
+std::uint64_t Ledger::comm_key(std::uint32_t id) const {
+  const LedgerMemory::Area& a = *area_;
+  return id < std::min<std::uint32_t>(a.named.load(std::memory_order_acquire),
+                                      LedgerMemory::kComms)
+             ? a.keys[id]
+             : 0;
 }
 
 std::uint64_t Ledger::Begin(std::uint32_t comm, std::uint64_t seq,

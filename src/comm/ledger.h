@@ -176,6 +176,9 @@ class LedgerMemory {
   // Whether rank `rank`'s newest operation is a collective that it entered
   // before `before_ns` (MonotonicNs()) and is still in: a few loads.
   bool InCollectiveSince(int rank, std::int64_t before_ns) const;
+  // Rank `rank`'s newest operation in this test when it is a collective
+  // that it is still in.
+  std::optional<LedgerRecord> OpenCollective(int rank) const;
   // Rank `rank`'s ledger now (`as_rank` labels it).
   RankLedgerView Read(int rank, int as_rank) const;
   RankLedgerView Read(int rank) const { return Read(rank, rank); }
@@ -239,6 +242,13 @@ class Ledger {
   void End(std::uint64_t index, LedgerState state);
   // Adds a collective that returned to its communicator's digest.
   void Digest(std::uint32_t comm, const Call& call);
+  // This process's newest operation, when it is a collective it is in.
+  std::optional<LedgerRecord> OpenCollective() const {
+    return memory_->OpenCollective(slot_);
+  }
+  // The name and key of communicator `id`.
+  std::string comm_name(std::uint32_t id) const;
+  std::uint64_t comm_key(std::uint32_t id) const;
   // This process's ledger now, labelled rank `as_rank`.
   RankLedgerView Read(int as_rank) const {
     return memory_->Read(slot_, as_rank);

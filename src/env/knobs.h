@@ -26,6 +26,10 @@ std::optional<int> DebugRankVariable();
 // "0"; ConfigError when malformed.
 std::chrono::milliseconds HeartbeatInterval();
 
+// DISTTEST_COMPARE_CALLS: false for "0", true for "1", unset or empty;
+// ConfigError naming the value otherwise.
+bool CompareCallsWhileWaiting();
+
 // The environment of a rank process: this process's environment, minus the
 // variables in env::kRemovedFromChild (and NCCL_DEBUG unless
 // DISTTEST_KEEP_NCCL_DEBUG is set), plus `rank`'s variables and `extra`.

@@ -78,6 +78,15 @@ std::chrono::milliseconds HeartbeatInterval() {
   return SecondsVariable(env::kHeartbeat).value_or(std::chrono::seconds(5));
 }
 
+bool CompareCallsWhileWaiting() {
+  const char* value = std::getenv(env::kCompareCalls);
+  if (value == nullptr || *value == '\0') return true;
+  const std::string_view v(value);
+  if (v == "0" || v == "1") return v == "1";
+  throw ConfigError(fmt::format("{}=\"{}\" is invalid: it must be 0 or 1",
+                                env::kCompareCalls, v));
+}
+
 std::optional<int> DebugRankVariable() {
   const char* value = std::getenv(env::kDebugRank);
   if (value == nullptr || *value == '\0') return std::nullopt;

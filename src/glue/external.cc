@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -210,7 +211,24 @@ bool RunStep(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
   }
   RankVerdict verdict = RankVerdict::kFailed;
   if (job.rank() == 0) {
-    Reraise(Judge(spec, GatherReports(job, keys, spec, deadline)));
+    const std::vector<RankReport> reports =
+        GatherReports(job, keys, spec, deadline);
+    std::vector<Finding> findings = Judge(spec, reports);
+    // The run broke in this step (it was whole at its start): why comes
+    // first, before the failures it made ("connection closed by peer").
+    if (std::string broken = job.liveness().broken();
+        !broken.empty() &&
+        std::any_of(reports.begin(), reports.end(), RankFailed)) {
+      findings.insert(findings.begin(),
+                      {Finding::Kind::kFailure,
+                       spec.file,
+                       spec.line,
+                       fmt::format("disttest cut the ranks' connections, so "
+                                   "that none waits for the timeout: {}",
+                                   broken),
+                       {}});
+    }
+    Reraise(findings);
     verdict = ::testing::Test::HasFailure()  ? RankVerdict::kFailed
               : ::testing::Test::IsSkipped() ? RankVerdict::kSkipped
                                              : RankVerdict::kPassed;

@@ -53,12 +53,6 @@ std::string Agree(std::string text, bool plural) {
   return text;
 }
 
-std::string CommTitle(const std::string& name) {
-  if (name == "world") return "the world communicator";
-  if (name.rfind("unnamed ", 0) == 0) return "the " + name;
-  return name;
-}
-
 // Communicator `id` of a rank's ledger: its key, or, for one the ledger
 // kept no key of (past LedgerMemory::kComms), one that matches no other
 // rank's.
@@ -242,6 +236,12 @@ std::vector<std::string> Grouped(const std::vector<int>& ranks,
 }
 
 }  // namespace
+
+std::string CommTitle(const std::string& name) {
+  if (name == "world") return "the world communicator";
+  if (name.rfind("unnamed ", 0) == 0) return "the " + name;
+  return name;
+}
 
 std::string CollectiveReport(const std::vector<RankState>& states,
                              std::size_t max_lines) {

@@ -61,6 +61,10 @@ std::string CollectiveReport(const std::vector<RankState>& ranks,
 //     rank 1 called allreduce(8 x float32, max) at model_test.cc:42
 std::string MismatchedCalls(const std::vector<RankState>& ranks);
 
+// How a report names communicator `name`: "the world communicator",
+// "the unnamed communicator", `communicator "mine"`, "tensor group 0".
+std::string CommTitle(const std::string& name);
+
 // The first collective (by number) that ranks entered with different
 // calls while one of them is still in it, which therefore cannot complete
 // as the test meant: "collective #3 on communicator "mine" does not match

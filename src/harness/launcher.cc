@@ -402,7 +402,8 @@ std::string RerunCommand(const std::string& test_name, bool keep_gpus) {
                                    env::kLogDir,        env::kTrace,
                                    env::kLauncher,      env::kRequireGpus,
                                    env::kNoReuse,       env::kNoHostArena,
-                                   env::kKeepNcclDebug, "DISTTEST_MASTER_PORT"};
+                                   env::kKeepNcclDebug, env::kCompareCalls,
+                                   "DISTTEST_MASTER_PORT"};
   if (keep_gpus) kept.push_back(env::kGpus);
   for (const char* name : kept) {
     const char* value = std::getenv(name);

@@ -82,7 +82,8 @@ Supervisor::Supervisor(RankGroup& group)
                                 m.line, m.message));
   });
   start_ = Clock::now();
-  next_match_ = start_ + kMatchEvery;
+  next_match_ = CompareCallsWhileWaiting() ? start_ + kMatchEvery
+                                           : Clock::time_point::max();
   heartbeat_ = HeartbeatInterval();
   next_heartbeat_ = start_ + heartbeat_;
   std::optional<int> debug_rank = DebugRankVariable();

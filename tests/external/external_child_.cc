@@ -138,6 +138,24 @@ DIST_TEST_F(External, ReduceOpsDifferOnAnUnnamedCommunicator, 4) {
   mine->allreduce(v.data(), v.size(), op);  // marker-launched-unnamed
 }
 
+// Ranks that wait in one collective entered with different operations:
+// their side threads compare the calls through the store and end the run
+// at once, not at the timeout of 60 s.
+DIST_TEST_F(External, OperationsDifferAndWait, 4) {
+  disttest::GlooOptions options;
+  options.prefix = "live";
+  std::unique_ptr<disttest::Communicator> live = disttest::CreateCommunicator(
+      disttest::Backend::kGloo, store(), rank(), world_size(), options);
+  std::vector<float> v(8, 1.0f), all(8 * world_size());
+  const auto sum = disttest::ReduceOp::kSum;
+  float* out = all.data();
+  if (rank() != 3) {
+    live->allreduce(v.data(), v.size(), sum);  // marker-live-allreduce
+  } else {
+    live->allgather(v.data(), out, v.size());  // marker-live-allgather
+  }
+}
+
 class ExternalShortTimeout : public External {
  protected:
   ExternalShortTimeout() { options().timeout = std::chrono::seconds(3); }

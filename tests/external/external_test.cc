@@ -274,6 +274,36 @@ TEST_P(ExternalTest, CallsThatDifferFailOnAnUnnamedCommunicator) {
                         "ReduceOpsDifferOnAnUnnamedCommunicator/4ranks"));
 }
 
+// Ranks that wait in a collective entered with different operations fail
+// at once: the calls meet in the store, and the run ends with both.
+TEST_P(ExternalTest, RanksWaitingInCollectivesThatDifferFailAtOnce) {
+  Report r = Launch("External.OperationsDifferAndWait/*");
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_LT(r.run.elapsed, std::chrono::seconds(30)) << r.all;  // Timeout 60.
+  const std::string allreduce =
+      fmt::format("called allreduce(8 x float32, sum) at external_child_.cc:{}",
+                  LineOf("marker-live-allreduce"));
+  const std::string allgather = fmt::format(
+      "rank 3 called allgather(8 x float32) at external_child_.cc:{}",
+      LineOf("marker-live-allgather"));
+  EXPECT_THAT(r.run.out,
+              HasSubstr("disttest cut the ranks' connections, so that none "
+                        "waits for the timeout: rank "))
+      << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("collective #0 on communicator \"live\" "
+                                   "does not match across the ranks: rank "))
+      << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr("collective #0 on communicator \"live\" does not "
+                        "match across the ranks:\n  ranks 0-2 (3 ranks) failed "
+                        "in allreduce(8 x float32, sum)"))
+      << r.all;
+  EXPECT_THAT(r.all, HasSubstr(allreduce)) << r.all;
+  EXPECT_THAT(r.all, HasSubstr(allgather)) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] External."
+                                   "OperationsDifferAndWait/4ranks"));
+}
+
 // The rank environment a body sees is its test's; after the test, the
 // launcher's is back as it was on every rank.
 TEST_P(ExternalTest, TheLauncherEnvironmentComesBackAfterATest) {

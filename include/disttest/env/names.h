@@ -44,6 +44,12 @@ inline constexpr char kLogDir[] = "DISTTEST_LOG_DIR";
 // every collective it called, and its failures; a failing test prints the
 // path.
 inline constexpr char kTrace[] = "DISTTEST_TRACE";
+// "0": ranks that wait in a collective are not compared while they wait
+// (by the parent in spawned mode, through the store under a launcher), so
+// ranks that entered one with different calls fail at the timeout, not at
+// once. "1" or unset: they are. The calls of a test that ended are
+// compared whatever it says.
+inline constexpr char kCompareCalls[] = "DISTTEST_COMPARE_CALLS";
 // Seconds between the progress lines of a test that runs long (default 5;
 // 0 turns them off).
 inline constexpr char kHeartbeat[] = "DISTTEST_HEARTBEAT";

@@ -74,10 +74,19 @@ void Communicators::Drop() {
   sockets_.clear();
 }
 
+void Communicators::BodyStarts() {
+  std::map<ino_t, int> now = TcpSockets();
+  std::lock_guard<std::mutex> lock(sockets_mu_);
+  before_body_ = std::move(now);
+}
+
 void Communicators::ShutDown() {
   std::lock_guard<std::mutex> lock(sockets_mu_);
   for (const auto& [inode, fd] : TcpSockets()) {
-    if (sockets_.count(inode) != 0) shutdown(fd, SHUT_RDWR);
+    const bool body_made = before_body_.count(inode) == 0 &&
+                           PortOf(fd, false) != env_.master_port &&
+                           PortOf(fd, true) != env_.master_port;
+    if (sockets_.count(inode) != 0 || body_made) shutdown(fd, SHUT_RDWR);
   }
 }
 

@@ -38,10 +38,16 @@ class Communicators {
                     std::chrono::milliseconds timeout);
   // Every communicator goes; the next test gets fresh ones.
   void Drop();
-  // Ends every connection of the communicators, so that a body blocked in a
-  // collective with a rank that is gone fails now (Gloo sees the closed
-  // connection) rather than at the test's timeout. shutdown(), not close():
-  // the descriptors stay Gloo's. From any thread.
+  // A body starts: the TCP connections it makes from here on (of the
+  // communicators it makes itself) are cut by ShutDown() too.
+  void BodyStarts();
+  // Ends every connection of the communicators, and every TCP connection
+  // made since BodyStarts() but the store's, so that a body blocked in a
+  // collective with a rank that is gone, or in one that cannot complete,
+  // fails now (Gloo sees the closed connection) rather than at the test's
+  // timeout. The launcher's own connections (made before) are left alone.
+  // shutdown(), not close(): the descriptors stay their owners'. From any
+  // thread.
   void ShutDown();
 
  private:
@@ -50,6 +56,7 @@ class Communicators {
   int generation_ = 0;  // Drop()s so far: part of each rendezvous prefix.
   std::mutex sockets_mu_;
   std::set<ino_t> sockets_;  // Inodes of the communicators' sockets.
+  std::map<ino_t, int> before_body_;  // The TCP sockets at BodyStarts().
 };
 
 }  // namespace disttest::internal::launched

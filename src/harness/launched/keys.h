@@ -71,6 +71,9 @@ class StepKeys {
     return fmt::format("{}ledger/{}", base_, rank);
   }
   std::string StorePrefix() const { return base_ + "store"; }
+  // Where the ranks that wait in a collective put their calls, to be
+  // compared (watchdog.h).
+  std::string CallsPrefix() const { return base_ + "calls/"; }
 
  private:
   std::string base_;

@@ -12,6 +12,7 @@
 
 #include "comm/ledger.h"
 #include "disttest/rendezvous/prefix_store.h"
+#include "env/knobs.h"
 
 namespace disttest::internal::launched {
 namespace {
@@ -81,7 +82,9 @@ class LaunchedRankHost : public RankHost {
     // that reads it; the launcher's comes back after the step.
     environment_.Set(env);
     // Watched from here: connecting can hang on a dead peer too.
-    job_.watchdog().Arm(deadline_, what_, keys_.Ledger(job_.rank()));
+    job_.communicators().BodyStarts();
+    job_.watchdog().Arm(deadline_, what_, keys_.Ledger(job_.rank()),
+                        CompareCallsWhileWaiting() ? keys_.CallsPrefix() : "");
     return env;
   }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/ledger.h"
+#include "harness/collective_report.h"
 #include "harness/launched/keys.h"
 #include "harness/stack_dump.h"
 
@@ -23,6 +24,9 @@ constexpr milliseconds kHeartbeatEvery{500};
 constexpr milliseconds kBodyReturnGrace{2000};
 // How long the stack tool may take.
 constexpr milliseconds kStackDeadline{10000};
+// How long a body must have waited in a collective for its call to go to
+// the store, to be compared with the other ranks' there.
+constexpr std::chrono::nanoseconds kCompareAfter{milliseconds(400)};
 
 }  // namespace
 
@@ -31,11 +35,12 @@ void Watchdog::Start() {
 }
 
 void Watchdog::Arm(Clock::time_point deadline, std::string what,
-                   std::string ledger_key) {
+                   std::string ledger_key, std::string calls_prefix) {
   std::lock_guard<std::mutex> lock(mu_);
   deadline_ = deadline;
   what_ = std::move(what);
   ledger_key_ = std::move(ledger_key);
+  calls_prefix_ = std::move(calls_prefix);
   cv_.notify_all();
 }
 
@@ -50,13 +55,14 @@ void Watchdog::Loop() {
   int failures = 0;
   for (;;) {
     bool armed = false;
-    std::string what, ledger_key;
+    std::string what, ledger_key, calls_prefix;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, kHeartbeatEvery);
       armed = deadline_.has_value();
       what = what_;
       ledger_key = ledger_key_;
+      calls_prefix = calls_prefix_;
       if (armed && Clock::now() >= *deadline_) {
         lock.unlock();
         TimedOut(what, ledger_key);
@@ -67,6 +73,9 @@ void Watchdog::Loop() {
       std::lock_guard<std::mutex> side(side_.mu);
       liveness_.Beat(std::to_string(++beat));
       if (armed) trouble = liveness_.TroubleElsewhere();
+      if (armed && trouble.empty() && !shut_down_) {
+        trouble = CallsThatDiffer(calls_prefix);
+      }
       failures = 0;
     } catch (const std::exception& e) {
       // Gone for good (rank 0 ended) after a few failures in a row.
@@ -82,6 +91,43 @@ void Watchdog::Loop() {
       communicators_.ShutDown();
     }
   }
+}
+
+std::string Watchdog::CallsThatDiffer(const std::string& calls_prefix) {
+  Ledger* ledger = Ledger::Current();
+  if (ledger == nullptr || calls_prefix.empty()) return "";
+  const std::optional<LedgerRecord> open = ledger->OpenCollective();
+  if (!open || MonotonicNs() - open->entered_ns < kCompareAfter.count()) {
+    return "";
+  }
+  const std::uint64_t key = ledger->comm_key(open->comm);
+  if (key == 0) return "";  // Past the communicators the ledger tells apart.
+  if (compared_ && compared_->index == open->index && compared_->done) {
+    return "";
+  }
+  const std::string base =
+      fmt::format("{}{:x}/{}", calls_prefix, key, open->seq);
+  const std::string call = open->str();
+  const std::string mine =
+      fmt::format("rank {} called {} {}", rank_, call, open->where());
+  if (!compared_ || compared_->index != open->index) {
+    compared_ = Compared{open->index, false};
+    if (side_.store->add(base + "/n", 1) == 1) {
+      side_.store->set(base, call + "\n" + mine);  // The first one here.
+      compared_->done = true;
+      return "";
+    }
+  }
+  // The first one's call is set a moment after its add: else next beat.
+  if (!side_.store->check({base})) return "";
+  compared_->done = true;
+  const std::vector<char> value = side_.store->get(base);
+  const std::string theirs(value.begin(), value.end());
+  const std::size_t end = theirs.find('\n');
+  if (end == std::string::npos || theirs.compare(0, end, call) == 0) return "";
+  return fmt::format(
+      "collective #{} on {} does not match across the ranks: {}; {}", open->seq,
+      CommTitle(ledger->comm_name(open->comm)), theirs.substr(end + 1), mine);
 }
 
 std::string Watchdog::OwnStacks() {

@@ -3,7 +3,8 @@
 // The side thread of a launched process: every kHeartbeatEvery it bumps
 // this rank's heartbeat; while a body runs (Arm ... Disarm) it also looks
 // for trouble elsewhere (an abort, a rank whose heartbeat stopped, the
-// store gone), on which it makes the body's collectives fail, and at the
+// store gone, calls that differ from another rank's in a collective both
+// wait in), on which it makes the body's collectives fail, and at the
 // body's deadline it prints this process's stacks, tells the others, and
 // ends a body that still does not return.
 //
@@ -19,6 +20,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -43,8 +45,13 @@ class Watchdog {
   // ledger under `ledger_key` (before its collectives are cut: rank 0's
   // report says where each rank was), prints its stacks, tells the others,
   // and ends.
+  // While the body waits in a collective, the side thread also puts its
+  // call under `calls_prefix` (one key per collective, for its first
+  // rank there; "": not at all) and compares it with the call of the first
+  // rank that did: calls that differ end the run at once, as trouble
+  // elsewhere does, with both calls in the reason.
   void Arm(Clock::time_point deadline, std::string what,
-           std::string ledger_key = "");
+           std::string ledger_key = "", std::string calls_prefix = "");
   void Disarm();
 
  private:
@@ -55,6 +62,10 @@ class Watchdog {
   // collectives fail; a body that still does not return (stuck in its own
   // code) ends the process.
   void TimedOut(const std::string& what, const std::string& ledger_key);
+  // With side_.mu held: the reason when this process has waited in a
+  // collective for a while that the first rank to wait there entered with
+  // another call, else "". Each collective is compared once.
+  std::string CallsThatDiffer(const std::string& calls_prefix);
   // This process's stacks, every line labelled "[rank r] "; heartbeats go
   // on while the tool runs.
   std::string OwnStacks();
@@ -69,6 +80,13 @@ class Watchdog {
   std::optional<Clock::time_point> deadline_;  // Armed; under mu_.
   std::string what_;
   std::string ledger_key_;
+  std::string calls_prefix_;
+  // The collective (its ledger index) the side thread has put or compared.
+  struct Compared {
+    std::uint64_t index = 0;
+    bool done = false;  // Compared, or the first there.
+  };
+  std::optional<Compared> compared_;
 };
 
 }  // namespace disttest::internal::launched
