@@ -55,7 +55,7 @@ class Communicators {
   std::map<std::string, std::unique_ptr<Communicator>> comms_;
   int generation_ = 0;  // Drop()s so far: part of each rendezvous prefix.
   std::mutex sockets_mu_;
-  std::set<ino_t> sockets_;  // Inodes of the communicators' sockets.
+  std::set<ino_t> sockets_;           // Inodes of the communicators' sockets.
   std::map<ino_t, int> before_body_;  // The TCP sockets at BodyStarts().
 };
 
