@@ -477,6 +477,23 @@ TEST_P(VerdictsTest, TimeoutComesFromTheEnvironment) {
   EXPECT_THAT(v.run.out, HasSubstr("the test timed out after 500 ms"));
 }
 
+// DISTTEST_COMPARE_CALLS=0: ranks that disagree wait for the timeout (the
+// report still names their calls); a value that is not 0 or 1 is named.
+TEST_P(VerdictsTest, CompareCallsOffWaitsForTheTimeout) {
+  Verdict v = Run("VerdictsSilentMismatch.OperationsDifferAndWait/3ranks",
+                  {{"DISTTEST_COMPARE_CALLS", "0"}, {"DISTTEST_TIMEOUT", "2"}});
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("the test timed out after 2000 ms"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("so it cannot complete")));
+  EXPECT_THAT(v.run.out, HasSubstr("collective #0 on communicator \"live\" "
+                                   "does not match across the ranks:\n"));
+  Verdict bad =
+      Run("Verdicts.Passes/2ranks", {{"DISTTEST_COMPARE_CALLS", "yes"}});
+  EXPECT_EQ(bad.run.exit_code, 1);
+  EXPECT_THAT(bad.run.out, HasSubstr("DISTTEST_COMPARE_CALLS=\"yes\" is "
+                                     "invalid: it must be 0 or 1"));
+}
+
 TEST_P(VerdictsTest, MalformedTimeoutIsAClearFailure) {
   Verdict v = Run("Verdicts.Passes/2ranks", {{"DISTTEST_TIMEOUT", "soon"}});
   EXPECT_EQ(v.run.exit_code, 1);
