@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <map>
+#include <mutex>
+
 #include "comm/ledger.h"
 #include "disttest/comm/collective_call.h"
 
@@ -121,9 +124,23 @@ void Communicator::SetName(const std::string& name, const std::string& prefix,
   name_ = !name.empty()    ? name
           : prefix.empty() ? std::string("unnamed communicator")
                            : fmt::format("communicator \"{}\"", prefix);
-  // The keys its rendezvous uses (a PrefixStore(prefix, store)'s), then
-  // the name.
-  key_ = internal::LedgerKey(store_scope + prefix + "/\n" + name_);
+  // The keys its rendezvous uses (a PrefixStore(prefix, store)'s), the
+  // name, and how many of those this process made before (one made again
+  // is another: its numbers start at 0, as on every rank).
+  const std::string identity = store_scope + prefix + "/\n" + name_;
+  static std::mutex mu;
+  static auto* made = new std::map<std::string, std::uint64_t>;
+  std::uint64_t before = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    before = (*made)[identity]++;
+  }
+  key_ = internal::LedgerKey(fmt::format("{}\n{}", identity, before));
+}
+
+Communicator::~Communicator() {
+  // Its id can go to another communicator from the next test on.
+  if (ledger_ != nullptr) ledger_->Release(ledger_id_);
 }
 
 void Communicator::barrier(Where where) {

@@ -19,6 +19,8 @@
 #include <exception>
 #include <mutex>
 
+#include "base/sockets.h"
+#include "comm/communicator_sockets.h"
 #include "comm/gloo_store.h"
 #include "comm/host_arena.h"
 #include "comm/visit_type.h"
@@ -259,7 +261,13 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
         impl->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
         impl->context->setTimeout(options.timeout);
         impl->ticker.Arm(true);
+        const std::map<ino_t, int> before =
+            internal::WatchingCommunicatorSockets() ? internal::TcpSockets()
+                                                    : std::map<ino_t, int>{};
         impl->context->connectFullMesh(adapter, impl->device);
+        if (internal::WatchingCommunicatorSockets()) {
+          internal::NoteCommunicatorSockets(before);
+        }
         impl->ticker.Arm(false);
       },
       /*failed_suffix=*/false);

@@ -504,6 +504,7 @@ bool LedgerMemory::DigestsAgree() const {
     mine.clear();
     for (std::uint32_t i = 0; i < named; ++i) {
       const std::uint64_t key = a.keys[i];
+      if (key == 0) continue;  // Not identified, or free: not compared.
       const CommDigest d{a.calls[i].load(std::memory_order_acquire),
                          a.digest[i].load(std::memory_order_relaxed)};
       auto it = std::find_if(mine.begin(), mine.end(),
@@ -650,6 +651,19 @@ Ledger::Ledger(std::shared_ptr<LedgerMemory> memory, int slot)
 }
 
 void Ledger::BeginTest() {
+  {
+    // The ids of communicators that are gone are free now: no entry of
+    // this test names them.
+    std::lock_guard<std::mutex> lock(add_mu_);
+    for (const std::uint32_t id : released_) {
+      area_->keys[id] = 0;
+      area_->names[id][0] = '\0';
+      next_[2 * id].store(0, std::memory_order_relaxed);
+      next_[2 * id + 1].store(0, std::memory_order_relaxed);
+      free_.push_back(id);
+    }
+    released_.clear();
+  }
   area_->test_first.store(area_->written.load(std::memory_order_relaxed),
                           std::memory_order_release);
   for (auto& p : area_->phase_ns) p.store(0, std::memory_order_relaxed);
@@ -670,10 +684,17 @@ std::uint32_t Ledger::AddCommunicator(std::string_view name,
   std::lock_guard<std::mutex> lock(add_mu_);
   LedgerMemory::Area& a = *area_;
   const std::uint32_t known = comms_.load(std::memory_order_relaxed);
-  for (std::uint32_t i = 0; i < known && i < LedgerMemory::kComms; ++i) {
+  for (std::uint32_t i = 0; key != 0 && i < known && i < LedgerMemory::kComms;
+       ++i) {
     if (a.keys[i] == key) return i;
   }
-  const std::uint32_t id = comms_.fetch_add(1, std::memory_order_relaxed);
+  std::uint32_t id = 0;
+  if (!free_.empty()) {
+    id = free_.back();
+    free_.pop_back();
+  } else {
+    id = comms_.fetch_add(1, std::memory_order_relaxed);
+  }
   if (id < LedgerMemory::kComms) {
     char* out = a.names[id];
     const std::size_t n = std::min(name.size(), LedgerMemory::kNameBytes - 1);
@@ -683,9 +704,19 @@ std::uint32_t Ledger::AddCommunicator(std::string_view name,
       if (out[i] == '\n' || out[i] == '\r') out[i] = ' ';  // One line of text.
     }
     a.keys[id] = key;
-    a.named.store(id + 1, std::memory_order_release);
+    if (id >= a.named.load(std::memory_order_relaxed)) {
+      a.named.store(id + 1, std::memory_order_release);
+    }
   }
   return id;
+}
+
+void Ledger::Release(std::uint32_t id) {
+  if (id >= LedgerMemory::kComms) return;
+  std::lock_guard<std::mutex> lock(add_mu_);
+  if (std::find(released_.begin(), released_.end(), id) == released_.end()) {
+    released_.push_back(id);
+  }
 }
 
 std::string Ledger::comm_name(std::uint32_t id) const {

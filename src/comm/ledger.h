@@ -213,12 +213,16 @@ class Ledger {
   void BeginTest();
   void Enter(RankPhase phase);
   // A communicator's id: the one of an earlier communicator with the same
-  // `key` (LedgerKey of its rendezvous keys and name), else a new one,
-  // with `name` for reports. After kComms keys, ids go on without a name
-  // ("communicator <id + 1>") and are not compared.
+  // `key` (LedgerKey of its rendezvous keys, name and instance), else a
+  // free one, with `name` for reports. Key 0 (a backend that gave none) is
+  // never matched nor compared. After kComms ids in use, ids go on without
+  // a name ("communicator <id + 1>") and are not compared.
   std::uint32_t AddCommunicator(std::string_view name, std::uint64_t key);
+  // Communicator `id` is gone: its id is free from the next BeginTest()
+  // on (this test's entries still name it).
+  void Release(std::uint32_t id);
   // The number of communicator `id`'s next collective (or point-to-point
-  // operation), from 0 per key; kNoSeq past kComms keys.
+  // operation), from 0; kNoSeq past kComms ids.
   static constexpr std::uint64_t kNoSeq = ~std::uint64_t{0};
   std::uint64_t NextSeq(std::uint32_t id, bool collective) {
     if (id >= LedgerMemory::kComms) return kNoSeq;
@@ -265,6 +269,8 @@ class Ledger {
   std::atomic<std::uint8_t> phase_{0};
   std::atomic<std::uint32_t> comms_{0};
   std::mutex add_mu_;  // Threads may make communicators at once.
+  std::vector<std::uint32_t> released_;  // Under add_mu_.
+  std::vector<std::uint32_t> free_;      // Under add_mu_.
   std::array<std::atomic<std::uint64_t>, 2 * LedgerMemory::kComms> next_{};
 };
 

@@ -223,8 +223,9 @@ bool RunStep(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
                       {Finding::Kind::kFailure,
                        spec.file,
                        spec.line,
-                       fmt::format("disttest cut the ranks' connections, so "
-                                   "that none waits for the timeout: {}",
+                       fmt::format("the launched ranks stopped working "
+                                   "together in this test, and disttest cut "
+                                   "their connections: {}",
                                    broken),
                        {}});
     }

@@ -11,6 +11,7 @@
 #include <boost/stacktrace.hpp>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -22,14 +23,29 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+bool IsEuStack(const std::string& tool) { return tool.ends_with("eu-stack"); }
+
+// The whole stacks: functions, inlined frames and source lines (eu-stack
+// also prints each frame's module and offset, for Signature()).
 std::vector<std::string> ToolArgs(const std::string& tool, pid_t pid) {
   std::string p = std::to_string(pid);
-  if (tool.ends_with("eu-stack")) return {tool, "-s", "-i", "-p", p};
+  if (IsEuStack(tool)) return {tool, "-s", "-i", "-b", "-p", p};
   return {tool,  "-p",
           p,     "-batch",
           "-nx", "-q",
           "-ex", "set pagination off",
           "-ex", "thread apply all bt"};
+}
+
+// Only where each frame is, without symbols: fast (no debug information
+// is read), for Signature().
+std::vector<std::string> QuickArgs(const std::string& tool, pid_t pid) {
+  return {tool, "-q", "-b", "-p", std::to_string(pid)};
+}
+
+// eu-stack -b's line under a frame: "    [<build-id>]@<load>+<offset>".
+bool IsModuleLine(const std::string& line) {
+  return line.starts_with("    [") && line.find("]@0x") != std::string::npos;
 }
 
 // Keeps the frames (and eu-stack's source lines under them) and drops the
@@ -39,12 +55,82 @@ std::string Tidy(const std::string& raw) {
   std::string line, out;
   while (std::getline(in, line)) {
     bool keep = line.starts_with("Thread ") || line.starts_with("#") ||
-                line.starts_with("TID ") || line.starts_with("    ") ||
+                line.starts_with("TID ") ||
+                (line.starts_with("    ") && !IsModuleLine(line)) ||
                 line.find("ptrace") != std::string::npos ||
                 line.find("Operation not permitted") != std::string::npos;
     if (keep) out += line + "\n";
   }
   return out.empty() ? raw : out;
+}
+
+}  // namespace
+
+std::string StackSignature(const std::string& raw,
+                           std::vector<std::string>* threads) {
+  std::stringstream in(raw);
+  std::string line, out, last;
+  bool frames = false;
+  while (std::getline(in, line)) {
+    if (line.starts_with("TID ")) {
+      if (threads != nullptr) threads->push_back(line);
+      out += "T\n";
+      last.clear();
+      continue;
+    }
+    if (!IsModuleLine(line)) continue;
+    // The module and the offset in it, not the load address (ASLR).
+    const std::size_t id_end = line.find("]@0x");
+    const std::size_t plus = line.find('+', id_end);
+    if (plus == std::string::npos) continue;
+    std::string at = line.substr(4, id_end - 3) + line.substr(plus);
+    // An inlined frame has its caller's offset: once, as without -i.
+    if (at == last) continue;
+    last = at;
+    out += at + "\n";
+    frames = true;
+  }
+  return frames ? out : "";
+}
+
+namespace {
+
+// `text` (a Tidy()ed stack) with its "TID n:" lines, in order, replaced by
+// `threads`.
+std::string WithThreads(const std::string& text,
+                        const std::vector<std::string>& threads) {
+  std::stringstream in(text);
+  std::string line, out;
+  std::size_t t = 0;
+  while (std::getline(in, line)) {
+    if (line.starts_with("TID ") && t < threads.size()) line = threads[t++];
+    out += line + "\n";
+  }
+  return out;
+}
+
+struct ToolRun {
+  bool started = false;
+  bool late = false;
+  std::string out;
+};
+
+// Runs one tool per argument list, all at once, until `until`.
+std::vector<ToolRun> RunTools(const std::vector<std::vector<std::string>>& args,
+                              const std::vector<std::string>& env,
+                              Clock::time_point until) {
+  std::vector<ChildProcess> tools;
+  for (const auto& a : args) tools.push_back(ChildProcess::Start(a, env));
+  std::vector<ToolRun> runs(tools.size());
+  for (std::size_t i = 0; i < tools.size(); ++i) {
+    ChildProcess& t = tools[i];
+    if (!t.started()) continue;
+    runs[i].started = true;
+    runs[i].late = !t.Wait(until);
+    if (runs[i].late) t.Kill();
+    runs[i].out = t.Output();
+  }
+  return runs;
 }
 
 void PrintOwnStack(int) {
@@ -73,7 +159,7 @@ std::vector<std::string> DumpStacks(const std::vector<pid_t>& pids,
 
 std::vector<std::string> DumpStacks(const std::vector<pid_t>& pids,
                                     std::chrono::milliseconds deadline,
-                                    const StackTool& tool) {
+                                    const StackTool& tool, StackStats* stats) {
   std::vector<std::string> stacks(pids.size());
   if (tool.path.empty()) {
     for (pid_t pid : pids) kill(pid, SIGUSR2);
@@ -84,26 +170,81 @@ std::vector<std::string> DumpStacks(const std::vector<pid_t>& pids,
     }
     return stacks;
   }
-  // One tool per process, all at once, within the one deadline.
-  std::vector<ChildProcess> tools;
-  for (pid_t pid : pids) {
-    tools.push_back(ChildProcess::Start(ToolArgs(tool.path, pid), tool.env));
-  }
   const auto until = Clock::now() + deadline;
-  for (std::size_t i = 0; i < tools.size(); ++i) {
-    ChildProcess& t = tools[i];
-    if (!t.started()) {
-      stacks[i] = fmt::format("could not start {}", tool.path);
-      continue;
+  auto text = [&](const ToolRun& run) {
+    if (!run.started) return fmt::format("could not start {}", tool.path);
+    std::string t = Tidy(run.out);
+    if (run.late) {
+      t += fmt::format("({} did not finish within {} ms)\n", tool.path,
+                       deadline.count());
     }
-    const bool late = !t.Wait(until);
-    if (late) t.Kill();
-    stacks[i] = Tidy(t.Output());
-    if (late) {
-      stacks[i] += fmt::format("({} did not finish within {} ms)\n", tool.path,
-                               deadline.count());
+    return t;
+  };
+  // Processes in the same places (a quick unwinding of each, without
+  // symbols) share one whole stack: ranks that wait in one collective cost
+  // one reading of the debug information, not one each. gdb has no quick
+  // mode: one whole run per process.
+  std::vector<std::string> signatures(pids.size());
+  std::vector<std::vector<std::string>> threads(pids.size());
+  if (IsEuStack(tool.path)) {
+    std::vector<std::vector<std::string>> quick;
+    for (pid_t pid : pids) quick.push_back(QuickArgs(tool.path, pid));
+    std::vector<ToolRun> runs = RunTools(quick, tool.env, until);
+    for (std::size_t i = 0; i < pids.size(); ++i) {
+      if (runs[i].started && !runs[i].late) {
+        signatures[i] = StackSignature(runs[i].out, &threads[i]);
+      }
     }
   }
+  // The processes whose whole stack is taken: the first of each signature,
+  // and each one without a signature.
+  std::vector<std::size_t> whole;
+  std::vector<std::size_t> first_of(pids.size(), SIZE_MAX);
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    if (!signatures[i].empty()) {
+      for (std::size_t j : whole) {
+        if (signatures[j] == signatures[i]) {
+          first_of[i] = j;
+          break;
+        }
+      }
+    }
+    if (first_of[i] == SIZE_MAX) whole.push_back(i);
+  }
+  auto take = [&](const std::vector<std::size_t>& which) {
+    std::vector<std::vector<std::string>> args;
+    for (std::size_t i : which) args.push_back(ToolArgs(tool.path, pids[i]));
+    return RunTools(args, tool.env, until);
+  };
+  std::vector<ToolRun> runs = take(whole);
+  std::vector<const ToolRun*> run_of(pids.size(), nullptr);
+  std::vector<bool> moved(pids.size(), false);
+  for (std::size_t k = 0; k < whole.size(); ++k) {
+    const std::size_t i = whole[k];
+    stacks[i] = text(runs[k]);
+    run_of[i] = &runs[k];
+    // It was somewhere else by now (a rank that runs): the others of its
+    // signature get their own.
+    moved[i] = !signatures[i].empty() &&
+               StackSignature(runs[k].out, nullptr) != signatures[i];
+  }
+  std::vector<std::size_t> again;
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    const std::size_t j = first_of[i];
+    if (j == SIZE_MAX) continue;
+    if (moved[j] || !run_of[j]->started || run_of[j]->late) {
+      again.push_back(i);
+    } else {
+      stacks[i] = WithThreads(stacks[j], threads[i]);
+    }
+  }
+  if (!again.empty()) {
+    std::vector<ToolRun> more = take(again);
+    for (std::size_t k = 0; k < again.size(); ++k) {
+      stacks[again[k]] = text(more[k]);
+    }
+  }
+  if (stats != nullptr) stats->whole = whole.size() + again.size();
   return stacks;
 }
 

@@ -6,12 +6,16 @@
 //
 // Every thread of every process, taken from outside with gdb (batch mode)
 // or eu-stack, whichever is installed (eu-stack first: it is much faster),
-// one tool per process, all at once,
-// within one deadline. Each string is one process's stacks, or a line that
-// says why there are none. Ranks allow their parent's descendants to attach
-// (PR_SET_PTRACER), so this works under Yama's ptrace_scope=1 without root.
-// Without either tool each process gets SIGUSR2, on which a rank prints its
-// own stack with Boost.Stacktrace (see InstallStackSignalHandler); that one
+// one tool per process, all at once, within one deadline. With eu-stack, a
+// quick unwinding of each process (no symbols, no debug information) comes
+// first, and processes in the same places share the whole stack of the
+// first of them (with their own thread ids): 128 ranks that wait in one
+// collective cost one reading of the debug information, not 128. One that
+// has moved by then gets its own. Each string is one process's stacks, or a
+// line that says why there are none. Ranks allow their parent's descendants to
+// attach (PR_SET_PTRACER), so this works under Yama's ptrace_scope=1 without
+// root. Without either tool each process gets SIGUSR2, on which a rank prints
+// its own stack with Boost.Stacktrace (see InstallStackSignalHandler); that one
 // arrives on the rank's stderr.
 #ifndef DISTTEST_SRC_HARNESS_STACK_DUMP_H_
 #define DISTTEST_SRC_HARNESS_STACK_DUMP_H_
@@ -19,6 +23,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -35,9 +40,22 @@ struct StackTool {
   std::vector<std::string> env;
 };
 StackTool FindStackTool();
+// How many processes' whole stacks the tool took (the others were in
+// the same places as one of those).
+struct StackStats {
+  std::size_t whole = 0;
+};
 std::vector<std::string> DumpStacks(const std::vector<pid_t>& pids,
                                     std::chrono::milliseconds deadline,
-                                    const StackTool& tool);
+                                    const StackTool& tool,
+                                    StackStats* stats = nullptr);
+
+// Where the threads of a process are, from eu-stack -b's output: per
+// thread, each frame's module build-id and offset (not its load address,
+// which ASLR moves), an inlined frame once; "" when it has no frame.
+// `threads` gets its "TID n:" lines. Equal signatures: the same places.
+std::string StackSignature(const std::string& raw,
+                           std::vector<std::string>* threads);
 
 // In a spawned rank: lets the parent's stack tool attach, and installs the
 // SIGUSR2 fallback (below).

@@ -82,8 +82,10 @@ Supervisor::Supervisor(RankGroup& group)
                                 m.line, m.message));
   });
   start_ = Clock::now();
-  next_match_ = CompareCallsWhileWaiting() ? start_ + kMatchEvery
-                                           : Clock::time_point::max();
+  next_match_ =
+      group_.spec().options.compare_calls && CompareCallsWhileWaiting()
+          ? start_ + kMatchEvery
+          : Clock::time_point::max();
   heartbeat_ = HeartbeatInterval();
   next_heartbeat_ = start_ + heartbeat_;
   std::optional<int> debug_rank = DebugRankVariable();
@@ -220,7 +222,8 @@ void Supervisor::Run() {
       KillStuck(grace_reason_, /*deadline=*/false, kStackDeadline);
     } else if (!grace_deadline_ && now >= next_match_) {
       if (const std::string differ = CallsThatDiffer(now); !differ.empty()) {
-        KillStuck(fmt::format("{}, so it cannot complete", differ),
+        next_match_ = Clock::time_point::max();  // Once: now they are ended.
+        KillStuck(fmt::format("{}, and ranks wait in it", differ),
                   /*deadline=*/false, kStackDeadline);
       }
     }

@@ -31,10 +31,11 @@ using ::testing::HasSubstr;
 // class's, whatever the backend.
 class FakeCommunicator : public Communicator {
  public:
+  static constexpr char kNoName[] = "\x01";  // SetName() is not called.
   explicit FakeCommunicator(const std::string& name = "",
                             const std::string& prefix = "",
                             const std::string& scope = "") {
-    SetName(name, prefix, scope);
+    if (name != kNoName) SetName(name, prefix, scope);
   }
   int rank() const override { return 0; }
   int size() const override { return 2; }
@@ -112,14 +113,14 @@ TEST_F(LedgerTest, EachCommunicatorHasItsOwnNumbersAndName) {
   EXPECT_EQ(view.comm_name(view.records[1].comm), "unnamed communicator");
 }
 
-// Communicators are told apart by the keys their rendezvous uses and their
-// name: ranks that made one agree on both; a pooled rank's next test that
-// makes it again gets the same id.
-TEST_F(LedgerTest, ACommunicatorIsKnownByItsKeysAndName) {
-  FakeCommunicator mine("", "mine", "test/3/"), again("", "mine", "test/3/"),
-      other("", "mine", "test/4/"), named("tensor", "mine", "test/3/");
+// Communicators are told apart by the keys their rendezvous uses, their
+// name, and how many of those the process made before: ranks that made one
+// agree on all three.
+TEST_F(LedgerTest, ACommunicatorIsKnownByItsKeysNameAndInstance) {
+  FakeCommunicator mine("", "mine", "test/3/"), other("", "mine", "test/4/"),
+      named("tensor", "mine", "test/3/");
   mine.barrier();
-  again.barrier();
+  mine.barrier();
   other.barrier();
   named.barrier();
   const RankLedgerView view = memory_->Read(1);
@@ -134,9 +135,10 @@ TEST_F(LedgerTest, ACommunicatorIsKnownByItsKeysAndName) {
   EXPECT_EQ(view.comms.size(), view.keys.size());
 }
 
-// A communicator made again goes on from the numbers of the one before:
-// its collectives are not taken for the earlier one's.
-TEST_F(LedgerTest, ACommunicatorMadeAgainGoesOnFromItsNumbers) {
+// A communicator made again is another: its numbers start at 0 (as on
+// every rank, whatever the first one's ended at), and its calls are never
+// taken for the first one's.
+TEST_F(LedgerTest, ACommunicatorMadeAgainIsAnother) {
   {
     FakeCommunicator first("", "mine", "test/3/");
     first.barrier();
@@ -146,8 +148,45 @@ TEST_F(LedgerTest, ACommunicatorMadeAgainGoesOnFromItsNumbers) {
   again.barrier();
   const RankLedgerView view = memory_->Read(1);
   ASSERT_EQ(view.records.size(), 3u);
-  EXPECT_EQ(view.records[2].comm, view.records[0].comm);
-  EXPECT_EQ(view.records[2].seq, 2u);
+  EXPECT_NE(view.records[2].comm, view.records[0].comm);
+  EXPECT_EQ(view.records[2].seq, 0u);
+  EXPECT_NE(view.comm_key(view.records[2].comm), 0u);
+}
+
+// A pooled or launched rank makes new communicators test after test: the
+// ids of those that are gone are used again from the next test on, so
+// every one is compared, however many tests there were.
+TEST_F(LedgerTest, IdsOfCommunicatorsThatAreGoneAreUsedAgain) {
+  for (int test = 0; test < 3 * static_cast<int>(LedgerMemory::kComms);
+       ++test) {
+    Ledger::Current()->BeginTest();
+    FakeCommunicator group("tensor group 0", "launch/tensor/0",
+                           fmt::format("external/{}/0/store/", test));
+    group.barrier();
+    const RankLedgerView view = memory_->Read(1);
+    ASSERT_EQ(view.records.size(), 1u);
+    ASSERT_LT(view.records[0].comm, LedgerMemory::kComms) << test;
+    EXPECT_NE(view.comm_key(view.records[0].comm), 0u);
+    EXPECT_EQ(view.comm_name(view.records[0].comm), "tensor group 0");
+    EXPECT_EQ(view.records[0].seq, 0u);
+  }
+}
+
+// A communicator whose backend never names it has no key: it is matched
+// with no other, and its calls are not compared.
+TEST_F(LedgerTest, ACommunicatorWithoutAKeyIsMatchedWithNoOther) {
+  class Unnamed : public FakeCommunicator {
+   public:
+    Unnamed() : FakeCommunicator(kNoName) {}
+  };
+  Unnamed a, b;
+  a.barrier();
+  b.barrier();
+  const RankLedgerView view = memory_->Read(1);
+  ASSERT_EQ(view.records.size(), 2u);
+  EXPECT_NE(view.records[0].comm, view.records[1].comm);
+  EXPECT_EQ(view.comm_key(view.records[0].comm), 0u);
+  EXPECT_EQ(view.records[1].seq, 0u);
 }
 
 TEST_F(LedgerTest, AFailedOperationReadsFailed) {

@@ -281,7 +281,7 @@ TEST_P(VerdictsTest, RanksWaitingInCollectivesThatDifferFailAtOnce) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("marker-live-returned")));
   EXPECT_THAT(v.run.out,
               HasSubstr("collective #0 on communicator \"live\" does not "
-                        "match across the ranks, so it cannot complete; "
+                        "match across the ranks, and ranks wait in it; "
                         "taking the stacks of 3 ranks"));
   const std::string paragraph = fmt::format(
       "collective #0 on communicator \"live\" does not match across the "
@@ -484,7 +484,7 @@ TEST_P(VerdictsTest, CompareCallsOffWaitsForTheTimeout) {
                   {{"DISTTEST_COMPARE_CALLS", "0"}, {"DISTTEST_TIMEOUT", "2"}});
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out, HasSubstr("the test timed out after 2000 ms"));
-  EXPECT_THAT(v.run.out, Not(HasSubstr("so it cannot complete")));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("and ranks wait in it")));
   EXPECT_THAT(v.run.out, HasSubstr("collective #0 on communicator \"live\" "
                                    "does not match across the ranks:\n"));
   Verdict bad =
@@ -492,6 +492,16 @@ TEST_P(VerdictsTest, CompareCallsOffWaitsForTheTimeout) {
   EXPECT_EQ(bad.run.exit_code, 1);
   EXPECT_THAT(bad.run.out, HasSubstr("DISTTEST_COMPARE_CALLS=\"yes\" is "
                                      "invalid: it must be 0 or 1"));
+}
+
+// options().compare_calls = false: a test that expects the error of calls
+// that differ gets it, and passes.
+TEST_P(VerdictsTest, ATestThatExpectsCallsToDifferSaysSo) {
+  Verdict v =
+      Run("VerdictsExpectsMismatch.CatchesTheTimeoutOfCallsThatDiffer/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("marker-expected-mismatch 0"));
+  EXPECT_THAT(v.run.out, HasSubstr("marker-expected-mismatch 1"));
 }
 
 TEST_P(VerdictsTest, MalformedTimeoutIsAClearFailure) {
@@ -1441,10 +1451,10 @@ TEST_P(VerdictsTest, HangReportNamesTheRankThatLeftItsBody) {
 // their stacks as one tree that parts at the body's two lines; each rank's
 // own stack in the XML. The report does not grow with the world.
 TEST_P(VerdictsTest, HangOfManyRanksIsOneFailureAndOneTreeOfStacks) {
-  // (128 ranks: the same report; their stacks take about 9 s on 2 cores,
-  // too close to the 15 s the harness gives them for a test run beside
-  // others. The README gives that run.)
-  for (int world : {4, 32}) {
+  // (128 ranks: ranks in the same places share one whole stack, so their
+  // stacks take about as long as 4 ranks'.)
+  std::size_t lines_at_4 = 0;
+  for (int world : {4, 32, 128}) {
     SCOPED_TRACE(fmt::format("{} ranks", world));
     const std::string name = fmt::format("AllHangInTwoPlaces/{}ranks", world);
     Verdict v = Run("VerdictsShortTimeout." + name);
@@ -1476,8 +1486,11 @@ TEST_P(VerdictsTest, HangOfManyRanksIsOneFailureAndOneTreeOfStacks) {
                     "they are now at {}{} (stack below)\n  rank 1 is past",
                     world - 1, world - 1, at, LineOf("marker-hang-together"))))
         << v.run.out;
-    // One line per frame of the tree, not one stack per rank.
+    // One line per frame of the tree, not one stack per rank: as long at
+    // 128 ranks as at 4.
     EXPECT_LT(Count(v.run.out, "\n"), 120) << v.run.out;
+    if (world == 4) lines_at_4 = Count(v.run.out, "\n");
+    EXPECT_EQ(Count(v.run.out, "\n"), lines_at_4) << v.run.out;
     EXPECT_EQ(Count(v.run.out, "__libc_pause"), 1) << v.run.out;
     const std::string tc = TestCaseXml(v.xml, name);
     for (int r : {0, 1, world - 1}) {
@@ -1566,7 +1579,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
           "128ranks",
           {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 51 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 52 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
   EXPECT_THAT(v.run.out, HasSubstr("51 FAILED TESTS"));
 }

@@ -659,6 +659,30 @@ DIST_TEST_F(VerdictsSilentMismatch, OperationsDifferAndWait, 3) {
   std::printf("marker-live-returned %d\n", rank());
 }
 
+// A test that makes calls that differ on purpose and expects their error
+// (at the communicator's timeout) says so: options().compare_calls.
+class VerdictsExpectsMismatch : public Verdicts {
+ protected:
+  VerdictsExpectsMismatch() { options().compare_calls = false; }
+};
+
+DIST_TEST_F(VerdictsExpectsMismatch, CatchesTheTimeoutOfCallsThatDiffer, 2) {
+  disttest::GlooOptions options;
+  options.prefix = "expected";
+  options.timeout = std::chrono::milliseconds(1500);
+  std::unique_ptr<disttest::Communicator> mine = disttest::CreateCommunicator(
+      disttest::Backend::kGloo, store(), rank(), world_size(), options);
+  std::vector<float> v(8, 1.0f), all(8 * world_size());
+  if (rank() == 0) {
+    EXPECT_THROW(mine->allreduce(v.data(), v.size(), disttest::ReduceOp::kSum),
+                 disttest::CommError);
+  } else {
+    EXPECT_THROW(mine->allgather(v.data(), all.data(), v.size()),
+                 disttest::CommError);
+  }
+  std::printf("marker-expected-mismatch %d\n", rank());
+}
+
 // The same calls in the same order pass, through the arena and Gloo alike.
 DIST_TEST_F(VerdictsMismatch, AgreeingRanksPass, 1, 3) {
   for (std::size_t n : {std::size_t{0}, std::size_t{8}, kLarge}) {

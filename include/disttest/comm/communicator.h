@@ -102,7 +102,7 @@ class Communicator {
   // says at a hang which rank is in which collective and who called it.
   using Where = CallSite;
 
-  virtual ~Communicator() = default;
+  virtual ~Communicator();
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
@@ -186,8 +186,10 @@ class Communicator {
   // A backend's Create() names what it made on `store`: `name` is
   // CommOptions::name, `prefix` its prefix. The ledger tells communicators
   // apart by the keys they rendezvous through (the store's scope and the
-  // prefix) and the name: ranks that made one communicator agree on both,
-  // so their calls are compared across the ranks, named or not.
+  // prefix), the name, and how many this process made of those before:
+  // ranks that made one communicator agree on all three, so their calls
+  // are compared across the ranks, named or not. One whose backend never
+  // calls SetName() is not compared.
   void SetName(const std::string& name, const std::string& prefix = "",
                const std::string& store_scope = "");
 

@@ -92,6 +92,15 @@ struct Options {
   // DistributedFixtures, options().parallel or without a communicator.
   // DISTTEST_NO_REUSE=1 turns it off everywhere.
   bool reuse_workers = false;
+
+  // Ranks that wait in a collective are compared while they wait (by the
+  // parent, or through the store under a launcher), and end at once when
+  // they entered it with different calls. false: for a test that makes
+  // such calls on purpose and expects their CommError (on a communicator
+  // without a host arena it comes at that communicator's timeout).
+  // DISTTEST_COMPARE_CALLS=0 turns it off everywhere. The calls of a test
+  // that ended are compared whatever this says.
+  bool compare_calls = true;
 };
 
 const char* Name(LaunchMode mode);

@@ -7,12 +7,17 @@
 #include <algorithm>
 
 #include "base/sockets.h"
+#include "comm/communicator_sockets.h"
 #include "disttest/comm/create.h"
 #include "disttest/rendezvous/tcp_store.h"
 #include "harness/launched/keys.h"
 #include "launch/launch_internal.h"
 
 namespace disttest::internal::launched {
+
+Communicators::Communicators(const LauncherEnv& env) : env_(env) {
+  WatchCommunicatorSockets();
+}
 
 Communicator* Communicators::For(int n, const Options& options,
                                  std::chrono::milliseconds timeout) {
@@ -74,16 +79,13 @@ void Communicators::Drop() {
   sockets_.clear();
 }
 
-void Communicators::BodyStarts() {
-  std::map<ino_t, int> now = TcpSockets();
-  std::lock_guard<std::mutex> lock(sockets_mu_);
-  before_body_ = std::move(now);
-}
-
 void Communicators::ShutDown() {
+  const std::set<ino_t> bodies = CommunicatorSockets();
   std::lock_guard<std::mutex> lock(sockets_mu_);
   for (const auto& [inode, fd] : TcpSockets()) {
-    const bool body_made = before_body_.count(inode) == 0 &&
+    // A body's communicator connected over the store's connection too
+    // (when the store reconnected meanwhile): never the store's.
+    const bool body_made = bodies.count(inode) != 0 &&
                            PortOf(fd, false) != env_.master_port &&
                            PortOf(fd, true) != env_.master_port;
     if (sockets_.count(inode) != 0 || body_made) shutdown(fd, SHUT_RDWR);

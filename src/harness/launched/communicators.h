@@ -29,7 +29,8 @@ namespace disttest::internal::launched {
 
 class Communicators {
  public:
-  explicit Communicators(const LauncherEnv& env) : env_(env) {}
+  // Communicators the bodies make note their sockets from here on.
+  explicit Communicators(const LauncherEnv& env);
 
   // This process's communicator for the first `n` ranks (every rank below
   // `n` calls it at the same test), whose operations give up after
@@ -38,16 +39,13 @@ class Communicators {
                     std::chrono::milliseconds timeout);
   // Every communicator goes; the next test gets fresh ones.
   void Drop();
-  // A body starts: the TCP connections it makes from here on (of the
-  // communicators it makes itself) are cut by ShutDown() too.
-  void BodyStarts();
-  // Ends every connection of the communicators, and every TCP connection
-  // made since BodyStarts() but the store's, so that a body blocked in a
-  // collective with a rank that is gone, or in one that cannot complete,
-  // fails now (Gloo sees the closed connection) rather than at the test's
-  // timeout. The launcher's own connections (made before) are left alone.
-  // shutdown(), not close(): the descriptors stay their owners'. From any
-  // thread.
+  // Ends every connection of the communicators, these and those the
+  // bodies made (CreateCommunicator: comm/communicator_sockets.h), so that
+  // a body blocked in a collective with a rank that is gone, or in one that
+  // cannot complete, fails now (Gloo sees the closed connection) rather
+  // than at the test's timeout. No other connection of the process (the
+  // store's, a launcher's, MPI's) is touched. shutdown(), not close(): the
+  // descriptors stay their owners'. From any thread.
   void ShutDown();
 
  private:
@@ -55,8 +53,7 @@ class Communicators {
   std::map<std::string, std::unique_ptr<Communicator>> comms_;
   int generation_ = 0;  // Drop()s so far: part of each rendezvous prefix.
   std::mutex sockets_mu_;
-  std::set<ino_t> sockets_;           // Inodes of the communicators' sockets.
-  std::map<ino_t, int> before_body_;  // The TCP sockets at BodyStarts().
+  std::set<ino_t> sockets_;  // Inodes of the communicators' sockets.
 };
 
 }  // namespace disttest::internal::launched

@@ -65,8 +65,10 @@ constexpr std::size_t kLedgerRecords = 8;
 class LaunchedRankHost : public RankHost {
  public:
   LaunchedRankHost(LaunchedJob& job, const StepKeys& keys, int n,
-                   Clock::time_point deadline, std::string what)
-      : job_(job),
+                   Clock::time_point deadline, std::string what,
+                   bool compare_calls)
+      : compare_calls_(compare_calls),
+        job_(job),
         keys_(keys),
         n_(n),
         deadline_(deadline),
@@ -82,9 +84,8 @@ class LaunchedRankHost : public RankHost {
     // that reads it; the launcher's comes back after the step.
     environment_.Set(env);
     // Watched from here: connecting can hang on a dead peer too.
-    job_.communicators().BodyStarts();
     job_.watchdog().Arm(deadline_, what_, keys_.Ledger(job_.rank()),
-                        CompareCallsWhileWaiting() ? keys_.CallsPrefix() : "");
+                        compare_calls_ ? keys_.CallsPrefix() : "");
     return env;
   }
 
@@ -116,6 +117,7 @@ class LaunchedRankHost : public RankHost {
   }
 
  private:
+  const bool compare_calls_;
   LaunchedJob& job_;
   const StepKeys& keys_;
   const int n_;
@@ -144,7 +146,8 @@ RankVerdict RunLaunchedRank(LaunchedJob& job, const StepKeys& keys, int n,
                             RankProgram& program, const Options& options,
                             Clock::time_point deadline,
                             const std::string& what) {
-  LaunchedRankHost host(job, keys, n, deadline, what);
+  LaunchedRankHost host(job, keys, n, deadline, what,
+                        options.compare_calls && CompareCallsWhileWaiting());
   return RunRank(program, options, host);
 }
 
