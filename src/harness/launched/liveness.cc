@@ -51,12 +51,12 @@ void Liveness::SetBroken(const std::string& reason) {
 }
 
 void Liveness::Break(const std::string& reason) {
-  SetBroken(reason);
+  // Read alike on every rank: the one that saw it first says so.
+  const std::string text = fmt::format("rank {}: {}", rank_, reason);
+  SetBroken(text);
   try {
     std::lock_guard<std::mutex> lock(side_.mu);
-    if (!side_.store->check({kAbortKey})) {
-      side_.store->set(kAbortKey, fmt::format("rank {}: {}", rank_, reason));
-    }
+    if (!side_.store->check({kAbortKey})) side_.store->set(kAbortKey, text);
   } catch (const std::exception&) {
     // The store is gone (rank 0 ended): the others will notice too.
   }
