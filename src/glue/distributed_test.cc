@@ -91,10 +91,12 @@ class EndByTheSignal : public ::testing::EmptyTestEventListener {
   }
 };
 
+}  // namespace
+
 // The test that a signal ended has failed with its report: gtest skips the
 // rest (--gtest_fail_fast), writes its files, and the listener above ends
 // the process.
-void StopAfterInterrupt(const TestSpec& spec) {
+void StopAfterInterrupt(const TestSpec& spec, bool quiet) {
   const int sig = PendingInterrupt();
   if (sig == 0) return;
   static bool said = false;
@@ -109,6 +111,7 @@ void StopAfterInterrupt(const TestSpec& spec) {
                       ::testing::TestPartResult::kFatalFailure);
   }
   ::testing::UnitTest::GetInstance()->listeners().Append(new EndByTheSignal);
+  if (quiet) return;
   std::printf(
       "[ disttest ] %s ended %s with the report above; the tests after it "
       "are skipped, gtest writes its XML and JSON, and then this process "
@@ -119,6 +122,8 @@ void StopAfterInterrupt(const TestSpec& spec) {
                        : "the signal");
   std::fflush(stdout);
 }
+
+namespace {
 
 // A rank is a process of its own: one communicator for all its threads.
 Communicator* g_current_comm = nullptr;
@@ -335,7 +340,7 @@ void Supervise(DistributedTest& test) {
   for (std::size_t i = 0; i < steps.size(); ++i) {
     int fixture = i + 1 < steps.size() ? static_cast<int>(i) : -1;
     const bool on = RunStep(test, steps[i], fixture);
-    StopAfterInterrupt(steps[i]);
+    StopAfterInterrupt(steps[i], /*quiet=*/false);
     // After a signal the next step is not started.
     if (!on || PendingInterrupt() != 0) return;
   }

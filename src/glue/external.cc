@@ -20,6 +20,7 @@
 #include "harness/launched/keys.h"
 #include "harness/launched/launched_rank_host.h"
 #include "harness/launched/step_protocol.h"
+#include "harness/interrupt.h"
 #include "harness/launcher.h"
 #include "harness/verdict.h"
 
@@ -294,6 +295,15 @@ void RunExternal(DistributedTest& test) {
     return Skip(spec, why);
   }
 
+  // SIGTERM or SIGINT meanwhile ends this test with its report (each
+  // rank's side thread takes its ledger and stacks and cuts the
+  // collectives), and gtest skips the rest.
+  InterruptGuard interrupts;
+  struct AfterInterrupt {
+    const TestSpec& spec;
+    bool quiet;
+    ~AfterInterrupt() { StopAfterInterrupt(spec, quiet); }
+  } after{spec, job->rank() != 0};
   // Each step (each fixture, then the test) gets the whole timeout, as
   // in spawned mode.
   auto deadline = [&] { return Clock::now() + spec.options.timeout; };

@@ -29,6 +29,7 @@
 #define DISTTEST_SRC_GLUE_EXTERNAL_H_
 
 #include "disttest/distributed_test.h"
+#include "harness/verdict.h"
 
 namespace disttest::internal {
 
@@ -37,6 +38,12 @@ namespace disttest::internal {
 // found in the environment (launcher_env.h). DISTTEST_LAUNCHER=spawn turns
 // it off. Decided once.
 bool ExternalLaunch();
+
+// After a test that SIGTERM or SIGINT ended (harness/interrupt.h): fails
+// it if it has not failed, skips the rest (--gtest_fail_fast), and ends
+// the process by the signal once gtest has written its files; says so
+// unless `quiet`. Nothing when no signal came.
+void StopAfterInterrupt(const TestSpec& spec, bool quiet);
 
 // Runs the current DIST_TEST_F test as this process's rank.
 void RunExternal(DistributedTest& test);

@@ -156,6 +156,23 @@ DIST_TEST_F(External, OperationsDifferAndWait, 4) {
   }
 }
 
+// Every rank waits (ranks 0-2 in an allreduce, rank 3 in a receive that
+// no rank sends) until the driver sends the launcher SIGTERM.
+DIST_TEST_F(External, WaitsForSignal, 4) {
+  std::printf("marker-waits-for-signal %d\n", rank());
+  std::fflush(stdout);
+  std::vector<float> v(8, 1.0f);
+  const auto sum = disttest::ReduceOp::kSum;
+  if (rank() == 3) {
+    comm().recv(v.data(), v.size(), 0, /*tag=*/9);  // marker-signal-recv
+  } else {
+    comm().allreduce(v.data(), v.size(), sum);  // marker-signal-allreduce
+  }
+}
+
+// After WaitsForSignal: skipped once a signal ended that one.
+DIST_TEST_F(External, AfterTheSignal, 4) { comm().barrier(); }
+
 class ExternalShortTimeout : public External {
  protected:
   ExternalShortTimeout() { options().timeout = std::chrono::seconds(3); }

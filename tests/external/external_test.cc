@@ -60,7 +60,8 @@ class ExternalTest : public ::testing::TestWithParam<Launcher> {
   std::string mpirun_;
 
   Report Launch(const std::string& filter,
-                std::vector<std::pair<std::string, std::string>> env = {}) {
+                std::vector<std::pair<std::string, std::string>> env = {},
+                const OutputWatch& watch = nullptr) {
     const std::string xml_path = TempPath(".xml");
     std::vector<std::string> child = {
         DISTTEST_EXTERNAL_CHILD, "--gtest_filter=" + filter, "--gtest_color=no",
@@ -84,7 +85,7 @@ class ExternalTest : public ::testing::TestWithParam<Launcher> {
     }
     args.insert(args.end(), child.begin(), child.end());
     Report r;
-    r.run = RunChild(args, env, std::chrono::seconds(120));
+    r.run = RunChild(args, env, std::chrono::seconds(120), watch);
     r.xml = ReadFile(xml_path);
     r.all = r.run.out + r.run.err;
     std::filesystem::remove(xml_path);
@@ -302,6 +303,44 @@ TEST_P(ExternalTest, RanksWaitingInCollectivesThatDifferFailAtOnce) {
   EXPECT_THAT(r.all, HasSubstr(allgather)) << r.all;
   EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] External."
                                    "OperationsDifferAndWait/4ranks"));
+}
+
+// SIGTERM to the launcher (ctest's TIMEOUT, a cancelled job), which passes
+// it on to the ranks: the test in flight fails with its report, the rest
+// are skipped, rank 0 writes the XML, and the ranks end by the signal.
+TEST_P(ExternalTest, TermDuringATestFailsItWithItsReportAndSkipsTheRest) {
+  bool sent = false;
+  auto sent_at = std::chrono::steady_clock::now();
+  Report r =
+      Launch("External.WaitsForSignal/*:External.AfterTheSignal/4ranks", {},
+             [&](pid_t pid, const std::string& out, const std::string&) {
+               if (!sent &&
+                   out.find("marker-waits-for-signal 0") != std::string::npos) {
+                 kill(pid, SIGTERM);
+                 sent = true;
+                 sent_at = std::chrono::steady_clock::now();
+               }
+             });
+  const auto after = std::chrono::steady_clock::now() - sent_at;
+  ASSERT_TRUE(sent) << r.all;
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  const std::string why =
+      "disttest got SIGTERM (ctest's TIMEOUT, a CI job's cancellation or "
+      "kill) while External.WaitsForSignal/4ranks ran";
+  EXPECT_THAT(r.run.out, HasSubstr(why)) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("recv of 8 float32 from rank 0 (tag 9)"))
+      << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("the tests after it are skipped, gtest "
+                                   "writes its XML and JSON"))
+      << r.all;
+  const std::string& x = r.xml;
+  EXPECT_THAT(TestCaseXml(x, "WaitsForSignal/4ranks"), HasSubstr("<failure"))
+      << x;
+  EXPECT_THAT(TestCaseXml(x, "AfterTheSignal/4ranks"),
+              HasSubstr("result=\"skipped\""))
+      << x;
+  // The stacks (at most 3 s), the cut, the reports and the files.
+  EXPECT_LT(after, std::chrono::seconds(15)) << r.all;
 }
 
 // The rank environment a body sees is its test's; after the test, the

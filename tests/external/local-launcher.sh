@@ -3,8 +3,9 @@
 # torchrun or srun would give them, and waits for every one:
 #   local-launcher.sh torchrun|slurm N program [args...]
 # Unlike those launchers it never ends a process itself, so a test can see
-# that the others stop on their own when one dies. Exit status: 0 when every
-# process exited 0, else the first non-zero status (128+n for signal n).
+# that the others stop on their own when one dies; like them, it passes
+# SIGTERM and SIGINT on to every process. Exit status: 0 when every process
+# exited 0, else the first non-zero status (128+n for signal n).
 set -uo pipefail
 style=$1
 n=$2
@@ -34,10 +35,16 @@ for ((r = 0; r < n; r++)); do
   esac
   pids+=($!)
 done
+trap 'kill -TERM "${pids[@]}" 2>/dev/null' TERM
+trap 'kill -INT "${pids[@]}" 2>/dev/null' INT
 status=0
 for pid in "${pids[@]}"; do
-  wait "$pid"
-  s=$?
+  while :; do
+    wait "$pid"
+    s=$?
+    # A signal passed on interrupts the wait while the process still runs.
+    kill -0 "$pid" 2>/dev/null || break
+  done
   if [[ $status -eq 0 && $s -ne 0 ]]; then status=$s; fi
 done
 exit "$status"

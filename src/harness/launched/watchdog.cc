@@ -11,6 +11,7 @@
 
 #include "comm/ledger.h"
 #include "harness/collective_report.h"
+#include "harness/interrupt.h"
 #include "harness/launched/keys.h"
 #include "harness/stack_dump.h"
 
@@ -20,10 +21,13 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr milliseconds kHeartbeatEvery{500};
+constexpr milliseconds kSignalTick{50};
 // How long a body may take to return once its collectives fail.
 constexpr milliseconds kBodyReturnGrace{2000};
-// How long the stack tool may take.
+// How long the stack tool may take; after a signal, whose sender waits a
+// few seconds at most.
 constexpr milliseconds kStackDeadline{10000};
+constexpr milliseconds kInterruptStacks{3000};
 // How long a body must have waited in a collective for its call to go to
 // the store, to be compared with the other ranks' there.
 constexpr std::chrono::nanoseconds kCompareAfter{milliseconds(400)};
@@ -53,12 +57,15 @@ void Watchdog::Disarm() {
 void Watchdog::Loop() {
   long long beat = 0;
   int failures = 0;
+  auto next_beat = Clock::now();
   for (;;) {
     bool armed = false;
     std::string what, ledger_key, calls_prefix;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, kHeartbeatEvery);
+      // Woken often for a signal: a launcher gives its ranks little time
+      // after passing one on (mpirun: 1 s, then SIGKILL).
+      cv_.wait_for(lock, kSignalTick);
       armed = deadline_.has_value();
       what = what_;
       ledger_key = ledger_key_;
@@ -66,8 +73,17 @@ void Watchdog::Loop() {
       if (armed && Clock::now() >= *deadline_) {
         lock.unlock();
         TimedOut(what, ledger_key);
+      } else if (const int sig = PendingInterrupt();
+                 armed && sig != 0 && !interrupted_) {
+        // ctest's TIMEOUT, a cancelled job, Ctrl-C: this test ends now,
+        // with its report, and the rest are skipped (glue/external.cc).
+        interrupted_ = true;
+        lock.unlock();
+        Stop(what, ledger_key, sig);
       }
     }
+    if (Clock::now() < next_beat) continue;
+    next_beat = Clock::now() + kHeartbeatEvery;
     std::string trouble;
     try {
       std::lock_guard<std::mutex> side(side_.mu);
@@ -130,7 +146,7 @@ std::string Watchdog::CallsThatDiffer(const std::string& calls_prefix) {
       CommTitle(ledger->comm_name(open->comm)), theirs.substr(end + 1), mine);
 }
 
-std::string Watchdog::OwnStacks() {
+std::string Watchdog::OwnStacks(milliseconds deadline) {
   // Yama (ptrace_scope 1) lets a process be traced only by its ancestors
   // and by the tracer it declares, with that one's descendants: the tool
   // is this process's child.
@@ -146,7 +162,7 @@ std::string Watchdog::OwnStacks() {
   std::string stacks;
   auto take = [&] {
     try {
-      stacks = DumpStacks({self}, kStackDeadline, tool)[0];
+      stacks = DumpStacks({self}, deadline, tool)[0];
     } catch (const std::exception& e) {
       stacks = fmt::format("the stacks could not be taken: {}\n", e.what());
     }
@@ -181,8 +197,8 @@ std::string Watchdog::OwnStacks() {
   return text;
 }
 
-void Watchdog::TimedOut(const std::string& what,
-                        const std::string& ledger_key) {
+void Watchdog::Stop(const std::string& what, const std::string& ledger_key,
+                    int sig) {
   // Where this rank's collectives are, before anything changes them.
   if (Ledger* ledger = Ledger::Current();
       ledger != nullptr && !ledger_key.empty()) {
@@ -193,14 +209,33 @@ void Watchdog::TimedOut(const std::string& what,
       // The store is gone: rank 0 reports without it.
     }
   }
+  const std::string when =
+      sig == 0 ? "at the test's timeout"
+               : fmt::format("when disttest got {}", InterruptText(sig));
+  // After a signal, a body in an operation has its place in the ledger:
+  // no time goes to its stacks.
+  bool in_operation = false;
+  if (Ledger* ledger = Ledger::Current(); ledger != nullptr && sig != 0) {
+    const RankLedgerView view = ledger->Read(rank_);
+    in_operation = !view.records.empty() &&
+                   view.records.back().state == LedgerState::kEntered;
+  }
   std::fprintf(stderr,
-               "[ disttest ] rank %d: %s is still in its body at the test's "
-               "timeout; the stacks of this process (pid %d):\n",
-               rank_, what.c_str(), getpid());
+               "[ disttest ] rank %d: %s is still in its body %s; %s (pid "
+               "%d)%s\n",
+               rank_, what.c_str(), when.c_str(),
+               in_operation ? "it is in an operation of its ledger"
+                            : "the stacks of this process",
+               getpid(), in_operation ? "" : ":");
   std::fflush(stderr);
-  const std::string stacks = OwnStacks();
-  (void)!write(STDERR_FILENO, stacks.data(), stacks.size());
-  liveness_.Break(fmt::format("{} timed out", what));
+  if (!in_operation) {
+    const std::string stacks =
+        OwnStacks(sig == 0 ? kStackDeadline : kInterruptStacks);
+    (void)!write(STDERR_FILENO, stacks.data(), stacks.size());
+  }
+  liveness_.Break(sig == 0 ? fmt::format("{} timed out", what)
+                           : fmt::format("disttest got {} while {} ran",
+                                         InterruptText(sig), what));
   shut_down_ = true;
   communicators_.ShutDown();
   std::unique_lock<std::mutex> lock(mu_);

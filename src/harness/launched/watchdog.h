@@ -61,20 +61,28 @@ class Watchdog {
   // it. Each prints its process's stacks, tells the others, and makes its
   // collectives fail; a body that still does not return (stuck in its own
   // code) ends the process.
-  void TimedOut(const std::string& what, const std::string& ledger_key);
+  void TimedOut(const std::string& what, const std::string& ledger_key) {
+    Stop(what, ledger_key, 0);
+  }
+  // The same when SIGTERM or SIGINT came (`sig`; 0: the timeout): the
+  // stacks are bounded by a few seconds (the sender waits that long), and
+  // the reason says which signal.
+  void Stop(const std::string& what, const std::string& ledger_key, int sig);
+  // This process's stacks, every line labelled "[rank r] "; heartbeats go
+  // on while the tool runs, at most `deadline`.
+  std::string OwnStacks(std::chrono::milliseconds deadline);
   // With side_.mu held: the reason when this process has waited in a
   // collective for a while that the first rank to wait there entered with
   // another call, else "". Each collective is compared once.
   std::string CallsThatDiffer(const std::string& calls_prefix);
-  // This process's stacks, every line labelled "[rank r] "; heartbeats go
-  // on while the tool runs.
-  std::string OwnStacks();
+
 
   const int rank_;
   Liveness& liveness_;
   Communicators& communicators_;
   SideChannel& side_;
   std::atomic<bool> shut_down_{false};  // The collectives were cut.
+  bool interrupted_ = false;            // A signal was handled; side thread.
   std::mutex mu_;
   std::condition_variable cv_;
   std::optional<Clock::time_point> deadline_;  // Armed; under mu_.
