@@ -81,14 +81,21 @@ const bool kSilencedInExecRank = [] {
 // After SIGTERM or SIGINT ended a test (interrupt.h): once gtest has
 // written its XML and JSON, the process ends by that signal.
 class EndByTheSignal : public ::testing::EmptyTestEventListener {
+ public:
+  // `finish`: this listener ends the process (a launched rank's goodbye
+  // listener does instead, after the goodbye).
+  explicit EndByTheSignal(bool finish) : finish_(finish) {}
+
+ private:
   // gtest puts its flags back after each test: set here, after the test
   // that the signal ended, --gtest_fail_fast skips the rest.
   void OnTestEnd(const ::testing::TestInfo&) override {
     if (PendingInterrupt() != 0) GTEST_FLAG_SET(fail_fast, true);
   }
   void OnTestProgramEnd(const ::testing::UnitTest&) override {
-    FinishInterrupted();
+    if (finish_) FinishInterrupted();
   }
+  bool finish_;
 };
 
 }  // namespace
@@ -96,7 +103,7 @@ class EndByTheSignal : public ::testing::EmptyTestEventListener {
 // The test that a signal ended has failed with its report: gtest skips the
 // rest (--gtest_fail_fast), writes its files, and the listener above ends
 // the process.
-void StopAfterInterrupt(const TestSpec& spec, bool quiet) {
+void StopAfterInterrupt(const TestSpec& spec, bool quiet, bool launched) {
   const int sig = PendingInterrupt();
   if (sig == 0) return;
   static bool said = false;
@@ -110,7 +117,8 @@ void StopAfterInterrupt(const TestSpec& spec, bool quiet) {
     GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, why.c_str(),
                       ::testing::TestPartResult::kFatalFailure);
   }
-  ::testing::UnitTest::GetInstance()->listeners().Append(new EndByTheSignal);
+  ::testing::UnitTest::GetInstance()->listeners().Append(
+      new EndByTheSignal(/*finish=*/!launched));
   if (quiet) return;
   std::printf(
       "[ disttest ] %s ended %s with the report above; the tests after it "
@@ -340,7 +348,7 @@ void Supervise(DistributedTest& test) {
   for (std::size_t i = 0; i < steps.size(); ++i) {
     int fixture = i + 1 < steps.size() ? static_cast<int>(i) : -1;
     const bool on = RunStep(test, steps[i], fixture);
-    StopAfterInterrupt(steps[i], /*quiet=*/false);
+    StopAfterInterrupt(steps[i], /*quiet=*/false, /*launched=*/false);
     // After a signal the next step is not started.
     if (!on || PendingInterrupt() != 0) return;
   }

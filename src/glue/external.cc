@@ -16,11 +16,11 @@
 #include "disttest/launch/launcher_env.h"
 #include "env/internal_names.h"
 #include "glue/rank_program.h"
+#include "harness/interrupt.h"
 #include "harness/launched/job.h"
 #include "harness/launched/keys.h"
 #include "harness/launched/launched_rank_host.h"
 #include "harness/launched/step_protocol.h"
-#include "harness/interrupt.h"
 #include "harness/launcher.h"
 #include "harness/verdict.h"
 
@@ -175,6 +175,9 @@ class GoodbyeListener : public ::testing::EmptyTestEventListener {
  public:
   void OnTestProgramEnd(const ::testing::UnitTest&) override {
     if (used_) Job().Goodbye();
+    // After a signal (StopAfterInterrupt): once every rank has its last
+    // verdict, this process ends by it.
+    FinishInterrupted();
   }
   static void MarkUsed() { used_ = true; }
 
@@ -302,7 +305,7 @@ void RunExternal(DistributedTest& test) {
   struct AfterInterrupt {
     const TestSpec& spec;
     bool quiet;
-    ~AfterInterrupt() { StopAfterInterrupt(spec, quiet); }
+    ~AfterInterrupt() { StopAfterInterrupt(spec, quiet, /*launched=*/true); }
   } after{spec, job->rank() != 0};
   // Each step (each fixture, then the test) gets the whole timeout, as
   // in spawned mode.
@@ -334,7 +337,8 @@ void RunExternal(DistributedTest& test) {
                                 step.fixture, step.world_size, job->size()));
       }
       if (!RunStep(*job, test, step, seq, static_cast<int>(i),
-                   fixtures[i].get(), deadline())) {
+                   fixtures[i].get(), deadline()) ||
+          PendingInterrupt() != 0) {
         return;
       }
     }

@@ -41,9 +41,10 @@ bool ExternalLaunch();
 
 // After a test that SIGTERM or SIGINT ended (harness/interrupt.h): fails
 // it if it has not failed, skips the rest (--gtest_fail_fast), and ends
-// the process by the signal once gtest has written its files; says so
-// unless `quiet`. Nothing when no signal came.
-void StopAfterInterrupt(const TestSpec& spec, bool quiet);
+// the process by the signal once gtest has written its files (a
+// `launched` rank: after its goodbye); says so unless `quiet`. Nothing
+// when no signal came.
+void StopAfterInterrupt(const TestSpec& spec, bool quiet, bool launched);
 
 // Runs the current DIST_TEST_F test as this process's rank.
 void RunExternal(DistributedTest& test);

@@ -25,6 +25,10 @@ using Clock = std::chrono::steady_clock;
 
 bool IsEuStack(const std::string& tool) { return tool.ends_with("eu-stack"); }
 
+// At most this long for the quick unwinding of every process (a
+// millisecond each when it works).
+constexpr std::chrono::milliseconds kQuickPass(2000);
+
 // The whole stacks: functions, inlined frames and source lines (eu-stack
 // also prints each frame's module and offset, for Signature()).
 std::vector<std::string> ToolArgs(const std::string& tool, pid_t pid) {
@@ -71,7 +75,9 @@ std::string StackSignature(const std::string& raw,
   std::stringstream in(raw);
   std::string line, out, last;
   bool frames = false;
+  std::size_t numbered = 0, placed = 0;  // Frames, and those with a module.
   while (std::getline(in, line)) {
+    if (line.starts_with("#")) ++numbered;
     if (line.starts_with("TID ")) {
       if (threads != nullptr) threads->push_back(line);
       out += "T\n";
@@ -79,6 +85,7 @@ std::string StackSignature(const std::string& raw,
       continue;
     }
     if (!IsModuleLine(line)) continue;
+    ++placed;
     // The module and the offset in it, not the load address (ASLR).
     const std::size_t id_end = line.find("]@0x");
     const std::size_t plus = line.find('+', id_end);
@@ -90,7 +97,9 @@ std::string StackSignature(const std::string& raw,
     out += at + "\n";
     frames = true;
   }
-  return frames ? out : "";
+  // A frame of no module, or of one without a build-id, has no place to
+  // compare: two processes there may be in different places.
+  return frames && placed == numbered ? out : "";
 }
 
 namespace {
@@ -189,7 +198,12 @@ std::vector<std::string> DumpStacks(const std::vector<pid_t>& pids,
   if (IsEuStack(tool.path)) {
     std::vector<std::vector<std::string>> quick;
     for (pid_t pid : pids) quick.push_back(QuickArgs(tool.path, pid));
-    std::vector<ToolRun> runs = RunTools(quick, tool.env, until);
+    // Its own part of the deadline: a process the quick pass cannot read
+    // (in uninterruptible sleep) must not leave none for the whole stacks.
+    const auto quick_until =
+        std::min(until, Clock::now() + std::min<std::chrono::milliseconds>(
+                                           deadline / 4, kQuickPass));
+    std::vector<ToolRun> runs = RunTools(quick, tool.env, quick_until);
     for (std::size_t i = 0; i < pids.size(); ++i) {
       if (runs[i].started && !runs[i].late) {
         signatures[i] = StackSignature(runs[i].out, &threads[i]);

@@ -309,38 +309,50 @@ TEST_P(ExternalTest, RanksWaitingInCollectivesThatDifferFailAtOnce) {
 // it on to the ranks: the test in flight fails with its report, the rest
 // are skipped, rank 0 writes the XML, and the ranks end by the signal.
 TEST_P(ExternalTest, TermDuringATestFailsItWithItsReportAndSkipsTheRest) {
-  bool sent = false;
-  auto sent_at = std::chrono::steady_clock::now();
-  Report r =
-      Launch("External.WaitsForSignal/*:External.AfterTheSignal/4ranks", {},
-             [&](pid_t pid, const std::string& out, const std::string&) {
-               if (!sent &&
-                   out.find("marker-waits-for-signal 0") != std::string::npos) {
-                 kill(pid, SIGTERM);
-                 sent = true;
-                 sent_at = std::chrono::steady_clock::now();
-               }
-             });
-  const auto after = std::chrono::steady_clock::now() - sent_at;
-  ASSERT_TRUE(sent) << r.all;
-  EXPECT_NE(r.run.exit_code, 0) << r.all;
-  const std::string why =
-      "disttest got SIGTERM (ctest's TIMEOUT, a CI job's cancellation or "
-      "kill) while External.WaitsForSignal/4ranks ran";
-  EXPECT_THAT(r.run.out, HasSubstr(why)) << r.all;
-  EXPECT_THAT(r.run.out, HasSubstr("recv of 8 float32 from rank 0 (tag 9)"))
-      << r.all;
-  EXPECT_THAT(r.run.out, HasSubstr("the tests after it are skipped, gtest "
-                                   "writes its XML and JSON"))
-      << r.all;
-  const std::string& x = r.xml;
-  EXPECT_THAT(TestCaseXml(x, "WaitsForSignal/4ranks"), HasSubstr("<failure"))
-      << x;
-  EXPECT_THAT(TestCaseXml(x, "AfterTheSignal/4ranks"),
-              HasSubstr("result=\"skipped\""))
-      << x;
-  // The stacks (at most 3 s), the cut, the reports and the files.
-  EXPECT_LT(after, std::chrono::seconds(15)) << r.all;
+  // SIGINT too, where the launcher passes it on as it came (mpirun turns
+  // it into the end of the job).
+  const bool mpirun = std::string(GetParam().name) == "mpirun";
+  for (int sig :
+       mpirun ? std::vector<int>{SIGTERM} : std::vector<int>{SIGTERM, SIGINT}) {
+    SCOPED_TRACE(strsignal(sig));
+    bool sent = false;
+    auto sent_at = std::chrono::steady_clock::now();
+    Report r =
+        Launch("External.WaitsForSignal/*:External.AfterTheSignal/4ranks", {},
+               [&](pid_t pid, const std::string& out, const std::string&) {
+                 if (!sent && out.find("marker-waits-for-signal 0") !=
+                                  std::string::npos) {
+                   kill(pid, sig);
+                   sent = true;
+                   sent_at = std::chrono::steady_clock::now();
+                 }
+               });
+    const auto after = std::chrono::steady_clock::now() - sent_at;
+    ASSERT_TRUE(sent) << r.all;
+    EXPECT_NE(r.run.exit_code, 0) << r.all;
+    if (!mpirun) {
+      EXPECT_EQ(r.run.exit_code, 128 + sig) << r.all;
+    }
+    const std::string why = fmt::format(
+        "disttest got {} while External.WaitsForSignal/4ranks ran",
+        sig == SIGTERM ? "SIGTERM (ctest's TIMEOUT, a CI job's cancellation "
+                         "or kill)"
+                       : "SIGINT (Ctrl-C)");
+    EXPECT_THAT(r.run.out, HasSubstr(why)) << r.all;
+    EXPECT_THAT(r.run.out, HasSubstr("recv of 8 float32 from rank 0 (tag 9)"))
+        << r.all;
+    EXPECT_THAT(r.run.out, HasSubstr("the tests after it are skipped, gtest "
+                                     "writes its XML and JSON"))
+        << r.all;
+    const std::string& x = r.xml;
+    EXPECT_THAT(TestCaseXml(x, "WaitsForSignal/4ranks"), HasSubstr("<failure"))
+        << x;
+    EXPECT_THAT(TestCaseXml(x, "AfterTheSignal/4ranks"),
+                HasSubstr("result=\"skipped\""))
+        << x;
+    // The stacks (at most 3 s), the cut, the reports and the files.
+    EXPECT_LT(after, std::chrono::seconds(15)) << r.all;
+  }
 }
 
 // The rank environment a body sees is its test's; after the test, the

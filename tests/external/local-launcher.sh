@@ -7,6 +7,9 @@
 # SIGTERM and SIGINT on to every process. Exit status: 0 when every process
 # exited 0, else the first non-zero status (128+n for signal n).
 set -uo pipefail
+# Each process in a group of its own, with SIGINT as it came (a script's
+# background jobs would ignore it): a signal reaches them once, from here.
+set -m
 style=$1
 n=$2
 shift 2

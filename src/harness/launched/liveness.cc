@@ -53,12 +53,19 @@ void Liveness::SetBroken(const std::string& reason) {
 void Liveness::Break(const std::string& reason) {
   // Read alike on every rank: the one that saw it first says so.
   const std::string text = fmt::format("rank {}: {}", rank_, reason);
-  SetBroken(text);
   try {
     std::lock_guard<std::mutex> lock(side_.mu);
-    if (!side_.store->check({kAbortKey})) side_.store->set(kAbortKey, text);
+    if (!side_.store->check({kAbortKey})) {
+      side_.store->set(kAbortKey, text);
+      SetBroken(text);
+    } else {
+      // Another rank said first (this one may be passing its word on).
+      std::vector<char> v = side_.store->get(kAbortKey);
+      SetBroken(std::string(v.begin(), v.end()));
+    }
   } catch (const std::exception&) {
     // The store is gone (rank 0 ended): the others will notice too.
+    SetBroken(text);
   }
 }
 

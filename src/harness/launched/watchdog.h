@@ -76,7 +76,6 @@ class Watchdog {
   // another call, else "". Each collective is compared once.
   std::string CallsThatDiffer(const std::string& calls_prefix);
 
-
   const int rank_;
   Liveness& liveness_;
   Communicators& communicators_;
