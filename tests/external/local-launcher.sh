@@ -38,6 +38,7 @@ for ((r = 0; r < n; r++)); do
   esac
   pids+=($!)
 done
+set +m  # Job control no further: no job notices in the output.
 trap 'kill -TERM "${pids[@]}" 2>/dev/null' TERM
 trap 'kill -INT "${pids[@]}" 2>/dev/null' INT
 status=0
