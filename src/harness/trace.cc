@@ -121,8 +121,10 @@ bool TraceWanted() {
 std::string TraceJson(const TestSpec& spec,
                       const std::vector<RankReport>& ranks) {
   std::int64_t zero = INT64_MAX;
+  // A reused rank (a worker pool's) was started for an earlier test: its
+  // start is not this test's.
   for (const RankReport& r : ranks) {
-    if (r.spawned_at) zero = std::min(zero, Ns(*r.spawned_at));
+    if (r.spawned_at && !r.parked) zero = std::min(zero, Ns(*r.spawned_at));
     if (r.ledger && r.ledger->phase_ns[0] > 0) {
       zero = std::min(zero, r.ledger->phase_ns[0]);
     }
@@ -151,7 +153,7 @@ std::string TraceJson(const TestSpec& spec,
       }
       return last;
     };
-    if (r.spawned_at) {
+    if (r.spawned_at && !r.parked) {
       ev.Span(tid, "start", "disttest", Ns(*r.spawned_at),
               at(RankPhase::kStarted));
     }

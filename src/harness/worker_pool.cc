@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/ledger.h"
+#include "harness/trace.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
@@ -178,9 +179,11 @@ std::vector<RankReport> WorkerPools::Pool::RunTest(const TestSpec& spec,
     return group_.End("the test ended");
   }
   // Calls that differed though they all returned (a communicator of the
-  // test's own): the verdict needs the ledgers, read while the ranks wait
-  // for their next test (which resets them).
-  if (group_.ledger() != nullptr && !group_.ledger()->DigestsAgree()) {
+  // test's own), and DISTTEST_TRACE: the verdict and the trace need the
+  // ledgers, read while the ranks wait for their next test (which resets
+  // them).
+  if (group_.ledger() != nullptr &&
+      (TraceWanted() || !group_.ledger()->DigestsAgree())) {
     group_.ReadLedgers(/*again=*/true);
   }
   std::vector<RankReport> reports;

@@ -1505,6 +1505,37 @@ TEST_P(VerdictsTest, HangOfManyRanksIsOneFailureAndOneTreeOfStacks) {
 // DISTTEST_TRACE: a Chrome trace event file per test, read back here: a
 // track per rank with its phases, every collective with its caller and
 // state, and the failures; the failing test prints its path.
+// Reused ranks: each test's trace has its own body and collectives, the
+// second test's numbered on from the first's.
+TEST_P(VerdictsTest, TraceOfPooledTestsHasEachTestsOwnTimeline) {
+  const std::string dir = TempPath(".trace");
+  Verdict v = Run("VerdictsPooled.First/2ranks:VerdictsPooled.Second/2ranks",
+                  {{"DISTTEST_TRACE", dir}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  for (const char* test : {"First", "Second"}) {
+    SCOPED_TRACE(test);
+    const std::string path =
+        fmt::format("{}/VerdictsPooled.{}.2ranks.trace.json", dir, test);
+    nlohmann::json trace = nlohmann::json::parse(ReadFile(path));
+    std::map<int, std::set<std::string>> spans;  // Per rank.
+    for (const auto& e : trace["traceEvents"]) {
+      if (e["ph"] != "X") continue;
+      std::string name = e["name"];
+      if (e["cat"] == "collective") {
+        name += fmt::format(" {}", e["args"]["state"].get<std::string>());
+      }
+      spans[e["tid"].get<int>()].insert(name);
+    }
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(spans[r].count("body"), 1u) << r;
+      EXPECT_EQ(spans[r].count("allreduce(1 x int32, sum) completed"), 1u)
+          << r << "\n"
+          << trace.dump(1);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_P(VerdictsTest, TraceHasEachRanksTimelineItsCollectivesAndItsFailures) {
   const std::string dir = TempPath(".trace");
   Verdict v = Run("VerdictsShortTimeout.StopsAfterABroadcast/4ranks",
