@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "comm/ledger.h"
-#include "harness/trace.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
 #include "env/internal_names.h"
 #include "harness/spawned_rank_host.h"
 #include "harness/supervisor.h"
+#include "harness/trace.h"
 
 namespace disttest::internal {
 
