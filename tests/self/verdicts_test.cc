@@ -1490,7 +1490,9 @@ TEST_P(VerdictsTest, HangOfManyRanksIsOneFailureAndOneTreeOfStacks) {
     // 128 ranks as at 4.
     EXPECT_LT(Count(v.run.out, "\n"), 120) << v.run.out;
     if (world == 4) lines_at_4 = Count(v.run.out, "\n");
-    EXPECT_EQ(Count(v.run.out, "\n"), lines_at_4) << v.run.out;
+    // (Within a few lines: a rank caught outside its sleep under ASan
+    // adds a branch.)
+    EXPECT_LE(Count(v.run.out, "\n"), lines_at_4 + 4) << v.run.out;
     EXPECT_EQ(Count(v.run.out, "__libc_pause"), 1) << v.run.out;
     const std::string tc = TestCaseXml(v.xml, name);
     for (int r : {0, 1, world - 1}) {
