@@ -80,15 +80,12 @@ class Communicator::Recorded {
     if (ledger_ == nullptr) return;
     if (comm.ledger_ != ledger_) {
       // The first operation, or a ledger installed since: the communicator
-      // gets its id there (the one of an earlier communicator of the same
-      // key: a pooled rank's next test makes it again).
+      // gets its id there (a key is one communicator's: SetName()).
       comm.ledger_id_ = ledger_->AddCommunicator(comm.name_, comm.key_);
       comm.ledger_ = ledger_;
     }
     // Numbered from 0, as the host arena numbers them: the world's #0 is
-    // disttest's barrier before the body, a test's first collective #1. A
-    // communicator made again (its key is an earlier one's) goes on from
-    // that one's numbers: its calls are never taken for the earlier ones'.
+    // disttest's barrier before the body, a test's first collective #1.
     std::uint64_t seq = ledger_->NextSeq(comm.ledger_id_, collective);
     if (seq == internal::Ledger::kNoSeq) {
       seq = collective ? comm.collectives_++ : comm.transfers_++;
