@@ -110,6 +110,12 @@ std::int64_t MonotonicNs() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+std::int64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 const char* Name(RankPhase phase) {
   switch (phase) {
     case RankPhase::kStarted:
@@ -299,6 +305,8 @@ std::string EncodeLedger(const RankLedgerView& view, std::size_t last) {
       fmt::format("ledger 2 {} {}\nphases", view.rank, view.dropped + from);
   for (std::int64_t t : view.phase_ns) out += " " + Age(read, t);
   out += '\n';
+  if (view.read_wall_ns > 0)
+    out += fmt::format("clock {}\n", view.read_wall_ns);
   for (std::size_t i = 0; i < view.comms.size(); ++i) {
     const CommDigest d =
         i < view.digests.size() ? view.digests[i] : CommDigest{};
@@ -347,6 +355,11 @@ std::optional<RankLedgerView> DecodeLedger(std::string_view text,
       if (!Fields(line, kPhases, &f, nullptr)) return fail("short phases");
       for (std::size_t p = 0; p < kPhases; ++p) {
         if (!Time(f[p], &view.phase_ns[p])) return fail("a bad phase time");
+      }
+    } else if (word == "clock") {
+      if (!Fields(line, 1, &f, nullptr) ||
+          !Number(f[0], 1, INT64_MAX / 2, &view.read_wall_ns)) {
+        return fail("a bad clock");
       }
     } else if (word == "comm") {
       if (view.comms.size() >= LedgerMemory::kComms) {
@@ -409,6 +422,22 @@ std::optional<RankLedgerView> DecodeLedger(std::string_view text,
   }
   if (n == 0) return fail("it is empty");
   return view;
+}
+
+void OnThisClock(RankLedgerView* view) {
+  if (view->read_wall_ns <= 0) return;
+  // This process's read of the same instant, on its monotonic clock.
+  const std::int64_t read = view->read_wall_ns - (RealtimeNs() - MonotonicNs());
+  const std::int64_t by = read - view->read_ns;
+  auto move = [by](std::int64_t& t) {
+    if (t != 0) t += by;
+  };
+  for (std::int64_t& t : view->phase_ns) move(t);
+  for (LedgerRecord& r : view->records) {
+    move(r.entered_ns);
+    move(r.ended_ns);
+  }
+  view->read_ns = read;
 }
 
 // --- memory ------------------------------------------------------------
@@ -603,6 +632,7 @@ RankLedgerView LedgerMemory::Read(int rank, int as_rank) const {
   if (rank < 0 || rank >= ranks_) return view;
   const Area& a = area(rank);
   view.read_ns = MonotonicNs();
+  view.read_wall_ns = RealtimeNs();
   for (std::size_t p = 0; p < kPhases; ++p) {
     view.phase_ns[p] = a.phase_ns[p].load(std::memory_order_acquire);
   }

@@ -124,6 +124,7 @@ struct CommDigest {
 struct RankLedgerView {
   int rank = 0;
   std::int64_t read_ns = 0;           // When it was read.
+  std::int64_t read_wall_ns = 0;      // Then on CLOCK_REALTIME (0: unknown).
   std::vector<LedgerRecord> records;  // This test's, oldest first.
   std::uint64_t dropped = 0;          // This test's, older than those.
   std::array<std::int64_t, kPhases> phase_ns{};  // 0: not reached.
@@ -287,8 +288,15 @@ std::string EncodeLedger(const RankLedgerView& view, std::size_t last = 16);
 std::optional<RankLedgerView> DecodeLedger(std::string_view text,
                                            std::string* error = nullptr);
 
+// Moves a decoded view's times onto this process's CLOCK_MONOTONIC, by the
+// wall clock of its read (exact on one host; as close as the hosts' clocks
+// across hosts). Nothing when its read's wall time is not known.
+void OnThisClock(RankLedgerView* view);
+
 // CLOCK_MONOTONIC now, in nanoseconds: the clock of every ledger time.
 std::int64_t MonotonicNs();
+// CLOCK_REALTIME now, in nanoseconds.
+std::int64_t RealtimeNs();
 
 // This process's rank has reached `phase` (nothing without a ledger).
 inline void EnterPhase(RankPhase phase) {

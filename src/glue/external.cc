@@ -22,6 +22,7 @@
 #include "harness/launched/launched_rank_host.h"
 #include "harness/launched/step_protocol.h"
 #include "harness/launcher.h"
+#include "harness/trace.h"
 #include "harness/verdict.h"
 
 namespace disttest::internal {
@@ -234,10 +235,24 @@ bool RunStep(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
                        {}});
     }
     Reraise(findings);
+    std::string trace;
+    if (TraceWanted()) {
+      try {
+        trace = WriteTrace(spec, reports);
+      } catch (const std::exception& e) {
+        GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, e.what(),
+                          ::testing::TestPartResult::kNonFatalFailure);
+      }
+    }
     verdict = ::testing::Test::HasFailure()  ? RankVerdict::kFailed
               : ::testing::Test::IsSkipped() ? RankVerdict::kSkipped
                                              : RankVerdict::kPassed;
     if (verdict == RankVerdict::kFailed) {
+      if (!trace.empty()) {
+        std::printf(
+            "[ disttest ] its timeline (Perfetto, chrome://tracing): %s\n",
+            trace.c_str());
+      }
       std::printf(
           "[ disttest ] rerun this test alone: the same launcher command "
           "with --gtest_filter=%s\n",

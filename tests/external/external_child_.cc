@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -48,7 +49,7 @@ const bool kOutOfStep =
 
 DIST_TEST_F(External, Passes, 1, 2, 4) {
   int one = 1;
-  comm().allreduce(&one, 1, disttest::ReduceOp::kSum);
+  comm().allreduce(&one, 1, disttest::ReduceOp::kSum);  // marker-sum
   EXPECT_EQ(one, world_size());
   // stderr: the stdout of ranks other than 0 is discarded.
   std::fprintf(stderr, "marker-body rank %d of %d\n", rank(), world_size());

@@ -10,9 +10,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -303,6 +306,80 @@ TEST_P(ExternalTest, RanksWaitingInCollectivesThatDifferFailAtOnce) {
   EXPECT_THAT(r.all, HasSubstr(allgather)) << r.all;
   EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] External."
                                    "OperationsDifferAndWait/4ranks"));
+}
+
+// DISTTEST_TRACE under a launcher: rank 0 writes each test's trace from
+// every rank's whole ledger, on its own clock (the ranks' times come as
+// ages, placed by the wall clock of their reads), with each rank's
+// failures; a failing test prints the path.
+TEST_P(ExternalTest, TraceHasEveryRanksTimelineOnOneClock) {
+  const std::string dir = TempPath(".trace");
+  Report r = Launch("External.Passes/4ranks:External.FailsOnRank1/*",
+                    {{"DISTTEST_TRACE", dir}});
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr("[ disttest ] its timeline (Perfetto, chrome://"
+                        "tracing): " +
+                        dir + "/External.FailsOnRank1.4ranks.trace.json"))
+      << r.all;
+  EXPECT_THAT(r.run.out, Not(HasSubstr("External.Passes.4ranks.trace.json")));
+  struct Track {
+    std::set<std::string> spans;
+    std::map<std::string, std::pair<double, double>> ops;  // From, to.
+    int failures = 0;
+  };
+  auto read = [&](const std::string& test) {
+    std::map<int, Track> tracks;
+    nlohmann::json trace = nlohmann::json::parse(
+        ReadFile(fmt::format("{}/External.{}.4ranks.trace.json", dir, test)));
+    for (const auto& e : trace["traceEvents"]) {
+      const int tid = e["tid"].get<int>();
+      if (e["ph"] == "i" && e["name"] == "failure") ++tracks[tid].failures;
+      if (e["ph"] != "X") continue;
+      EXPECT_GE(e["ts"].get<double>(), 0.0) << e;
+      std::string name = e["name"];
+      if (e["cat"] == "collective") {
+        name += fmt::format(" #{} {} {}", e["args"]["number"].get<int>(),
+                            e["args"]["called"].get<std::string>(),
+                            e["args"]["state"].get<std::string>());
+        const double from = e["ts"].get<double>();
+        tracks[tid].ops[name] = {from, from + e["dur"].get<double>()};
+      }
+      tracks[tid].spans.insert(name);
+    }
+    return tracks;
+  };
+  const std::string sum = fmt::format(
+      "allreduce(1 x int32, sum) #1 at external_child_.cc:{} "
+      "completed",
+      LineOf("marker-sum"));
+  const std::string barrier =
+      "barrier() #0 (disttest's, before the body) completed";
+  std::map<int, Track> passes = read("Passes");
+  ASSERT_EQ(passes.size(), 4u) << r.all;
+  double entered = 0;
+  double left = 1e300;
+  for (auto& [rank, track] : passes) {
+    SCOPED_TRACE(fmt::format("rank {}", rank));
+    for (const char* phase : {"connect", "set-up", "body", "tear-down"}) {
+      EXPECT_EQ(track.spans.count(phase), 1u) << phase;
+    }
+    EXPECT_EQ(track.spans.count(barrier), 1u);
+    EXPECT_EQ(track.spans.count(sum), 1u);
+    EXPECT_EQ(track.failures, 0);
+    entered = std::max(entered, track.ops[barrier].first);
+    left = std::min(left, track.ops[barrier].second);
+  }
+  // One clock: no rank left the barrier before the last one entered it
+  // (a millisecond for reading two clocks).
+  EXPECT_LE(entered, left + 1000.0);
+  std::map<int, Track> fails = read("FailsOnRank1");
+  ASSERT_EQ(fails.size(), 4u) << r.all;
+  for (auto& [rank, track] : fails) {
+    EXPECT_EQ(track.failures, rank == 1 ? 1 : 0) << rank;
+    EXPECT_EQ(track.spans.count("body"), 1u) << rank;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // SIGTERM to the launcher (ctest's TIMEOUT, a cancelled job), which passes

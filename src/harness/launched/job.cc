@@ -15,6 +15,7 @@
 #include "env/text.h"
 #include "harness/launched/keys.h"
 #include "harness/stack_dump.h"
+#include "harness/trace.h"
 
 namespace disttest::internal::launched {
 namespace {
@@ -71,7 +72,8 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
   // the program handles SIGUSR2 itself).
   InstallStackFallback();
   // This process's collective ledger: the watchdog reads it at a timeout.
-  ledger_ = LedgerMemory::Create(1);
+  ledger_ =
+      LedgerMemory::Create(1, TraceWanted() ? kTraceRing : LedgerMemory::kRing);
   Ledger::Install(ledger_, 0);
   server_ = ServeStore(env_);
   store_ = ConnectStore(env_);

@@ -13,6 +13,7 @@
 #include "comm/ledger.h"
 #include "disttest/rendezvous/prefix_store.h"
 #include "env/knobs.h"
+#include "harness/trace.h"
 
 namespace disttest::internal::launched {
 namespace {
@@ -59,8 +60,9 @@ class RankEnvironment {
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
-// The last operations of a rank that go with its verdict.
-constexpr std::size_t kLedgerRecords = 8;
+// The last operations of a rank that go with its verdict: all it kept
+// when tracing.
+std::size_t LedgerRecords() { return TraceWanted() ? kTraceRing : 8; }
 
 class LaunchedRankHost : public RankHost {
  public:
@@ -96,7 +98,10 @@ class LaunchedRankHost : public RankHost {
     return job_.communicators().For(n_, options, timeout);
   }
 
-  void Report(const RankMessage& m) override { results_.push_back(m); }
+  void Report(const RankMessage& m) override {
+    results_.push_back(m);
+    reported_ns_.push_back(MonotonicNs());
+  }
 
   RankVerdict Finish(RankVerdict verdict, Communicator* /*comm*/) override {
     job_.watchdog().Disarm();
@@ -107,10 +112,15 @@ class LaunchedRankHost : public RankHost {
                        EncodeRankMessage(results_[i], 1 << 20));
     }
     // With its collective ledger, for rank 0's report when the test
-    // failed anywhere (a few hundred bytes; no extra request).
+    // failed anywhere (a few hundred bytes; no extra request), and how long
+    // before reading it each result came (for the trace).
     std::string done = fmt::format("{} {}", results_.size(), NameOf(verdict));
     if (Ledger* ledger = Ledger::Current()) {
-      done += '\n' + EncodeLedger(ledger->Read(r), kLedgerRecords);
+      const RankLedgerView view = ledger->Read(r);
+      for (const std::int64_t t : reported_ns_) {
+        done += fmt::format(" {}", std::max<std::int64_t>(0, view.read_ns - t));
+      }
+      done += '\n' + EncodeLedger(view, LedgerRecords());
     }
     job_.store().set(keys_.Done(r), done);
     return verdict;
@@ -126,6 +136,7 @@ class LaunchedRankHost : public RankHost {
   RankEnvironment environment_;
   PrefixStore store_;
   std::vector<RankMessage> results_;
+  std::vector<std::int64_t> reported_ns_;  // When each came.
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <sstream>
 
 #include "comm/ledger.h"
 #include "disttest/error.h"
@@ -29,9 +30,15 @@ RankReport Reported(LaunchedJob& job, const StepKeys& keys, int r) {
   RankReport report;
   report.rank = r;
   const std::string all = Text(job.store().get(keys.Done(r)));
-  // "<count> <verdict>", then its collective ledger.
+  // "<count> <verdict> [<age of each result>...]", then its collective
+  // ledger (the ages are before its read).
   const std::size_t newline = all.find('\n');
-  const std::string text = all.substr(0, newline);
+  std::istringstream first(all.substr(0, newline));
+  int count = 0;
+  std::string word;
+  first >> count >> word;
+  std::vector<std::int64_t> ages;
+  for (std::int64_t age = 0; first >> age;) ages.push_back(age);
   if (newline != std::string::npos) {
     std::string error;
     report.ledger =
@@ -42,12 +49,16 @@ RankReport Reported(LaunchedJob& job, const StepKeys& keys, int r) {
                    "[ disttest ] rank %d's collective ledger could not be "
                    "read: %s\n",
                    r, error.c_str());
+    } else {
+      OnThisClock(&*report.ledger);
+      if (report.ledger->read_wall_ns > 0) {
+        for (const std::int64_t age : ages) {
+          report.received.emplace_back(
+              std::chrono::nanoseconds(report.ledger->read_ns - age));
+        }
+      }
     }
   }
-  const std::size_t space = text.find(' ');
-  const int count = std::atoi(text.substr(0, space).c_str());
-  const std::string word =
-      space == std::string::npos ? "" : text.substr(space + 1);
   std::optional<RankVerdict> verdict = ParseRankVerdict(word);
   if (!verdict) {
     report.channel_errors.push_back(
@@ -161,7 +172,10 @@ std::vector<RankReport> GatherReports(LaunchedJob& job, const StepKeys& keys,
         if (!job.store().check({key})) continue;
         std::optional<RankLedgerView> at_timeout =
             DecodeLedger(Text(job.store().get(key)));
-        if (at_timeout) r.ledger = std::move(at_timeout);
+        if (at_timeout) {
+          OnThisClock(&*at_timeout);
+          r.ledger = std::move(at_timeout);
+        }
       } catch (const std::exception&) {
         break;  // The store is gone: what came with the verdicts.
       }

@@ -14,6 +14,7 @@
 #include "harness/interrupt.h"
 #include "harness/launched/keys.h"
 #include "harness/stack_dump.h"
+#include "harness/trace.h"
 
 namespace disttest::internal::launched {
 namespace {
@@ -204,7 +205,9 @@ void Watchdog::Stop(const std::string& what, const std::string& ledger_key,
       ledger != nullptr && !ledger_key.empty()) {
     try {
       std::lock_guard<std::mutex> side(side_.mu);
-      side_.store->set(ledger_key, EncodeLedger(ledger->Read(rank_)));
+      side_.store->set(
+          ledger_key,
+          EncodeLedger(ledger->Read(rank_), TraceWanted() ? kTraceRing : 16));
     } catch (const std::exception&) {
       // The store is gone: rank 0 reports without it.
     }
