@@ -28,6 +28,11 @@
 // Every gtest assertion and GTEST_SKIP() works in a rank; results are
 // re-raised in the parent at their file:line as "[rank r/N] ...".
 //
+// Sweeps are gtest's grammar with a world size: DIST_TEST_P with gtest's
+// INSTANTIATE_TEST_SUITE_P ("Counts/Sweep.AllReduces/4ranks/1"), and
+// DIST_TYPED_TEST_SUITE/DIST_TYPED_TEST ("Typed/0.Sums/4ranks"); see
+// internal/registration.h.
+//
 // A DistributedFixture (distributed_fixture.h) runs its own ranks before the
 // test's, at its own world size; UseFixture<F>() declares one.
 //
@@ -144,6 +149,14 @@ class DistributedTest : public ::testing::Test {
   Context* ctx_ = nullptr;             // Set only in a rank.
   std::vector<std::unique_ptr<DistributedFixture>> fixtures_;
 };
+
+// A DistributedTest with a parameter, for DIST_TEST_P:
+//   class Sweep : public disttest::DistributedTestWithParam<std::size_t> {};
+//   DIST_TEST_P(Sweep, AllReduces, 2, 4) { ... GetParam() ... }
+//   INSTANTIATE_TEST_SUITE_P(Counts, Sweep, ::testing::Values(0, 1, 1 << 20));
+template <typename T>
+class DistributedTestWithParam : public DistributedTest,
+                                 public ::testing::WithParamInterface<T> {};
 
 }  // namespace disttest
 

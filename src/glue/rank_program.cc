@@ -164,9 +164,11 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
 
 std::unique_ptr<RankProgram> GtestRankProgram::Next(const std::string& test) {
   auto it = TestFactories().find(test);
-  if (it == TestFactories().end()) return nullptr;
+  std::function<DistributedTest*()> make =
+      it != TestFactories().end() ? it->second : FindParamTestFactory(test);
+  if (!make) return nullptr;
   return std::make_unique<GtestRankProgram>(
-      std::unique_ptr<DistributedTest>(it->second()));
+      std::unique_ptr<DistributedTest>(make()));
 }
 
 // launch() on the test's store and communicator. A spawned rank _exits

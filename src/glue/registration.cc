@@ -37,12 +37,48 @@ std::string DuplicateWorldSizeName(const char* name, int world_size,
   return test;
 }
 
-std::string DuplicateWorldSizeError(const char* suite, const char* name,
-                                    int world_size) {
+std::string DuplicateWorldSizeError(const char* macro, const char* suite,
+                                    const char* name, int world_size) {
   return fmt::format(
-      "DIST_TEST_F({}, {}, ...) lists world size {} more than once; list "
-      "each world size once",
-      suite, name, world_size);
+      "{}({}, {}, ...) lists world size {} more than once; list each world "
+      "size once",
+      macro, suite, name, world_size);
+}
+
+std::vector<ParamTestFactory>& ParamTestFactories() {
+  // Never destroyed, as TestFactories(); filled when gtest registers the
+  // instantiations (InitGoogleTest).
+  static auto* factories = new std::vector<ParamTestFactory>;
+  return *factories;
+}
+
+std::function<DistributedTest*()> FindParamTestFactory(
+    const std::string& test) {
+  const ::testing::UnitTest* unit = ::testing::UnitTest::GetInstance();
+  for (int i = 0; i < unit->total_test_suite_count(); ++i) {
+    const ::testing::TestSuite* suite = unit->GetTestSuite(i);
+    const std::string suite_name = suite->name();
+    if (test.compare(0, suite_name.size() + 1, suite_name + ".") != 0) continue;
+    for (int j = 0; j < suite->total_test_count(); ++j) {
+      const ::testing::TestInfo* info = suite->GetTestInfo(j);
+      if (info->value_param() == nullptr ||
+          suite_name + "." + info->name() != test) {
+        continue;
+      }
+      // "Prefix/Suite", "Name/4ranks/param".
+      const std::string name = info->name();
+      const std::string base = suite_name.substr(suite_name.rfind('/') + 1);
+      const std::string pattern = name.substr(0, name.rfind('/'));
+      for (const ParamTestFactory& f : ParamTestFactories()) {
+        if (f.suite == base && f.pattern == pattern &&
+            f.param == info->value_param()) {
+          return f.make;
+        }
+      }
+      return nullptr;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace disttest::internal

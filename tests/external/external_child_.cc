@@ -174,6 +174,31 @@ DIST_TEST_F(External, WaitsForSignal, 4) {
 // After WaitsForSignal: skipped once a signal ended that one.
 DIST_TEST_F(External, AfterTheSignal, 4) { comm().barrier(); }
 
+// gtest's grammar under a launcher: each rank runs the parameter's test
+// and the type's test in-process.
+class ExternalSweep : public External,
+                      public ::testing::WithParamInterface<int> {};
+DIST_TEST_P(ExternalSweep, SumsTheParameter, 2, 4) {
+  int sum = GetParam();
+  comm().allreduce(&sum, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(sum, GetParam() * world_size());
+  std::fprintf(stderr, "marker-param %d of %d: %d\n", rank(), world_size(),
+               GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Values, ExternalSweep, ::testing::Values(3, 7));
+
+template <typename T>
+class ExternalTyped : public External {};
+using ExternalTypes = ::testing::Types<std::int64_t, float>;
+DIST_TYPED_TEST_SUITE(ExternalTyped, ExternalTypes);
+DIST_TYPED_TEST(ExternalTyped, SumsInItsType, 4) {
+  TypeParam sum = TypeParam(this->rank());
+  this->comm().allreduce(&sum, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(sum, TypeParam(6));
+  std::fprintf(stderr, "marker-typed %d: %zu bytes\n", this->rank(),
+               sizeof(TypeParam));
+}
+
 class ExternalShortTimeout : public External {
  protected:
   ExternalShortTimeout() { options().timeout = std::chrono::seconds(3); }

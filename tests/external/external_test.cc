@@ -308,6 +308,23 @@ TEST_P(ExternalTest, RanksWaitingInCollectivesThatDifferFailAtOnce) {
                                    "OperationsDifferAndWait/4ranks"));
 }
 
+// DIST_TEST_P and DIST_TYPED_TEST under a launcher: one report per
+// parameter and type, every rank with its parameter.
+TEST_P(ExternalTest, ParameterizedAndTypedTestsRunInEveryRank) {
+  Report r = Launch("Values/ExternalSweep.*:ExternalTyped/*");
+  EXPECT_EQ(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("[  PASSED  ] 6 tests.")) << r.all;
+  for (const char* line :
+       {"marker-param 1 of 2: 3\n", "marker-param 3 of 4: 7\n",
+        "marker-typed 3: 8 bytes\n", "marker-typed 2: 4 bytes\n"}) {
+    EXPECT_THAT(r.run.err, HasSubstr(line)) << r.all;
+  }
+  EXPECT_THAT(r.xml, HasSubstr("<testcase name=\"SumsTheParameter/4ranks/1\" "
+                               "value_param=\"7\""));
+  EXPECT_THAT(r.xml, HasSubstr("<testcase name=\"SumsInItsType/4ranks\" "
+                               "type_param=\"float\""));
+}
+
 // DISTTEST_TRACE under a launcher: rank 0 writes each test's trace from
 // every rank's whole ledger, on its own clock (the ranks' times come as
 // ages, placed by the wall clock of their reads), with each rank's

@@ -31,6 +31,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -1118,6 +1119,61 @@ DIST_TEST_F(VerdictsPooledMismatch, Disagrees) {
 class VerdictsPooledAgain : public VerdictsPooled {};
 DIST_TEST_F(VerdictsPooledAgain, AfterTheDeathTest) {
   PrintProcess("AfterTheDeathTest");
+}
+
+// --- gtest's grammar: DIST_TEST_P, DIST_TYPED_TEST ---
+
+// One gtest test per parameter and world size, instantiated by gtest's own
+// macro; every rank sees the parameter. Only count 5 at 3 ranks fails.
+class VerdictsSweep : public Verdicts,
+                      public ::testing::WithParamInterface<int> {};
+DIST_TEST_P(VerdictsSweep, SumsTheParameter, 2, 3) {
+  int sum = GetParam();
+  comm().allreduce(&sum, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(sum, GetParam() * world_size());
+  std::printf("marker-sweep %d of %d: %d\n", rank(), world_size(), GetParam());
+  EXPECT_NE(sum, 15) << "marker-sweep-fails at " << GetParam();
+}
+INSTANTIATE_TEST_SUITE_P(Counts, VerdictsSweep, ::testing::Values(1, 5),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "n" + std::to_string(info.param);
+                         });
+
+// Reused ranks make each parameter's test themselves.
+class VerdictsPooledSweep : public VerdictsPooled,
+                            public ::testing::WithParamInterface<std::string> {
+};
+DIST_TEST_P(VerdictsPooledSweep, SeesItsParameter) {
+  PrintProcess(("Sweep_" + GetParam()).c_str());
+  int length = static_cast<int>(GetParam().size());
+  comm().allreduce(&length, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(length, world_size() * static_cast<int>(GetParam().size()));
+}
+INSTANTIATE_TEST_SUITE_P(Words, VerdictsPooledSweep,
+                         ::testing::Values("alpha", "be", "gamma"));
+
+// One suite per type; only int32_t at 3 ranks fails.
+template <typename T>
+class VerdictsTyped : public Verdicts {};
+struct TypeNames {
+  template <typename T>
+  static std::string GetName(int) {
+    if (std::is_same_v<T, std::int32_t>) return "int32";
+    return std::is_same_v<T, float> ? "float32" : "float64";
+  }
+};
+using VerdictsTypes = ::testing::Types<std::int32_t, float, double>;
+DIST_TYPED_TEST_SUITE(VerdictsTyped, VerdictsTypes, TypeNames);
+DIST_TYPED_TEST(VerdictsTyped, SumsInItsType, 2, 3) {
+  TypeParam sum = TypeParam(this->rank()) + TypeParam(0.5);
+  this->comm().allreduce(&sum, 1, disttest::ReduceOp::kSum);
+  const int n = this->world_size();
+  const TypeParam want = std::is_integral_v<TypeParam>
+                             ? TypeParam(n * (n - 1) / 2)
+                             : TypeParam(n * (n - 1) / 2 + 0.5 * n);
+  EXPECT_EQ(sum, want);
+  const bool fails = std::is_integral_v<TypeParam> && n == 3;
+  EXPECT_FALSE(fails) << "marker-typed-fails";
 }
 
 }  // namespace

@@ -68,4 +68,16 @@ DIST_TEST_F(TwoGpusEach, EachRankGetsBothGpusOfItsGroup, 2) {
   EXPECT_EQ(Split(std::getenv("CUDA_VISIBLE_DEVICES"), ',').size(), 2u);
 }
 
+// A DIST_TEST_P's tests ("Counts/SweepGroups.EachRankGetsItsGroup/2ranks/0")
+// are distributed tests to disttest_discover_tests too.
+class SweepGroups : public ResourceGroups,
+                    public ::testing::WithParamInterface<int> {};
+
+DIST_TEST_P(SweepGroups, EachRankGetsItsGroup, 2) {
+  CheckOwnGroup();
+  EXPECT_GE(GetParam(), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Counts, SweepGroups, ::testing::Values(1, 2));
+
 }  // namespace
