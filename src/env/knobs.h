@@ -26,6 +26,22 @@ std::optional<int> DebugRankVariable();
 // "0"; ConfigError when malformed.
 std::chrono::milliseconds HeartbeatInterval();
 
+// DISTTEST_TIMEOUT_SCALE: the factor for every disttest deadline; when
+// unset or empty, the slow build's own (SlowBuildScale()). ConfigError
+// naming the value when it is not a number in (0, 100].
+double TimeoutScale();
+// 3 in a process with AddressSanitizer, 5 with ThreadSanitizer or
+// MemorySanitizer, 20 under valgrind, 1 otherwise; `why` (if given) names
+// the tool.
+double SlowBuildScale(std::string* why = nullptr);
+// `d` times TimeoutScale() (a malformed value counts as unset here: the
+// test's options report it).
+std::chrono::milliseconds Scaled(std::chrono::milliseconds d);
+// For a message about a scaled deadline: "" at 1, else " (x2:
+// DISTTEST_TIMEOUT_SCALE)" or " (x3 under AddressSanitizer; set
+// DISTTEST_TIMEOUT_SCALE to change it)".
+std::string ScaleNote();
+
 // DISTTEST_COMPARE_CALLS: false for "0", true for "1", unset or empty;
 // ConfigError naming the value otherwise.
 bool CompareCallsWhileWaiting();

@@ -78,6 +78,80 @@ std::chrono::milliseconds HeartbeatInterval() {
   return SecondsVariable(env::kHeartbeat).value_or(std::chrono::seconds(5));
 }
 
+}  // namespace disttest
+
+// The sanitizers' runtimes, when the process has one (weak: null without).
+extern "C" {
+__attribute__((weak)) void __asan_init();
+__attribute__((weak)) void __tsan_init();
+__attribute__((weak)) void __msan_init();
+}
+
+namespace disttest {
+
+double SlowBuildScale(std::string* why) {
+  auto say = [why](const char* tool, double factor) {
+    if (why != nullptr) *why = tool;
+    return factor;
+  };
+  if (&__tsan_init != nullptr) return say("ThreadSanitizer", 5);
+  if (&__msan_init != nullptr) return say("MemorySanitizer", 5);
+  if (&__asan_init != nullptr) return say("AddressSanitizer", 3);
+  // valgrind preloads its own libraries into the program.
+  const char* preload = std::getenv("LD_PRELOAD");
+  if (preload != nullptr && std::strstr(preload, "vgpreload") != nullptr) {
+    return say("valgrind", 20);
+  }
+  return say("", 1);
+}
+
+double TimeoutScale() {
+  const char* value = std::getenv(env::kTimeoutScale);
+  if (value == nullptr || *value == '\0') return SlowBuildScale();
+  char* end = nullptr;
+  const double scale = std::strtod(value, &end);
+  if (end == value || *end != '\0' || !(scale > 0) || scale > 100) {
+    throw ConfigError(fmt::format(
+        "environment variable {}='{}' is invalid: it must be a number "
+        "greater than 0 and at most 100 (a factor for every disttest "
+        "deadline)",
+        env::kTimeoutScale, value));
+  }
+  return scale;
+}
+
+namespace {
+
+double ScaleOrOne() {
+  try {
+    return TimeoutScale();
+  } catch (const ConfigError&) {
+    return SlowBuildScale();
+  }
+}
+
+}  // namespace
+
+std::string ScaleNote() {
+  const double scale = ScaleOrOne();
+  if (scale == 1) return "";
+  const char* value = std::getenv(env::kTimeoutScale);
+  std::string tool;
+  SlowBuildScale(&tool);
+  if (value == nullptr || *value == '\0') {
+    return fmt::format(" (x{:g} under {}; set {} to change it)", scale, tool,
+                       env::kTimeoutScale);
+  }
+  return fmt::format(" (x{:g}: {})", scale, env::kTimeoutScale);
+}
+
+std::chrono::milliseconds Scaled(std::chrono::milliseconds d) {
+  const double scale = ScaleOrOne();
+  if (scale == 1) return d;
+  return std::chrono::milliseconds(static_cast<long long>(
+      std::ceil(static_cast<double>(d.count()) * scale)));
+}
+
 bool CompareCallsWhileWaiting() {
   const char* value = std::getenv(env::kCompareCalls);
   if (value == nullptr || *value == '\0') return true;

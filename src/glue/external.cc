@@ -281,6 +281,10 @@ void RunExternal(DistributedTest& test) {
   LaunchedJob* job = nullptr;
   try {
     spec.options = EffectiveOptions(test);
+  } catch (const std::exception& e) {
+    return Fatal(spec, e.what());  // A malformed option or variable.
+  }
+  try {
     RecordProperties(spec);
     job = &Job();
     GoodbyeListener::MarkUsed();

@@ -21,6 +21,7 @@
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
 #include "env/internal_names.h"
+#include "env/knobs.h"
 #include "glue/current_communicator.h"
 #include "launch/launch_internal.h"
 
@@ -264,6 +265,12 @@ void AdoptFixtureDirs(DistributedTest& test, const std::string& joined) {
 Options EffectiveOptions(const DistributedTest& test) {
   Options options = TestAccess::options(test);
   if (auto timeout = SecondsVariable(env::kTimeout)) options.timeout = *timeout;
+  // A slow build's deadlines (or DISTTEST_TIMEOUT_SCALE's), malformed
+  // values named here.
+  if (TimeoutScale() != 1) {
+    options.timeout = Scaled(options.timeout);
+    options.failure_grace = Scaled(options.failure_grace);
+  }
   // In a rank: the backend the parent chose (kAuto settled there).
   if (const char* backend = std::getenv(env::kInternalBackend)) {
     options.backend = std::string_view(backend) == Name(Backend::kNccl)

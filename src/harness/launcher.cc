@@ -399,10 +399,10 @@ std::string RerunCommand(const std::string& test_name, bool keep_gpus) {
   // (DISTTEST_SANITIZE), not DISTTEST_DEBUG_RANK (a rerun is not always at
   // a debugger).
   std::vector<const char*> kept = {
-      env::kTimeout,      env::kHeartbeat,       env::kLogDir,
-      env::kTrace,        env::kLauncher,        env::kRequireGpus,
-      env::kNoReuse,      env::kNoHostArena,     env::kKeepNcclDebug,
-      env::kCompareCalls, "DISTTEST_MASTER_PORT"};
+      env::kTimeout,      env::kHeartbeat,    env::kLogDir,
+      env::kTrace,        env::kLauncher,     env::kRequireGpus,
+      env::kNoReuse,      env::kNoHostArena,  env::kKeepNcclDebug,
+      env::kCompareCalls, env::kTimeoutScale, "DISTTEST_MASTER_PORT"};
   if (keep_gpus) kept.push_back(env::kGpus);
   for (const char* name : kept) {
     const char* value = std::getenv(name);

@@ -214,8 +214,8 @@ void Supervisor::Run() {
       deadline_ = Clock::time_point::max();
       grace_deadline_.reset();
     } else if (now >= deadline_) {
-      KillStuck(fmt::format("the test timed out after {} ms",
-                            group_.spec().options.timeout.count()),
+      KillStuck(fmt::format("the test timed out after {} ms{}",
+                            group_.spec().options.timeout.count(), ScaleNote()),
                 /*deadline=*/true, kStackDeadline);
       deadline_ = Clock::time_point::max();  // Now only reaping is left.
     } else if (grace_deadline_ && now >= *grace_deadline_) {

@@ -5,8 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
+#include <string>
 
 #include "disttest/error.h"
 #include "env/knobs.h"
@@ -166,6 +168,74 @@ TEST_F(RankEnvTest, ChildEnvironmentReplacesRankAndDropsParentOnlyVariables) {
   }
   env_.Set("DISTTEST_KEEP_NCCL_DEBUG", "1");
   EXPECT_THAT(ChildEnvironment(r, {}), Contains("NCCL_DEBUG=INFO"));
+}
+
+// What this build is, for the factor it must scale itself by.
+double ThisBuildsScale() {
+#if defined(__SANITIZE_THREAD__)
+  return 5;
+#elif defined(__SANITIZE_ADDRESS__)
+  return 3;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+  return 5;
+#elif __has_feature(address_sanitizer)
+  return 3;
+#else
+  return 1;
+#endif
+#else
+  return 1;
+#endif
+}
+
+TEST_F(RankEnvTest, TimeoutScaleMultipliesDeadlines) {
+  using std::chrono::milliseconds;
+  env_.Set("DISTTEST_TIMEOUT_SCALE", "2.5");
+  EXPECT_EQ(TimeoutScale(), 2.5);
+  EXPECT_EQ(Scaled(milliseconds(3000)), milliseconds(7500));
+  EXPECT_EQ(ScaleNote(), " (x2.5: DISTTEST_TIMEOUT_SCALE)");
+  env_.Set("DISTTEST_TIMEOUT_SCALE", "0.5");
+  EXPECT_EQ(Scaled(milliseconds(3001)), milliseconds(1501));
+  env_.Set("DISTTEST_TIMEOUT_SCALE", "1");
+  EXPECT_EQ(Scaled(milliseconds(3000)), milliseconds(3000));
+  EXPECT_EQ(ScaleNote(), "");
+}
+
+TEST_F(RankEnvTest, TimeoutScaleOfASlowBuildIsItsOwn) {
+  env_.Set("DISTTEST_TIMEOUT_SCALE", nullptr);
+  env_.Set("LD_PRELOAD", nullptr);
+  std::string tool;
+  EXPECT_EQ(SlowBuildScale(&tool), ThisBuildsScale()) << tool;
+  EXPECT_EQ(TimeoutScale(), ThisBuildsScale());
+  if (ThisBuildsScale() != 1) {
+    EXPECT_THAT(ScaleNote(),
+                HasSubstr(" under " + tool +
+                          "; set DISTTEST_TIMEOUT_SCALE to change it)"));
+  } else {
+    EXPECT_EQ(ScaleNote(), "");
+  }
+  env_.Set("DISTTEST_TIMEOUT_SCALE", "");
+  EXPECT_EQ(TimeoutScale(), ThisBuildsScale());
+}
+
+TEST_F(RankEnvTest, MalformedTimeoutScaleIsNamed) {
+  for (const char* bad : {"0", "-1", "fast", "2x", "101", "nan", "inf"}) {
+    env_.Set("DISTTEST_TIMEOUT_SCALE", bad);
+    try {
+      TimeoutScale();
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(e.what(),
+                  HasSubstr(fmt::format("DISTTEST_TIMEOUT_SCALE='{}' is "
+                                        "invalid: it must be a number greater "
+                                        "than 0 and at most 100",
+                                        bad)));
+    }
+    // Deadlines inside disttest do not throw: the test's options say it.
+    EXPECT_EQ(Scaled(std::chrono::milliseconds(10)).count(),
+              10 * ThisBuildsScale());
+  }
 }
 
 }  // namespace

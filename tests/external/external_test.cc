@@ -238,6 +238,21 @@ TEST_P(ExternalTest, HungRankPrintsItsStacksAndTheRunEnds) {
       << r.all;
 }
 
+// DISTTEST_TIMEOUT_SCALE under a launcher: every rank's deadline is scaled
+// (the barrier gives up at a tenth before the scaled timeout), and the
+// reason says so.
+TEST_P(ExternalTest, TimeoutScaleReachesEveryRank) {
+  Report r =
+      Launch("ExternalShortTimeout.*", {{"DISTTEST_TIMEOUT_SCALE", "0.5"}});
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("Timed out waiting 1350ms")) << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr("disttest cut their connections: rank 3: "
+                        "ExternalShortTimeout.HangsOnRank3/4ranks timed out "
+                        "(x0.5: DISTTEST_TIMEOUT_SCALE)"))
+      << r.all;
+}
+
 // Ranks that called different collectives that all returned (no arena
 // compares calls across hosts): rank 0's verdict fails the test from the
 // ranks' ledgers, naming each rank's call.

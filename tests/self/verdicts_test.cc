@@ -430,6 +430,27 @@ TEST_P(VerdictsTest, HangIsEndedAtTheTimeout) {
   EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
 }
 
+// DISTTEST_TIMEOUT_SCALE multiplies the test's timeout and says so; a
+// malformed factor fails the test naming it.
+TEST_P(VerdictsTest, TimeoutScaleMultipliesTheTimeout) {
+  Verdict v = Run("VerdictsShortTimeout.Hangs/2ranks",
+                  {{"DISTTEST_TIMEOUT_SCALE", "0.5"}});
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] was killed by disttest: the "
+                                   "test timed out after 1500 ms (x0.5: "
+                                   "DISTTEST_TIMEOUT_SCALE)"))
+      << v.run.out;
+  Verdict bad = Run("VerdictsShortTimeout.Hangs/2ranks",
+                    {{"DISTTEST_TIMEOUT_SCALE", "fast"}});
+  EXPECT_EQ(bad.run.exit_code, 1);
+  EXPECT_THAT(bad.run.out,
+              HasSubstr("environment variable DISTTEST_TIMEOUT_SCALE='fast' "
+                        "is invalid: it must be a number greater than 0 and "
+                        "at most 100"))
+      << bad.run.out;
+  EXPECT_LT(bad.run.elapsed, std::chrono::seconds(2));
+}
+
 // The timeout is decided when it expires: a rank that ends while the
 // harness takes its stack (a slow stack tool: this one takes 2 s) has still
 // overrun it.

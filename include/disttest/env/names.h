@@ -31,6 +31,12 @@ inline constexpr char kLocalWorldSize[] = "LOCAL_WORLD_SIZE";
 // Per-test timeout in seconds (a positive number); overrides
 // options().timeout.
 inline constexpr char kTimeout[] = "DISTTEST_TIMEOUT";
+// A positive factor (at most 100) for every deadline of disttest's: the
+// test's timeout (DISTTEST_TIMEOUT's too), the failure grace, a launched
+// rank's heartbeat bound and its report waits. Unset: 1, or what a slow
+// build sets itself (3 under AddressSanitizer, 5 under ThreadSanitizer or
+// MemorySanitizer, 20 under valgrind).
+inline constexpr char kTimeoutScale[] = "DISTTEST_TIMEOUT_SCALE";
 // Keeps NCCL_DEBUG in rank processes (it is removed by default, because NCCL's
 // INFO lines from N ranks drown the test output).
 inline constexpr char kKeepNcclDebug[] = "DISTTEST_KEEP_NCCL_DEBUG";

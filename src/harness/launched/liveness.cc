@@ -187,14 +187,14 @@ std::string Liveness::Dead(int r, Clock::time_point now, TcpStore& store) {
     it->second = {beat, now};
     return "";
   }
-  if (now - it->second.since <= kDeadAfter) return "";
+  if (now - it->second.since <= dead_after_) return "";
   return fmt::format(
       "stopped its heartbeat {} ms ago: it died, or its machine stalls",
       std::chrono::duration_cast<milliseconds>(now - it->second.since).count());
 }
 
 void WaitForTheEnd(TcpStore& store) {
-  const auto deadline = Clock::now() + kGoodbyeWait;
+  const auto deadline = Clock::now() + Scaled(kGoodbyeWait);
   try {
     while (Clock::now() < deadline && !store.check({kEndKey})) {
       std::this_thread::sleep_for(milliseconds(10));

@@ -10,7 +10,8 @@
 //   if (std::string why = live.broken(); !why.empty()) ...
 //   live.Break("rank 2 stopped its heartbeat ...");  // every rank sees it
 //
-// A rank counts as dead when its heartbeat has not changed for kDeadAfter;
+// A rank counts as dead when its heartbeat has not changed for kDeadAfter
+// (times DISTTEST_TIMEOUT_SCALE);
 // one that has not sent its first heartbeat is starting, not dead.
 #ifndef DISTTEST_SRC_HARNESS_LAUNCHED_LIVENESS_H_
 #define DISTTEST_SRC_HARNESS_LAUNCHED_LIVENESS_H_
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "disttest/rendezvous/tcp_store.h"
+#include "env/knobs.h"
 
 namespace disttest::internal::launched {
 
@@ -49,7 +51,11 @@ class Liveness {
   // `store` is the main thread's connection (set before first use).
   Liveness(int rank, int size, const std::unique_ptr<TcpStore>& store,
            SideChannel& side)
-      : rank_(rank), size_(size), main_(store), side_(side) {}
+      : rank_(rank),
+        size_(size),
+        dead_after_(Scaled(kDeadAfter)),
+        main_(store),
+        side_(side) {}
 
   // Why the run cannot go on ("" while it can): this process's own
   // reason, or the abort key another rank set.
@@ -96,6 +102,9 @@ class Liveness {
 
   const int rank_;
   const int size_;
+  // kDeadAfter x DISTTEST_TIMEOUT_SCALE (read once, here: the side thread
+  // must not read the environment the main thread changes).
+  const std::chrono::milliseconds dead_after_;
   TcpStore& store() { return *main_; }
 
   const std::unique_ptr<TcpStore>& main_;

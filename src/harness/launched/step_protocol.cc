@@ -13,6 +13,7 @@
 
 #include "comm/ledger.h"
 #include "disttest/error.h"
+#include "env/knobs.h"
 #include "harness/rank_outcome.h"
 
 namespace disttest::internal::launched {
@@ -145,7 +146,7 @@ std::vector<RankReport> GatherReports(LaunchedJob& job, const StepKeys& keys,
   // Collected even after an abort: the ranks that can still report say
   // how the others' failure looked from where they were.
   std::map<int, std::string> missing =
-      job.liveness().AwaitResults(done, from, deadline + kReportGrace);
+      job.liveness().AwaitResults(done, from, deadline + Scaled(kReportGrace));
   std::vector<RankReport> reports;
   for (int q = 0; q < n; ++q) {
     auto it = missing.find(q);
@@ -193,7 +194,7 @@ RankVerdict AwaitVerdict(LaunchedJob& job, const StepKeys& keys,
                          const std::string& name, Clock::time_point deadline) {
   // Not ended by an abort either: rank 0 reports the test all the same.
   std::map<int, std::string> missing = job.liveness().AwaitResults(
-      {keys.Verdict()}, {0}, deadline + 2 * kReportGrace);
+      {keys.Verdict()}, {0}, deadline + 2 * Scaled(kReportGrace));
   if (!missing.empty()) {
     throw Error(fmt::format("rank 0 gave no verdict for {}: {}", name,
                             missing.begin()->second));

@@ -236,7 +236,7 @@ void Watchdog::Stop(const std::string& what, const std::string& ledger_key,
         OwnStacks(sig == 0 ? kStackDeadline : kInterruptStacks);
     (void)!write(STDERR_FILENO, stacks.data(), stacks.size());
   }
-  liveness_.Break(sig == 0 ? fmt::format("{} timed out", what)
+  liveness_.Break(sig == 0 ? fmt::format("{} timed out{}", what, scale_note_)
                            : fmt::format("disttest got {} while {} ran",
                                          InterruptText(sig), what));
   shut_down_ = true;

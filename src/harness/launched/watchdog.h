@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 
+#include "env/knobs.h"
 #include "harness/launched/communicators.h"
 #include "harness/launched/liveness.h"
 
@@ -35,6 +36,7 @@ class Watchdog {
   Watchdog(int rank, Liveness& liveness, Communicators& communicators,
            SideChannel& side)
       : rank_(rank),
+        scale_note_(ScaleNote()),
         liveness_(liveness),
         communicators_(communicators),
         side_(side) {}
@@ -77,6 +79,9 @@ class Watchdog {
   std::string CallsThatDiffer(const std::string& calls_prefix);
 
   const int rank_;
+  // For a timeout's reason (read here: the side thread must not read the
+  // environment).
+  const std::string scale_note_;
   Liveness& liveness_;
   Communicators& communicators_;
   SideChannel& side_;
