@@ -19,7 +19,8 @@
 // (DIST_ASSERT_*) return from the function on every rank together, so no
 // rank is left waiting in a later collective for one that has left. They
 // work in a DIST_TEST_F body, in SetUpRank()/TearDownRank() and in any
-// function those call.
+// function those call, on the test's comm(); the _ON forms
+// (DIST_EXPECT_ALL_EQ_ON(comm, value), ...) on any communicator.
 #ifndef DISTTEST_COLLECTIVE_ASSERTIONS_H_
 #define DISTTEST_COLLECTIVE_ASSERTIONS_H_
 
@@ -49,11 +50,13 @@ Communicator& CurrentCommunicator();
 // Gathers every rank's `printed` value; a failure message with the table of
 // values when they differ. `expression` is the asserted source text.
 // `macro` names the assertion in the message.
+// On `comm` (null: CurrentCommunicator()).
 Agreement AllEqual(const char* macro, const char* expression,
-                   const std::string& printed);
+                   const std::string& printed, Communicator* comm = nullptr);
 
 // Gathers every rank's `value`; a failure naming the ranks where it is false.
-Agreement AllTrue(const char* macro, const char* expression, bool value);
+Agreement AllTrue(const char* macro, const char* expression, bool value,
+                  Communicator* comm = nullptr);
 
 }  // namespace disttest::internal
 
@@ -86,6 +89,35 @@ Agreement AllTrue(const char* macro, const char* expression, bool value);
   DISTTEST_COLLECTIVE_(                                                 \
       ::disttest::internal::AllTrue("DIST_ASSERT_ALL_TRUE", #condition, \
                                     static_cast<bool>(condition)),      \
+      GTEST_FATAL_FAILURE_)
+
+// The same on a communicator of the test's own (one it made with
+// CreateCommunicator(), with or without options().init_distributed): every
+// rank of `comm` must reach it.
+//   DIST_EXPECT_ALL_EQ_ON(*mine, Checksum(model));
+#define DIST_EXPECT_ALL_EQ_ON(comm, value)                                  \
+  DISTTEST_COLLECTIVE_(                                                     \
+      ::disttest::internal::AllEqual(                                       \
+          "DIST_EXPECT_ALL_EQ_ON", #value, ::testing::PrintToString(value), \
+          &static_cast<::disttest::Communicator&>(comm)),                   \
+      GTEST_NONFATAL_FAILURE_)
+#define DIST_ASSERT_ALL_EQ_ON(comm, value)                                  \
+  DISTTEST_COLLECTIVE_(                                                     \
+      ::disttest::internal::AllEqual(                                       \
+          "DIST_ASSERT_ALL_EQ_ON", #value, ::testing::PrintToString(value), \
+          &static_cast<::disttest::Communicator&>(comm)),                   \
+      GTEST_FATAL_FAILURE_)
+#define DIST_EXPECT_ALL_TRUE_ON(comm, condition)                               \
+  DISTTEST_COLLECTIVE_(                                                        \
+      ::disttest::internal::AllTrue(                                           \
+          "DIST_EXPECT_ALL_TRUE_ON", #condition, static_cast<bool>(condition), \
+          &static_cast<::disttest::Communicator&>(comm)),                      \
+      GTEST_NONFATAL_FAILURE_)
+#define DIST_ASSERT_ALL_TRUE_ON(comm, condition)                               \
+  DISTTEST_COLLECTIVE_(                                                        \
+      ::disttest::internal::AllTrue(                                           \
+          "DIST_ASSERT_ALL_TRUE_ON", #condition, static_cast<bool>(condition), \
+          &static_cast<::disttest::Communicator&>(comm)),                      \
       GTEST_FATAL_FAILURE_)
 
 #endif  // DISTTEST_COLLECTIVE_ASSERTIONS_H_

@@ -43,6 +43,19 @@ std::vector<std::string> GatherStrings(Communicator& comm,
   return out;
 }
 
+// " of communicator \"mine\"" for an assertion on a communicator the test
+// made ("" on the test's own).
+std::string Of(const Communicator* on) {
+  if (on == nullptr) return "";
+  const std::string& name = on->name();
+  if (name.empty()) return " of its communicator";
+  // An unnamed one is already 'communicator "<prefix>"'.
+  if (name.rfind("communicator \"", 0) == 0 || name == "unnamed communicator") {
+    return " of " + name;
+  }
+  return fmt::format(" of communicator \"{}\"", name);
+}
+
 }  // namespace
 
 Communicator& CurrentCommunicator() {
@@ -57,9 +70,9 @@ Communicator& CurrentCommunicator() {
 }
 
 Agreement AllEqual(const char* macro, const char* expression,
-                   const std::string& printed) {
-  std::vector<std::string> values =
-      GatherStrings(CurrentCommunicator(), printed);
+                   const std::string& printed, Communicator* on) {
+  Communicator& comm = on != nullptr ? *on : CurrentCommunicator();
+  std::vector<std::string> values = GatherStrings(comm, printed);
   // Each distinct value with the ranks that hold it, in order of first rank.
   std::vector<std::pair<std::string, std::vector<int>>> groups;
   for (int r = 0; r < static_cast<int>(values.size()); ++r) {
@@ -72,16 +85,17 @@ Agreement AllEqual(const char* macro, const char* expression,
     }
   }
   if (groups.size() == 1) return Agreement("");
-  std::string message = fmt::format("{}({}): the {} ranks disagree:", macro,
-                                    expression, values.size());
+  std::string message = fmt::format("{}({}): the {} ranks{} disagree:", macro,
+                                    expression, values.size(), Of(on));
   for (const auto& [value, ranks] : groups) {
     message += fmt::format("\n  {}: {}", value, Ranks(ranks));
   }
   return Agreement(message);
 }
 
-Agreement AllTrue(const char* macro, const char* expression, bool value) {
-  Communicator& comm = CurrentCommunicator();
+Agreement AllTrue(const char* macro, const char* expression, bool value,
+                  Communicator* on) {
+  Communicator& comm = on != nullptr ? *on : CurrentCommunicator();
   std::uint8_t mine = value ? 1 : 0;
   std::vector<std::uint8_t> all(comm.size());
   comm.allgather(&mine, all.data(), 1);
@@ -90,8 +104,10 @@ Agreement AllTrue(const char* macro, const char* expression, bool value) {
     if (all[r] == 0) false_on.push_back(r);
   }
   if (false_on.empty()) return Agreement("");
-  return Agreement(fmt::format("{}({}) is false on {} of {}", macro, expression,
-                               Ranks(false_on), comm.size()));
+  return Agreement(fmt::format("{}({}) is false on {} of {}{}{}", macro,
+                               expression, Ranks(false_on),
+                               on != nullptr ? "the " : "", comm.size(),
+                               on != nullptr ? " ranks" + Of(on) : ""));
 }
 
 }  // namespace disttest::internal

@@ -738,6 +738,26 @@ TEST_P(VerdictsTest, DisagreeingRanksAllFailWithOneTableGroupedByValue) {
   EXPECT_EQ(Count(v.run.out, "disagree:\n  42: ranks 0, 2, 3"), 1) << v.run.out;
 }
 
+// The _ON forms work on any communicator, here one a test without comm()
+// made itself; the table names it.
+TEST_P(VerdictsTest, CollectiveAssertionsWorkOnTheTestsOwnCommunicator) {
+  Verdict v = Run("VerdictsNoComm.AssertsOnItsOwnCommunicator/3ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out,
+              HasSubstr(FailureAt("marker-all-eq-on", "[ranks 0-2 of 3]") +
+                        "DIST_EXPECT_ALL_EQ_ON(rank() == 2 ? 7 : 6): the 3 "
+                        "ranks of communicator \"mine\" disagree:\n  6: "
+                        "ranks 0, 1\n  7: rank 2"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(FailureAt("marker-all-true-on", "[ranks 0-2 of 3]") +
+                        "DIST_ASSERT_ALL_TRUE_ON(rank() != 0) is false on "
+                        "rank 0 of the 3 ranks of communicator \"mine\""))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("marker-after-assert-on")));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("was killed by disttest")));
+}
+
 TEST_P(VerdictsTest, FatalCollectiveAssertionReturnsOnEveryRankTogether) {
   Verdict v = Run("Verdicts.AssertAllTrueReturnsTogether/4ranks");
   EXPECT_EQ(v.run.exit_code, 1);
@@ -1708,7 +1728,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 63 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("53 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("54 FAILED TESTS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -883,6 +883,22 @@ DIST_TEST_F(VerdictsNoComm, BuildsItsOwnCommunicator, 3) {
   (void)mine.release();  // As the harness does: _exit closes its sockets.
 }
 
+// The collective assertions on a communicator the test made itself, without
+// comm(): agreement passes, a disagreement names the communicator, and the
+// fatal form returns on every rank together.
+DIST_TEST_F(VerdictsNoComm, AssertsOnItsOwnCommunicator, 3) {
+  disttest::GlooOptions named;
+  named.name = "mine";
+  auto mine = disttest::CreateCommunicator(disttest::Backend::kGloo, store(),
+                                           rank(), world_size(), named);
+  DIST_EXPECT_ALL_EQ_ON(*mine, world_size());
+  DIST_ASSERT_ALL_TRUE_ON(*mine, rank() >= 0);
+  DIST_EXPECT_ALL_EQ_ON(*mine, rank() == 2 ? 7 : 6);  // marker-all-eq-on
+  DIST_ASSERT_ALL_TRUE_ON(*mine, rank() != 0);        // marker-all-true-on
+  ADD_FAILURE() << "marker-after-assert-on";
+  (void)mine.release();  // As the harness does: _exit closes its sockets.
+}
+
 // A DistributedFixture at 2 ranks: each writes its shard, then they meet.
 class WritesShards : public disttest::DistributedFixture {
  public:
