@@ -263,6 +263,7 @@ bool RunStep(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
   } else {
     verdict = AwaitVerdict(job, keys, spec.name, deadline);
     if (verdict == RankVerdict::kFailed) {
+      const NoBreakOnFailure no_break;  // Rank 0's report, not this rank's.
       Fatal(spec, "failed; rank 0 reports why");
     } else if (verdict == RankVerdict::kSkipped) {
       Skip(spec, "skipped (see rank 0)");

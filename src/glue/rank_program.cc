@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <string_view>
@@ -23,6 +24,7 @@
 #include "env/internal_names.h"
 #include "env/knobs.h"
 #include "glue/current_communicator.h"
+#include "harness/rank_main.h"
 #include "launch/launch_internal.h"
 
 namespace disttest::internal {
@@ -46,9 +48,10 @@ std::map<std::string, std::string> Properties() {
 // of recording it in the rank's (never reported) copy of the test.
 class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
  public:
-  explicit ChannelReporter(const ReportFn& report)
+  ChannelReporter(const ReportFn& report, int rank)
       : ScopedFakeTestPartResultReporter(INTERCEPT_ALL_THREADS, &unused_),
-        report_(report) {}
+        report_(report),
+        rank_(rank) {}
 
   void ReportTestPartResult(const ::testing::TestPartResult& r) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -69,6 +72,14 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
       return;  // SUCCEED() carries nothing the parent needs.
     }
     report_(m);
+    // As gtest's own flag would in one process: the failing rank stops
+    // where it failed (not the parent, which only re-raises it).
+    if (r.failed() && GTEST_FLAG_GET(break_on_failure)) {
+      StopAtFailureForDebugger(
+          rank_, fmt::format("{}:{}",
+                             std::filesystem::path(m.file).filename().string(),
+                             m.line));
+    }
   }
 
   bool failed() {
@@ -87,6 +98,7 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
  private:
   ::testing::TestPartResultArray unused_;
   const ReportFn& report_;
+  const int rank_;
   std::mutex mu_;
   bool failed_ = false;
   bool fatal_ = false;
@@ -113,7 +125,7 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
                                   Store& store, const ReportFn& report) {
   SetCurrentCommunicator(comm);
   const std::map<std::string, std::string> properties_before = Properties();
-  ChannelReporter reporter(report);
+  ChannelReporter reporter(report, env.rank);
   // The harness's own keys live beside the user's; keep them apart.
   PrefixStore user_store("test", store);
   if (fixture_ != nullptr) {
@@ -211,6 +223,9 @@ void GtestRankProgram::Guarded(const std::string& where, F&& f) {
 }
 
 void Reraise(const std::vector<Finding>& findings) {
+  // The ranks' failures: the failing rank stopped for --gtest_break_on_failure
+  // itself; the parent, which only reports them, does not break.
+  const NoBreakOnFailure no_break;
   for (const Finding& f : findings) {
     switch (f.kind) {
       case Finding::Kind::kFailure:
@@ -265,9 +280,13 @@ void AdoptFixtureDirs(DistributedTest& test, const std::string& joined) {
 Options EffectiveOptions(const DistributedTest& test) {
   Options options = TestAccess::options(test);
   if (auto timeout = SecondsVariable(env::kTimeout)) options.timeout = *timeout;
-  // A slow build's deadlines (or DISTTEST_TIMEOUT_SCALE's), malformed
-  // values named here.
-  if (TimeoutScale() != 1) {
+  // --gtest_break_on_failure: a failing rank waits for a debugger; nothing
+  // times out meanwhile.
+  if (GTEST_FLAG_GET(break_on_failure)) {
+    options.timeout = options.failure_grace = std::chrono::hours(24);
+  } else if (TimeoutScale() != 1) {
+    // A slow build's deadlines (or DISTTEST_TIMEOUT_SCALE's), malformed
+    // values named here.
     options.timeout = Scaled(options.timeout);
     options.failure_grace = Scaled(options.failure_grace);
   }

@@ -73,6 +73,21 @@ void AdoptFixtureDirs(DistributedTest& test, const std::string& joined);
 // Records each finding in the running gtest test, at its file:line.
 void Reraise(const std::vector<Finding>& findings);
 
+// While it lives, gtest's --gtest_break_on_failure is off in this process:
+// for failures it reports for its ranks (the failing rank broke itself).
+class NoBreakOnFailure {
+ public:
+  NoBreakOnFailure() : was_(GTEST_FLAG_GET(break_on_failure)) {
+    GTEST_FLAG_SET(break_on_failure, false);
+  }
+  ~NoBreakOnFailure() { GTEST_FLAG_SET(break_on_failure, was_); }
+  NoBreakOnFailure(const NoBreakOnFailure&) = delete;
+  NoBreakOnFailure& operator=(const NoBreakOnFailure&) = delete;
+
+ private:
+  const bool was_;
+};
+
 // Options as they apply to this run: the fixture's, with environment
 // overrides (DISTTEST_TIMEOUT).
 Options EffectiveOptions(const DistributedTest& test);

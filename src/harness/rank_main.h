@@ -70,6 +70,11 @@ RankVerdict RunRank(RankProgram& program, const Options& options,
 std::chrono::milliseconds RankTimeout(const RankEnv& env,
                                       std::chrono::milliseconds test);
 
+// gtest's --gtest_break_on_failure in a rank: says which rank and pid
+// failed at `where` and waits until a debugger has attached (any process
+// of this user may); gtest's own break then stops it there.
+void StopAtFailureForDebugger(int rank, const std::string& where);
+
 }  // namespace disttest::internal
 
 #endif  // DISTTEST_SRC_HARNESS_RANK_MAIN_H_

@@ -350,4 +350,21 @@ void RunSpawnedRank(RankProgram& program, const Options& options,
   host.Exit(RunRank(program, options, host));
 }
 
+void StopAtFailureForDebugger(int rank, const std::string& where) {
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  std::fprintf(stderr,
+               "disttest: --gtest_break_on_failure: rank %d is pid %d and "
+               "stops at its failure at %s; the test's timeout is off. "
+               "Attach with:\n  gdb -p %d\n",
+               rank, getpid(), where.c_str(), getpid());
+  std::fflush(stderr);
+  while (!DebuggerAttached()) poll(nullptr, 0, 100);
+  // gtest's own break (a trap) follows as this returns.
+  std::fprintf(stderr,
+               "disttest: rank %d: a debugger is attached; gtest breaks at "
+               "the failure\n",
+               rank);
+  std::fflush(stderr);
+}
+
 }  // namespace disttest::internal

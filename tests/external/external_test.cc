@@ -238,6 +238,19 @@ TEST_P(ExternalTest, HungRankPrintsItsStacksAndTheRunEnds) {
       << r.all;
 }
 
+// --gtest_fail_fast under a launcher: every rank fails the test (rank 0
+// with the report), so every rank skips the rest together.
+TEST_P(ExternalTest, FailFastSkipsTheRestOnEveryRank) {
+  Report r = Launch("External.FailsOnRank1/*:External.SkipsEverywhere/*",
+                    {{"GTEST_FAIL_FAST", "1"}});
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr("[  FAILED  ] External.FailsOnRank1/4ranks"));
+  EXPECT_THAT(r.run.out,
+              HasSubstr("[  SKIPPED ] External.SkipsEverywhere/4ranks"));
+  EXPECT_THAT(r.all, Not(HasSubstr("marker-external-skip"))) << r.all;
+}
+
 // DISTTEST_TIMEOUT_SCALE under a launcher: every rank's deadline is scaled
 // (the barrier gives up at a tenth before the scaled timeout), and the
 // reason says so.

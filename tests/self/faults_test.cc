@@ -436,6 +436,49 @@ TEST_P(FaultsTest, DebugRankWaitsForADebuggerAndSuspendsTheTimeout) {
                         "wait for it. Attach with:\n[rank 1]   gdb -p"));
 }
 
+// --gtest_break_on_failure (here GTEST_BREAK_ON_FAILURE=1): the failing
+// rank waits at its failure for a debugger, with the timeout off; once one
+// attaches, gtest's own break stops it there (the debugger sees the trap
+// and goes on without it). The parent, which only reports the failure,
+// does not break.
+TEST_P(FaultsTest, BreakOnFailureStopsTheFailingRankForADebugger) {
+  enum { kWaiting, kDetached } state = kWaiting;
+  int stop_signal = 0;
+  Verdict v = RunVerdicts(
+      GetParam(), "Verdicts.FailsOnRank1Only/2ranks",
+      {{"GTEST_BREAK_ON_FAILURE", "1"}, {"DISTTEST_TIMEOUT", "1"}},
+      std::chrono::seconds(60),
+      [&](pid_t, const std::string&, const std::string& err) {
+        if (state != kWaiting || NumberAfter(err, "rank 1 is pid ") <= 0) {
+          return;
+        }
+        const auto rank =
+            static_cast<pid_t>(NumberAfter(err, "rank 1 is pid "));
+        // Longer than DISTTEST_TIMEOUT: it must not be running.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        ASSERT_EQ(ptrace(PTRACE_SEIZE, rank, nullptr, nullptr), 0);
+        int status = 0;
+        ASSERT_EQ(waitpid(rank, &status, __WALL), rank);
+        if (WIFSTOPPED(status)) stop_signal = WSTOPSIG(status);
+        ptrace(PTRACE_DETACH, rank, nullptr, nullptr);  // Without the trap.
+        state = kDetached;
+      });
+  EXPECT_EQ(state, kDetached) << v.run.err;
+  EXPECT_EQ(stop_signal, SIGTRAP);
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.err,
+              HasSubstr(fmt::format(
+                  "disttest: --gtest_break_on_failure: rank 1 is pid {}",
+                  NumberAfter(v.run.err, "rank 1 is pid "))));
+  EXPECT_THAT(v.run.err,
+              HasSubstr(fmt::format("and stops at its failure at "
+                                    "verdicts_test_.cc:{}; the test's timeout "
+                                    "is off. Attach with:\n[rank 1]   gdb -p",
+                                    LineOf("marker-nonfatal"))));
+  EXPECT_THAT(v.run.out, HasSubstr(FailureAt("marker-nonfatal", "[rank 1/2]")));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("timed out")));
+}
+
 INSTANTIATE_TEST_SUITE_P(LaunchModes, FaultsTest,
                          ::testing::Values(kForkSetup, kExecSetup),
                          [](const auto& info) {

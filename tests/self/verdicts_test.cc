@@ -825,6 +825,55 @@ TEST_P(VerdictsTest, XmlHoldsEachRanksFailureAndTheTestsProperties) {
   EXPECT_THAT(tc, HasSubstr("<property name=\"disttest_rerun\" value=\""));
 }
 
+// --gtest_output=json holds what the XML holds: each rank's properties and
+// the failures with their ranks.
+TEST_P(VerdictsTest, JsonOutputHasEveryRanksDetail) {
+  const std::string path = TempPath(".json");
+  std::vector<std::string> args = {
+      GetParam().binary,
+      "--gtest_filter=Verdicts.RecordsProperties/3ranks:Verdicts."
+      "AllEqDisagrees/4ranks",
+      "--gtest_output=json:" + path};
+  if (*GetParam().extra_arg != '\0') args.push_back(GetParam().extra_arg);
+  ChildRun run = RunChild(args, {{"VERDICTS_LAUNCH", GetParam().launch}},
+                          std::chrono::seconds(60));
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+  nlohmann::json json = nlohmann::json::parse(ReadFile(path));
+  std::filesystem::remove(path);
+  std::map<std::string, nlohmann::json> tests;
+  for (const auto& suite : json["testsuites"]) {
+    for (const auto& test : suite["testsuite"]) tests[test["name"]] = test;
+  }
+  const nlohmann::json& props = tests["RecordsProperties/3ranks"];
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(props.value(fmt::format("rank{}.marker-key", r), ""),
+              std::to_string(r))
+        << props.dump(1);
+  }
+  EXPECT_EQ(props.value("rank1.marker-only-rank1", ""), "yes");
+  EXPECT_EQ(props.value("disttest_world_size", ""), "3");
+  const nlohmann::json& failed = tests["AllEqDisagrees/4ranks"];
+  ASSERT_EQ(failed["failures"].size(), 1u) << failed.dump(1);
+  EXPECT_THAT(failed["failures"][0]["failure"].get<std::string>(),
+              HasSubstr("[ranks 0-3 of 4] DIST_EXPECT_ALL_EQ(rank() == 1 ? 43 "
+                        ": 42): the 4 ranks disagree:"));
+  EXPECT_THAT(failed.value("disttest_rerun", ""),
+              HasSubstr("--gtest_filter=Verdicts.AllEqDisagrees/4ranks"));
+}
+
+// --gtest_fail_fast stops after the first failing distributed test as after
+// a plain one: the rest are skipped, their ranks never started.
+TEST_P(VerdictsTest, FailFastStopsAfterTheFirstFailingDistributedTest) {
+  Verdict v =
+      Run("Verdicts.FailsOnRank1Only/2ranks:Verdicts.PrintsLines/2ranks",
+          {{"GTEST_FAIL_FAST", "1"}});
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[  FAILED  ] Verdicts.FailsOnRank1Only/"
+                                   "2ranks"));
+  EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] Verdicts.PrintsLines/2ranks"));
+  EXPECT_THAT(v.run.out + v.run.err, Not(HasSubstr("marker-stdout from rank")));
+}
+
 // RecordProperty() in a rank reaches the parent's XML, per rank; a pooled
 // rank records into the test it runs, not into the one it started with.
 TEST_P(VerdictsTest, PropertiesARankRecordsReachTheXmlPerRank) {
