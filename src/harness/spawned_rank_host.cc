@@ -40,13 +40,48 @@ namespace {
 // every few milliseconds; if it cannot for this long, it is gone.
 constexpr std::chrono::seconds kSendTimeout(30);
 
+// The coverage runtimes' entry points, in a program built with --coverage
+// (gcov) or -fprofile-instr-generate (clang); null otherwise. __gcov_exit
+// is in the part of libgcov every instrumented program links (weak
+// references pull nothing from an archive); __gcov_dump and __gcov_reset
+// only where the program links them (-Wl,-u,__gcov_reset).
+extern "C" {
+__attribute__((weak)) void __gcov_exit();
+__attribute__((weak)) void __gcov_dump();
+__attribute__((weak)) void __gcov_reset();
+__attribute__((weak)) int __llvm_profile_write_file();
+__attribute__((weak)) void __llvm_profile_reset_counters();
+}
+
+// A rank counts only what it runs where it can: a forked rank starts with
+// its parent's counters, which the parent writes itself.
+void ResetCoverage() {
+  if (&__gcov_reset != nullptr) __gcov_reset();
+  if (&__llvm_profile_reset_counters != nullptr) {
+    __llvm_profile_reset_counters();
+  }
+}
+
+// _exit skips the runtimes' exit-time writers: the rank writes its counts
+// itself (gcov merges them into the .gcda files under a file lock; clang's
+// go where LLVM_PROFILE_FILE says: give it %p or %m for several ranks).
+void WriteCoverage() {
+  if (&__gcov_dump != nullptr) {
+    __gcov_dump();
+  } else if (&__gcov_exit != nullptr) {
+    __gcov_exit();
+  }
+  if (&__llvm_profile_write_file != nullptr) __llvm_profile_write_file();
+}
+
 // Leaves the rank. _exit, not exit(): no atexit handlers or static
 // destructors of the parent's copy run here, and buffered stdio is flushed
-// exactly once, by us.
+// exactly once, by us (and coverage counts are written).
 [[noreturn]] void Leave(int code) {
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
+  WriteCoverage();
   _exit(code);
 }
 
@@ -346,6 +381,7 @@ void EndLeftovers(const char* whose) {
 
 void RunSpawnedRank(RankProgram& program, const Options& options,
                     std::shared_ptr<HostArena> forked_arena) {
+  ResetCoverage();
   SpawnedRankHost host(program, options, std::move(forked_arena));
   host.Exit(RunRank(program, options, host));
 }
