@@ -37,6 +37,9 @@ double SlowBuildScale(std::string* why = nullptr);
 // `d` times TimeoutScale() (a malformed value counts as unset here: the
 // test's options report it).
 std::chrono::milliseconds Scaled(std::chrono::milliseconds d);
+// The same, but never shorter than `d`: for bounds tied to fixed periods
+// (a launched rank's heartbeat every 500 ms, its report waits).
+std::chrono::milliseconds ScaledUp(std::chrono::milliseconds d);
 // For a message about a scaled deadline: "" at 1, else " (x2:
 // DISTTEST_TIMEOUT_SCALE)" or " (x3 under AddressSanitizer; set
 // DISTTEST_TIMEOUT_SCALE to change it)".

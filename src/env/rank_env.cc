@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -148,8 +149,15 @@ std::string ScaleNote() {
 std::chrono::milliseconds Scaled(std::chrono::milliseconds d) {
   const double scale = ScaleOrOne();
   if (scale == 1) return d;
-  return std::chrono::milliseconds(static_cast<long long>(
-      std::ceil(static_cast<double>(d.count()) * scale)));
+  // A century at most: "no limit" (milliseconds::max()) stays one.
+  constexpr double kMax = 100.0 * 365 * 24 * 3600 * 1000;
+  const double scaled = std::ceil(static_cast<double>(d.count()) * scale);
+  return std::chrono::milliseconds(
+      static_cast<long long>(std::min(scaled, kMax)));
+}
+
+std::chrono::milliseconds ScaledUp(std::chrono::milliseconds d) {
+  return ScaleOrOne() < 1 ? d : Scaled(d);
 }
 
 bool CompareCallsWhileWaiting() {

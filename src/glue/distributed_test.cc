@@ -43,7 +43,6 @@
 #include "harness/rank_outcome.h"
 #include "harness/spawned_rank_host.h"
 #include "harness/supervisor.h"
-#include "harness/trace.h"
 #include "harness/verdict.h"
 #include "harness/worker_pool.h"
 
@@ -249,15 +248,7 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
     return false;
   }
   Reraise(Judge(spec, ranks));
-  std::string trace;
-  if (TraceWanted()) {
-    try {
-      trace = WriteTrace(spec, ranks);
-    } catch (const std::exception& e) {
-      GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, e.what(),
-                        ::testing::TestPartResult::kNonFatalFailure);
-    }
-  }
+  const std::string trace = TraceOf(spec, ranks);
   if (pooled && ::testing::Test::HasFailure()) WorkerPools::Get().EndLast();
   if (::testing::Test::HasFailure()) {
     PrintLogTails(ranks);

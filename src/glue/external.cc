@@ -22,7 +22,6 @@
 #include "harness/launched/launched_rank_host.h"
 #include "harness/launched/step_protocol.h"
 #include "harness/launcher.h"
-#include "harness/trace.h"
 #include "harness/verdict.h"
 
 namespace disttest::internal {
@@ -235,15 +234,7 @@ bool RunStep(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
                        {}});
     }
     Reraise(findings);
-    std::string trace;
-    if (TraceWanted()) {
-      try {
-        trace = WriteTrace(spec, reports);
-      } catch (const std::exception& e) {
-        GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, e.what(),
-                          ::testing::TestPartResult::kNonFatalFailure);
-      }
-    }
+    const std::string trace = TraceOf(spec, reports);
     verdict = ::testing::Test::HasFailure()  ? RankVerdict::kFailed
               : ::testing::Test::IsSkipped() ? RankVerdict::kSkipped
                                              : RankVerdict::kPassed;

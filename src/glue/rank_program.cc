@@ -25,6 +25,7 @@
 #include "env/knobs.h"
 #include "glue/current_communicator.h"
 #include "harness/rank_main.h"
+#include "harness/trace.h"
 #include "launch/launch_internal.h"
 
 namespace disttest::internal {
@@ -138,10 +139,11 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
     FixtureAccess::Bind(*fixture_, nullptr, nullptr, nullptr);
   } else {
     TestAccess::Bind(test_, &env, comm, &user_store);
-    const Options& options = TestAccess::options(test_);
-    if (options.parallel && comm != nullptr) {
+    if (TestAccess::options(test_).parallel && comm != nullptr) {
+      // With the test's deadline as the rank has it (DISTTEST_TIMEOUT and
+      // the scale applied).
       Guarded("building the parallel groups (options().parallel)",
-              [&] { Launch(env, *comm, store, options); });
+              [&] { Launch(env, *comm, store, EffectiveOptions(test_)); });
     }
     EnterPhase(RankPhase::kSetUp);
     if (owned_ != nullptr && !reporter.stops_body()) {
@@ -247,6 +249,18 @@ void Reraise(const std::vector<Finding>& findings) {
         ::testing::Test::RecordProperty(f.message, f.value);
         break;
     }
+  }
+}
+
+std::string TraceOf(const TestSpec& spec,
+                    const std::vector<RankReport>& ranks) {
+  if (!TraceWanted()) return "";
+  try {
+    return WriteTrace(spec, ranks);
+  } catch (const std::exception& e) {
+    GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, e.what(),
+                      ::testing::TestPartResult::kNonFatalFailure);
+    return "";
   }
 }
 

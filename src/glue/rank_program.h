@@ -73,6 +73,10 @@ void AdoptFixtureDirs(DistributedTest& test, const std::string& joined);
 // Records each finding in the running gtest test, at its file:line.
 void Reraise(const std::vector<Finding>& findings);
 
+// With DISTTEST_TRACE, the test's trace, written; its path ("" without the
+// variable, or when it could not be written: then a failure says why).
+std::string TraceOf(const TestSpec& spec, const std::vector<RankReport>& ranks);
+
 // While it lives, gtest's --gtest_break_on_failure is off in this process:
 // for failures it reports for its ranks (the failing rank broke itself).
 class NoBreakOnFailure {

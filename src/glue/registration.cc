@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "disttest/distributed_test.h"
+#include "disttest/error.h"
 
 namespace disttest::internal {
 
@@ -69,13 +70,26 @@ std::function<DistributedTest*()> FindParamTestFactory(
       const std::string name = info->name();
       const std::string base = suite_name.substr(suite_name.rfind('/') + 1);
       const std::string pattern = name.substr(0, name.rfind('/'));
+      std::function<DistributedTest*()> found;
+      int matches = 0;
       for (const ParamTestFactory& f : ParamTestFactories()) {
         if (f.suite == base && f.pattern == pattern &&
             f.param == info->value_param()) {
-          return f.make;
+          found = f.make;
+          ++matches;
         }
       }
-      return nullptr;
+      if (matches > 1) {
+        // Running another parameter's test under this one's name could
+        // pass a case that never ran: refuse.
+        throw Error(fmt::format(
+            "{} parameters of {}.{} print as '{}', so a reused rank cannot "
+            "tell which is {}'s; give the parameter type a PrintTo() that "
+            "tells them apart, or run this suite without "
+            "options().reuse_workers",
+            matches, base, pattern, info->value_param(), test));
+      }
+      return found;
     }
   }
   return nullptr;

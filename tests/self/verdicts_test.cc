@@ -1742,6 +1742,31 @@ TEST_P(VerdictsTest, PooledRanksRunEveryParameterOfASweep) {
   }
 }
 
+// Parameters that gtest prints alike cannot be told apart by a reused rank:
+// the test it cannot make fails saying so (a fresh rank, forked with its
+// own test object, runs it rightly).
+TEST_P(VerdictsTest, PooledParametersThatPrintAlikeFailRatherThanRunTwice) {
+  Verdict v = Run("Close/VerdictsPooledAlike.*");
+  if (std::string(GetParam().launch) == "exec") {
+    // kExec ranks are started for each test, each with its own parameter.
+    EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+    return;
+  }
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("a pooled rank could not start Close/"
+                        "VerdictsPooledAlike.SeesItsParameter/2ranks/1: 2 "
+                        "parameters of VerdictsPooledAlike.SeesItsParameter/"
+                        "2ranks print as '1', so a reused rank cannot tell "
+                        "which is Close/VerdictsPooledAlike.SeesItsParameter/"
+                        "2ranks/1's"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("[       OK ] Close/VerdictsPooledAlike."
+                                   "SeesItsParameter/2ranks/0"));
+  EXPECT_THAT(v.run.out, HasSubstr("[  FAILED  ] Close/VerdictsPooledAlike."
+                                   "SeesItsParameter/2ranks/1"));
+}
+
 // A typed test is one suite per type, named by the suite's name generator;
 // the failing type at the failing size fails alone.
 TEST_P(VerdictsTest, TypedTestIsOneSuitePerType) {
@@ -1770,7 +1795,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // One GPU: the NCCL test skips on any machine.
   // (Not the 32- and 128-rank hangs: their stacks take seconds.)
   Verdict v =
-      Run("*-Verdicts.HangsForSignalTests/*:VerdictsShortTimeout."
+      Run("*-Verdicts.HangsForSignalTests/*:Close/*:VerdictsShortTimeout."
           "AllHangInTwoPlaces/32ranks:VerdictsShortTimeout.AllHangInTwoPlaces/"
           "128ranks",
           {{"DISTTEST_GPUS", "1"}});

@@ -1168,6 +1168,18 @@ DIST_TEST_P(VerdictsPooledSweep, SeesItsParameter) {
 INSTANTIATE_TEST_SUITE_P(Words, VerdictsPooledSweep,
                          ::testing::Values("alpha", "be", "gamma"));
 
+// Two parameters that gtest prints alike ("1"): a reused rank cannot tell
+// which test is which, so it refuses rather than run one case twice.
+class VerdictsPooledAlike : public VerdictsPooled,
+                            public ::testing::WithParamInterface<double> {};
+DIST_TEST_P(VerdictsPooledAlike, SeesItsParameter) {
+  double sum = GetParam();
+  comm().allreduce(&sum, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(sum, 2 * GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Close, VerdictsPooledAlike,
+                         ::testing::Values(1.0, 1.0000001));
+
 // One suite per type; only int32_t at 3 ranks fails.
 template <typename T>
 class VerdictsTyped : public Verdicts {};

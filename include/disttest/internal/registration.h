@@ -150,8 +150,8 @@ bool RegisterDistributedTest(const char* suite, const char* name,
 
 // A parameterized test's factories, for pooled ranks, which make a test from
 // its name: by the suite, the pattern and the parameter as gtest prints it
-// (the TestInfo's value_param(); parameters that print alike are taken to be
-// alike).
+// (the TestInfo's value_param(); two that print alike cannot be told
+// apart, and FindParamTestFactory refuses them).
 struct ParamTestFactory {
   std::string suite;    // "Suite", without an instantiation's prefix.
   std::string pattern;  // "Name/4ranks"
@@ -161,7 +161,8 @@ struct ParamTestFactory {
 std::vector<ParamTestFactory>& ParamTestFactories();
 
 // The factory of the parameterized test of full gtest name `test`
-// ("Prefix/Suite.Name/4ranks/param"), or null.
+// ("Prefix/Suite.Name/4ranks/param"), or null. Throws Error when several
+// parameters of its pattern print alike (which is which cannot be told).
 std::function<DistributedTest*()> FindParamTestFactory(const std::string& test);
 
 // One test of a pattern, for one parameter (gtest owns it: the parameter
@@ -283,22 +284,27 @@ struct TypedTestRegistrar<Fixture, Test, Names, ::testing::internal::None> {
 
 #define DISTTEST_CLASS_NAME_(fixture, name) fixture##_##name##_DistTest
 
-// DIST_TEST_F(Fixture, Name[, world sizes...]) { body }
-#define DIST_TEST_F(fixture, name, ...)                                  \
-  static_assert(sizeof(#name) > 1, "DIST_TEST_F needs a test name");     \
-  class DISTTEST_CLASS_NAME_(fixture, name) : public fixture {           \
-   public:                                                               \
-    DISTTEST_CLASS_NAME_(fixture, name)() = default;                     \
-                                                                         \
-   private:                                                              \
-    void RunDistributedBody() override;                                  \
-    static const bool disttest_registered_;                              \
-  };                                                                     \
-  const bool DISTTEST_CLASS_NAME_(fixture, name)::disttest_registered_ = \
-      ::disttest::internal::RegisterDistributedTest<                     \
-          fixture, DISTTEST_CLASS_NAME_(fixture, name)>(                 \
-          #fixture, #name, __FILE__, __LINE__, {__VA_ARGS__});           \
+// The test class of DIST_TEST_F and DIST_TEST_P, registered by `registrar`.
+#define DISTTEST_TEST_(macro, registrar, fixture, name, ...)                \
+  static_assert(sizeof(#name) > 1, macro " needs a test name");             \
+  class DISTTEST_CLASS_NAME_(fixture, name) : public fixture {              \
+   public:                                                                  \
+    DISTTEST_CLASS_NAME_(fixture, name)() = default;                        \
+                                                                            \
+   private:                                                                 \
+    void RunDistributedBody() override;                                     \
+    static const bool disttest_registered_;                                 \
+  };                                                                        \
+  const bool DISTTEST_CLASS_NAME_(fixture, name)::disttest_registered_ =    \
+      ::disttest::internal::registrar<fixture,                              \
+                                      DISTTEST_CLASS_NAME_(fixture, name)>( \
+          #fixture, #name, __FILE__, __LINE__, {__VA_ARGS__});              \
   void DISTTEST_CLASS_NAME_(fixture, name)::RunDistributedBody()
+
+// DIST_TEST_F(Fixture, Name[, world sizes...]) { body }
+#define DIST_TEST_F(fixture, name, ...)                                 \
+  DISTTEST_TEST_("DIST_TEST_F", RegisterDistributedTest, fixture, name, \
+                 __VA_ARGS__)
 
 // DIST_TEST_P(Fixture, Name[, world sizes...]) { body }
 //
@@ -307,21 +313,9 @@ struct TypedTestRegistrar<Fixture, Test, Names, ::testing::internal::None> {
 // Instantiate it with gtest's own INSTANTIATE_TEST_SUITE_P(Prefix, Fixture,
 // generator[, name generator]); the tests are
 // "Prefix/Fixture.Name/4ranks/<param>".
-#define DIST_TEST_P(fixture, name, ...)                                  \
-  static_assert(sizeof(#name) > 1, "DIST_TEST_P needs a test name");     \
-  class DISTTEST_CLASS_NAME_(fixture, name) : public fixture {           \
-   public:                                                               \
-    DISTTEST_CLASS_NAME_(fixture, name)() = default;                     \
-                                                                         \
-   private:                                                              \
-    void RunDistributedBody() override;                                  \
-    static const bool disttest_registered_;                              \
-  };                                                                     \
-  const bool DISTTEST_CLASS_NAME_(fixture, name)::disttest_registered_ = \
-      ::disttest::internal::RegisterParamDistributedTest<                \
-          fixture, DISTTEST_CLASS_NAME_(fixture, name)>(                 \
-          #fixture, #name, __FILE__, __LINE__, {__VA_ARGS__});           \
-  void DISTTEST_CLASS_NAME_(fixture, name)::RunDistributedBody()
+#define DIST_TEST_P(fixture, name, ...)                                      \
+  DISTTEST_TEST_("DIST_TEST_P", RegisterParamDistributedTest, fixture, name, \
+                 __VA_ARGS__)
 
 // DIST_TYPED_TEST_SUITE(Fixture, Types[, NameGenerator]);
 // DIST_TYPED_TEST(Fixture, Name[, world sizes...]) { body }

@@ -115,12 +115,12 @@ void LaunchedJob::Goodbye() {
     std::fprintf(stderr,
                  "[ disttest ] rank 0: the run is over here; waiting up "
                  "to %lld s for %s to finish before leaving\n",
-                 static_cast<long long>(Scaled(kGoodbyeWait).count() / 1000),
+                 static_cast<long long>(ScaledUp(kGoodbyeWait).count() / 1000),
                  RanksText(missing).c_str());
     std::fflush(stderr);
   }
   try {
-    liveness_.AwaitResults(keys, from, Clock::now() + Scaled(kGoodbyeWait));
+    liveness_.AwaitResults(keys, from, Clock::now() + ScaledUp(kGoodbyeWait));
     store_->set(kEndKey, "1");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[ disttest ] rank 0 at the end: %s\n", e.what());

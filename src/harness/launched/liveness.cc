@@ -194,7 +194,7 @@ std::string Liveness::Dead(int r, Clock::time_point now, TcpStore& store) {
 }
 
 void WaitForTheEnd(TcpStore& store) {
-  const auto deadline = Clock::now() + Scaled(kGoodbyeWait);
+  const auto deadline = Clock::now() + ScaledUp(kGoodbyeWait);
   try {
     while (Clock::now() < deadline && !store.check({kEndKey})) {
       std::this_thread::sleep_for(milliseconds(10));

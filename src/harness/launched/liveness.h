@@ -53,7 +53,7 @@ class Liveness {
            SideChannel& side)
       : rank_(rank),
         size_(size),
-        dead_after_(Scaled(kDeadAfter)),
+        dead_after_(ScaledUp(kDeadAfter)),
         main_(store),
         side_(side) {}
 

@@ -145,8 +145,8 @@ std::vector<RankReport> GatherReports(LaunchedJob& job, const StepKeys& keys,
   }
   // Collected even after an abort: the ranks that can still report say
   // how the others' failure looked from where they were.
-  std::map<int, std::string> missing =
-      job.liveness().AwaitResults(done, from, deadline + Scaled(kReportGrace));
+  std::map<int, std::string> missing = job.liveness().AwaitResults(
+      done, from, deadline + ScaledUp(kReportGrace));
   std::vector<RankReport> reports;
   for (int q = 0; q < n; ++q) {
     auto it = missing.find(q);
@@ -194,7 +194,7 @@ RankVerdict AwaitVerdict(LaunchedJob& job, const StepKeys& keys,
                          const std::string& name, Clock::time_point deadline) {
   // Not ended by an abort either: rank 0 reports the test all the same.
   std::map<int, std::string> missing = job.liveness().AwaitResults(
-      {keys.Verdict()}, {0}, deadline + 2 * Scaled(kReportGrace));
+      {keys.Verdict()}, {0}, deadline + 2 * ScaledUp(kReportGrace));
   if (!missing.empty()) {
     throw Error(fmt::format("rank 0 gave no verdict for {}: {}", name,
                             missing.begin()->second));
