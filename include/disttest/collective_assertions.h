@@ -67,57 +67,50 @@ Agreement AllTrue(const char* macro, const char* expression, bool value,
   else                                                                       \
     on_failure(disttest_agreement_.message().c_str())
 
+// One assertion: `macro` and `text` (the asserted source, stringized by the
+// public macro) for the message, on `comm` (null: the test's comm()).
+#define DISTTEST_ALL_EQ_(macro, text, value, comm, on_failure)               \
+  DISTTEST_COLLECTIVE_(                                                      \
+      ::disttest::internal::AllEqual(macro, text,                            \
+                                     ::testing::PrintToString(value), comm), \
+      on_failure)
+#define DISTTEST_ALL_TRUE_(macro, text, condition, comm, on_failure)         \
+  DISTTEST_COLLECTIVE_(::disttest::internal::AllTrue(                        \
+                           macro, text, static_cast<bool>(condition), comm), \
+                       on_failure)
+#define DISTTEST_ON_(comm) &static_cast<::disttest::Communicator&>(comm)
+
 // Every rank's `value` must be equal (as printed by gtest).
-#define DIST_EXPECT_ALL_EQ(value)                                      \
-  DISTTEST_COLLECTIVE_(                                                \
-      ::disttest::internal::AllEqual("DIST_EXPECT_ALL_EQ", #value,     \
-                                     ::testing::PrintToString(value)), \
-      GTEST_NONFATAL_FAILURE_)
-#define DIST_ASSERT_ALL_EQ(value)                                      \
-  DISTTEST_COLLECTIVE_(                                                \
-      ::disttest::internal::AllEqual("DIST_ASSERT_ALL_EQ", #value,     \
-                                     ::testing::PrintToString(value)), \
-      GTEST_FATAL_FAILURE_)
+#define DIST_EXPECT_ALL_EQ(value)                                \
+  DISTTEST_ALL_EQ_("DIST_EXPECT_ALL_EQ", #value, value, nullptr, \
+                   GTEST_NONFATAL_FAILURE_)
+#define DIST_ASSERT_ALL_EQ(value)                                \
+  DISTTEST_ALL_EQ_("DIST_ASSERT_ALL_EQ", #value, value, nullptr, \
+                   GTEST_FATAL_FAILURE_)
 
 // `condition` must hold on every rank.
-#define DIST_EXPECT_ALL_TRUE(condition)                                 \
-  DISTTEST_COLLECTIVE_(                                                 \
-      ::disttest::internal::AllTrue("DIST_EXPECT_ALL_TRUE", #condition, \
-                                    static_cast<bool>(condition)),      \
-      GTEST_NONFATAL_FAILURE_)
-#define DIST_ASSERT_ALL_TRUE(condition)                                 \
-  DISTTEST_COLLECTIVE_(                                                 \
-      ::disttest::internal::AllTrue("DIST_ASSERT_ALL_TRUE", #condition, \
-                                    static_cast<bool>(condition)),      \
-      GTEST_FATAL_FAILURE_)
+#define DIST_EXPECT_ALL_TRUE(condition)                                      \
+  DISTTEST_ALL_TRUE_("DIST_EXPECT_ALL_TRUE", #condition, condition, nullptr, \
+                     GTEST_NONFATAL_FAILURE_)
+#define DIST_ASSERT_ALL_TRUE(condition)                                      \
+  DISTTEST_ALL_TRUE_("DIST_ASSERT_ALL_TRUE", #condition, condition, nullptr, \
+                     GTEST_FATAL_FAILURE_)
 
 // The same on a communicator of the test's own (one it made with
 // CreateCommunicator(), with or without options().init_distributed): every
 // rank of `comm` must reach it.
 //   DIST_EXPECT_ALL_EQ_ON(*mine, Checksum(model));
-#define DIST_EXPECT_ALL_EQ_ON(comm, value)                                  \
-  DISTTEST_COLLECTIVE_(                                                     \
-      ::disttest::internal::AllEqual(                                       \
-          "DIST_EXPECT_ALL_EQ_ON", #value, ::testing::PrintToString(value), \
-          &static_cast<::disttest::Communicator&>(comm)),                   \
-      GTEST_NONFATAL_FAILURE_)
-#define DIST_ASSERT_ALL_EQ_ON(comm, value)                                  \
-  DISTTEST_COLLECTIVE_(                                                     \
-      ::disttest::internal::AllEqual(                                       \
-          "DIST_ASSERT_ALL_EQ_ON", #value, ::testing::PrintToString(value), \
-          &static_cast<::disttest::Communicator&>(comm)),                   \
-      GTEST_FATAL_FAILURE_)
-#define DIST_EXPECT_ALL_TRUE_ON(comm, condition)                               \
-  DISTTEST_COLLECTIVE_(                                                        \
-      ::disttest::internal::AllTrue(                                           \
-          "DIST_EXPECT_ALL_TRUE_ON", #condition, static_cast<bool>(condition), \
-          &static_cast<::disttest::Communicator&>(comm)),                      \
-      GTEST_NONFATAL_FAILURE_)
-#define DIST_ASSERT_ALL_TRUE_ON(comm, condition)                               \
-  DISTTEST_COLLECTIVE_(                                                        \
-      ::disttest::internal::AllTrue(                                           \
-          "DIST_ASSERT_ALL_TRUE_ON", #condition, static_cast<bool>(condition), \
-          &static_cast<::disttest::Communicator&>(comm)),                      \
-      GTEST_FATAL_FAILURE_)
+#define DIST_EXPECT_ALL_EQ_ON(comm, value)                                     \
+  DISTTEST_ALL_EQ_("DIST_EXPECT_ALL_EQ_ON", #value, value, DISTTEST_ON_(comm), \
+                   GTEST_NONFATAL_FAILURE_)
+#define DIST_ASSERT_ALL_EQ_ON(comm, value)                                     \
+  DISTTEST_ALL_EQ_("DIST_ASSERT_ALL_EQ_ON", #value, value, DISTTEST_ON_(comm), \
+                   GTEST_FATAL_FAILURE_)
+#define DIST_EXPECT_ALL_TRUE_ON(comm, condition)                       \
+  DISTTEST_ALL_TRUE_("DIST_EXPECT_ALL_TRUE_ON", #condition, condition, \
+                     DISTTEST_ON_(comm), GTEST_NONFATAL_FAILURE_)
+#define DIST_ASSERT_ALL_TRUE_ON(comm, condition)                       \
+  DISTTEST_ALL_TRUE_("DIST_ASSERT_ALL_TRUE_ON", #condition, condition, \
+                     DISTTEST_ON_(comm), GTEST_FATAL_FAILURE_)
 
 #endif  // DISTTEST_COLLECTIVE_ASSERTIONS_H_
