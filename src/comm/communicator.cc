@@ -8,6 +8,7 @@
 
 #include "comm/ledger.h"
 #include "disttest/comm/collective_call.h"
+#include "disttest/error.h"
 
 namespace disttest {
 
@@ -15,11 +16,17 @@ std::size_t SizeOf(DataType type) {
   switch (type) {
     case DataType::kInt8:
     case DataType::kUint8:
+    case DataType::kBool:
       return 1;
+    case DataType::kInt16:
+    case DataType::kUint16:
+      return 2;
     case DataType::kInt32:
+    case DataType::kUint32:
     case DataType::kFloat32:
       return 4;
     case DataType::kInt64:
+    case DataType::kUint64:
     case DataType::kFloat64:
       return 8;
   }
@@ -40,6 +47,16 @@ const char* Name(DataType type) {
       return "float32";
     case DataType::kFloat64:
       return "float64";
+    case DataType::kInt16:
+      return "int16";
+    case DataType::kUint16:
+      return "uint16";
+    case DataType::kUint32:
+      return "uint32";
+    case DataType::kUint64:
+      return "uint64";
+    case DataType::kBool:
+      return "bool";
   }
   return "unknown";
 }
@@ -189,6 +206,101 @@ void Communicator::recv(void* data, std::size_t count, DataType type, int peer,
   r.Completed();
 }
 
+void Communicator::reduce(const void* in, void* out, std::size_t count,
+                          DataType type, ReduceOp op, int root, Where where) {
+  Recorded r(*this, true, {LedgerOp::kReduce, type, op, count, root, 0}, where);
+  DoReduce(in, out, count, type, op, root);
+  r.Completed();
+}
+
+void Communicator::reduce_scatter(const void* in, void* out, std::size_t count,
+                                  DataType type, ReduceOp op, Where where) {
+  Recorded r(*this, true, {LedgerOp::kReduceScatter, type, op, count, -1, 0},
+             where);
+  DoReduceScatter(in, out, count, type, op);
+  r.Completed();
+}
+
+void Communicator::gather(const void* in, void* out, std::size_t count,
+                          DataType type, int root, Where where) {
+  Recorded r(*this, true,
+             {LedgerOp::kGather, type, ReduceOp::kSum, count, root, 0}, where);
+  DoGather(in, out, count, type, root);
+  r.Completed();
+}
+
+void Communicator::scatter(const void* in, void* out, std::size_t count,
+                           DataType type, int root, Where where) {
+  Recorded r(*this, true,
+             {LedgerOp::kScatter, type, ReduceOp::kSum, count, root, 0}, where);
+  DoScatter(in, out, count, type, root);
+  r.Completed();
+}
+
+void Communicator::alltoall(const void* in, void* out, std::size_t count,
+                            DataType type, Where where) {
+  Recorded r(*this, true,
+             {LedgerOp::kAllToAll, type, ReduceOp::kSum, count, -1, 0}, where);
+  DoAllToAll(in, out, count, type);
+  r.Completed();
+}
+
+void Communicator::allgatherv(const void* in, void* out,
+                              std::span<const std::size_t> counts,
+                              DataType type, Where where) {
+  std::uint64_t total = 0;
+  for (std::size_t c : counts) total += c;
+  const std::uint64_t hash =
+      CollectiveCall::CountsHash(counts.data(), counts.size());
+  Recorded r(*this, true,
+             {LedgerOp::kAllGatherV, type, ReduceOp::kSum, total, -1,
+              static_cast<std::uint32_t>(hash ^ (hash >> 32))},
+             where);
+  DoAllGatherV(in, out, counts, type);
+  r.Completed();
+}
+
+namespace {
+[[noreturn]] void NotInBackend(const Communicator& comm, const char* op) {
+  throw CommError(
+      fmt::format("[rank {}/{}] {} is not supported by the {} "
+                  "backend",
+                  comm.rank(), comm.size(), op, comm.backend_name()));
+}
+}  // namespace
+
+void Communicator::DoReduce(const void*, void*, std::size_t, DataType, ReduceOp,
+                            int) {
+  NotInBackend(*this, "reduce");
+}
+void Communicator::DoReduceScatter(const void*, void*, std::size_t, DataType,
+                                   ReduceOp) {
+  NotInBackend(*this, "reduce_scatter");
+}
+void Communicator::DoGather(const void*, void*, std::size_t, DataType, int) {
+  NotInBackend(*this, "gather");
+}
+void Communicator::DoScatter(const void*, void*, std::size_t, DataType, int) {
+  NotInBackend(*this, "scatter");
+}
+void Communicator::DoAllToAll(const void*, void*, std::size_t, DataType) {
+  NotInBackend(*this, "alltoall");
+}
+void Communicator::DoAllGatherV(const void*, void*,
+                                std::span<const std::size_t>, DataType) {
+  NotInBackend(*this, "allgatherv");
+}
+
+std::uint64_t CollectiveCall::CountsHash(const std::size_t* counts,
+                                         std::size_t n) {
+  std::uint64_t h = 0xcbf29ce484222325ULL ^ n;
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= counts[i] + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
 std::string CollectiveCall::str() const {
   switch (op) {
     case Op::kBarrier:
@@ -201,6 +313,22 @@ std::string CollectiveCall::str() const {
                          root);
     case Op::kAllGather:
       return fmt::format("allgather({} x {})", count, Name(type));
+    case Op::kReduce:
+      return fmt::format("reduce({} x {}, {}, root {})", count, Name(type),
+                         Name(reduce), root);
+    case Op::kReduceScatter:
+      return fmt::format("reduce_scatter({} x {}, {})", count, Name(type),
+                         Name(reduce));
+    case Op::kGather:
+      return fmt::format("gather({} x {}, root {})", count, Name(type), root);
+    case Op::kScatter:
+      return fmt::format("scatter({} x {}, root {})", count, Name(type), root);
+    case Op::kAllToAll:
+      return fmt::format("alltoall({} x {})", count, Name(type));
+    case Op::kAllGatherV:
+      return fmt::format("allgatherv({} x {}, counts #{:08x})", count,
+                         Name(type),
+                         static_cast<std::uint32_t>(shape ^ (shape >> 32)));
     case Op::kEndOfTest:
       return "no collective (its body has returned)";
   }

@@ -15,9 +15,12 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <exception>
 #include <mutex>
+#include <vector>
 
 #include "base/sockets.h"
 #include "comm/communicator_sockets.h"
@@ -46,17 +49,22 @@ using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
 template <typename T>
 ReduceFn ReduceFunction(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return static_cast<ReduceFn>(&gloo::sum<T>);
-    case ReduceOp::kProd:
-      return static_cast<ReduceFn>(&gloo::product<T>);
-    case ReduceOp::kMin:
-      return static_cast<ReduceFn>(&gloo::min<T>);
-    case ReduceOp::kMax:
-      return static_cast<ReduceFn>(&gloo::max<T>);
+  if constexpr (std::is_same_v<T, bool>) {
+    // On the bytes (0 or 1): "or" is max, "and" min.
+    return ReduceFunction<std::uint8_t>(internal::LogicalOp(op));
+  } else {
+    switch (op) {
+      case ReduceOp::kSum:
+        return static_cast<ReduceFn>(&gloo::sum<T>);
+      case ReduceOp::kProd:
+        return static_cast<ReduceFn>(&gloo::product<T>);
+      case ReduceOp::kMin:
+        return static_cast<ReduceFn>(&gloo::min<T>);
+      case ReduceOp::kMax:
+        return static_cast<ReduceFn>(&gloo::max<T>);
+    }
+    return nullptr;
   }
-  return nullptr;
 }
 
 }  // namespace
@@ -216,6 +224,17 @@ struct GlooCommunicator::Impl {
     return fmt::format("{} of {} {}", op, count, Name(type));
   }
 
+  void RunAllReduce(const CollectiveCall& call, void* data, std::size_t count,
+                    DataType type, ReduceOp op);
+  void RunBroadcast(const CollectiveCall& call, void* data, std::size_t count,
+                    DataType type, int root);
+  void RunAllGather(const CollectiveCall& call, const void* in, void* out,
+                    std::size_t count, DataType type);
+  // Throws CommError for a root out of range, after failing the peers'
+  // comparison with this rank's call.
+  void CheckRoot(const char* op, const std::string& what,
+                 const CollectiveCall& call, int root);
+
   void CheckPeer(const char* op, int peer) const {
     if (peer < 0 || peer >= size || peer == rank) {
       throw CommError(fmt::format("[rank {}/{}] {}: invalid peer rank {}", rank,
@@ -303,6 +322,75 @@ void GlooCommunicator::DoBarrier() {
   });
 }
 
+// The three collectives the others are made of. Each meets the other ranks
+// as `call` (the arena compares it), then moves the data through the arena
+// or Gloo. Run inside Guard().
+void GlooCommunicator::Impl::RunAllReduce(const CollectiveCall& call,
+                                          void* data, std::size_t count,
+                                          DataType type, ReduceOp op) {
+  if (InArena()) {
+    arena->AllReduce(rank, data, count, type, op, timeout, &call);
+    return;
+  }
+  CheckCall(call);
+  if (count == 0) return;
+  internal::VisitType(type, [&]<typename T>(T*) {
+    gloo::AllreduceOptions opts(context);
+    opts.setOutput(static_cast<T*>(data), count);
+    opts.setReduceFunction(ReduceFunction<T>(op));
+    if (count * sizeof(T) <= kBcubeMaxBytes) {
+      opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
+    }
+    gloo::allreduce(opts);
+  });
+}
+
+void GlooCommunicator::Impl::RunBroadcast(const CollectiveCall& call,
+                                          void* data, std::size_t count,
+                                          DataType type, int root) {
+  if (InArena()) {
+    arena->Broadcast(rank, data, count, type, root, timeout, &call);
+    return;
+  }
+  CheckCall(call);
+  if (count == 0) return;
+  gloo::BroadcastOptions opts(context);
+  opts.setOutput(static_cast<uint8_t*>(data), count * SizeOf(type));
+  opts.setRoot(root);
+  gloo::broadcast(opts);
+}
+
+void GlooCommunicator::Impl::RunAllGather(const CollectiveCall& call,
+                                          const void* in, void* out,
+                                          std::size_t count, DataType type) {
+  if (InArena()) {
+    arena->AllGather(rank, in, out, count, type, timeout, &call);
+    return;
+  }
+  CheckCall(call);
+  if (count == 0) return;
+  const std::size_t bytes = count * SizeOf(type);
+  gloo::AllgatherOptions opts(context);
+  // Gloo takes a non-const input pointer but only reads it.
+  opts.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), bytes);
+  opts.setOutput(static_cast<uint8_t*>(out), bytes * size);
+  gloo::allgather(opts);
+}
+
+void GlooCommunicator::Impl::CheckRoot(const char* op, const std::string& what,
+                                       const CollectiveCall& call, int root) {
+  if (root >= 0 && root < size) return;
+  // Peers that passed a valid root would otherwise wait for this rank: the
+  // comparison fails them too, naming every rank's root. This rank's own
+  // error says what is wrong with its call.
+  try {
+    Guard(what, [&] { CheckCall(call); });
+  } catch (const CommError&) {
+  }
+  throw CommError(fmt::format("[rank {}/{}] {}: invalid root rank {}", rank,
+                              size, op, root));
+}
+
 void GlooCommunicator::DoAllReduce(void* data, std::size_t count, DataType type,
                                    ReduceOp op) {
   // Empty collectives are checked too: an empty one against a full one is
@@ -311,70 +399,187 @@ void GlooCommunicator::DoAllReduce(void* data, std::size_t count, DataType type,
   std::string what = fmt::format(
       "{} ({})", impl_->Describe("allreduce", count, type), Name(op));
   impl_->Guard(what, [&] {
-    if (impl_->InArena()) {
-      impl_->arena->AllReduce(impl_->rank, data, count, type, op,
-                              impl_->timeout);
-      return;
-    }
-    impl_->CheckCall(CollectiveCall::AllReduce(count, type, op));
-    if (count == 0) return;
-    internal::VisitType(type, [&]<typename T>(T*) {
-      gloo::AllreduceOptions opts(impl_->context);
-      opts.setOutput(static_cast<T*>(data), count);
-      opts.setReduceFunction(ReduceFunction<T>(op));
-      if (count * sizeof(T) <= kBcubeMaxBytes) {
-        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
-      }
-      gloo::allreduce(opts);
-    });
+    impl_->RunAllReduce(CollectiveCall::AllReduce(count, type, op), data, count,
+                        type, op);
   });
 }
 
 void GlooCommunicator::DoBroadcast(void* data, std::size_t count, DataType type,
                                    int root) {
-  if (root < 0 || root >= impl_->size) {
-    // Peers that passed a valid root would otherwise wait for this rank:
-    // the comparison fails them too, naming every rank's root.
-    impl_->Guard(impl_->Describe("broadcast", count, type), [&] {
-      impl_->CheckCall(CollectiveCall::Broadcast(count, type, root));
-    });
-    throw CommError(fmt::format("[rank {}/{}] broadcast: invalid root rank {}",
-                                impl_->rank, impl_->size, root));
-  }
+  const CollectiveCall call = CollectiveCall::Broadcast(count, type, root);
+  const std::string what = impl_->Describe("broadcast", count, type);
+  impl_->CheckRoot("broadcast", what, call, root);
   if (count == 0 && impl_->arena == nullptr) return;
-  impl_->Guard(impl_->Describe("broadcast", count, type), [&] {
-    const std::size_t bytes = count * SizeOf(type);
-    if (impl_->InArena()) {
-      impl_->arena->Broadcast(impl_->rank, data, count, type, root,
-                              impl_->timeout);
-      return;
-    }
-    impl_->CheckCall(CollectiveCall::Broadcast(count, type, root));
-    if (count == 0) return;
-    gloo::BroadcastOptions opts(impl_->context);
-    opts.setOutput(static_cast<uint8_t*>(data), bytes);
-    opts.setRoot(root);
-    gloo::broadcast(opts);
-  });
+  impl_->Guard(what,
+               [&] { impl_->RunBroadcast(call, data, count, type, root); });
 }
 
 void GlooCommunicator::DoAllGather(const void* in, void* out, std::size_t count,
                                    DataType type) {
   if (count == 0 && impl_->arena == nullptr) return;
   impl_->Guard(impl_->Describe("allgather", count, type), [&] {
-    std::size_t bytes = count * SizeOf(type);
-    if (impl_->InArena()) {
-      impl_->arena->AllGather(impl_->rank, in, out, count, type,
-                              impl_->timeout);
-      return;
+    impl_->RunAllGather(CollectiveCall::AllGather(count, type), in, out, count,
+                        type);
+  });
+}
+
+namespace {
+// A byte buffer: scratch space for the collectives made of others.
+using Bytes = std::vector<unsigned char>;
+const unsigned char* AsBytes(const void* p) {
+  return static_cast<const unsigned char*>(p);
+}
+}  // namespace
+
+void GlooCommunicator::DoReduce(const void* in, void* out, std::size_t count,
+                                DataType type, ReduceOp op, int root) {
+  const CollectiveCall call = CollectiveCall::Reduce(count, type, op, root);
+  const std::string what =
+      fmt::format("{} ({}, root {})", impl_->Describe("reduce", count, type),
+                  Name(op), root);
+  impl_->CheckRoot("reduce", what, call, root);
+  if (count == 0 && impl_->arena == nullptr) return;
+  impl_->Guard(what, [&] {
+    const std::size_t bytes = count * SizeOf(type);
+    // The root reduces into out; the others into a copy of in.
+    Bytes copy;
+    void* data = out;
+    if (impl_->rank != root) {
+      copy.assign(AsBytes(in), AsBytes(in) + bytes);
+      data = copy.data();
+    } else if (bytes > 0 && in != out) {
+      std::memmove(out, in, bytes);
     }
-    impl_->CheckCall(CollectiveCall::AllGather(count, type));
-    if (count == 0) return;
-    gloo::AllgatherOptions opts(impl_->context);
-    // Gloo takes a non-const input pointer but only reads it.
-    opts.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), bytes);
-    opts.setOutput(static_cast<uint8_t*>(out), bytes * impl_->size);
-    gloo::allgather(opts);
+    impl_->RunAllReduce(call, data, count, type, op);
+  });
+}
+
+void GlooCommunicator::DoReduceScatter(const void* in, void* out,
+                                       std::size_t count, DataType type,
+                                       ReduceOp op) {
+  if (count == 0 && impl_->arena == nullptr) return;
+  const std::string what = fmt::format(
+      "{} ({})", impl_->Describe("reduce_scatter", count, type), Name(op));
+  impl_->Guard(what, [&] {
+    const std::size_t bytes = count * SizeOf(type);
+    const std::size_t world = static_cast<std::size_t>(impl_->size);
+    Bytes all(AsBytes(in), AsBytes(in) + world * bytes);
+    impl_->RunAllReduce(CollectiveCall::ReduceScatter(count, type, op),
+                        all.data(), count * world, type, op);
+    if (bytes > 0) {
+      std::memcpy(out,
+                  all.data() + static_cast<std::size_t>(impl_->rank) * bytes,
+                  bytes);
+    }
+  });
+}
+
+void GlooCommunicator::DoGather(const void* in, void* out, std::size_t count,
+                                DataType type, int root) {
+  const CollectiveCall call = CollectiveCall::Gather(count, type, root);
+  const std::string what =
+      fmt::format("{} (root {})", impl_->Describe("gather", count, type), root);
+  impl_->CheckRoot("gather", what, call, root);
+  if (count == 0 && impl_->arena == nullptr) return;
+  impl_->Guard(what, [&] {
+    const std::size_t bytes = count * SizeOf(type);
+    const std::size_t world = static_cast<std::size_t>(impl_->size);
+    // Gathered into out on the root, elsewhere into scratch; from a copy of
+    // in where the two are one buffer.
+    Bytes all, mine;
+    void* into = out;
+    if (impl_->rank != root) {
+      all.resize(world * bytes);
+      into = all.data();
+    }
+    const void* from = in;
+    if (impl_->rank == root && bytes > 0) {
+      mine.assign(AsBytes(in), AsBytes(in) + bytes);
+      from = mine.data();
+    }
+    impl_->RunAllGather(call, from, into, count, type);
+  });
+}
+
+void GlooCommunicator::DoScatter(const void* in, void* out, std::size_t count,
+                                 DataType type, int root) {
+  const CollectiveCall call = CollectiveCall::Scatter(count, type, root);
+  const std::string what = fmt::format(
+      "{} (root {})", impl_->Describe("scatter", count, type), root);
+  impl_->CheckRoot("scatter", what, call, root);
+  if (count == 0 && impl_->arena == nullptr) return;
+  impl_->Guard(what, [&] {
+    const std::size_t bytes = count * SizeOf(type);
+    const std::size_t world = static_cast<std::size_t>(impl_->size);
+    Bytes all(world * bytes);
+    if (impl_->rank == root && bytes > 0) {
+      std::memcpy(all.data(), in, world * bytes);
+    }
+    impl_->RunBroadcast(call, all.data(), count * world, type, root);
+    if (bytes > 0) {
+      std::memcpy(out,
+                  all.data() + static_cast<std::size_t>(impl_->rank) * bytes,
+                  bytes);
+    }
+  });
+}
+
+void GlooCommunicator::DoAllToAll(const void* in, void* out, std::size_t count,
+                                  DataType type) {
+  if (count == 0 && impl_->arena == nullptr) return;
+  impl_->Guard(impl_->Describe("alltoall", count, type), [&] {
+    const std::size_t bytes = count * SizeOf(type);
+    const std::size_t world = static_cast<std::size_t>(impl_->size);
+    const std::size_t me = static_cast<std::size_t>(impl_->rank);
+    // Every rank's whole input, then this rank's part of each.
+    Bytes all(world * world * bytes);
+    impl_->RunAllGather(CollectiveCall::AllToAll(count, type), in, all.data(),
+                        count * world, type);
+    for (std::size_t q = 0; q < world && bytes > 0; ++q) {
+      std::memcpy(static_cast<unsigned char*>(out) + q * bytes,
+                  all.data() + (q * world + me) * bytes, bytes);
+    }
+  });
+}
+
+void GlooCommunicator::DoAllGatherV(const void* in, void* out,
+                                    std::span<const std::size_t> counts,
+                                    DataType type) {
+  std::size_t total = 0, most = 0;
+  for (std::size_t c : counts) {
+    total += c;
+    most = std::max(most, c);
+  }
+  const CollectiveCall call = CollectiveCall::AllGatherV(
+      total, type, CollectiveCall::CountsHash(counts.data(), counts.size()));
+  const std::string what = impl_->Describe("allgatherv", total, type);
+  if (counts.size() != static_cast<std::size_t>(impl_->size)) {
+    // The peers' counts differ from these (they have size() of them): the
+    // comparison fails them too.
+    try {
+      impl_->Guard(what, [&] { impl_->CheckCall(call); });
+    } catch (const CommError&) {
+    }
+    throw CommError(fmt::format(
+        "[rank {}/{}] allgatherv: {} counts given, one per rank is {}",
+        impl_->rank, impl_->size, counts.size(), impl_->size));
+  }
+  if (total == 0 && impl_->arena == nullptr) return;
+  impl_->Guard(what, [&] {
+    const std::size_t size = SizeOf(type);
+    const std::size_t world = counts.size();
+    // Every rank's part padded to the longest, gathered, then packed.
+    Bytes mine(most * size);
+    const std::size_t own = counts[static_cast<std::size_t>(impl_->rank)];
+    if (own > 0) std::memcpy(mine.data(), in, own * size);
+    Bytes all(world * most * size);
+    impl_->RunAllGather(call, mine.data(), all.data(), most, type);
+    auto* packed = static_cast<unsigned char*>(out);
+    for (std::size_t q = 0; q < world; ++q) {
+      if (counts[q] == 0) continue;
+      std::memcpy(packed, all.data() + q * most * size, counts[q] * size);
+      packed += counts[q] * size;
+    }
   });
 }
 

@@ -182,8 +182,15 @@ void Reduce(T* out, const T* in, std::size_t n, ReduceOp op) {
 
 void ReduceAs(DataType type, void* out, const void* in, std::size_t n,
               ReduceOp op) {
+  if (type == DataType::kBool) {
+    Reduce(static_cast<std::uint8_t*>(out),
+           static_cast<const std::uint8_t*>(in), n, internal::LogicalOp(op));
+    return;
+  }
   internal::VisitType(type, [&]<typename T>(T*) {
-    Reduce(static_cast<T*>(out), static_cast<const T*>(in), n, op);
+    if constexpr (!std::is_same_v<T, bool>) {
+      Reduce(static_cast<T*>(out), static_cast<const T*>(in), n, op);
+    }
   });
 }
 
@@ -488,9 +495,11 @@ void HostArena::Wait(int rank, const Deadline& deadline, int parity) {
 
 void HostArena::AllReduce(int rank, void* data, std::size_t count,
                           DataType type, ReduceOp op,
-                          std::chrono::milliseconds timeout) {
+                          std::chrono::milliseconds timeout,
+                          const CollectiveCall* as) {
   const Deadline deadline(timeout);
-  const CollectiveCall call = CollectiveCall::AllReduce(count, type, op);
+  const CollectiveCall call =
+      as != nullptr ? *as : CollectiveCall::AllReduce(count, type, op);
   const std::uint64_t seq = NextSequence(rank);
   const std::size_t size = SizeOf(type);
   // An empty collective still meets and is checked: an empty one against a
@@ -541,9 +550,11 @@ void HostArena::AllReduce(int rank, void* data, std::size_t count,
 
 void HostArena::Broadcast(int rank, void* data, std::size_t count,
                           DataType type, int root,
-                          std::chrono::milliseconds timeout) {
+                          std::chrono::milliseconds timeout,
+                          const CollectiveCall* as) {
   const Deadline deadline(timeout);
-  const CollectiveCall call = CollectiveCall::Broadcast(count, type, root);
+  const CollectiveCall call =
+      as != nullptr ? *as : CollectiveCall::Broadcast(count, type, root);
   const std::uint64_t seq = NextSequence(rank);
   const std::size_t bytes = count * SizeOf(type);
   auto* buffer = static_cast<unsigned char*>(data);
@@ -563,9 +574,11 @@ void HostArena::Broadcast(int rank, void* data, std::size_t count,
 
 void HostArena::AllGather(int rank, const void* in, void* out,
                           std::size_t count, DataType type,
-                          std::chrono::milliseconds timeout) {
+                          std::chrono::milliseconds timeout,
+                          const CollectiveCall* as) {
   const Deadline deadline(timeout);
-  const CollectiveCall call = CollectiveCall::AllGather(count, type);
+  const CollectiveCall call =
+      as != nullptr ? *as : CollectiveCall::AllGather(count, type);
   const std::uint64_t seq = NextSequence(rank);
   const std::size_t bytes = count * SizeOf(type);
   const auto* mine = static_cast<const unsigned char*>(in);

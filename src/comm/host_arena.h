@@ -135,12 +135,20 @@ class HostArena {
   // call, for a collective whose data then goes through another transport.
   void Check(int rank, const CollectiveCall& call,
              std::chrono::milliseconds timeout);
+  //
+  // `as`, where given, is the call the ranks compare instead of this one's
+  // own: a collective made of this one (a reduce is an allreduce of which
+  // only the root keeps the result) is checked as itself, so a reduce
+  // never meets an allreduce. Its fields must decide this call's.
   void AllReduce(int rank, void* data, std::size_t count, DataType type,
-                 ReduceOp op, std::chrono::milliseconds timeout);
+                 ReduceOp op, std::chrono::milliseconds timeout,
+                 const CollectiveCall* as = nullptr);
   void Broadcast(int rank, void* data, std::size_t count, DataType type,
-                 int root, std::chrono::milliseconds timeout);
+                 int root, std::chrono::milliseconds timeout,
+                 const CollectiveCall* as = nullptr);
   void AllGather(int rank, const void* in, void* out, std::size_t count,
-                 DataType type, std::chrono::milliseconds timeout);
+                 DataType type, std::chrono::milliseconds timeout,
+                 const CollectiveCall* as = nullptr);
   // A message from `rank` to `peer`, matched by tag; Send returns once
   // `peer` has received all of it. Both throw CommError when the other side
   // expects another tag, count or type, naming both.

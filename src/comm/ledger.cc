@@ -61,6 +61,15 @@ static_assert(sizeof(LedgerMemory::Area) % alignof(Entry) == 0);
 
 namespace {
 
+bool HasReduceOp(LedgerOp op) {
+  return op == LedgerOp::kAllReduce || op == LedgerOp::kReduce ||
+         op == LedgerOp::kReduceScatter;
+}
+bool HasRoot(LedgerOp op) {
+  return op == LedgerOp::kBroadcast || op == LedgerOp::kReduce ||
+         op == LedgerOp::kGather || op == LedgerOp::kScatter;
+}
+
 // What two ranks' calls of one collective must agree on, in 64 bits.
 std::uint64_t CallHash(const Ledger::Call& c) {
   std::uint64_t h = 0xcbf29ce484222325ULL;
@@ -72,10 +81,11 @@ std::uint64_t CallHash(const Ledger::Call& c) {
     mix(static_cast<std::uint64_t>(c.type));
     mix(c.count);
   }
-  if (c.op == LedgerOp::kAllReduce) mix(static_cast<std::uint64_t>(c.reduce));
-  if (c.op == LedgerOp::kBroadcast) {
+  if (HasReduceOp(c.op)) mix(static_cast<std::uint64_t>(c.reduce));
+  if (HasRoot(c.op)) {
     mix(static_cast<std::uint64_t>(static_cast<std::uint32_t>(c.peer)));
   }
+  if (c.op == LedgerOp::kAllGatherV) mix(c.tag);
   return h;
 }
 
@@ -154,6 +164,21 @@ std::string LedgerRecord::str() const {
     case LedgerOp::kRecv:
       return fmt::format("recv({} x {} from rank {}, tag {})", count,
                          Name(type), peer, tag);
+    case LedgerOp::kReduce:
+      return fmt::format("reduce({} x {}, {}, root {})", count, Name(type),
+                         Name(reduce), peer);
+    case LedgerOp::kReduceScatter:
+      return fmt::format("reduce_scatter({} x {}, {})", count, Name(type),
+                         Name(reduce));
+    case LedgerOp::kGather:
+      return fmt::format("gather({} x {}, root {})", count, Name(type), peer);
+    case LedgerOp::kScatter:
+      return fmt::format("scatter({} x {}, root {})", count, Name(type), peer);
+    case LedgerOp::kAllToAll:
+      return fmt::format("alltoall({} x {})", count, Name(type));
+    case LedgerOp::kAllGatherV:
+      return fmt::format("allgatherv({} x {}, counts #{:08x})", count,
+                         Name(type), tag);
   }
   return "unknown operation";
 }
@@ -168,16 +193,11 @@ std::string LedgerRecord::where() const {
 
 bool LedgerRecord::SameCall(const LedgerRecord& o) const {
   if (op != o.op) return false;
-  switch (op) {
-    case LedgerOp::kBarrier:
-      return true;
-    case LedgerOp::kAllReduce:
-      return type == o.type && count == o.count && reduce == o.reduce;
-    case LedgerOp::kBroadcast:
-      return type == o.type && count == o.count && peer == o.peer;
-    default:
-      return type == o.type && count == o.count;
-  }
+  if (op == LedgerOp::kBarrier) return true;
+  return type == o.type && count == o.count &&
+         (!HasReduceOp(op) || reduce == o.reduce) &&
+         (!HasRoot(op) || peer == o.peer) &&
+         (op != LedgerOp::kAllGatherV || tag == o.tag);
 }
 
 RankPhase RankLedgerView::phase() const {
@@ -384,8 +404,8 @@ std::optional<RankLedgerView> DecodeLedger(std::string_view text,
       const std::int64_t hi[11] = {INT64_MAX / 2,
                                    UINT32_MAX,
                                    INT64_MAX / 2,
-                                   static_cast<int>(LedgerOp::kRecv),
-                                   static_cast<int>(DataType::kFloat64),
+                                   static_cast<int>(kLastLedgerOp),
+                                   static_cast<int>(DataType::kBool),
                                    static_cast<int>(ReduceOp::kMax),
                                    static_cast<int>(LedgerState::kFailed),
                                    INT32_MAX,

@@ -62,7 +62,14 @@ enum class LedgerOp : std::uint8_t {
   kAllGather,
   kSend,
   kRecv,
+  kReduce,         // peer: the root.
+  kReduceScatter,  // count: per rank's part.
+  kGather,         // peer: the root.
+  kScatter,        // peer: the root.
+  kAllToAll,       // count: per rank's part.
+  kAllGatherV,     // count: every rank's together; tag: their counts' hash.
 };
+inline constexpr LedgerOp kLastLedgerOp = LedgerOp::kAllGatherV;
 enum class LedgerState : std::uint8_t { kEntered = 1, kCompleted, kFailed };
 
 // Where a rank is in its test, each with the time it got there.

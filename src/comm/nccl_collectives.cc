@@ -37,6 +37,7 @@ void NcclCommunicator::Impl::allreduce(void* data, std::size_t count,
   if (count == 0 && arena_ == nullptr) return;
   const std::string what = fmt::format(
       "{} ({}) failed", DescribeNcclOp("allreduce", count, type), Name(op));
+  CheckType(what, type);
   Begin(what);
   CheckCall(what, CollectiveCall::AllReduce(count, type, op));
   if (count == 0) return;
@@ -45,8 +46,8 @@ void NcclCommunicator::Impl::allreduce(void* data, std::size_t count,
   void* buffer = staged ? Scratch(what, bytes) : data;
   if (staged) Copy(what, buffer, data, bytes, cudaMemcpyHostToDevice);
   Enqueue(what, [&](ncclComm_t comm) {
-    return ncclAllReduce(buffer, buffer, count, NcclType(type), NcclOp(op),
-                         comm, stream_);
+    return ncclAllReduce(buffer, buffer, count, NcclType(type),
+                         NcclOp(type, op), comm, stream_);
   });
   Wait(what);
   if (staged) {
@@ -70,6 +71,7 @@ void NcclCommunicator::Impl::broadcast(void* data, std::size_t count,
   if (count == 0 && arena_ == nullptr) return;
   const std::string what = fmt::format(
       "{} from rank {} failed", DescribeNcclOp("broadcast", count, type), root);
+  CheckType(what, type);
   Begin(what);
   CheckCall(what, CollectiveCall::Broadcast(count, type, root));
   if (count == 0) return;
@@ -95,6 +97,7 @@ void NcclCommunicator::Impl::allgather(const void* in, void* out,
   if (count == 0 && arena_ == nullptr) return;
   const std::string what =
       fmt::format("{} failed", DescribeNcclOp("allgather", count, type));
+  CheckType(what, type);
   Begin(what);
   CheckCall(what, CollectiveCall::AllGather(count, type));
   if (count == 0) return;
@@ -127,6 +130,7 @@ void NcclCommunicator::Impl::send(const void* data, std::size_t count,
   if (count == 0) return;
   const std::string what = fmt::format(
       "{} to rank {} failed", DescribeNcclOp("send", count, type), peer);
+  CheckType(what, type);
   Begin(what);
   const std::size_t bytes = count * SizeOf(type);
   const void* buffer = data;
@@ -148,6 +152,7 @@ void NcclCommunicator::Impl::recv(void* data, std::size_t count, DataType type,
   if (count == 0) return;
   const std::string what = fmt::format(
       "{} from rank {} failed", DescribeNcclOp("recv", count, type), peer);
+  CheckType(what, type);
   Begin(what);
   const std::size_t bytes = count * SizeOf(type);
   const bool staged = !OnDevice(data);

@@ -11,6 +11,7 @@
 
 #include "comm/host_arena.h"
 #include "comm/nccl_communicator_impl.h"
+#include "comm/visit_type.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
 
@@ -44,8 +45,29 @@ ncclDataType_t NcclType(DataType type) {
       return ncclFloat32;
     case DataType::kFloat64:
       return ncclFloat64;
+    case DataType::kUint32:
+      return ncclUint32;
+    case DataType::kUint64:
+      return ncclUint64;
+    case DataType::kBool:
+      return ncclUint8;  // Reduced by NcclOp(kBool, op) as logic.
+    case DataType::kInt16:
+    case DataType::kUint16:
+      break;  // NCCL has none: CheckType() says so.
   }
   return ncclInt8;
+}
+
+ncclRedOp_t NcclOp(DataType type, ReduceOp op) {
+  return NcclOp(type == DataType::kBool ? internal::LogicalOp(op) : op);
+}
+
+void NcclCommunicator::Impl::CheckType(const std::string& what, DataType type) {
+  if (type == DataType::kInt16 || type == DataType::kUint16) {
+    Fail(what, fmt::format("NCCL has no {} type (use int32 or the gloo "
+                           "backend)",
+                           Name(type)));
+  }
 }
 
 ncclRedOp_t NcclOp(ReduceOp op) {

@@ -77,6 +77,8 @@ class NcclCommunicator::Impl {
   // Whether `p` is memory that NCCL can use (device or managed).
   bool OnDevice(const void* p);
   void CheckPeer(const char* op, int peer) const;
+  // Throws as Fail() does for a type NCCL does not have (int16, uint16).
+  void CheckType(const std::string& what, DataType type);
   void CheckTag(const char* op, std::uint32_t tag) const;
   std::string NcclCause(ncclResult_t result);
 
@@ -104,6 +106,8 @@ class NcclCommunicator::Impl {
 std::string DescribeNcclOp(const char* op, std::size_t count, DataType type);
 ncclDataType_t NcclType(DataType type);
 ncclRedOp_t NcclOp(ReduceOp op);
+// As NcclOp(op), for elements of `type`: a bool's sum is "or" (max).
+ncclRedOp_t NcclOp(DataType type, ReduceOp op);
 // "cudaSetDevice(0) failed: no CUDA-capable device is detected
 // (cudaErrorNoDevice)"
 std::string CudaCause(const std::string& call, cudaError_t error);

@@ -15,6 +15,9 @@
 namespace disttest::internal {
 
 // Calls f(static_cast<T*>(nullptr)) with T the C++ type of `type`.
+//
+// A bool reduces as logic (LogicalOp): sum and max are "or", prod and min
+// "and".
 template <typename F>
 void VisitType(DataType type, F&& f) {
   switch (type) {
@@ -30,7 +33,24 @@ void VisitType(DataType type, F&& f) {
       return f(static_cast<float*>(nullptr));
     case DataType::kFloat64:
       return f(static_cast<double*>(nullptr));
+    case DataType::kInt16:
+      return f(static_cast<std::int16_t*>(nullptr));
+    case DataType::kUint16:
+      return f(static_cast<std::uint16_t*>(nullptr));
+    case DataType::kUint32:
+      return f(static_cast<std::uint32_t*>(nullptr));
+    case DataType::kUint64:
+      return f(static_cast<std::uint64_t*>(nullptr));
+    case DataType::kBool:
+      return f(static_cast<bool*>(nullptr));
   }
+}
+
+// The op that reduces bools as `op` says they reduce, on their bytes (0 or
+// 1): "or" is max, "and" is min.
+inline ReduceOp LogicalOp(ReduceOp op) {
+  return op == ReduceOp::kSum || op == ReduceOp::kMax ? ReduceOp::kMax
+                                                      : ReduceOp::kMin;
 }
 
 }  // namespace disttest::internal

@@ -290,9 +290,12 @@ TEST(LedgerTextTest, AnythingElseIsRefusedSayingWhy) {
   EXPECT_THAT(error, HasSubstr("does not start with"));
   EXPECT_FALSE(DecodeLedger("ledger 2 0 0\nop 1 2 3", &error));
   EXPECT_EQ(error, "a short operation");
+  // The operation after the last does not exist.
   EXPECT_FALSE(DecodeLedger(
-      "ledger 2 0 0\nop 0 0 0 9 0 0 1 -1 0 8 0 5 - 3 a.cc", &error));
-  EXPECT_EQ(error, "a bad operation");  // Operation 9 does not exist.
+      fmt::format("ledger 2 0 0\nop 0 0 0 {} 0 0 1 -1 0 8 0 5 - 3 a.cc",
+                  static_cast<int>(kLastLedgerOp) + 1),
+      &error));
+  EXPECT_EQ(error, "a bad operation");
   EXPECT_FALSE(DecodeLedger("ledger 2 0 0\nfoo", &error));
   EXPECT_THAT(error, HasSubstr("an unknown line"));
   EXPECT_TRUE(DecodeLedger("ledger 2 0 0\nop 0 0 0 1 4 0 1 -1 0 8 0 5 - 3 a.cc",

@@ -531,6 +531,33 @@ DIST_TEST_F(VerdictsMismatch, EachRankItsOwnRoot) {
   Passed();
 }
 
+DIST_TEST_F(VerdictsMismatch, ReduceAgainstAllReduce) {
+  std::vector<float> v(8, 1.0f);
+  if (rank() == 0) {
+    comm().reduce(v.data(), v.data(), v.size(), disttest::ReduceOp::kSum, 0);
+  } else {
+    comm().allreduce(v.data(), v.size(), disttest::ReduceOp::kSum);
+  }
+  Passed();
+}
+
+DIST_TEST_F(VerdictsMismatch, EachRankScattersFromItself) {
+  std::vector<std::int32_t> in(16, 1), out(8);
+  comm().scatter(in.data(), out.data(), out.size(), rank());
+  Passed();
+}
+
+DIST_TEST_F(VerdictsMismatch, AllGatherVCountsDiffer) {
+  // The same total, other counts: rank 0 thinks it gives 1, rank 1 that
+  // rank 0 gives 3.
+  const std::vector<std::size_t> counts =
+      rank() == 0 ? std::vector<std::size_t>{1, 3}
+                  : std::vector<std::size_t>{3, 1};
+  std::vector<float> in(counts[rank()], 1.0f), out(4);
+  comm().allgatherv(in.data(), out.data(), counts);
+  Passed();
+}
+
 DIST_TEST_F(VerdictsMismatch, BarrierAgainstAllReduce) {
   std::vector<float> v(8, 1.0f);
   if (rank() == 0) {

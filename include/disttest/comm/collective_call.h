@@ -28,6 +28,12 @@ struct CollectiveCall {
     kAllReduce,
     kBroadcast,
     kAllGather,
+    kReduce,
+    kReduceScatter,
+    kGather,
+    kScatter,
+    kAllToAll,
+    kAllGatherV,
     // Not an operation: the harness's meeting of the ranks after the body,
     // which a rank still in a collective must not take for a peer's call.
     kEndOfTest,
@@ -37,7 +43,10 @@ struct CollectiveCall {
   DataType type = DataType::kUint8;  // Unused by a barrier.
   std::uint64_t count = 0;           // Elements per rank.
   ReduceOp reduce = ReduceOp::kSum;  // Allreduce only.
-  std::int32_t root = 0;             // Broadcast only.
+  std::int32_t root = 0;             // Broadcast, reduce, gather, scatter.
+  // Allgatherv: the counts of every rank, hashed (CountsHash); count is
+  // their sum.
+  std::uint64_t shape = 0;
 
   static CollectiveCall Barrier() { return {}; }
   static CollectiveCall AllReduce(std::size_t count, DataType type,
@@ -50,17 +59,42 @@ struct CollectiveCall {
   static CollectiveCall AllGather(std::size_t count, DataType type) {
     return {Op::kAllGather, type, count, ReduceOp::kSum, 0};
   }
+  static CollectiveCall Reduce(std::size_t count, DataType type, ReduceOp op,
+                               int root) {
+    return {Op::kReduce, type, count, op, root};
+  }
+  // `count` elements per rank's part.
+  static CollectiveCall ReduceScatter(std::size_t count, DataType type,
+                                      ReduceOp op) {
+    return {Op::kReduceScatter, type, count, op, 0};
+  }
+  static CollectiveCall Gather(std::size_t count, DataType type, int root) {
+    return {Op::kGather, type, count, ReduceOp::kSum, root};
+  }
+  static CollectiveCall Scatter(std::size_t count, DataType type, int root) {
+    return {Op::kScatter, type, count, ReduceOp::kSum, root};
+  }
+  static CollectiveCall AllToAll(std::size_t count, DataType type) {
+    return {Op::kAllToAll, type, count, ReduceOp::kSum, 0};
+  }
+  static CollectiveCall AllGatherV(std::size_t total, DataType type,
+                                   std::uint64_t counts_hash) {
+    return {Op::kAllGatherV, type, total, ReduceOp::kSum, 0, counts_hash};
+  }
   static CollectiveCall EndOfTest() {
     return {Op::kEndOfTest, DataType::kUint8, 0, ReduceOp::kSum, 0};
   }
+  // What allgatherv's ranks must agree on: every rank's count, in order.
+  static std::uint64_t CountsHash(const std::size_t* counts, std::size_t n);
 
   // The constructors above leave the fields an operation does not use at
   // their defaults, so equal calls compare equal field by field.
   bool operator==(const CollectiveCall& other) const = default;
 
   // "barrier()", "allreduce(8 x float32, sum)", "broadcast(8 x float32,
-  // root 0)", "allgather(8 x float32)", "no collective (its body has
-  // returned)".
+  // root 0)", "allgather(8 x float32)", "reduce(8 x float32, sum, root 0)",
+  // "allgatherv(24 x float32, counts #1f2e3d4c)", "no collective (its body
+  // has returned)".
   std::string str() const;
 };
 

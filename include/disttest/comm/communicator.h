@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -42,7 +43,21 @@ enum class Backend {
 
 enum class ReduceOp { kSum, kProd, kMin, kMax };
 
-enum class DataType { kInt8, kUint8, kInt32, kInt64, kFloat32, kFloat64 };
+// Element types. A bool reduces as logic: sum and max are "or", prod and min
+// "and" (as PyTorch's do).
+enum class DataType {
+  kInt8,
+  kUint8,
+  kInt32,
+  kInt64,
+  kFloat32,
+  kFloat64,
+  kInt16,
+  kUint16,
+  kUint32,
+  kUint64,
+  kBool,
+};
 
 // Bytes per element of `type`.
 std::size_t SizeOf(DataType type);
@@ -54,22 +69,47 @@ const char* Name(ReduceOp op);
 const char* Name(Backend backend);
 
 namespace internal {
+// Named in the compiler's error for an element type without a DataType:
+// "ElementTypeHasNoDataType<std::complex<float>>".
+template <typename T>
+struct ElementTypeHasNoDataType : std::false_type {};
+
 template <typename T>
 constexpr DataType DataTypeOf() {
-  if constexpr (std::is_same_v<T, float>)
+  using U = std::remove_cv_t<T>;
+  if constexpr (std::is_same_v<U, bool>) {
+    return DataType::kBool;
+  } else if constexpr (std::is_same_v<U, float>) {
     return DataType::kFloat32;
-  else if constexpr (std::is_same_v<T, double>)
+  } else if constexpr (std::is_same_v<U, double>) {
     return DataType::kFloat64;
-  else if constexpr (std::is_same_v<T, std::int32_t>)
-    return DataType::kInt32;
-  else if constexpr (std::is_same_v<T, std::int64_t>)
-    return DataType::kInt64;
-  else if constexpr (std::is_same_v<T, std::int8_t>)
-    return DataType::kInt8;
-  else if constexpr (std::is_same_v<T, std::uint8_t>)
+  } else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> &&
+                       sizeof(U) == 1) {
+    return DataType::kInt8;  // signed char, and char where it is signed.
+  } else if constexpr (std::is_integral_v<U> && sizeof(U) == 1) {
     return DataType::kUint8;
-  else
-    static_assert(sizeof(T) == 0, "unsupported element type");
+  } else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> &&
+                       sizeof(U) == 2) {
+    return DataType::kInt16;
+  } else if constexpr (std::is_integral_v<U> && sizeof(U) == 2) {
+    return DataType::kUint16;
+  } else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> &&
+                       sizeof(U) == 4) {
+    return DataType::kInt32;
+  } else if constexpr (std::is_integral_v<U> && sizeof(U) == 4) {
+    return DataType::kUint32;
+  } else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> &&
+                       sizeof(U) == 8) {
+    return DataType::kInt64;  // long and long long alike.
+  } else if constexpr (std::is_integral_v<U> && sizeof(U) == 8) {
+    return DataType::kUint64;
+  } else {
+    static_assert(ElementTypeHasNoDataType<U>::value,
+                  "disttest: this element type has no DataType (the types "
+                  "are bool, the integers of 1, 2, 4 and 8 bytes, float and "
+                  "double); pass a DataType and a byte buffer, or convert");
+    return DataType::kUint8;
+  }
 }
 }  // namespace internal
 
@@ -142,7 +182,68 @@ class Communicator {
   void recv(void* data, std::size_t count, DataType type, int peer,
             std::uint32_t tag = 0, Where where = Where::current());
 
+  // The collectives below are MPI's and NCCL's. Buffers of the form
+  // size() * count hold one part of `count` elements per rank, rank r's at
+  // offset r * count. `in` and `out` may be the same buffer (in place).
+  // A buffer a rank does not use may be null there.
+  //
+  // root's out (count) = op over every rank's in (count); out is unused on
+  // the other ranks.
+  void reduce(const void* in, void* out, std::size_t count, DataType type,
+              ReduceOp op, int root, Where where = Where::current());
+  // out (count) = part rank() of op over every rank's in (size() * count).
+  void reduce_scatter(const void* in, void* out, std::size_t count,
+                      DataType type, ReduceOp op,
+                      Where where = Where::current());
+  // root's out (size() * count): part r is rank r's in (count); out is
+  // unused on the other ranks.
+  void gather(const void* in, void* out, std::size_t count, DataType type,
+              int root, Where where = Where::current());
+  // out (count) = part rank() of root's in (size() * count); in is unused on
+  // the other ranks.
+  void scatter(const void* in, void* out, std::size_t count, DataType type,
+               int root, Where where = Where::current());
+  // out (size() * count): part q is part rank() of rank q's in (size() *
+  // count).
+  void alltoall(const void* in, void* out, std::size_t count, DataType type,
+                Where where = Where::current());
+  // out (the sum of counts): rank r's in (counts[r] elements) after rank
+  // r - 1's. counts has size() entries, the same on every rank.
+  void allgatherv(const void* in, void* out,
+                  std::span<const std::size_t> counts, DataType type,
+                  Where where = Where::current());
+
   // Typed conveniences.
+  template <typename T>
+  void reduce(const T* in, T* out, std::size_t count, ReduceOp op, int root,
+              Where where = Where::current()) {
+    reduce(in, out, count, internal::DataTypeOf<T>(), op, root, where);
+  }
+  template <typename T>
+  void reduce_scatter(const T* in, T* out, std::size_t count, ReduceOp op,
+                      Where where = Where::current()) {
+    reduce_scatter(in, out, count, internal::DataTypeOf<T>(), op, where);
+  }
+  template <typename T>
+  void gather(const T* in, T* out, std::size_t count, int root,
+              Where where = Where::current()) {
+    gather(in, out, count, internal::DataTypeOf<T>(), root, where);
+  }
+  template <typename T>
+  void scatter(const T* in, T* out, std::size_t count, int root,
+               Where where = Where::current()) {
+    scatter(in, out, count, internal::DataTypeOf<T>(), root, where);
+  }
+  template <typename T>
+  void alltoall(const T* in, T* out, std::size_t count,
+                Where where = Where::current()) {
+    alltoall(in, out, count, internal::DataTypeOf<T>(), where);
+  }
+  template <typename T>
+  void allgatherv(const T* in, T* out, std::span<const std::size_t> counts,
+                  Where where = Where::current()) {
+    allgatherv(in, out, counts, internal::DataTypeOf<T>(), where);
+  }
   template <typename T>
   void allreduce(T* data, std::size_t count, ReduceOp op,
                  Where where = Where::current()) {
@@ -183,6 +284,20 @@ class Communicator {
                       int peer, std::uint32_t tag) = 0;
   virtual void DoRecv(void* data, std::size_t count, DataType type, int peer,
                       std::uint32_t tag) = 0;
+  // A backend without one of these throws CommError saying so (the
+  // defaults).
+  virtual void DoReduce(const void* in, void* out, std::size_t count,
+                        DataType type, ReduceOp op, int root);
+  virtual void DoReduceScatter(const void* in, void* out, std::size_t count,
+                               DataType type, ReduceOp op);
+  virtual void DoGather(const void* in, void* out, std::size_t count,
+                        DataType type, int root);
+  virtual void DoScatter(const void* in, void* out, std::size_t count,
+                         DataType type, int root);
+  virtual void DoAllToAll(const void* in, void* out, std::size_t count,
+                          DataType type);
+  virtual void DoAllGatherV(const void* in, void* out,
+                            std::span<const std::size_t> counts, DataType type);
   // A backend's Create() names what it made on `store`: `name` is
   // CommOptions::name, `prefix` its prefix. The ledger tells communicators
   // apart by the keys they rendezvous through (the store's scope and the

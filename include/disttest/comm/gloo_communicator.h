@@ -73,6 +73,22 @@ class GlooCommunicator : public Communicator {
               std::uint32_t tag) override;
   void DoRecv(void* data, std::size_t count, DataType type, int peer,
               std::uint32_t tag) override;
+  // Each is one allreduce, broadcast or allgather of the arena or of Gloo
+  // (compared across the ranks as the call it is), through a scratch buffer
+  // of up to size() times the data.
+  void DoReduce(const void* in, void* out, std::size_t count, DataType type,
+                ReduceOp op, int root) override;
+  void DoReduceScatter(const void* in, void* out, std::size_t count,
+                       DataType type, ReduceOp op) override;
+  void DoGather(const void* in, void* out, std::size_t count, DataType type,
+                int root) override;
+  void DoScatter(const void* in, void* out, std::size_t count, DataType type,
+                 int root) override;
+  void DoAllToAll(const void* in, void* out, std::size_t count,
+                  DataType type) override;
+  void DoAllGatherV(const void* in, void* out,
+                    std::span<const std::size_t> counts,
+                    DataType type) override;
 
  private:
   struct Impl;
