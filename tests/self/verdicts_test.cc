@@ -154,8 +154,7 @@ TEST_P(VerdictsTest, RanksThatDisagreeAboutACollectiveAllFail) {
       {"EachRankScattersFromItself", 2,
        "rank 0: scatter(8 x int32, root 0); rank 1: scatter(8 x int32, root "
        "1)"},
-      {"AllGatherVCountsDiffer", 2,
-       "rank 0: allgatherv(4 x float32, counts #"},
+      {"AllGatherVCountsDiffer", 2, "rank 0: allgatherv(4 x float32, counts #"},
       {"AllGatherAgainstAllReduce", 2,
        "rank 0: allgather(8 x float32); rank 1: allreduce(8 x float32, sum)"},
       {"OneAllGathersWhileThreeBarrier", 4,
