@@ -550,9 +550,9 @@ DIST_TEST_F(VerdictsMismatch, EachRankScattersFromItself) {
 DIST_TEST_F(VerdictsMismatch, AllGatherVCountsDiffer) {
   // The same total, other counts: rank 0 thinks it gives 1, rank 1 that
   // rank 0 gives 3.
-  const std::vector<std::size_t> counts =
-      rank() == 0 ? std::vector<std::size_t>{1, 3}
-                  : std::vector<std::size_t>{3, 1};
+  const std::vector<std::size_t> counts = rank() == 0
+                                              ? std::vector<std::size_t>{1, 3}
+                                              : std::vector<std::size_t>{3, 1};
   std::vector<float> in(counts[rank()], 1.0f), out(4);
   comm().allgatherv(in.data(), out.data(), counts);
   Passed();
