@@ -287,6 +287,10 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline,
           "{}; {} (SIGSTOP, SIGTSTP or a tracer)", reason, kWasStopped);
     }
   }
+  // The deadline is the test's failure, printed below: a rank that gives
+  // up a collective while its stack is taken only follows from it, and is
+  // not streamed as the first failure.
+  if (deadline) failure_streamed_ = true;
   // Where each rank's communicators are now, before stacks and kills
   // change anything.
   if (!pids.empty()) group_.ReadLedgers(/*again=*/true);
