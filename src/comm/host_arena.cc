@@ -374,6 +374,12 @@ void HostArena::ThrowIfUnusable() {
         internal::kPeerSawMismatch));
   }
   if (std::int32_t failed = h.failed.load(std::memory_order_acquire)) {
+    // A peer that ended is why the first waiter gave up: name it, as that
+    // waiter did, rather than the waiter.
+    if (std::int32_t ended = h.ended.load(std::memory_order_acquire)) {
+      throw CommError(
+          fmt::format("rank {} {}", ended - 1, internal::kPeerEnded));
+    }
     throw CommError(
         fmt::format("rank {} {}; the arena cannot be used after that",
                     failed - 1, internal::kPeerGaveUp));
@@ -389,12 +395,11 @@ void HostArena::GiveUp(int rank) {
 
 void HostArena::Meet(int rank, const CollectiveCall& call, std::uint64_t seq,
                      unsigned parity, const Deadline& deadline) {
-  Header& h = *header_;
-  if (std::uint64_t bad = h.mismatch.load(std::memory_order_acquire)) {
-    throw CommError(fmt::format(
-        "collective #{} {}; the host arena cannot be used after that", bad - 1,
-        internal::kPeerSawMismatch));
-  }
+  // Before this rank's entry is written: a rank gets ahead of its peers
+  // only through a collective that failed, and then it must not overwrite
+  // the entry of the round they may still compare (the entries alternate
+  // between two rounds).
+  ThrowIfUnusable();
   if (!check_calls_) return Wait(rank, deadline);
   ranks_[rank].entries[parity] = {call, seq};
   // The barrier's release and acquire order the entries (and the data slots)
