@@ -65,6 +65,22 @@ struct TestAccess;
 struct FixtureAccess;
 }  // namespace internal
 
+// How a rank is expected to end, for a test of what its survivors see:
+//   ExpectRankToEnd(2, disttest::RankEnd::KilledBy(SIGKILL));
+//   ExpectRankToEnd(1, disttest::RankEnd::ExitsWith(3));
+class RankEnd {
+ public:
+  static RankEnd KilledBy(int signal) { return RankEnd(true, signal); }
+  static RankEnd ExitsWith(int status) { return RankEnd(false, status); }
+  bool by_signal() const { return by_signal_; }
+  int value() const { return value_; }  // The signal, or the exit status.
+
+ private:
+  RankEnd(bool by_signal, int value) : by_signal_(by_signal), value_(value) {}
+  bool by_signal_;
+  int value_;
+};
+
 class DistributedTest : public ::testing::Test {
  public:
   // World size of a DIST_TEST_F written without sizes.
@@ -103,6 +119,25 @@ class DistributedTest : public ::testing::Test {
   // Throws disttest::Error when options().parallel is not set or outside a
   // rank.
   Context& ctx();
+
+  // Fault tolerance tests (spawned ranks only, not under an external
+  // launcher). ExpectRankToEnd, called in any rank before the end it
+  // announces, makes that end of rank `rank` no failure: it must then end
+  // so before its verdict (a rank that ends another way, or finishes the
+  // test, fails naming both), and its peers are not ended after it but go
+  // on, to check what they see:
+  //   DIST_TEST_F(Faults, SurvivorsSeeTheLostRank, 4) {
+  //     ExpectRankToEnd(2, disttest::RankEnd::KilledBy(SIGKILL));
+  //     if (rank() == 0) SignalRank(2, SIGKILL);
+  //     if (rank() == 2) pause();
+  //     EXPECT_THROW(comm().barrier(), disttest::CommError);
+  //   }
+  // SignalRank sends `signal` to rank `rank`'s process. Both throw
+  // disttest::Error naming the problem (a rank out of range, an exit status
+  // disttest uses itself, a rank not started, outside a rank, under an
+  // external launcher).
+  void ExpectRankToEnd(int rank, RankEnd end);
+  void SignalRank(int rank, int signal);
 
   // Run in every rank around the body (SetUp()/TearDown() run in the
   // parent). A fatal failure or skip in SetUpRank() skips the body;

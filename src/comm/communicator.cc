@@ -110,6 +110,9 @@ class Communicator::Recorded {
     index_ = ledger_->Begin(comm.ledger_id_, seq, call, where);
     comm_ = comm.ledger_id_;
     call_ = call;
+    seq_ = seq;
+    collective_ = collective;
+    size_ = comm.size();
   }
   ~Recorded() {
     if (ledger_ == nullptr) return;
@@ -121,13 +124,47 @@ class Communicator::Recorded {
   }
   Recorded(const Recorded&) = delete;
   Recorded& operator=(const Recorded&) = delete;
-  void Completed() { completed_ = true; }
+  // Runs the operation; it completed when `op` returns. A collective that
+  // timed out without saying for whom (Gloo's "Timed out waiting 2700ms for
+  // recv operation to complete") says it, as the host arena does, from the
+  // ranks' ledgers: a rank spawned on this host can read its peers'.
+  template <typename Op>
+  void Run(Op&& op) {
+    try {
+      op();
+    } catch (const CommError& e) {
+      const std::string missing = Missing(e.what());
+      if (missing.empty()) throw;
+      throw CommError(fmt::format("{}; by the ranks' ledgers it was {}",
+                                  e.what(), missing));
+    }
+    completed_ = true;
+  }
 
  private:
+  std::string Missing(std::string_view what) const {
+    if (ledger_ == nullptr || !collective_ ||
+        seq_ == internal::Ledger::kNoSeq || ledger_->memory().ranks() < 2) {
+      return "";
+    }
+    const bool timed_out = what.find("Timed out") != std::string_view::npos ||
+                           what.find("timed out") != std::string_view::npos;
+    if (!timed_out || what.find("waiting for rank") != std::string_view::npos) {
+      return "";
+    }
+    const internal::LedgerMemory& memory = ledger_->memory();
+    return internal::MissingFromCollective(memory, ledger_->slot(),
+                                           ledger_->comm_key(comm_), seq_,
+                                           size_ == memory.ranks());
+  }
+
   internal::Ledger* ledger_;
   std::uint64_t index_ = 0;
   std::uint32_t comm_ = 0;
   internal::Ledger::Call call_{};
+  std::uint64_t seq_ = internal::Ledger::kNoSeq;
+  bool collective_ = false;
+  int size_ = 0;
   bool completed_ = false;
 };
 
@@ -161,16 +198,14 @@ void Communicator::barrier(Where where) {
   Recorded r(*this, true,
              {LedgerOp::kBarrier, DataType::kUint8, ReduceOp::kSum, 0, -1, 0},
              where);
-  DoBarrier();
-  r.Completed();
+  r.Run([&] { DoBarrier(); });
 }
 
 void Communicator::allreduce(void* data, std::size_t count, DataType type,
                              ReduceOp op, Where where) {
   Recorded r(*this, true, {LedgerOp::kAllReduce, type, op, count, -1, 0},
              where);
-  DoAllReduce(data, count, type, op);
-  r.Completed();
+  r.Run([&] { DoAllReduce(data, count, type, op); });
 }
 
 void Communicator::broadcast(void* data, std::size_t count, DataType type,
@@ -178,71 +213,62 @@ void Communicator::broadcast(void* data, std::size_t count, DataType type,
   Recorded r(*this, true,
              {LedgerOp::kBroadcast, type, ReduceOp::kSum, count, root, 0},
              where);
-  DoBroadcast(data, count, type, root);
-  r.Completed();
+  r.Run([&] { DoBroadcast(data, count, type, root); });
 }
 
 void Communicator::allgather(const void* in, void* out, std::size_t count,
                              DataType type, Where where) {
   Recorded r(*this, true,
              {LedgerOp::kAllGather, type, ReduceOp::kSum, count, -1, 0}, where);
-  DoAllGather(in, out, count, type);
-  r.Completed();
+  r.Run([&] { DoAllGather(in, out, count, type); });
 }
 
 void Communicator::send(const void* data, std::size_t count, DataType type,
                         int peer, std::uint32_t tag, Where where) {
   Recorded r(*this, false,
              {LedgerOp::kSend, type, ReduceOp::kSum, count, peer, tag}, where);
-  DoSend(data, count, type, peer, tag);
-  r.Completed();
+  r.Run([&] { DoSend(data, count, type, peer, tag); });
 }
 
 void Communicator::recv(void* data, std::size_t count, DataType type, int peer,
                         std::uint32_t tag, Where where) {
   Recorded r(*this, false,
              {LedgerOp::kRecv, type, ReduceOp::kSum, count, peer, tag}, where);
-  DoRecv(data, count, type, peer, tag);
-  r.Completed();
+  r.Run([&] { DoRecv(data, count, type, peer, tag); });
 }
 
 void Communicator::reduce(const void* in, void* out, std::size_t count,
                           DataType type, ReduceOp op, int root, Where where) {
   Recorded r(*this, true, {LedgerOp::kReduce, type, op, count, root, 0}, where);
-  DoReduce(in, out, count, type, op, root);
-  r.Completed();
+  r.Run([&] { DoReduce(in, out, count, type, op, root); });
 }
 
 void Communicator::reduce_scatter(const void* in, void* out, std::size_t count,
                                   DataType type, ReduceOp op, Where where) {
   Recorded r(*this, true, {LedgerOp::kReduceScatter, type, op, count, -1, 0},
              where);
-  DoReduceScatter(in, out, count, type, op);
-  r.Completed();
+  r.Run([&] { DoReduceScatter(in, out, count, type, op); });
 }
 
 void Communicator::gather(const void* in, void* out, std::size_t count,
                           DataType type, int root, Where where) {
   Recorded r(*this, true,
              {LedgerOp::kGather, type, ReduceOp::kSum, count, root, 0}, where);
-  DoGather(in, out, count, type, root);
-  r.Completed();
+  r.Run([&] { DoGather(in, out, count, type, root); });
 }
 
 void Communicator::scatter(const void* in, void* out, std::size_t count,
                            DataType type, int root, Where where) {
   Recorded r(*this, true,
              {LedgerOp::kScatter, type, ReduceOp::kSum, count, root, 0}, where);
-  DoScatter(in, out, count, type, root);
-  r.Completed();
+  r.Run([&] { DoScatter(in, out, count, type, root); });
 }
 
 void Communicator::alltoall(const void* in, void* out, std::size_t count,
                             DataType type, Where where) {
   Recorded r(*this, true,
              {LedgerOp::kAllToAll, type, ReduceOp::kSum, count, -1, 0}, where);
-  DoAllToAll(in, out, count, type);
-  r.Completed();
+  r.Run([&] { DoAllToAll(in, out, count, type); });
 }
 
 void Communicator::allgatherv(const void* in, void* out,
@@ -256,8 +282,7 @@ void Communicator::allgatherv(const void* in, void* out,
              {LedgerOp::kAllGatherV, type, ReduceOp::kSum, total, -1,
               static_cast<std::uint32_t>(hash ^ (hash >> 32))},
              where);
-  DoAllGatherV(in, out, counts, type);
-  r.Completed();
+  r.Run([&] { DoAllGatherV(in, out, counts, type); });
 }
 
 namespace {

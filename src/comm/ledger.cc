@@ -13,10 +13,12 @@
 #include <cstdint>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <mutex>
 
 #include "comm/shared_memory.h"
 #include "disttest/error.h"
+#include "env/text.h"
 
 namespace disttest::internal {
 
@@ -56,6 +58,8 @@ struct LedgerMemory::Area {
   // (operation, type, count, reduce op, root) in order.
   std::atomic<std::uint64_t> calls[kComms] = {};
   std::atomic<std::uint64_t> digest[kComms] = {};
+  // The process that installed this area (0: none yet), for SignalRank.
+  std::atomic<std::int32_t> pid{0};
 };
 static_assert(sizeof(LedgerMemory::Area) % alignof(Entry) == 0);
 
@@ -214,6 +218,51 @@ std::string RankLedgerView::comm_name(std::uint32_t id) const {
 
 std::uint64_t RankLedgerView::comm_key(std::uint32_t id) const {
   return id < keys.size() ? keys[id] : 0;
+}
+
+std::string MissingFromCollective(const LedgerMemory& memory, int self,
+                                  std::uint64_t key, std::uint64_t seq,
+                                  bool every_rank) {
+  if (key == 0) return "";
+  std::vector<int> missing;
+  // What each missing rank did last on the communicator, with its ranks.
+  std::map<std::string, std::vector<int>> last;
+  std::vector<std::string> order;
+  for (int q = 0; q < memory.ranks(); ++q) {
+    if (q == self) continue;
+    const RankLedgerView v = memory.Read(q);
+    // A rank that never made the communicator is one of its members only
+    // when every rank is.
+    if (!every_rank &&
+        std::find(v.keys.begin(), v.keys.end(), key) == v.keys.end()) {
+      continue;
+    }
+    const LedgerRecord* newest = nullptr;
+    for (const LedgerRecord& r : v.records) {
+      if (!r.collective() || v.comm_key(r.comm) != key) continue;
+      if (newest == nullptr || r.seq > newest->seq) newest = &r;
+    }
+    if (newest != nullptr && newest->seq >= seq) continue;  // It is in it.
+    const std::string what =
+        newest == nullptr ? std::string()
+                          : fmt::format("#{} {}", newest->seq, newest->str());
+    if (last.find(what) == last.end()) order.push_back(what);
+    last[what].push_back(q);
+    missing.push_back(q);
+  }
+  if (missing.empty()) return "";
+  std::string text = fmt::format("waiting for {}: ", RanksText(missing));
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const std::string& what = order[i];
+    const std::vector<int>& ranks = last[what];
+    if (i > 0) text += "; ";
+    const std::string who = RanksText(ranks);
+    text += what.empty()
+                ? fmt::format("{} {} entered no collective", who,
+                              ranks.size() == 1 ? "has" : "have")
+                : fmt::format("{}'s last collective was {}", who, what);
+  }
+  return text;
 }
 
 std::uint64_t LedgerKey(std::string_view identity) {
@@ -698,6 +747,13 @@ Ledger::Ledger(std::shared_ptr<LedgerMemory> memory, int slot)
       area_(&memory_->area(slot)),
       ring_(memory_->ring()) {
   comms_ = area_->named.load(std::memory_order_relaxed);
+  area_->pid.store(static_cast<std::int32_t>(getpid()),
+                   std::memory_order_release);
+}
+
+pid_t LedgerMemory::Pid(int rank) const {
+  if (rank < 0 || rank >= ranks_) return 0;
+  return area(rank).pid.load(std::memory_order_acquire);
 }
 
 void Ledger::BeginTest() {

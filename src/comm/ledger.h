@@ -40,6 +40,8 @@
 #ifndef DISTTEST_SRC_COMM_LEDGER_H_
 #define DISTTEST_SRC_COMM_LEDGER_H_
 
+#include <sys/types.h>
+
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -187,6 +189,9 @@ class LedgerMemory {
   // Rank `rank`'s newest operation in this test when it is a collective
   // that it is still in.
   std::optional<LedgerRecord> OpenCollective(int rank) const;
+  // The process of rank `rank`, as it wrote it when it installed its
+  // ledger; 0 before that (or out of range).
+  pid_t Pid(int rank) const;
   // Rank `rank`'s ledger now (`as_rank` labels it).
   RankLedgerView Read(int rank, int as_rank) const;
   RankLedgerView Read(int rank) const { return Read(rank, rank); }
@@ -265,6 +270,9 @@ class Ledger {
   RankLedgerView Read(int as_rank) const {
     return memory_->Read(slot_, as_rank);
   }
+  // Every rank's ledgers, this one among them, and which is this one's.
+  const LedgerMemory& memory() const { return *memory_; }
+  int slot() const { return slot_; }
 
  private:
   Ledger(std::shared_ptr<LedgerMemory> memory, int slot);
@@ -281,6 +289,18 @@ class Ledger {
   std::vector<std::uint32_t> free_;      // Under add_mu_.
   std::array<std::atomic<std::uint64_t>, 2 * LedgerMemory::kComms> next_{};
 };
+
+// Why a collective that timed out did not complete, from the ranks'
+// ledgers: the ranks other than `self` that have not entered collective
+// #`seq` of the communicator of key `key`, and what each did last on it, as
+// the host arena says it: "waiting for ranks 2-3: rank 2's last collective
+// was #1 broadcast(16 x int32, root 0); rank 3 has entered no collective".
+// "" when every rank entered it, or no other can be read. `every_rank`:
+// every rank of `memory` is one of the communicator's (else only those that
+// made it are counted).
+std::string MissingFromCollective(const LedgerMemory& memory, int self,
+                                  std::uint64_t key, std::uint64_t seq,
+                                  bool every_rank);
 
 // A communicator's key in the ledger, from what identifies it across the
 // ranks (64-bit FNV-1a; 0 is never returned).

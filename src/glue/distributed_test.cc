@@ -39,6 +39,7 @@
 #include "harness/gpu_placement.h"
 #include "harness/interrupt.h"
 #include "harness/launcher.h"
+#include "harness/rank_control.h"
 #include "harness/rank_main.h"
 #include "harness/rank_outcome.h"
 #include "harness/spawned_rank_host.h"
@@ -446,6 +447,40 @@ int DistributedTest::local_rank() const {
 }
 int DistributedTest::local_size() const {
   return rank_env_ != nullptr ? rank_env_->local_size : registered_world_size_;
+}
+
+namespace {
+
+// The rank control of this rank; throws naming `what` where there is none.
+internal::RankControl& ControlFor(const char* what, const RankEnv* env) {
+  if (env == nullptr) {
+    throw Error(fmt::format(
+        "{}() is only available inside a rank (SetUpRank, the DIST_TEST_F "
+        "body, TearDownRank)",
+        what));
+  }
+  internal::RankControl* control = internal::CurrentRankControl();
+  if (control == nullptr) {
+    throw Error(fmt::format(
+        "{}() needs ranks that disttest spawns itself: under an external "
+        "launcher (mpirun, srun, torchrun) a rank's end is the launcher's to "
+        "see, and a rank that dies ends the job",
+        what));
+  }
+  return *control;
+}
+
+}  // namespace
+
+void DistributedTest::ExpectRankToEnd(int rank, RankEnd end) {
+  internal::ExpectedEnd expected;
+  expected.signal = end.by_signal();
+  expected.value = end.value();
+  ControlFor("ExpectRankToEnd", rank_env_).Expect(rank, expected);
+}
+
+void DistributedTest::SignalRank(int rank, int signal) {
+  ControlFor("SignalRank", rank_env_).Signal(rank, signal);
 }
 
 Context& DistributedTest::ctx() {

@@ -447,7 +447,7 @@ std::string MismatchedCalls(const std::vector<RankState>& states) {
     };
     std::vector<Member> members;
     for (const RankState& s : states) {
-      if (!s.ledger) continue;
+      if (!s.ledger || s.ended_as_expected) continue;
       const RankLedgerView& v = *s.ledger;
       if (std::find(v.keys.begin(), v.keys.end(), key) == v.keys.end() ||
           v.digests.size() < v.keys.size()) {

@@ -42,6 +42,9 @@ struct RankState {
   // Where its stack says it is ("model_test.cc:88"), or empty.
   std::string now_at;
   bool stack = false;  // Its stack is in the report, below.
+  // It ended as the test expected (ExpectRankToEnd): the calls it made
+  // before are not compared with its survivors'.
+  bool ended_as_expected = false;
 };
 
 // The paragraph, lines joined by '\n' (no trailing one); "" when no rank

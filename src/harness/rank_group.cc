@@ -322,6 +322,10 @@ void RankGroup::DrainChannels() {
     if (!rank.channel || rank.channel_broken) continue;
     std::string error;
     while (auto m = rank.channel->TryReceive(&error)) {
+      if (m->kind == RankMessage::Kind::kExpectEnd) {
+        ExpectEnd(rank, m->message);
+        continue;
+      }
       if (m->kind != RankMessage::Kind::kDone) {
         rank.report.received.push_back(std::chrono::steady_clock::now());
         rank.report.results.push_back(std::move(*m));
@@ -350,7 +354,30 @@ void RankGroup::DrainChannels() {
   }
 }
 
+void RankGroup::ExpectEnd(Rank& from, const std::string& text) {
+  const auto expected = DecodeExpectedEnd(text);
+  if (!expected || expected->first < 0 ||
+      expected->first >= static_cast<int>(ranks_.size())) {
+    from.report.channel_errors.push_back(
+        fmt::format("sent the malformed expected end '{}'", text));
+    return;
+  }
+  ExpectedEnd end = expected->second;
+  end.declared_by = from.report.rank;
+  RankReport& target = ranks_[expected->first].report;
+  if (!target.expected_end) {
+    target.expected_end = end;
+  } else if (!target.expected_end->SameEnd(end)) {
+    target.channel_errors.push_back(fmt::format(
+        "two ends were expected of it: rank {} expected it to {}, rank {} to "
+        "{}",
+        target.expected_end->declared_by, target.expected_end->str(),
+        end.declared_by, end.str()));
+  }
+}
+
 void RankGroup::ObserveExits() {
+  std::vector<Rank*> ended;
   for (Rank& rank : ranks_) {
     if (rank.pid <= 0 || rank.exited) continue;
     std::string error;
@@ -359,13 +386,19 @@ void RankGroup::ObserveExits() {
       rank.exited = true;
       rank.report.outcome = *outcome;
       rank.report.ended_at = std::chrono::steady_clock::now();
-      OnRankEnded(rank);
+      ended.push_back(&rank);
     } else if (!error.empty()) {
       // ECHILD: someone else (a SIGCHLD handler of the test?) reaped it.
       rank.exited = rank.reaped = true;
       rank.report.channel_errors.push_back(error);
     }
   }
+  if (ended.empty()) return;
+  // What a rank sent before it ended, or before a peer ended it (an
+  // expected end, its last failures), is in the queues now: read it before
+  // the end is judged.
+  DrainChannels();
+  for (Rank* rank : ended) OnRankEnded(*rank);
 }
 
 void RankGroup::OnRankEnded(Rank& rank) {

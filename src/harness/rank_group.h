@@ -81,6 +81,7 @@ class RankGroup {
   // requests, the ranks' output, their results and exits.
   void Serve(int timeout_ms);
   void DrainChannels();
+  // Sees which ranks ended; reads every queue again before it judges them.
   void ObserveExits();
   // SIGKILL to every rank still running and to the ranks' process group;
   // `reason` is what a rank killed before its verdict is told.
@@ -131,6 +132,8 @@ class RankGroup {
   void SpawnAll();
   void SpawnRank(int r);
   void OnRankEnded(Rank& rank);
+  // A kExpectEnd message of `from`: its expected end goes to its rank.
+  void ExpectEnd(Rank& from, const std::string& text);
   void ReapAll();
   // Ends the processes of this test's ranks that were handed to this
   // process (a subreaper) when a rank ended, naming each.

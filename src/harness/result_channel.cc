@@ -108,7 +108,7 @@ bool DecodeRankMessage(const char* data, std::size_t size, RankMessage* out,
     return false;
   }
   auto kind = static_cast<uint8_t>(*p++);
-  if (kind > static_cast<uint8_t>(RankMessage::Kind::kProperty)) {
+  if (kind > static_cast<uint8_t>(RankMessage::Kind::kExpectEnd)) {
     *error = fmt::format("result message has unknown kind {}", kind);
     return false;
   }

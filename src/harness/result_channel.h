@@ -34,6 +34,8 @@ struct RankMessage {
     kDone = 4,  // The rank finished its body; message is its verdict.
     // RecordProperty() in the rank: message is the key, a NUL, the value.
     kProperty = 5,
+    // ExpectRankToEnd(): message is EncodeExpectedEnd()'s (rank_control.h).
+    kExpectEnd = 6,
   };
   Kind kind = Kind::kNonFatalFailure;
   std::string file;  // Empty when unknown.

@@ -29,6 +29,7 @@
 #include "env/knobs.h"
 #include "env/text.h"
 #include "harness/descendants.h"
+#include "harness/rank_control.h"
 #include "harness/rank_outcome.h"
 #include "harness/stack_dump.h"
 #include "harness/worker_pool.h"
@@ -259,10 +260,19 @@ class SpawnedRankHost : public RankHost {
     test_timeout_ = options.timeout;
   }
 
+  ~SpawnedRankHost() override { SetRankControl(nullptr); }
+
   RankEnv Enter() override {
     env_ = RankEnv::FromEnvironment();
     if (arena_ == nullptr) arena_ = AttachInheritedArena(env_);
     InstallInheritedLedger(env_);
+    // ExpectRankToEnd() and SignalRank(): the ranks' process ids are in
+    // their ledgers, each written by the rank itself when it installed its.
+    const Ledger* ledger = Ledger::Current();
+    control_ = std::make_unique<RankControl>(
+        env_.rank, env_.world_size, [this](const RankMessage& m) { Report(m); },
+        ledger != nullptr ? &ledger->memory() : nullptr);
+    SetRankControl(control_.get());
     WaitForDebugger(env_);
     // Connects on first use: a test without a communicator that never
     // touches the store never connects.
@@ -353,6 +363,7 @@ class SpawnedRankHost : public RankHost {
   RankEnv env_;
   std::unique_ptr<TcpStore> store_;
   std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<RankControl> control_;
 };
 
 }  // namespace

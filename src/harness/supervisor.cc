@@ -182,6 +182,9 @@ void Supervisor::OnVerdict(RankGroup::Rank& rank) {
 }
 
 void Supervisor::OnExit(RankGroup::Rank& rank) {
+  // The test said it would end so (ExpectRankToEnd): its survivors go on,
+  // to see what they see then.
+  if (EndedAsExpected(rank.report)) return;
   const RankOutcome& o = *rank.report.outcome;
   bool passed = o.exited() && o.exit_code() == kExitPassed;
   const bool known = o.exited() && (o.exit_code() == kExitFailed ||

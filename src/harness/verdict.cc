@@ -100,6 +100,25 @@ std::optional<std::string> AbnormalEnd(const RankReport& r, bool in_tree) {
                     r.overran),
         in_tree);
   }
+  if (EndedAsExpected(r)) return std::nullopt;
+  // Expected to end before its verdict, by its own hand or a peer's: any
+  // other end but disttest's kill (which says why itself) is a failure.
+  if (r.expected_end && r.killed_because.empty()) {
+    std::string actual;
+    if (r.done) {
+      actual = fmt::format("it finished the test ({})", NameOf(*r.done));
+      if (r.outcome && !r.killed_after_done && !r.parked) {
+        actual += " and " + r.outcome->str();
+      }
+    } else if (r.outcome) {
+      actual = (r.outcome->signaled() ? "it was " : "it ") + r.outcome->str();
+    } else {
+      actual = "how it ended is unknown";
+    }
+    return fmt::format(
+        "was expected to {} (ExpectRankToEnd in rank {}), but {}",
+        r.expected_end->str(), r.expected_end->declared_by, actual);
+  }
   if ((r.killed_after_done || r.parked) && r.done) return LostFailures(r);
   if (!r.killed_because.empty()) {
     return WithStack(
@@ -373,10 +392,23 @@ bool FollowsFromAnother(std::string_view text) {
            text.starts_with("was not started: rank ")));
 }
 
+bool EndedAsExpected(const RankReport& r) {
+  return r.expected_end && !r.done && r.outcome && r.killed_because.empty() &&
+         r.overran.empty() && r.not_started.empty() &&
+         r.expected_end->Matches(*r.outcome);
+}
+
 bool RankFailed(const RankReport& r) {
   if (!r.killed_because.empty() || !r.not_started.empty() ||
       !r.overran.empty() || !r.channel_errors.empty()) {
     return true;
+  }
+  if (r.expected_end) {
+    // Its end is judged against the expected one; what it reported before
+    // still counts.
+    return !EndedAsExpected(r) ||
+           HasResult(r, RankMessage::Kind::kFatalFailure,
+                     RankMessage::Kind::kNonFatalFailure);
   }
   if (!r.done || !Succeeded(*r.done)) return true;
   return HasResult(r, RankMessage::Kind::kFatalFailure,
@@ -425,6 +457,7 @@ std::vector<RankState> RankStates(const TestSpec& spec,
     RankState s;
     s.rank = r.rank;
     s.ledger = r.ledger;
+    s.ended_as_expected = EndedAsExpected(r);
     // Read before the kill: a rank that disttest killed was running then.
     // A launched rank whose body hung reports so (its watchdog read its
     // ledger then): it was running.
@@ -530,6 +563,29 @@ std::vector<Finding> Judge(const TestSpec& spec,
                                        spec.line,
                                        std::move(calls),
                                        {}});
+  }
+  // Ranks that ended as the test said they would, grouped by that end: as
+  // context, not as failures.
+  std::vector<std::pair<std::string, std::vector<int>>> expected;
+  for (const RankReport& r : ranks) {
+    if (!EndedAsExpected(r)) continue;
+    const std::string how = r.outcome->str();
+    auto same = std::find_if(expected.begin(), expected.end(),
+                             [&](const auto& e) { return e.first == how; });
+    if (same == expected.end()) {
+      expected.push_back({how, {r.rank}});
+    } else {
+      same->second.push_back(r.rank);
+    }
+  }
+  for (const auto& [how, which] : expected) {
+    findings.push_back({Finding::Kind::kNote,
+                        spec.file,
+                        spec.line,
+                        fmt::format("{} {}, as the test expected "
+                                    "(ExpectRankToEnd)",
+                                    GroupLabel(spec, which), how),
+                        {}});
   }
   std::vector<Finding> skips;
   JudgeSkips(spec, ranks, &skips);

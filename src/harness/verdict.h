@@ -32,6 +32,7 @@
 
 #include "comm/ledger.h"
 #include "disttest/harness/options.h"
+#include "harness/rank_control.h"
 #include "harness/rank_outcome.h"
 #include "harness/rank_verdict.h"
 #include "harness/result_channel.h"
@@ -94,7 +95,14 @@ struct RankReport {
   // Its collective ledger, read when the harness found the test stuck
   // (before any kill) or, for a test that failed otherwise, at its end.
   std::optional<RankLedgerView> ledger;
+  // ExpectRankToEnd(): how a rank (this one or a peer) said this one ends.
+  std::optional<ExpectedEnd> expected_end;
 };
+
+// Whether `r` ended as a rank declared it would (ExpectRankToEnd), before
+// its verdict and by its own hand or a peer's, not the harness's: then its
+// end is no failure, and starts no failure grace for its peers.
+bool EndedAsExpected(const RankReport& r);
 
 struct Finding {
   // kProperty: a RecordProperty() of a rank, message its key ("rank1.key")

@@ -41,12 +41,13 @@ class FakeCommunicator : public Communicator {
   int size() const override { return 2; }
   const char* backend_name() const override { return "fake"; }
   bool throw_next = false;
+  std::string throw_text = "peer gone";
   std::function<void()> during;  // Runs inside the next operation.
 
  protected:
   void Step() {
     if (during) std::exchange(during, nullptr)();
-    if (std::exchange(throw_next, false)) throw CommError("peer gone");
+    if (std::exchange(throw_next, false)) throw CommError(throw_text);
   }
   void DoBarrier() override { Step(); }
   void DoAllReduce(void*, std::size_t, DataType, ReduceOp) override { Step(); }
@@ -99,6 +100,60 @@ TEST_F(LedgerTest, RecordsEachOperationWithItsCallerAndItsNumber) {
   EXPECT_FALSE(view.records[2].collective());
   EXPECT_EQ(view.records[3].seq, 2u);
   EXPECT_EQ(view.comm_name(first.comm), "world");
+}
+
+// A collective whose backend timed out without naming anyone (Gloo's text)
+// says for whom it waited, from the peers' ledgers, as the host arena does.
+TEST_F(LedgerTest, ATimeoutNamesThePeersThatDidNotArrive) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Ledger::Install(memory_, 0);
+    Ledger::Current()->BeginTest();
+    FakeCommunicator world("world");
+    int x = 0;
+    world.barrier();
+    world.broadcast(&x, 1, 0);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  FakeCommunicator world("world");
+  int x = 0;
+  world.barrier();
+  world.broadcast(&x, 1, 0);
+  world.throw_next = true;
+  world.throw_text = "Timed out waiting 50ms for recv operation to complete";
+  try {
+    world.allreduce(&x, 1, ReduceOp::kSum);
+    ADD_FAILURE() << "no error";
+  } catch (const CommError& e) {
+    EXPECT_STREQ(e.what(),
+                 "Timed out waiting 50ms for recv operation to complete; by "
+                 "the ranks' ledgers it was waiting for rank 0: rank 0's last "
+                 "collective was #1 broadcast(1 x int32, root 0)");
+  }
+  // What names its ranks already, and what is no timeout, is left alone.
+  for (const char* text :
+       {"timed out after 50 ms waiting for rank 0 (same-host arena)",
+        "peer gone"}) {
+    world.throw_next = true;
+    world.throw_text = text;
+    try {
+      world.allreduce(&x, 1, ReduceOp::kSum);
+      ADD_FAILURE() << "no error";
+    } catch (const CommError& e) {
+      EXPECT_STREQ(e.what(), text);
+    }
+  }
+  // Once the peer has entered the collective, nobody is missing.
+  const RankLedgerView mine = memory_->Read(1);
+  const std::uint64_t key = mine.comm_key(mine.records[0].comm);
+  EXPECT_EQ(MissingFromCollective(*memory_, 1, key, 1, /*every_rank=*/true),
+            "");
+  EXPECT_EQ(MissingFromCollective(*memory_, 1, key, 2, /*every_rank=*/true),
+            "waiting for rank 0: rank 0's last collective was #1 broadcast(1 "
+            "x int32, root 0)");
 }
 
 TEST_F(LedgerTest, EachCommunicatorHasItsOwnNumbersAndName) {

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <csignal>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,88 @@ RankReport Skipped(int rank, const char* why) {
   RankReport r = Ended(rank, RankVerdict::kSkipped, kExitSkipped);
   r.results.push_back({RankMessage::Kind::kSkip, "s.cc", 5, why});
   return r;
+}
+
+// ExpectRankToEnd: rank 2 was to be killed by SIGKILL.
+RankReport ExpectedKill(int rank, int declared_by) {
+  RankReport r;
+  r.rank = rank;
+  r.expected_end = ExpectedEnd{true, SIGKILL, declared_by};
+  r.outcome = RankOutcome::FromWaitStatus(SIGKILL);
+  return r;
+}
+
+TEST(JudgeTest, AnExpectedEndIsANoteNotAFailure) {
+  const RankReport r2 = ExpectedKill(2, 0);
+  EXPECT_TRUE(EndedAsExpected(r2));
+  EXPECT_FALSE(RankFailed(r2));
+  auto f = Judge(Spec(3), {Passed(0), Passed(1), r2});
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].kind, Kind::kNote);
+  EXPECT_EQ(f[0].message,
+            "[rank 2/3] killed by signal 9 (SIGKILL), as the test expected "
+            "(ExpectRankToEnd)");
+}
+
+TEST(JudgeTest, AnEndOtherThanTheExpectedOneFailsNamingBoth) {
+  RankReport aborted = ExpectedKill(1, 0);
+  aborted.outcome = RankOutcome::FromWaitStatus(SIGABRT);
+  RankReport finished = ExpectedKill(1, 1);
+  finished.done = RankVerdict::kPassed;
+  finished.outcome = RankOutcome::FromWaitStatus(0);
+  RankReport exited = ExpectedKill(1, 0);
+  exited.expected_end = ExpectedEnd{false, 3, 0};
+  exited.outcome = RankOutcome::FromWaitStatus(4 << 8);
+  // disttest's own kill is no expected end, and says why itself.
+  RankReport killed = ExpectedKill(1, 0);
+  killed.killed_because = "the test timed out after 3000 ms";
+  const std::vector<std::pair<RankReport, std::string>> cases = {
+      {aborted,
+       "[rank 1/2] was expected to be killed by signal 9 (SIGKILL) "
+       "(ExpectRankToEnd in rank 0), but it was killed by signal 6 "
+       "(SIGABRT)"},
+      {finished,
+       "[rank 1/2] was expected to be killed by signal 9 (SIGKILL) "
+       "(ExpectRankToEnd in rank 1), but it finished the test (passed) and "
+       "exited with status 0"},
+      {exited,
+       "[rank 1/2] was expected to exit with status 3 (ExpectRankToEnd in "
+       "rank 0), but it exited with status 4"},
+      {killed,
+       "[rank 1/2] was killed by disttest: the test timed out after 3000 "
+       "ms"},
+  };
+  for (const auto& [r, text] : cases) {
+    EXPECT_FALSE(EndedAsExpected(r)) << text;
+    EXPECT_TRUE(RankFailed(r)) << text;
+    auto f = Judge(Spec(2), {Passed(0), r});
+    ASSERT_THAT(f, SizeIs(1)) << text;
+    EXPECT_EQ(f[0].kind, Kind::kFatalFailure);
+    EXPECT_EQ(f[0].message, text);
+  }
+}
+
+TEST(JudgeTest, FailuresBeforeAnExpectedEndStillCount) {
+  RankReport r1 = ExpectedKill(1, 0);
+  r1.results.push_back({RankMessage::Kind::kNonFatalFailure, "x.cc", 7, "bad"});
+  EXPECT_TRUE(RankFailed(r1));
+  auto f = Judge(Spec(2), {Passed(0), r1});
+  ASSERT_THAT(f, SizeIs(2));
+  EXPECT_EQ(f[0].message, "[rank 1/2] bad");
+  EXPECT_EQ(f[1].kind, Kind::kNote);
+}
+
+TEST(ExpectedEndTest, TextRoundTripsAndAnythingElseIsRefused) {
+  const auto back = DecodeExpectedEnd(EncodeExpectedEnd(3, {false, 7, -1}));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->first, 3);
+  EXPECT_FALSE(back->second.signal);
+  EXPECT_EQ(back->second.value, 7);
+  EXPECT_TRUE(DecodeExpectedEnd("1 signal 9").has_value());
+  for (const char* bad : {"", "1", "1 signal", "x signal 9", "1 kill 9",
+                          "1 signal 9x", "1  signal 9", "1 exit "}) {
+    EXPECT_FALSE(DecodeExpectedEnd(bad).has_value()) << bad;
+  }
 }
 
 TEST(JudgeTest, AllPassedIsClean) {

@@ -1813,9 +1813,95 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
           "128ranks",
           {{"DISTTEST_GPUS", "1"}});
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 63 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 66 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
-  EXPECT_THAT(v.run.out, HasSubstr("57 FAILED TESTS"));
+  EXPECT_THAT(v.run.out, HasSubstr("60 FAILED TESTS"));
+}
+
+// Over Gloo alone (a communicator the test made: no host arena) a timeout
+// names the rank that did not come and what it did last, as the arena does,
+// from the ranks' ledgers.
+TEST_P(VerdictsTest, TimedOutGlooCollectiveNamesTheMissingRankToo) {
+  Verdict v =
+      Run("VerdictsNoComm.OwnCommunicatorTimesOutNamingTheMissingRank/4ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out,
+              HasSubstr("; by the ranks' ledgers it was waiting for rank 2: "
+                        "rank 2's last collective was #0 broadcast(16 x "
+                        "int32, root 0)"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("same-host arena"))) << v.run.out;
+}
+
+// A rank the test expects to die (ExpectRankToEnd) is killed by a peer
+// (SignalRank); its survivors see it gone, in the arena and over Gloo alike,
+// and the test passes saying how the rank ended.
+TEST_P(VerdictsTest, ExpectedKillOfARankPasses) {
+  for (const char* arena : {"0", "1"}) {
+    Verdict v = Run("Verdicts.SurvivorsOfAnExpectedKill/4ranks",
+                    {{"DISTTEST_NO_HOST_ARENA", arena}});
+    EXPECT_EQ(v.run.exit_code, 0) << arena << "\n" << v.run.out;
+    EXPECT_THAT(v.run.out,
+                HasSubstr("[ disttest ] note: [rank 2/4] killed by signal 9 "
+                          "(SIGKILL), as the test expected (ExpectRankToEnd)"))
+        << v.run.out;
+    for (int r : {0, 1, 3}) {
+      EXPECT_THAT(v.run.out, HasSubstr(fmt::format(
+                                 "[rank {}] marker-survivor {}: ", r, r)))
+          << v.run.out;
+    }
+    EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 2] marker-survivor")));
+    EXPECT_THAT(TestCaseXml(v.xml, "SurvivorsOfAnExpectedKill/4ranks"),
+                Not(HasSubstr("<failure")));
+  }
+}
+
+TEST_P(VerdictsTest, ExpectedExitOfARankPasses) {
+  Verdict v = Run("Verdicts.ExpectedExitOfARank/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[ disttest ] note: [rank 1/2] exited with status 3, "
+                        "as the test expected (ExpectRankToEnd)"));
+}
+
+TEST_P(VerdictsTest, ExpectedEndThatDoesNotComeFails) {
+  Verdict v = Run("Verdicts.ExpectedKillThatNeverComes/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              AllOf(HasSubstr("[rank 1/2] was expected to be killed by signal "
+                              "9 (SIGKILL) (ExpectRankToEnd in rank "),
+                    HasSubstr("), but it finished the test (passed) and "
+                              "exited with status 0")))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/2]"))) << v.run.out;
+}
+
+TEST_P(VerdictsTest, OtherEndThanExpectedFailsNamingBoth) {
+  Verdict v = Run("Verdicts.RankEndsOtherThanExpected/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              AllOf(HasSubstr("[rank 1/2] was expected to "
+                              "exit with status 3 (ExpectRankToEnd in rank "),
+                    HasSubstr("), but it was killed by signal 6 (SIGABRT")))
+      << v.run.out;
+}
+
+TEST_P(VerdictsTest, RankControlMisuseIsNamed) {
+  Verdict v = Run("Verdicts.RankControlMisuseIsNamed/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  EXPECT_THAT(
+      v.run.out,
+      AllOf(HasSubstr("marker-misuse 1: SignalRank(5, ...) in rank 0: there "
+                      "is no rank 5 in a world of 2 (ranks 0 to 1)"),
+            HasSubstr("marker-misuse 2: ExpectRankToEnd(1, "
+                      "RankEnd::ExitsWith(81)): statuses 81 to 84 are how "
+                      "disttest itself ends a rank"),
+            HasSubstr("marker-misuse 3: ExpectRankToEnd(1, "
+                      "RankEnd::KilledBy(0)): 0 is no signal"),
+            HasSubstr("marker-misuse 4: ExpectRankToEnd(-1, ...) in rank 0: "
+                      "there is no rank -1"),
+            HasSubstr("marker-misuse 5: no error")))
+      << v.run.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(

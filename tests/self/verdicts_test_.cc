@@ -919,6 +919,23 @@ DIST_TEST_F(VerdictsNoComm, BuildsItsOwnCommunicator, 3) {
   KeepUntilExit(std::move(mine));
 }
 
+// Rank 2 stops after a broadcast on a communicator the test made (Gloo
+// alone: no host arena compares its calls); the others' allreduce times out
+// in Gloo after 1 s and names it, from the ranks' ledgers.
+DIST_TEST_F(VerdictsNoComm, OwnCommunicatorTimesOutNamingTheMissingRank, 4) {
+  disttest::GlooOptions quick;
+  quick.name = "quick";
+  quick.timeout = std::chrono::milliseconds(1000);
+  auto mine = disttest::CreateCommunicator(disttest::Backend::kGloo, store(),
+                                           rank(), world_size(), quick);
+  std::vector<std::int32_t> v(16, rank());
+  mine->broadcast(v.data(), v.size(), 0);
+  if (rank() == 2) pause();  // marker-own-stops
+  std::vector<float> x(8, 1.0f);
+  mine->allreduce(x.data(), x.size(), disttest::ReduceOp::kSum);
+  KeepUntilExit(std::move(mine));
+}
+
 // The collective assertions on a communicator the test made itself, without
 // comm(): agreement passes, a disagreement names the communicator, and the
 // fatal form returns on every rank together.
@@ -1215,6 +1232,76 @@ DIST_TEST_P(VerdictsPooledAlike, SeesItsParameter) {
 }
 INSTANTIATE_TEST_SUITE_P(Close, VerdictsPooledAlike,
                          ::testing::Values(1.0, 1.0000001));
+
+// Fault tolerance: rank 0 kills rank 2, as every rank declared it would;
+// the survivors' barrier fails naming it, and the test passes.
+DIST_TEST_F(Verdicts, SurvivorsOfAnExpectedKill, 4) {
+  ExpectRankToEnd(2, disttest::RankEnd::KilledBy(SIGKILL));
+  if (rank() == 2) {
+    for (;;) pause();  // marker-expected-kill
+  }
+  if (rank() == 0) SignalRank(2, SIGKILL);
+  try {
+    comm().barrier();
+    ADD_FAILURE() << "the barrier returned without rank 2";
+  } catch (const disttest::CommError& e) {
+    std::printf("marker-survivor %d: %s\n", rank(), e.what());
+    EXPECT_NE(std::string(e.what()).find("rank 2"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A rank that says it will exit with status 3, and does.
+DIST_TEST_F(Verdicts, ExpectedExitOfARank) {
+  if (rank() == 1) {
+    ExpectRankToEnd(1, disttest::RankEnd::ExitsWith(3));
+    std::fflush(stdout);
+    _exit(3);
+  }
+  EXPECT_THROW(comm().barrier(), disttest::CommError);
+}
+
+// Expected to be killed, rank 1 finishes the test instead: a failure.
+DIST_TEST_F(Verdicts, ExpectedKillThatNeverComes) {
+  ExpectRankToEnd(1, disttest::RankEnd::KilledBy(SIGKILL));
+}
+
+// Expected to exit with 3, rank 1 aborts: a failure naming both ends.
+DIST_TEST_F(Verdicts, RankEndsOtherThanExpected) {
+  ExpectRankToEnd(1, disttest::RankEnd::ExitsWith(3));
+  if (rank() == 1) std::abort();  // marker-unexpected-abort
+  EXPECT_THROW(comm().barrier(), disttest::CommError);
+}
+
+// Wrong calls throw disttest::Error naming the problem; rank 0 prints each.
+DIST_TEST_F(Verdicts, RankControlMisuseIsNamed) {
+  if (rank() != 0) return;
+  const auto error = [](auto&& call) {
+    try {
+      call();
+    } catch (const disttest::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::printf("marker-misuse 1: %s\n",
+              error([&] { SignalRank(5, SIGTERM); }).c_str());
+  std::printf("marker-misuse 2: %s\n",
+              error([&] {
+                ExpectRankToEnd(1, disttest::RankEnd::ExitsWith(81));
+              }).c_str());
+  std::printf("marker-misuse 3: %s\n", error([&] {
+                                         ExpectRankToEnd(
+                                             1, disttest::RankEnd::KilledBy(0));
+                                       }).c_str());
+  std::printf("marker-misuse 4: %s\n",
+              error([&] {
+                ExpectRankToEnd(-1, disttest::RankEnd::ExitsWith(3));
+              }).c_str());
+  // A signal that does nothing reaches a live peer.
+  std::printf("marker-misuse 5: %s\n",
+              error([&] { SignalRank(1, 0); }).c_str());
+}
 
 // One suite per type; only int32_t at 3 ranks fails.
 template <typename T>

@@ -1,0 +1,130 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/rank_control.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include "disttest/error.h"
+
+namespace disttest::internal {
+namespace {
+
+std::atomic<RankControl*> current{nullptr};
+
+bool ParseInt(std::string_view text, int* out) {
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, *out);
+  return ec == std::errc() && p == end && !text.empty();
+}
+
+}  // namespace
+
+std::string ExpectedEnd::str() const {
+  if (signal) {
+    return fmt::format("be killed by signal {} ({})", value, SignalName(value));
+  }
+  return fmt::format("exit with status {}", value);
+}
+
+bool ExpectedEnd::Matches(const RankOutcome& o) const {
+  return signal ? o.signaled() && o.signal() == value
+                : o.exited() && o.exit_code() == value;
+}
+
+std::string EncodeExpectedEnd(int rank, const ExpectedEnd& end) {
+  return fmt::format("{} {} {}", rank, end.signal ? "signal" : "exit",
+                     end.value);
+}
+
+std::optional<std::pair<int, ExpectedEnd>> DecodeExpectedEnd(
+    std::string_view text) {
+  const std::size_t a = text.find(' ');
+  if (a == std::string_view::npos) return std::nullopt;
+  const std::size_t b = text.find(' ', a + 1);
+  if (b == std::string_view::npos) return std::nullopt;
+  int rank = 0;
+  ExpectedEnd end;
+  const std::string_view how = text.substr(a + 1, b - a - 1);
+  if (!ParseInt(text.substr(0, a), &rank) ||
+      !ParseInt(text.substr(b + 1), &end.value) ||
+      (how != "signal" && how != "exit")) {
+    return std::nullopt;
+  }
+  end.signal = how == "signal";
+  return std::make_pair(rank, end);
+}
+
+void RankControl::CheckRank(const char* what, int rank) const {
+  if (rank < 0 || rank >= world_size_) {
+    throw ConfigError(
+        fmt::format("{}({}, ...) in rank {}: there is no rank {} "
+                    "in a world of {} (ranks 0 to {})",
+                    what, rank, rank_, rank, world_size_, world_size_ - 1));
+  }
+}
+
+void RankControl::Expect(int rank, const ExpectedEnd& end) const {
+  CheckRank("ExpectRankToEnd", rank);
+  if (end.signal && (end.value < 1 || end.value > SIGRTMAX)) {
+    throw ConfigError(fmt::format(
+        "ExpectRankToEnd({}, RankEnd::KilledBy({})): {} is no signal (1 to "
+        "{})",
+        rank, end.value, end.value, SIGRTMAX));
+  }
+  if (!end.signal && (end.value < 0 || end.value > 255)) {
+    throw ConfigError(fmt::format(
+        "ExpectRankToEnd({}, RankEnd::ExitsWith({})): an exit status is 0 to "
+        "255",
+        rank, end.value));
+  }
+  if (!end.signal && end.value >= kExitFailed && end.value <= kExitExecFailed) {
+    throw ConfigError(fmt::format(
+        "ExpectRankToEnd({}, RankEnd::ExitsWith({})): statuses {} to {} are "
+        "how disttest itself ends a rank (failed, skipped, set-up and exec "
+        "errors); exit with another one",
+        rank, end.value, static_cast<int>(kExitFailed),
+        static_cast<int>(kExitExecFailed)));
+  }
+  report_(
+      {RankMessage::Kind::kExpectEnd, "", -1, EncodeExpectedEnd(rank, end)});
+}
+
+void RankControl::Signal(int rank, int signal) const {
+  CheckRank("SignalRank", rank);
+  if (signal < 0 || signal > SIGRTMAX) {
+    throw ConfigError(fmt::format("SignalRank({}, {}): {} is no signal", rank,
+                                  signal, signal));
+  }
+  const pid_t pid = pids_ != nullptr ? pids_->Pid(rank) : 0;
+  if (pids_ == nullptr) {
+    throw Error(fmt::format(
+        "SignalRank({}, {}): this rank has no ledger, where the ranks' "
+        "process ids are",
+        rank, signal));
+  }
+  if (pid <= 0) {
+    throw Error(fmt::format("SignalRank({}, {}): rank {} has not started yet",
+                            rank, signal, rank));
+  }
+  // The parent keeps an ended rank unreaped until the test ends, so its id
+  // names no other process meanwhile.
+  if (kill(pid, signal) != 0) {
+    throw Error(fmt::format("SignalRank({}, {}): rank {} (pid {}): {}", rank,
+                            signal, rank, pid, std::strerror(errno)));
+  }
+}
+
+RankControl* CurrentRankControl() {
+  return current.load(std::memory_order_acquire);
+}
+
+void SetRankControl(RankControl* control) {
+  current.store(control, std::memory_order_release);
+}
+
+}  // namespace disttest::internal
