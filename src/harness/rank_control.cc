@@ -100,13 +100,13 @@ void RankControl::Signal(int rank, int signal) const {
     throw ConfigError(fmt::format("SignalRank({}, {}): {} is no signal", rank,
                                   signal, signal));
   }
-  const pid_t pid = pids_ != nullptr ? pids_->Pid(rank) : 0;
   if (pids_ == nullptr) {
     throw Error(fmt::format(
         "SignalRank({}, {}): this rank has no ledger, where the ranks' "
         "process ids are",
         rank, signal));
   }
+  const pid_t pid = pids_->Pid(rank);
   if (pid <= 0) {
     throw Error(fmt::format("SignalRank({}, {}): rank {} has not started yet",
                             rank, signal, rank));
