@@ -65,6 +65,7 @@ void OutputRelay::Emit(const char* data, std::size_t size) {
       std::string_view(data, size).rfind(drop_prefix_, 0) == 0) {
     return;
   }
+  sanitizer_.Line(std::string_view(data, size));
   std::string line = prefix_;
   line.append(data, size);
   if (line.back() != '\n') line.push_back('\n');

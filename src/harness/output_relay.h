@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <string>
 
+#include "harness/sanitizer_report.h"
+
 namespace disttest::internal {
 
 class OutputRelay {
@@ -38,6 +40,9 @@ class OutputRelay {
   // by a rank's two relays, which keeps its lines in the order they came).
   void CopyTo(std::FILE* log) { log_ = log; }
 
+  // The sanitizer report among the lines so far (for a rank's stderr).
+  SanitizerScanner& sanitizer() { return sanitizer_; }
+
   // Reads what is available; closes the fd at end of file.
   void OnReadable();
   // Reads until end of file or no more data, then writes any partial line.
@@ -54,6 +59,7 @@ class OutputRelay {
   std::string drop_prefix_;
   bool first_line_ = true;
   std::FILE* log_ = nullptr;
+  SanitizerScanner sanitizer_;
 };
 
 }  // namespace disttest::internal

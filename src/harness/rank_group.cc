@@ -254,6 +254,13 @@ void RankGroup::FinishOutput() {
   for (Rank& rank : ranks_) {
     if (rank.out) rank.out->Finish();
     if (rank.err) rank.err->Finish();
+    // A sanitizer writes to stderr (to stdout where told to): the first
+    // report of either is the rank's.
+    for (OutputRelay* relay : {rank.err.get(), rank.out.get()}) {
+      if (relay == nullptr) continue;
+      std::optional<SanitizerReport> found = relay->sanitizer().Take();
+      if (found && !rank.report.sanitizer) rank.report.sanitizer = found;
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "comm/ledger.h"
 #include "env/knobs.h"
+#include "harness/sanitizer_report.h"
 
 namespace disttest::internal {
 namespace {
@@ -26,6 +27,18 @@ std::chrono::milliseconds RankTimeout(const RankEnv& env,
                                                     std::chrono::seconds(5));
 }
 
+RankVerdict RunProgram(RankProgram& program, const RankEnv& env,
+                       Communicator* comm, Store& store,
+                       const ReportFn& report) {
+  RankVerdict verdict = program.Run(env, comm, store, report);
+  if (std::optional<std::string> leaks = LeaksOfThisTest()) {
+    report({RankMessage::Kind::kFatalFailure, program.file(), program.line(),
+            *leaks});
+    verdict = RankVerdict::kFailed;
+  }
+  return verdict;
+}
+
 RankVerdict RunRank(RankProgram& program, const Options& options,
                     RankHost& host) {
   const ReportFn report = [&](const RankMessage& m) { host.Report(m); };
@@ -41,7 +54,7 @@ RankVerdict RunRank(RankProgram& program, const Options& options,
       comm->barrier();
       EnterPhase(RankPhase::kConnected);
     }
-    verdict = program.Run(env, comm, host.store(), report);
+    verdict = RunProgram(program, env, comm, host.store(), report);
   } catch (const std::exception& e) {
     report({RankMessage::Kind::kFatalFailure, program.file(), program.line(),
             fmt::format("disttest could not set up the rank: {}", e.what())});

@@ -63,6 +63,13 @@ class RankProgram {
 RankVerdict RunRank(RankProgram& program, const Options& options,
                     RankHost& host);
 
+// Runs `program`'s test, then, under LeakSanitizer, checks for the leaks it
+// left: they are the rank's failure (through `report`, with the report's
+// first lines). Both hosts' runs and a pooled rank's next tests go here.
+RankVerdict RunProgram(RankProgram& program, const RankEnv& env,
+                       Communicator* comm, Store& store,
+                       const ReportFn& report);
+
 // The deadline of every blocking operation in a rank of a test with
 // timeout `test`: a tenth (at most 5 s) shorter, so that a rank stuck in
 // a collective reports which operation and which peer before the test's

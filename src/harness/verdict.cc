@@ -46,6 +46,19 @@ std::string EndWithoutReport(const RankOutcome& o) {
   }
 }
 
+// Whether one of the rank's own failures says `text` (a sanitizer report it
+// found in itself: LeakSanitizer's, after its body).
+bool Mentions(const RankReport& r, const std::string& text) {
+  for (const RankMessage& m : r.results) {
+    if ((m.kind == RankMessage::Kind::kFatalFailure ||
+         m.kind == RankMessage::Kind::kNonFatalFailure) &&
+        m.message.find(text) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // A rank whose verdict is "failed" but none of whose failures arrived (its
 // queue was full or broken) must still fail the test.
 std::optional<std::string> LostFailures(const RankReport& r) {
@@ -182,7 +195,25 @@ void AddRankResults(const TestSpec& spec, const RankReport& r, bool in_tree,
                     {},
                     r.ended_at});
   }
-  if (auto end = AbnormalEnd(r, in_tree)) {
+  std::optional<std::string> end = AbnormalEnd(r, in_tree);
+  if (r.sanitizer && !Mentions(r, r.sanitizer->headline)) {
+    std::string text = r.sanitizer->str();
+    // An exit that follows the report (ASan's, UBSan's halt) is its
+    // consequence: one failure, not two.
+    if (end && r.outcome && !r.outcome->signaled() &&
+        r.killed_because.empty() && r.overran.empty()) {
+      text += fmt::format("\n  then the rank {}", *end);
+      end.reset();
+    }
+    out->push_back({Finding::Kind::kFatalFailure,
+                    spec.file,
+                    spec.line,
+                    r.rank,
+                    std::move(text),
+                    {},
+                    r.sanitizer->at ? r.sanitizer->at : r.ended_at});
+  }
+  if (end) {
     out->push_back({Finding::Kind::kFatalFailure,
                     spec.file,
                     spec.line,
@@ -400,7 +431,7 @@ bool EndedAsExpected(const RankReport& r) {
 
 bool RankFailed(const RankReport& r) {
   if (!r.killed_because.empty() || !r.not_started.empty() ||
-      !r.overran.empty() || !r.channel_errors.empty()) {
+      !r.overran.empty() || !r.channel_errors.empty() || r.sanitizer) {
     return true;
   }
   if (r.expected_end) {

@@ -36,6 +36,7 @@
 #include "harness/rank_outcome.h"
 #include "harness/rank_verdict.h"
 #include "harness/result_channel.h"
+#include "harness/sanitizer_report.h"
 
 namespace disttest::internal {
 
@@ -83,6 +84,8 @@ struct RankReport {
   // judged by that verdict alone.
   bool parked = false;
   std::string log_path;  // DISTTEST_LOG_DIR: where its output is kept.
+  // A sanitizer's report in its output (spawned ranks): a failure.
+  std::optional<SanitizerReport> sanitizer;
   std::vector<std::string> channel_errors;
   // When the parent received each of `results` (same order), and when it
   // saw the rank end; empty where it does not know (launched mode, where

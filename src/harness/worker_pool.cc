@@ -65,7 +65,7 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
         ledger->BeginTest();
         ledger->Enter(RankPhase::kConnected);  // Since an earlier test.
       }
-      verdict = next->Run(env, comm, own, report);
+      verdict = RunProgram(*next, env, comm, own, report);
       EnterPhase(RankPhase::kFinished);
     } catch (const std::exception& e) {
       report({RankMessage::Kind::kFatalFailure, first.file(), first.line(),

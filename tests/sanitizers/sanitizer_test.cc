@@ -1,0 +1,128 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Sanitizer reports in ranks: sanitizer_child_ (built with ASan and UBSan
+// that halts) and sanitizer_lsan_child_ (LeakSanitizer alone) each have a
+// test where one rank leaks, reads freed memory or overflows an int. The
+// verdict must fail that rank, and only it, with the report's headline, the
+// line in the child's source and the report's first lines; the whole report
+// is in that rank's output; the other ranks pass. Forked, re-executed and
+// reused ranks alike.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "self/child_process.h"
+
+namespace disttest::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Mode {
+  const char* name;
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
+class SanitizerTest : public ::testing::TestWithParam<Mode> {
+ protected:
+  ChildRun Run(const char* binary, const std::string& test) {
+    ChildRun run = RunChild({binary, "--gtest_filter=Sanitized." + test + "/*"},
+                            GetParam().env, std::chrono::seconds(120));
+    EXPECT_TRUE(ShmLeftovers(run.pid).empty());
+    EXPECT_TRUE(KillOrphans().empty());
+    return run;
+  }
+
+  static std::string Where(const std::string& marker) {
+    return fmt::format("sanitizer_child_.cc:{}",
+                       LineIn(DISTTEST_SANITIZER_CHILD_SOURCE, marker));
+  }
+};
+
+// Under LeakSanitizer a rank checks for leaks after its body: rank 2's leak
+// fails rank 2, with the leak's line; the report is in rank 2's output.
+void ExpectLeakOfRank2(const ChildRun& run, const std::string& where) {
+  EXPECT_NE(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("[  FAILED  ] Sanitized.LeaksInRank2"));
+  EXPECT_THAT(run.out,
+              HasSubstr("[rank 2/4] LeakSanitizer: detected memory leaks, at " +
+                        where + "\n"))
+      << run.out;
+  EXPECT_THAT(run.out, HasSubstr("Direct leak of 40 byte(s) in 1 object(s)"));
+  EXPECT_EQ(RanksNaming(run.out, "LeakSanitizer"), std::set<int>{2}) << run.out;
+  // The whole report, in the rank's own output (its stderr, relayed).
+  EXPECT_THAT(run.err, HasSubstr("ERROR: LeakSanitizer: detected memory leaks"))
+      << run.err;
+}
+
+TEST_P(SanitizerTest, ALeakInARankFailsThatRank) {
+  ExpectLeakOfRank2(Run(DISTTEST_SANITIZER_CHILD, "LeaksInRank2"),
+                    Where("marker-leak"));
+}
+
+TEST_P(SanitizerTest, ALeakUnderStandaloneLeakSanitizerFailsThatRank) {
+  if (std::string(DISTTEST_SANITIZER_LSAN_CHILD).empty()) {
+    GTEST_SKIP() << "this build is ASan's: -fsanitize=leak alone cannot be "
+                    "linked beside it";
+  }
+  ExpectLeakOfRank2(Run(DISTTEST_SANITIZER_LSAN_CHILD, "LeaksInRank2"),
+                    Where("marker-leak"));
+}
+
+TEST_P(SanitizerTest, AnAddressSanitizerReportFailsThatRankWithItsHeadline) {
+  const ChildRun run = Run(DISTTEST_SANITIZER_CHILD, "ReadsFreedMemoryInRank1");
+  EXPECT_NE(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out,
+              HasSubstr("[rank 1/4] AddressSanitizer: heap-use-after-free on "
+                        "address 0x"))
+      << run.out;
+  EXPECT_THAT(run.out, HasSubstr(", at " + Where("marker-use-after-free")));
+  EXPECT_THAT(run.out, HasSubstr("SUMMARY: AddressSanitizer: "
+                                 "heap-use-after-free"));
+  // Its exit follows from the report: said with it, not as a second
+  // failure, and not the bare status alone.
+  EXPECT_THAT(run.out, HasSubstr("(the whole report is in the rank's output)\n"
+                                 "  then the rank exited with status 1"));
+  EXPECT_EQ(RanksNaming(run.out, "AddressSanitizer"), std::set<int>{1});
+  EXPECT_THAT(run.out, Not(HasSubstr("Shadow bytes")));
+  EXPECT_THAT(run.err, HasSubstr("Shadow bytes"));  // The whole report.
+}
+
+TEST_P(SanitizerTest, AnUndefinedBehaviorReportFailsThatRank) {
+  const ChildRun run = Run(DISTTEST_SANITIZER_CHILD, "OverflowsInRank3");
+  EXPECT_NE(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out,
+              HasSubstr("[rank 3/4] runtime error: signed integer overflow: "
+                        "2147483647 + 1 cannot be represented in type 'int', "
+                        "at " +
+                        Where("marker-overflow")))
+      << run.out;
+  EXPECT_EQ(RanksNaming(run.out, "runtime error"), std::set<int>{3});
+}
+
+TEST_P(SanitizerTest, RanksThatLeakNothingPass) {
+  const ChildRun run = Run(DISTTEST_SANITIZER_CHILD, "KeepsAndFreesMemory");
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.err, Not(HasSubstr("Sanitizer")));
+  if (!std::string(DISTTEST_SANITIZER_LSAN_CHILD).empty()) {
+    const ChildRun lsan =
+        Run(DISTTEST_SANITIZER_LSAN_CHILD, "KeepsAndFreesMemory");
+    EXPECT_EQ(lsan.exit_code, 0) << lsan.out << lsan.err;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    LaunchModes, SanitizerTest,
+    ::testing::Values(Mode{"fork", {}},
+                      Mode{"exec", {{"SANITIZER_LAUNCH", "exec"}}},
+                      Mode{"pooled", {{"SANITIZER_POOLED", "1"}}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace disttest::testing
