@@ -144,6 +144,8 @@ const char* Name(RankPhase phase) {
       return "body";
     case RankPhase::kTearDown:
       return "tear-down";
+    case RankPhase::kCheckingLeaks:
+      return "leak-check";
     case RankPhase::kFinished:
       return "finished";
   }
@@ -754,6 +756,17 @@ Ledger::Ledger(std::shared_ptr<LedgerMemory> memory, int slot)
 pid_t LedgerMemory::Pid(int rank) const {
   if (rank < 0 || rank >= ranks_) return 0;
   return area(rank).pid.load(std::memory_order_acquire);
+}
+
+RankPhase LedgerMemory::Phase(int rank) const {
+  if (rank < 0 || rank >= ranks_) return RankPhase::kStarted;
+  const Area& a = area(rank);
+  for (std::size_t p = kPhases; p-- > 0;) {
+    if (a.phase_ns[p].load(std::memory_order_acquire) != 0) {
+      return static_cast<RankPhase>(p);
+    }
+  }
+  return RankPhase::kStarted;
 }
 
 void Ledger::BeginTest() {

@@ -82,9 +82,12 @@ enum class RankPhase : std::uint8_t {
   kSetUp,       // It runs the fixture's SetUp() and SetUpRank().
   kBody,        // It runs the test body.
   kTearDown,    // TearDownRank() and TearDown().
-  kFinished,    // Its part is over; it reports its verdict.
+  // Under LeakSanitizer, after a body that did not fail: the rank's leak
+  // check, which stops its threads (a tracer) while it scans the heap.
+  kCheckingLeaks,
+  kFinished,  // Its part is over; it reports its verdict.
 };
-inline constexpr std::size_t kPhases = 7;
+inline constexpr std::size_t kPhases = 8;
 // "started", "connecting", ...
 const char* Name(RankPhase phase);
 
@@ -192,6 +195,8 @@ class LedgerMemory {
   // The process of rank `rank`, as it wrote it when it installed its
   // ledger; 0 before that (or out of range).
   pid_t Pid(int rank) const;
+  // The phase rank `rank` last entered in this test: a few loads.
+  RankPhase Phase(int rank) const;
   // Rank `rank`'s ledger now (`as_rank` labels it).
   RankLedgerView Read(int rank, int as_rank) const;
   RankLedgerView Read(int rank) const { return Read(rank, rank); }

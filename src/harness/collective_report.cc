@@ -118,6 +118,13 @@ void AppendNow(const Rank& r, const LedgerRecord* skip, Line& line) {
           "; {{its}} test ended {} ago (it waits for the others)", kTime);
       line.times.push_back(Ago(r, PhaseNs(r, RankPhase::kFinished)));
       return;
+    case RankPhase::kCheckingLeaks:
+      line.pattern += fmt::format(
+          "; {{its}} test ended {} ago ({{it}} {{is}} in LeakSanitizer's leak "
+          "check)",
+          kTime);
+      line.times.push_back(Ago(r, PhaseNs(r, RankPhase::kCheckingLeaks)));
+      return;
     case RankPhase::kTearDown:
       line.pattern += fmt::format(
           "; {{its}} body returned {} ago (it is in its tear-down)", kTime);

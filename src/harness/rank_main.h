@@ -63,9 +63,10 @@ class RankProgram {
 RankVerdict RunRank(RankProgram& program, const Options& options,
                     RankHost& host);
 
-// Runs `program`'s test, then, under LeakSanitizer, checks for the leaks it
-// left: they are the rank's failure (through `report`, with the report's
-// first lines). Both hosts' runs and a pooled rank's next tests go here.
+// Runs `program`'s test, then, under LeakSanitizer and unless it failed,
+// checks for the leaks it left (in phase kCheckingLeaks): they are the
+// rank's failure (through `report`, with the report's first lines). Both
+// hosts' runs and a pooled rank's next tests go here.
 RankVerdict RunProgram(RankProgram& program, const RankEnv& env,
                        Communicator* comm, Store& store,
                        const ReportFn& report);

@@ -251,8 +251,24 @@ void* AsReportFd(int fd) {
 
 }  // namespace
 
+bool LeakSanitizerRuns() {
+  if (&__lsan_do_recoverable_leak_check == nullptr) return false;
+  // The last setting wins, as in the runtime's own parser.
+  bool on = true;
+  for (const char* var : {"ASAN_OPTIONS", "LSAN_OPTIONS"}) {
+    const char* value = std::getenv(var);
+    for (const char* at = value; at != nullptr && *at != '\0';) {
+      at = std::strstr(at, "detect_leaks=");
+      if (at == nullptr) break;
+      at += std::strlen("detect_leaks=");
+      on = !(*at == '0' || std::strncmp(at, "false", 5) == 0);
+    }
+  }
+  return on;
+}
+
 std::optional<std::string> LeaksOfThisTest() {
-  if (&__lsan_do_recoverable_leak_check == nullptr) return std::nullopt;
+  if (!LeakSanitizerRuns()) return std::nullopt;
   // The report is read back into the failure where the runtime lets it be
   // written to a file of ours; otherwise it goes where it would.
   int fd = -1;

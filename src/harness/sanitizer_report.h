@@ -66,6 +66,9 @@ class SanitizerScanner {
 // and when the leaks are the same as at the last call (an earlier test's,
 // already reported, in a process that runs several).
 std::optional<std::string> LeaksOfThisTest();
+// Whether LeaksOfThisTest() checks anything here: LeakSanitizer is linked
+// in and not told detect_leaks=0.
+bool LeakSanitizerRuns();
 
 }  // namespace disttest::internal
 

@@ -32,6 +32,10 @@ constexpr std::chrono::seconds kInterruptStacks(5);
 // How often the parent looks for ranks that wait in a collective that
 // others entered with another call, and how long a rank must have waited
 // for a look at every rank's calls (a few microseconds a rank).
+// How much longer than the failure grace a rank may take for its leak
+// check (scaled): hundreds of ranks that check at once on a few cores take
+// seconds, and a rank in it is not stuck.
+constexpr std::chrono::seconds kLeakCheckWait(20);
 constexpr std::chrono::milliseconds kMatchEvery(250);
 constexpr std::chrono::milliseconds kMatchAfter(200);
 // After a look that found the calls alike, the next one waits this long.
@@ -136,7 +140,7 @@ void Supervisor::PrintHeartbeat(Clock::time_point now) {
   for (const RankGroup::Rank& rank : group_.ranks()) {
     (rank.exited || rank.report.done ? done : running)
         .push_back(rank.report.rank);
-    if (!rank.exited && !rank.report.done &&
+    if (!rank.exited && !rank.report.done && !CheckingLeaks(rank) &&
         group_.launcher().Stopped(rank.pid)) {
       stopped.push_back(rank.report.rank);
     }
@@ -171,6 +175,39 @@ void Supervisor::StartGrace(const RankGroup::Rank& rank, const std::string& how,
   grace_deadline_ = Clock::now() + grace;
   grace_reason_ = fmt::format("{} {} ms after rank {} {}", kStillRunningAfter,
                               grace.count(), rank.report.rank, how);
+}
+
+bool Supervisor::CheckingLeaks(const RankGroup::Rank& rank) const {
+  const LedgerMemory* ledger = group_.ledger();
+  return ledger != nullptr &&
+         ledger->Phase(rank.report.rank) == RankPhase::kCheckingLeaks;
+}
+
+bool Supervisor::WaitForLeakChecks(Clock::time_point now) {
+  const bool first = !leak_wait_until_;
+  if (first) leak_wait_until_ = now + Scaled(kLeakCheckWait);
+  if (now >= *leak_wait_until_) return false;
+  std::vector<int> checking;
+  for (const RankGroup::Rank& rank : group_.ranks()) {
+    if (!Ended(rank) && CheckingLeaks(rank)) {
+      checking.push_back(rank.report.rank);
+    }
+  }
+  if (checking.empty()) return false;
+  if (first) {
+    // Why the rest of the report comes later than the grace said.
+    std::printf(
+        "[ disttest ] %s: %s %s in LeakSanitizer's leak check after %s "
+        "body; the failure grace waits for %s (at most %lld ms more)\n",
+        group_.Subject().c_str(), RanksText(checking).c_str(),
+        checking.size() == 1 ? "is" : "are",
+        checking.size() == 1 ? "its" : "their",
+        checking.size() == 1 ? "it" : "them",
+        static_cast<long long>(Scaled(kLeakCheckWait).count()));
+    std::fflush(stdout);
+  }
+  grace_deadline_ = now + std::chrono::milliseconds(kDrainTickMs);
+  return true;
 }
 
 void Supervisor::OnVerdict(RankGroup::Rank& rank) {
@@ -221,7 +258,8 @@ void Supervisor::Run() {
                             group_.spec().options.timeout.count(), ScaleNote()),
                 /*deadline=*/true, kStackDeadline);
       deadline_ = Clock::time_point::max();  // Now only reaping is left.
-    } else if (grace_deadline_ && now >= *grace_deadline_) {
+    } else if (grace_deadline_ && now >= *grace_deadline_ &&
+               !WaitForLeakChecks(now)) {
       KillStuck(grace_reason_, /*deadline=*/false, kStackDeadline);
     } else if (!grace_deadline_ && now >= next_match_) {
       if (const std::string differ = CallsThatDiffer(now); !differ.empty()) {
@@ -279,11 +317,22 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline,
   group_.ObserveExits();
   for (RankGroup::Rank& rank : group_.ranks()) {
     if (rank.pid <= 0 || rank.exited || rank.report.done) continue;
-    pids.push_back(rank.pid);
-    stuck.push_back(&rank);
     // Decided now: whatever the rank does while its stack is taken, it did
     // not finish in time.
     if (deadline) rank.report.overran = reason;
+    if (CheckingLeaks(rank)) {
+      // Its threads are the check's tracer's: no debugger can attach, and
+      // where it is is known.
+      if (rank.report.killed_because.empty()) {
+        rank.report.killed_because = fmt::format(
+            "{}; its test had ended, and it was still in LeakSanitizer's "
+            "leak check",
+            reason);
+      }
+      continue;
+    }
+    pids.push_back(rank.pid);
+    stuck.push_back(&rank);
     if (group_.launcher().Stopped(rank.pid) &&
         rank.report.killed_because.empty()) {
       rank.report.killed_because = fmt::format(

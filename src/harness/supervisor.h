@@ -67,6 +67,13 @@ class Supervisor {
   // The others get the grace after `rank` did `how`.
   void StartGrace(const RankGroup::Rank& rank, const std::string& how,
                   bool skipped);
+  // Whether `rank` is in LeakSanitizer's check after its body (its
+  // threads are stopped by the check's tracer meanwhile).
+  bool CheckingLeaks(const RankGroup::Rank& rank) const;
+  // At the grace's end: whether a rank still checks for leaks, and the
+  // grace waits for it (then it is moved on), at most kLeakCheckWait past
+  // its end.
+  bool WaitForLeakChecks(Clock::time_point now);
   void OnVerdict(RankGroup::Rank& rank);
   void OnExit(RankGroup::Rank& rank);
   // Prints the test's first failure when it happens, once: at 2 a.m. the
@@ -98,6 +105,7 @@ class Supervisor {
   Clock::time_point next_heartbeat_;
   std::optional<Clock::time_point> grace_deadline_;
   std::string grace_reason_;
+  std::optional<Clock::time_point> leak_wait_until_;
   bool resource_trouble_ = false;  // Ranks ended: the store could not accept.
   bool failure_streamed_ = false;
   Clock::time_point next_match_;  // The next look at the ranks' calls.

@@ -165,6 +165,8 @@ std::string TraceJson(const TestSpec& spec,
             until(RankPhase::kBody));
     ev.Span(tid, "tear-down", "disttest", at(RankPhase::kTearDown),
             until(RankPhase::kTearDown));
+    ev.Span(tid, "leak check", "disttest", at(RankPhase::kCheckingLeaks),
+            until(RankPhase::kCheckingLeaks));
     ev.Span(tid, "end", "disttest", at(RankPhase::kFinished), ended);
     for (const LedgerRecord& op : v.records) {
       const std::int64_t to = op.ended_ns > 0 ? op.ended_ns : v.read_ns;

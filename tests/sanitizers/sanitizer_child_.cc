@@ -7,6 +7,7 @@
 // here is run on its own by ctest.
 #include <disttest/disttest.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <memory>
@@ -75,6 +76,38 @@ DIST_TEST_F(Sanitized, KeepsAndFreesMemory, 4) {
   freed[0] = rank();
   EXPECT_EQ(kept->size(), static_cast<std::size_t>(rank() + 1));
   EXPECT_EQ(freed[0], rank());
+}
+
+// A rank that failed is not checked for leaks: its failure is the news.
+DIST_TEST_F(Sanitized, LeaksAndFailsInRank2, 4) {
+  if (rank() == 2) {
+    LeakForty();
+    ADD_FAILURE() << "rank 2 fails on purpose";
+  }
+}
+
+// Rank 0 fails while ranks 1-3, whose bodies passed, are in their leak
+// checks, which take a while here (a heap of many blocks to scan). The
+// grace after a failure is 1 ms, but a rank in its leak check is not
+// stuck: ranks 1-3 pass, and the test fails for rank 0 alone.
+class SanitizedShortGrace : public Sanitized {
+ protected:
+  SanitizedShortGrace() {
+    options().failure_grace = std::chrono::milliseconds(1);
+  }
+};
+
+DIST_TEST_F(SanitizedShortGrace, FailsInRank0WhileTheOthersCheckLeaks, 4) {
+  if (rank() != 0) {
+    static auto* kept = new std::vector<std::unique_ptr<long>>;
+    for (long i = 0; i < 1'000'000; ++i) {
+      kept->push_back(std::make_unique<long>(i));
+    }
+    store().set("body-done-" + std::to_string(rank()), {'1'});
+    return;
+  }
+  store().wait({"body-done-1", "body-done-2", "body-done-3"});
+  ADD_FAILURE() << "rank 0 fails on purpose";
 }
 
 }  // namespace
