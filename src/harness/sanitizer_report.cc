@@ -52,6 +52,30 @@ bool IsSanitizerName(std::string_view word) {
   return true;
 }
 
+// What UBSan writes before ": runtime error: ": "dir/file.cc:12:7" or
+// "file.cc:12" (a path without spaces, then a line), "<unknown>", or
+// "(binary+0x1f2c)".
+bool IsUbsanLocation(std::string_view s) {
+  if (s == "<unknown>") return true;
+  if (s.find(' ') != std::string_view::npos) return false;
+  if (s.starts_with("(") && s.ends_with(")")) {
+    return s.find("+0x") != std::string_view::npos;
+  }
+  auto digits = [](std::string_view d) {
+    return !d.empty() && d.find_first_not_of("0123456789") == d.npos;
+  };
+  std::size_t colon = s.rfind(':');
+  if (colon == std::string_view::npos || !digits(s.substr(colon + 1))) {
+    return false;
+  }
+  const std::string_view before = s.substr(0, colon);
+  const std::size_t first = before.rfind(':');
+  if (first != std::string_view::npos && digits(before.substr(first + 1))) {
+    colon = first;
+  }
+  return colon > 0;
+}
+
 // The headline a line starts a report with, and where (UBSan says it on
 // the same line); nullopt for any other line.
 struct Start {
@@ -89,10 +113,13 @@ std::optional<Start> ReportStart(std::string_view line) {
       s.substr(space).starts_with(" has encountered a fatal error")) {
     return Start{std::string(s), "", false};
   }
-  // UBSan: "path/file.cc:12:7: runtime error: signed integer overflow: ...".
+  // UBSan: "path/file.cc:12:7: runtime error: signed integer overflow: ...",
+  // at the start of the line ("<unknown>" or "(binary+0x12)" without line
+  // information); not a test's own "caught: runtime error: ...".
   constexpr std::string_view kRuntimeError = ": runtime error: ";
   const std::size_t at = line.find(kRuntimeError);
-  if (at != std::string_view::npos && at > 0) {
+  if (at != std::string_view::npos && at > 0 &&
+      IsUbsanLocation(line.substr(0, at))) {
     return Start{std::string(line.substr(at + 2)), Basename(line.substr(0, at)),
                  true};
   }
@@ -156,8 +183,12 @@ std::string SanitizerReport::str() const {
 void SanitizerScanner::Line(std::string_view raw) {
   const std::string_view line = WithoutNewline(raw);
   // Most lines are not a sanitizer's: a report starts with a line that has
-  // a colon.
-  if (!in_first_ && line.find(':') == std::string_view::npos) return;
+  // a colon, or with "==pid==" ("==7==LeakSanitizer has encountered a fatal
+  // error.").
+  if (!in_first_ && line.find(':') == std::string_view::npos &&
+      !line.starts_with("==")) {
+    return;
+  }
   if (std::optional<Start> start = ReportStart(line)) {
     if (!report_) {
       report_.emplace();
@@ -252,19 +283,9 @@ void* AsReportFd(int fd) {
 }  // namespace
 
 bool LeakSanitizerRuns() {
-  if (&__lsan_do_recoverable_leak_check == nullptr) return false;
-  // The last setting wins, as in the runtime's own parser.
-  bool on = true;
-  for (const char* var : {"ASAN_OPTIONS", "LSAN_OPTIONS"}) {
-    const char* value = std::getenv(var);
-    for (const char* at = value; at != nullptr && *at != '\0';) {
-      at = std::strstr(at, "detect_leaks=");
-      if (at == nullptr) break;
-      at += std::strlen("detect_leaks=");
-      on = !(*at == '0' || std::strncmp(at, "false", 5) == 0);
-    }
-  }
-  return on;
+  // With detect_leaks=0 the check returns at once: the runtime decides
+  // (standalone LeakSanitizer reads LSAN_OPTIONS only, ASan's both).
+  return &__lsan_do_recoverable_leak_check != nullptr;
 }
 
 std::optional<std::string> LeaksOfThisTest() {

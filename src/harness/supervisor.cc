@@ -29,13 +29,14 @@ constexpr std::chrono::seconds kStackDeadline(15);
 // few seconds at most (ctest's TIMEOUT_SIGNAL_GRACE_PERIOD).
 constexpr std::chrono::seconds kInterruptStacks(5);
 
-// How often the parent looks for ranks that wait in a collective that
-// others entered with another call, and how long a rank must have waited
-// for a look at every rank's calls (a few microseconds a rank).
 // How much longer than the failure grace a rank may take for its leak
 // check (scaled): hundreds of ranks that check at once on a few cores take
 // seconds, and a rank in it is not stuck.
 constexpr std::chrono::seconds kLeakCheckWait(20);
+
+// How often the parent looks for ranks that wait in a collective that
+// others entered with another call, and how long a rank must have waited
+// for a look at every rank's calls (a few microseconds a rank).
 constexpr std::chrono::milliseconds kMatchEvery(250);
 constexpr std::chrono::milliseconds kMatchAfter(200);
 // After a look that found the calls alike, the next one waits this long.

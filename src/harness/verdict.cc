@@ -141,7 +141,19 @@ std::optional<std::string> AbnormalEnd(const RankReport& r, bool in_tree) {
   if (!r.outcome) return std::string("ended, but how is unknown");
   const RankOutcome& o = *r.outcome;
   if (o.signaled()) return o.str();
-  if (!r.done) return EndWithoutReport(o);
+  if (!r.done) {
+    std::string end = EndWithoutReport(o);
+    if (r.ledger && r.ledger->phase() == RankPhase::kCheckingLeaks) {
+      // The check died: it could not stop the rank's threads (a debugger
+      // or tracer holds one), and what it wrote went into the report file
+      // disttest reads back.
+      end +=
+          "; it ended in LeakSanitizer's leak check after its body (the "
+          "check itself failed, as when a debugger or tracer holds one of "
+          "the rank's threads)";
+    }
+    return end;
+  }
   if (o.exit_code() != ExitCodeOf(*r.done)) {
     return fmt::format("{} after reporting that it {}", o.str(),
                        NameOf(*r.done));

@@ -130,8 +130,31 @@ TEST(SanitizerScannerTest, OrdinaryOutputIsNoReport) {
            "WARNING: MySanitizer is not a word: it has a space\n"
            "==12==WARNING: AddressSanitizer failed to allocate 0x10\n"
            "a runtime error: that starts the line\n"
+           "caught: runtime error: the config is bad\n"
+           "main.cc:12: caught: runtime error: the config is bad\n"
            "AddressSanitizer:DEADLYSIGNAL\n"
            "\n"));
+}
+
+TEST(SanitizerScannerTest, UbsanWithoutLineInformation) {
+  for (const char* where : {"<unknown>", "(overflow_test+0x1f2c)", "a.cc:3"}) {
+    SCOPED_TRACE(where);
+    std::optional<SanitizerReport> r = Scan(
+        std::string(where) + ": runtime error: load of misaligned address\n");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->headline, "runtime error: load of misaligned address");
+  }
+}
+
+TEST(SanitizerScannerTest, ALeakCheckThatDiesIsAReport) {
+  // What LeakSanitizer says when it cannot stop the threads (a debugger
+  // holds one): no colon on the line.
+  std::optional<SanitizerReport> r = Scan(
+      "==2211==LeakSanitizer has encountered a fatal error.\n"
+      "==2211==HINT: For debugging, try setting environment variable "
+      "LSAN_OPTIONS=verbosity=1:log_threads=1\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->headline, "LeakSanitizer has encountered a fatal error.");
 }
 
 TEST(SanitizerScannerTest, TakeForgetsWhatItReturned) {

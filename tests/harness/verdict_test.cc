@@ -17,6 +17,7 @@ namespace disttest::internal {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::SizeIs;
 
 using Kind = Finding::Kind;
@@ -54,6 +55,26 @@ RankReport ExpectedKill(int rank, int declared_by) {
   r.expected_end = ExpectedEnd{true, SIGKILL, declared_by};
   r.outcome = RankOutcome::FromWaitStatus(SIGKILL);
   return r;
+}
+
+// A leak check that dies (it cannot stop the rank's threads) ends the rank
+// with the runtime's exit status, and its report went into disttest's
+// file: the ledger's phase says where the rank was.
+TEST(JudgeTest, ARankThatDiesInItsLeakCheckIsSaidToHaveDiedThere) {
+  RankReport r;
+  r.rank = 1;
+  r.outcome = RankOutcome::FromWaitStatus(23 << 8);
+  r.ledger.emplace();
+  r.ledger->phase_ns[static_cast<std::size_t>(RankPhase::kCheckingLeaks)] = 5;
+  auto f = Judge(Spec(2), {Passed(0), r});
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_THAT(f[0].message, HasSubstr("[rank 1/2] exited with status 23"));
+  EXPECT_THAT(f[0].message,
+              HasSubstr("; it ended in LeakSanitizer's leak check after its "
+                        "body (the check itself failed"));
+  r.ledger->phase_ns[static_cast<std::size_t>(RankPhase::kCheckingLeaks)] = 0;
+  EXPECT_THAT(Judge(Spec(2), {Passed(0), r})[0].message,
+              Not(HasSubstr("LeakSanitizer")));
 }
 
 TEST(JudgeTest, AnExpectedEndIsANoteNotAFailure) {

@@ -132,6 +132,7 @@ TEST_P(SanitizerTest, ARankThatFailedIsNotCheckedForLeaks) {
               HasSubstr("[  FAILED  ] Sanitized.LeaksAndFailsInRank2"));
   EXPECT_THAT(run.out, HasSubstr("first failure, rank 2 after"));
   EXPECT_THAT(run.out, HasSubstr("rank 2 fails on purpose"));
+  EXPECT_EQ(RanksNaming(run.out, ""), std::set<int>{2}) << run.out;
   EXPECT_THAT(run.out, Not(HasSubstr("LeakSanitizer"))) << run.out;
   EXPECT_THAT(run.err, Not(HasSubstr("LeakSanitizer"))) << run.err;
 }
@@ -153,6 +154,8 @@ TEST_P(SanitizerTest, ARankInItsLeakCheckIsNotEndedAfterAPeerFails) {
         << run.out;
     EXPECT_THAT(run.out, HasSubstr("first failure, rank 0 after"));
     EXPECT_THAT(run.out, HasSubstr("rank 0 fails on purpose"));
+    // No verdict names any other rank: they passed.
+    EXPECT_EQ(RanksNaming(run.out, ""), std::set<int>{0}) << run.out;
     EXPECT_THAT(run.out, Not(HasSubstr("killed by disttest"))) << run.out;
     EXPECT_THAT(run.out, Not(HasSubstr("stopped, not running"))) << run.out;
     EXPECT_THAT(run.out, HasSubstr("1 FAILED TEST")) << run.out;
