@@ -405,7 +405,18 @@ void RankGroup::ObserveExits() {
   // expected end, its last failures), is in the queues now: read it before
   // the end is judged.
   DrainChannels();
-  for (Rank* rank : ended) OnRankEnded(*rank);
+  for (Rank* rank : ended) {
+    // Killed (or ended) while it sent a result in parts: what came is not
+    // a whole result, so no part of it is shown as one; that it was cut is
+    // itself a failure of the rank.
+    if (rank->channel && !rank->channel_broken &&
+        rank->channel->PartialResultBytes() > 0) {
+      rank->report.channel_errors.push_back(fmt::format(
+          "ended while it sent a result ({} bytes of it had arrived)",
+          rank->channel->PartialResultBytes()));
+    }
+    OnRankEnded(*rank);
+  }
 }
 
 void RankGroup::OnRankEnded(Rank& rank) {

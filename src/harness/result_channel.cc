@@ -1,27 +1,41 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// A rank killed while it holds the queue's mutex would block every later
-// lock of it forever (boostorg/interprocess#163, #226). With this switch the
-// lock gives up after the duration below and throws, which TryReceive turns
-// into an error: the parent then relies on the exit status.
-#define BOOST_INTERPROCESS_ENABLE_TIMEOUT_WHEN_LOCKING
-#define BOOST_INTERPROCESS_TIMEOUT_WHEN_LOCKING_DURATION_MS 1000
-
+// The queue is a ring of slots in one shared-memory object (Boost.
+// Interprocess's shared_memory_object and mapped_region), written by one rank
+// and read by its parent, with no lock between them: the rank publishes a
+// slot by advancing `tail` after the slot is whole, the parent frees it by
+// advancing `head` after it has copied it. A rank killed at any instant
+// (SIGKILL from a peer's SignalRank, the OOM killer, disttest's own
+// deadline) therefore leaves every slot it published readable and no lock
+// held. Boost's message_queue, used before, keeps a mutex in the segment: a
+// rank killed while it held it left the parent waiting a second for the
+// lock and then unable to read anything more the rank had sent
+// (boostorg/interprocess#163, #226), so an expected kill failed its test.
+//
+// Threads of one rank send one at a time (a mutex in the rank's process,
+// which dies with it). A rank that finds the ring full sleeps on a futex on
+// `head` until its parent frees a slot or its deadline passes.
 #include "harness/result_channel.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/date_time/posix_time/posix_time_types.hpp>
-#include <boost/interprocess/ipc/message_queue.hpp>
+#include <atomic>
+#include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/permissions.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 
 #include "disttest/error.h"
 #include "harness/resources.h"
@@ -29,11 +43,98 @@
 namespace disttest::internal {
 namespace bip = boost::interprocess;
 
-struct ResultChannel::Queue {
-  template <typename... Args>
-  explicit Queue(Args&&... args) : mq(std::forward<Args>(args)...) {}
-  bip::message_queue mq;
+namespace {
+
+// The segment: this header, then kCapacity slots.
+struct QueueHeader {
+  std::uint64_t magic;
+  std::uint32_t capacity;
+  std::uint32_t slot_bytes;
+  // Slots taken by the reader so far (the parent writes it).
+  alignas(64) std::atomic<std::uint32_t> head;
+  // Slots published by the writer so far (the rank writes it).
+  alignas(64) std::atomic<std::uint32_t> tail;
+  // 1 while the writer may sleep on `head` for room.
+  std::atomic<std::uint32_t> writer_waiting;
 };
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+
+// Says "a disttest result queue of this layout"; a change of the layout
+// changes it.
+constexpr std::uint64_t kQueueMagic = 0x6474'5265'7352'696eULL + 2;
+constexpr std::size_t kHeaderStride = 256;
+static_assert(sizeof(QueueHeader) <= kHeaderStride);
+
+struct SlotHeader {
+  std::uint32_t size;
+};
+constexpr std::size_t kSlotStride =
+    (sizeof(SlotHeader) + ResultChannel::kMaxMessageBytes + 63) / 64 * 64;
+constexpr std::size_t kSegmentBytes =
+    kHeaderStride + ResultChannel::kCapacity * kSlotStride;
+static_assert(kSegmentBytes <= ResultChannel::kQueueBytes);
+
+// The futex calls on a word of the shared segment (not FUTEX_PRIVATE: the
+// waiter and the waker are different processes).
+int FutexWait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+              std::chrono::nanoseconds timeout) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000000);
+  ts.tv_nsec = static_cast<long>(timeout.count() % 1000000000);
+  return static_cast<int>(syscall(SYS_futex,
+                                  reinterpret_cast<std::uint32_t*>(word),
+                                  FUTEX_WAIT, expected, &ts, nullptr, 0));
+}
+
+void FutexWakeAll(std::atomic<std::uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE,
+          INT_MAX, nullptr, nullptr, 0);
+}
+
+}  // namespace
+
+struct ResultChannel::Queue {
+  bip::shared_memory_object shm;
+  bip::mapped_region region;
+  QueueHeader* header = nullptr;
+  char* slots = nullptr;
+  std::mutex send_mutex;  // Threads of the writing rank, one at a time.
+
+  char* Slot(std::uint32_t index) {
+    return slots + static_cast<std::size_t>(index % ResultChannel::kCapacity) *
+                       kSlotStride;
+  }
+  // Publishes `n` bytes in the next slot, waiting until `deadline` for room.
+  bool Put(const char* data, std::size_t n,
+           std::chrono::steady_clock::time_point deadline);
+};
+
+bool ResultChannel::Queue::Put(const char* data, std::size_t n,
+                               std::chrono::steady_clock::time_point deadline) {
+  QueueHeader& h = *header;
+  // Only this writer advances tail.
+  const std::uint32_t tail = h.tail.load(std::memory_order_relaxed);
+  for (;;) {
+    std::uint32_t head = h.head.load(std::memory_order_acquire);
+    if (tail - head < ResultChannel::kCapacity) break;
+    // Full. Say so before looking again: the reader, after it frees a slot,
+    // wakes the writer if the flag is set (or this look sees the slot).
+    h.writer_waiting.store(1, std::memory_order_seq_cst);
+    head = h.head.load(std::memory_order_seq_cst);
+    if (tail - head < ResultChannel::kCapacity) break;
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::nanoseconds::zero()) return false;
+    // Returns at once if head moved since it was read.
+    FutexWait(&h.head, head,
+              std::chrono::duration_cast<std::chrono::nanoseconds>(left));
+  }
+  char* slot = Slot(tail);
+  const SlotHeader sh{static_cast<std::uint32_t>(n)};
+  std::memcpy(slot, &sh, sizeof sh);
+  std::memcpy(slot + sizeof sh, data, n);
+  h.tail.store(tail + 1, std::memory_order_release);
+  return true;
+}
 
 namespace {
 
@@ -165,27 +266,61 @@ void Reserve(const std::string& name) {
 std::unique_ptr<ResultChannel> ResultChannel::Create(const std::string& name) {
   Remove(name);
   try {
-    auto queue =
-        std::make_unique<Queue>(bip::create_only, name.c_str(), kCapacity,
-                                kMaxMessageBytes, bip::permissions(0600));
+    auto queue = std::make_unique<Queue>();
+    queue->shm =
+        bip::shared_memory_object(bip::create_only, name.c_str(),
+                                  bip::read_write, bip::permissions(0600));
+    queue->shm.truncate(static_cast<bip::offset_t>(kSegmentBytes));
+    // Its pages exist before the header below touches them.
     Reserve(name);
+    queue->region = bip::mapped_region(queue->shm, bip::read_write);
+    char* base = static_cast<char*>(queue->region.get_address());
+    queue->header = new (base) QueueHeader{};
+    queue->header->capacity = kCapacity;
+    queue->header->slot_bytes = kMaxMessageBytes;
+    queue->header->magic = kQueueMagic;
+    queue->slots = base + kHeaderStride;
     return std::unique_ptr<ResultChannel>(
         new ResultChannel(name, std::move(queue)));
   } catch (const bip::interprocess_exception& e) {
+    Remove(name);
     throw Error(fmt::format("cannot create result queue /dev/shm/{}: {}", name,
                             e.what()));
   }
 }
 
 std::unique_ptr<ResultChannel> ResultChannel::Open(const std::string& name) {
+  auto queue = std::make_unique<Queue>();
   try {
-    auto queue = std::make_unique<Queue>(bip::open_only, name.c_str());
-    return std::unique_ptr<ResultChannel>(
-        new ResultChannel(name, std::move(queue)));
+    queue->shm = bip::shared_memory_object(bip::open_only, name.c_str(),
+                                           bip::read_write);
+    bip::offset_t size = 0;
+    if (!queue->shm.get_size(size) ||
+        size < static_cast<bip::offset_t>(kSegmentBytes)) {
+      throw Error(fmt::format(
+          "cannot open result queue /dev/shm/{}: it holds {} bytes, not the "
+          "{} of a disttest result queue",
+          name, static_cast<long long>(size), kSegmentBytes));
+    }
+    queue->region =
+        bip::mapped_region(queue->shm, bip::read_write, 0, kSegmentBytes);
   } catch (const bip::interprocess_exception& e) {
     throw Error(fmt::format("cannot open result queue /dev/shm/{}: {}", name,
                             e.what()));
   }
+  char* base = static_cast<char*>(queue->region.get_address());
+  queue->header = reinterpret_cast<QueueHeader*>(base);
+  queue->slots = base + kHeaderStride;
+  if (queue->header->magic != kQueueMagic ||
+      queue->header->capacity != kCapacity ||
+      queue->header->slot_bytes != kMaxMessageBytes) {
+    throw Error(fmt::format(
+        "cannot open result queue /dev/shm/{}: it is not a result queue of "
+        "this disttest (another version made it?)",
+        name));
+  }
+  return std::unique_ptr<ResultChannel>(
+      new ResultChannel(name, std::move(queue)));
 }
 
 namespace {
@@ -199,7 +334,7 @@ void ResultChannel::SetInherited(ResultChannel* channel) {
 ResultChannel* ResultChannel::Inherited() { return g_inherited; }
 
 bool ResultChannel::Remove(const std::string& name) {
-  return bip::message_queue::remove(name.c_str());
+  return bip::shared_memory_object::remove(name.c_str());
 }
 
 namespace {
@@ -215,49 +350,60 @@ constexpr char kLastPart = static_cast<char>(0xC1);
 bool ResultChannel::Send(const RankMessage& m,
                          std::chrono::milliseconds timeout) {
   std::vector<char> bytes = EncodeRankMessage(m, kMaxResultBytes);
-  auto deadline = boost::posix_time::microsec_clock::universal_time() +
-                  boost::posix_time::milliseconds(timeout.count());
-  try {
-    if (bytes.size() <= kMaxMessageBytes) {
-      if (!queue_->mq.timed_send(bytes.data(), bytes.size(), 0, deadline)) {
-        return false;
-      }
-    } else {
-      std::vector<char> part;
-      const std::size_t room = kMaxMessageBytes - 1;
-      for (std::size_t at = 0; at < bytes.size(); at += room) {
-        const std::size_t n = std::min(room, bytes.size() - at);
-        part.assign(1, at + n == bytes.size() ? kLastPart : kPart);
-        part.insert(part.end(), bytes.begin() + at, bytes.begin() + at + n);
-        if (!queue_->mq.timed_send(part.data(), part.size(), 0, deadline)) {
-          return false;
-        }
-        // The parent drains what came so far while the rest is sent.
-        if (notify_fd_ >= 0) (void)!write(notify_fd_, "r", 1);
-      }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::lock_guard<std::mutex> lock(queue_->send_mutex);
+  if (bytes.size() <= kMaxMessageBytes) {
+    if (!queue_->Put(bytes.data(), bytes.size(), deadline)) return false;
+  } else {
+    std::vector<char> part;
+    const std::size_t room = kMaxMessageBytes - 1;
+    for (std::size_t at = 0; at < bytes.size(); at += room) {
+      const std::size_t n = std::min(room, bytes.size() - at);
+      part.assign(1, at + n == bytes.size() ? kLastPart : kPart);
+      part.insert(part.end(), bytes.begin() + at, bytes.begin() + at + n);
+      if (!queue_->Put(part.data(), part.size(), deadline)) return false;
+      // The parent drains what came so far while the rest is sent.
+      if (notify_fd_ >= 0) (void)!write(notify_fd_, "r", 1);
     }
-  } catch (const bip::interprocess_exception&) {
-    return false;
   }
   if (notify_fd_ >= 0) (void)!write(notify_fd_, "r", 1);
   return true;
 }
 
 std::optional<RankMessage> ResultChannel::TryReceive(std::string* error) {
+  QueueHeader& h = *queue_->header;
   for (;;) {
-    bip::message_queue::size_type received = 0;
-    unsigned int priority = 0;
-    try {
-      if (!queue_->mq.try_receive(buffer_.data(), buffer_.size(), received,
-                                  priority)) {
-        return std::nullopt;  // A large result's parts so far stay pending.
-      }
-    } catch (const bip::interprocess_exception& e) {
-      *error = fmt::format("cannot read result queue {}: {}", name_, e.what());
+    // Only this reader advances head.
+    const std::uint32_t head = h.head.load(std::memory_order_relaxed);
+    const std::uint32_t tail = h.tail.load(std::memory_order_acquire);
+    if (head == tail) {
+      return std::nullopt;  // A large result's parts so far stay pending.
+    }
+    // The rank's memory is the rank's to scribble on: what it published is
+    // checked before it is read, and never read outside the segment.
+    if (tail - head > kCapacity) {
+      *error = fmt::format(
+          "result queue {} is corrupt: {} slots published, {} read, of {}",
+          name_, tail, head, kCapacity);
       return std::nullopt;
     }
+    const char* slot = queue_->Slot(head);
+    SlotHeader sh{};
+    std::memcpy(&sh, slot, sizeof sh);
+    if (sh.size > kMaxMessageBytes) {
+      *error = fmt::format(
+          "result queue {} is corrupt: a slot says it holds {} bytes (at most "
+          "{})",
+          name_, sh.size, kMaxMessageBytes);
+      return std::nullopt;
+    }
+    std::memcpy(buffer_.data(), slot + sizeof sh, sh.size);
+    h.head.store(head + 1, std::memory_order_seq_cst);
+    if (h.writer_waiting.exchange(0, std::memory_order_seq_cst) != 0) {
+      FutexWakeAll(&h.head);
+    }
     const char* data = buffer_.data();
-    std::size_t size = received;
+    std::size_t size = sh.size;
     if (size > 0 && (data[0] == kPart || data[0] == kLastPart)) {
       if (pending_.size() + size - 1 > kMaxResultBytes + kMaxMessageBytes) {
         *error =

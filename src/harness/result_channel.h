@@ -1,7 +1,7 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// ResultChannel: one rank's results, carried to the parent through a
-// Boost.Interprocess message_queue in shared memory.
+// ResultChannel: one rank's results, carried to the parent through a ring of
+// slots in a Boost.Interprocess shared-memory object.
 //
 //   auto ch = ResultChannel::Create(name);      // parent, before spawning
 //   auto ch = ResultChannel::Open(name);        // rank
@@ -9,10 +9,11 @@
 //   while (auto m = ch->TryReceive(&error)) ...  // parent, never blocks
 //
 // The queue is created 0600 under /dev/shm with "disttest" in its name and
-// removed by the parent when the test ends. The parent never blocks on it: a
-// writer that died holding the queue's lock cannot wedge the parent, because
-// the lock is taken with a bounded wait (BOOST_INTERPROCESS_ENABLE_TIMEOUT_
-// WHEN_LOCKING) and the exit status remains as the second, coarse channel.
+// removed by the parent when the test ends. It has one writer (the rank; its
+// threads take turns) and one reader (the parent), and no lock between them:
+// the parent never blocks on it, and a rank killed at any instant, even in
+// the middle of a Send(), leaves every result it had sent readable. The exit
+// status remains the second, coarse channel.
 #ifndef DISTTEST_SRC_HARNESS_RESULT_CHANNEL_H_
 #define DISTTEST_SRC_HARNESS_RESULT_CHANNEL_H_
 
@@ -94,6 +95,10 @@ class ResultChannel {
   std::optional<RankMessage> TryReceive(std::string* error);
 
   const std::string& name() const { return name_; }
+
+  // Bytes of a result that arrived in parts without its last part yet: after
+  // the writer ended, a result it was sending when it died.
+  std::size_t PartialResultBytes() const { return pending_.size(); }
 
  private:
   struct Queue;

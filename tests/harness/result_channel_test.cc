@@ -1,15 +1,20 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include "harness/result_channel.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace disttest::internal {
 namespace {
@@ -162,6 +167,110 @@ TEST(ResultChannelTest, LargeResultArrivesWhole) {
   m = parent->TryReceive(&error);
   ASSERT_TRUE(m.has_value()) << error;
   EXPECT_EQ(m->message, "after");
+  ResultChannel::Remove(name);
+}
+
+// A rank killed at any instant of a Send() (a peer's SignalRank, the OOM
+// killer) leaves every result it had sent readable and the queue unlocked:
+// the parent reads each whole result, in order, and no error. (Boost's
+// message_queue, used before, kept a mutex in the segment that such a kill
+// left held.) Each round kills the writer at another moment of its
+// stream of small and large results.
+TEST(ResultChannelTest, WriterKilledMidSendLeavesWhatItSentReadable) {
+  const std::string big(5 * ResultChannel::kMaxMessageBytes, 'b');
+  for (int round = 0; round < 40; ++round) {
+    std::string name = UniqueName("k");
+    auto parent = ResultChannel::Create(name);
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(ready[0]);
+      auto child = ResultChannel::Open(name);
+      (void)!write(ready[1], "r", 1);
+      for (int i = 0;; ++i) {
+        child->Send({RankMessage::Kind::kNonFatalFailure, "k.cc", i,
+                     i % 3 == 2 ? big : "m"},
+                    std::chrono::seconds(10));
+      }
+    }
+    close(ready[1]);
+    char byte = 0;
+    ASSERT_EQ(read(ready[0], &byte, 1), 1);
+    close(ready[0]);
+    // Drain while the writer writes, and kill it once `target` results
+    // came: it is mid-stream then, the ring in another state each round.
+    const int target = 5 + 13 * round;
+    std::string error;
+    int next = 0;
+    while (next < target) {
+      if (auto m = parent->TryReceive(&error)) {
+        ASSERT_EQ(m->line, next++);
+      }
+      ASSERT_EQ(error, "");
+    }
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    while (auto m = parent->TryReceive(&error)) {
+      EXPECT_EQ(m->line, next) << "round " << round;
+      EXPECT_EQ(m->message, next % 3 == 2 ? big : "m") << "round " << round;
+      ++next;
+    }
+    EXPECT_EQ(error, "") << "round " << round;
+    ResultChannel::Remove(name);
+  }
+}
+
+// What the rank's memory holds is the rank's to scribble on: a queue whose
+// counters or slot sizes make no sense is an error naming it, never a read
+// outside the segment.
+TEST(ResultChannelTest, CorruptQueueIsAnErrorNotAnOverread) {
+  std::string name = UniqueName("x");
+  auto parent = ResultChannel::Create(name);
+  auto child = ResultChannel::Open(name);
+  ASSERT_TRUE(child->Send({RankMessage::Kind::kSkip, "", -1, "x"},
+                          std::chrono::milliseconds(100)));
+  {
+    // The slot's size, as a wild write in the rank would leave it.
+    int fd = open(("/dev/shm/" + name).c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    struct stat st {};
+    ASSERT_EQ(fstat(fd, &st), 0);
+    std::vector<char> bytes(st.st_size);
+    ASSERT_EQ(pread(fd, bytes.data(), bytes.size(), 0),
+              static_cast<ssize_t>(bytes.size()));
+    // The first slot follows the header; its first four bytes are its size.
+    constexpr std::size_t kFirstSlot = 256;
+    const std::uint32_t huge = 1u << 30;
+    ASSERT_EQ(pwrite(fd, &huge, sizeof huge, kFirstSlot),
+              static_cast<ssize_t>(sizeof huge));
+    close(fd);
+  }
+  std::string error;
+  EXPECT_FALSE(parent->TryReceive(&error).has_value());
+  EXPECT_THAT(error, HasSubstr("is corrupt: a slot says it holds 1073741824 "
+                               "bytes (at most 2048)"));
+  ResultChannel::Remove(name);
+}
+
+// A file of that name that is not a result queue (another version's, a
+// stranger's) is refused when opened, naming it.
+TEST(ResultChannelTest, OpeningSomethingElseNamesIt) {
+  std::string name = UniqueName("o");
+  const std::string path = "/dev/shm/" + name;
+  int fd = open(path.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 1 << 20), 0);
+  close(fd);
+  try {
+    ResultChannel::Open(name);
+    ADD_FAILURE() << "no exception";
+  } catch (const std::exception& e) {
+    EXPECT_THAT(e.what(), HasSubstr(path + ": it is not a result queue"));
+  }
   ResultChannel::Remove(name);
 }
 
