@@ -94,7 +94,9 @@ void FutexWakeAll(std::atomic<std::uint32_t>* word) {
 }  // namespace
 
 struct ResultChannel::Queue {
-  bip::shared_memory_object shm;
+  // The mapping only: the object's descriptor is closed once it is mapped
+  // (a parent of many ranks would otherwise hold one per rank, and copy
+  // them all into every rank it forks).
   bip::mapped_region region;
   QueueHeader* header = nullptr;
   char* slots = nullptr;
@@ -267,13 +269,12 @@ std::unique_ptr<ResultChannel> ResultChannel::Create(const std::string& name) {
   Remove(name);
   try {
     auto queue = std::make_unique<Queue>();
-    queue->shm =
-        bip::shared_memory_object(bip::create_only, name.c_str(),
+    bip::shared_memory_object shm(bip::create_only, name.c_str(),
                                   bip::read_write, bip::permissions(0600));
-    queue->shm.truncate(static_cast<bip::offset_t>(kSegmentBytes));
+    shm.truncate(static_cast<bip::offset_t>(kSegmentBytes));
     // Its pages exist before the header below touches them.
     Reserve(name);
-    queue->region = bip::mapped_region(queue->shm, bip::read_write);
+    queue->region = bip::mapped_region(shm, bip::read_write);
     char* base = static_cast<char*>(queue->region.get_address());
     queue->header = new (base) QueueHeader{};
     queue->header->capacity = kCapacity;
@@ -292,18 +293,17 @@ std::unique_ptr<ResultChannel> ResultChannel::Create(const std::string& name) {
 std::unique_ptr<ResultChannel> ResultChannel::Open(const std::string& name) {
   auto queue = std::make_unique<Queue>();
   try {
-    queue->shm = bip::shared_memory_object(bip::open_only, name.c_str(),
-                                           bip::read_write);
+    bip::shared_memory_object shm(bip::open_only, name.c_str(),
+                                  bip::read_write);
     bip::offset_t size = 0;
-    if (!queue->shm.get_size(size) ||
+    if (!shm.get_size(size) ||
         size < static_cast<bip::offset_t>(kSegmentBytes)) {
       throw Error(fmt::format(
           "cannot open result queue /dev/shm/{}: it holds {} bytes, not the "
           "{} of a disttest result queue",
           name, static_cast<long long>(size), kSegmentBytes));
     }
-    queue->region =
-        bip::mapped_region(queue->shm, bip::read_write, 0, kSegmentBytes);
+    queue->region = bip::mapped_region(shm, bip::read_write, 0, kSegmentBytes);
   } catch (const bip::interprocess_exception& e) {
     throw Error(fmt::format("cannot open result queue /dev/shm/{}: {}", name,
                             e.what()));
