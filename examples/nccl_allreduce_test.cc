@@ -19,6 +19,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <numeric>
 #include <vector>
 
 namespace {
@@ -153,6 +155,111 @@ DIST_TEST_F(Nccl, RawNcclOnTheCommunicatorsStream, 1, 2, 4, 8) {
   nccl.Synchronize();
   EXPECT_EQ(values.Download(),
             std::vector<float>(512, float(world_size() - 1)));
+}
+
+// The collectives after allgather, on device buffers and host buffers
+// alike, against a serial reference.
+DIST_TEST_F(Nccl, ReduceScatterGatherScatterAllToAll, 1, 2, 4, 8) {
+  const int n = world_size(), r = rank();
+  const std::size_t count = 1000;
+  std::vector<std::int32_t> in(count * n);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = r * 100000 + i;
+  DeviceBuffer<std::int32_t> d_in(in.size()), d_out(count);
+  ASSERT_EQ(d_in.Upload(in), cudaSuccess);
+  comm().reduce_scatter(d_in.get(), d_out.get(), count,
+                        disttest::ReduceOp::kSum);
+  const std::vector<std::int32_t> part = d_out.Download();
+  for (std::size_t i = 0; i < count; ++i) {
+    std::int32_t want = 0;
+    for (int q = 0; q < n; ++q) want += q * 100000 + r * count + i;
+    ASSERT_EQ(part[i], want) << i;
+  }
+  // Host buffers, staged.
+  std::vector<std::int32_t> gathered(r == 0 ? count * n : 0);
+  comm().gather(in.data(), gathered.data(), count, /*root=*/0);
+  if (r == 0) {
+    for (int q = 0; q < n; ++q) ASSERT_EQ(gathered[q * count], q * 100000);
+  }
+  std::vector<std::int32_t> mine(count);
+  comm().scatter(in.data(), mine.data(), count, /*root=*/n - 1);
+  EXPECT_EQ(mine[0], (n - 1) * 100000 + static_cast<std::int32_t>(r * count));
+  std::vector<std::int32_t> swapped(count * n);
+  comm().alltoall(in.data(), swapped.data(), count);
+  for (int q = 0; q < n; ++q) {
+    ASSERT_EQ(swapped[q * count],
+              q * 100000 + static_cast<std::int32_t>(r * count));
+  }
+}
+
+DIST_TEST_F(Nccl, AllGatherVAndAllToAllV, 1, 2, 4) {
+  const int n = world_size(), r = rank();
+  std::vector<std::size_t> counts(n);
+  for (int q = 0; q < n; ++q) counts[q] = q + 1;
+  std::vector<float> in(counts[r], float(r));
+  std::vector<float> out(std::accumulate(counts.begin(), counts.end(), 0ul));
+  comm().allgatherv(in.data(), out.data(), counts);
+  std::size_t at = 0;
+  for (int q = 0; q < n; ++q) {
+    for (std::size_t i = 0; i < counts[q]; ++i) ASSERT_EQ(out[at++], float(q));
+  }
+  // Rank a sends rank b (a + b) % 3 elements.
+  std::vector<std::size_t> in_counts(n), out_counts(n);
+  std::vector<float> send;
+  for (int q = 0; q < n; ++q) {
+    in_counts[q] = (r + q) % 3;
+    out_counts[q] = (q + r) % 3;
+    send.insert(send.end(), in_counts[q], float(r * 10 + q));
+  }
+  std::vector<float> got(
+      std::accumulate(out_counts.begin(), out_counts.end(), 0ul));
+  comm().alltoallv(send.data(), in_counts, got.data(), out_counts);
+  at = 0;
+  for (int q = 0; q < n; ++q) {
+    for (std::size_t i = 0; i < out_counts[q]; ++i) {
+      ASSERT_EQ(got[at++], float(q * 10 + r));
+    }
+  }
+}
+
+// NCCL's own average and half types; the out-of-place forms.
+DIST_TEST_F(Nccl, AverageHalfTypesAndOutOfPlace, 1, 2, 4, 8) {
+  const int n = world_size(), r = rank();
+  std::vector<disttest::bfloat16> b(64, disttest::bfloat16(float(2 * r)));
+  comm().allreduce(b.data(), b.size(), disttest::ReduceOp::kAvg);
+  EXPECT_EQ(static_cast<float>(b[0]), float(n - 1));
+  std::vector<disttest::float16> h(64, disttest::float16(1.0f)), sum(64);
+  comm().allreduce(h.data(), sum.data(), h.size(), disttest::ReduceOp::kSum);
+  EXPECT_EQ(static_cast<float>(sum[0]), float(n));
+  EXPECT_EQ(static_cast<float>(h[0]), 1.0f);
+  std::int64_t root_value = r == 0 ? 99 : -1, got = 0;
+  comm().broadcast(&root_value, &got, 1, /*root=*/0);
+  EXPECT_EQ(got, 99);
+}
+
+// ncclCommSplit: even and odd ranks.
+DIST_TEST_F(Nccl, SplitByParity, 1, 2, 4, 8) {
+  std::unique_ptr<disttest::Communicator> half =
+      comm().split(rank() % 2, rank());
+  ASSERT_NE(half, nullptr);
+  std::int32_t x = rank();
+  half->allreduce(&x, 1, disttest::ReduceOp::kSum);
+  std::int32_t want = 0;
+  for (int q = rank() % 2; q < world_size(); q += 2) want += q;
+  EXPECT_EQ(x, want);
+}
+
+// isend and irecv go as one NCCL group at the first wait: both directions
+// of a pair at once, without the even/odd order send() needs.
+DIST_TEST_F(Nccl, NonBlockingExchange, 2, 4, 8) {
+  const int n = world_size(), r = rank();
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  DeviceBuffer<float> out(256), in(256);
+  ASSERT_EQ(out.Upload(std::vector<float>(256, float(r))), cudaSuccess);
+  disttest::Request s = comm().isend(out.get(), out.size(), next);
+  disttest::Request q = comm().irecv(in.get(), in.size(), prev);
+  q.wait();
+  s.wait();
+  EXPECT_EQ(in.Download(), std::vector<float>(256, float(prev)));
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "comm/ledger.h"
 #include "disttest/comm/collective_call.h"
@@ -20,6 +22,8 @@ std::size_t SizeOf(DataType type) {
       return 1;
     case DataType::kInt16:
     case DataType::kUint16:
+    case DataType::kFloat16:
+    case DataType::kBfloat16:
       return 2;
     case DataType::kInt32:
     case DataType::kUint32:
@@ -57,8 +61,17 @@ const char* Name(DataType type) {
       return "uint64";
     case DataType::kBool:
       return "bool";
+    case DataType::kFloat16:
+      return "float16";
+    case DataType::kBfloat16:
+      return "bfloat16";
   }
   return "unknown";
+}
+
+bool IsFloatingPoint(DataType type) {
+  return type == DataType::kFloat16 || type == DataType::kBfloat16 ||
+         type == DataType::kFloat32 || type == DataType::kFloat64;
 }
 
 const char* Name(ReduceOp op) {
@@ -71,6 +84,8 @@ const char* Name(ReduceOp op) {
       return "min";
     case ReduceOp::kMax:
       return "max";
+    case ReduceOp::kAvg:
+      return "avg";
   }
   return "unknown";
 }
@@ -91,10 +106,23 @@ const char* Name(Backend backend) {
 // its exception (failed).
 class Communicator::Recorded {
  public:
+  // `entry`: an operation recorded before (a non-blocking one's, whose wait
+  // this is) that this one ends, instead of a new one.
   Recorded(Communicator& comm, bool collective,
-           const internal::Ledger::Call& call, const Where& where)
+           const internal::Ledger::Call& call, const Where& where,
+           std::uint64_t entry = kNoEntry)
       : ledger_(internal::Ledger::Current()) {
     if (ledger_ == nullptr) return;
+    if (entry != kNoEntry) {
+      if (comm.ledger_ != ledger_) {
+        ledger_ = nullptr;  // Made under another ledger: not this one's.
+        return;
+      }
+      index_ = entry;
+      comm_ = comm.ledger_id_;
+      call_ = call;
+      return;
+    }
     if (comm.ledger_ != ledger_) {
       // The first operation, or a ledger installed since: the communicator
       // gets its id there (a key is one communicator's: SetName()).
@@ -114,8 +142,10 @@ class Communicator::Recorded {
     collective_ = collective;
     size_ = comm.size();
   }
+  static constexpr std::uint64_t kNoEntry = UINT64_MAX;
+
   ~Recorded() {
-    if (ledger_ == nullptr) return;
+    if (ledger_ == nullptr || pending_) return;
     ledger_->End(index_, completed_ ? internal::LedgerState::kCompleted
                                     : internal::LedgerState::kFailed);
     // Only calls that returned go into the digest: a call a rank expected
@@ -140,6 +170,11 @@ class Communicator::Recorded {
     }
     completed_ = true;
   }
+  // The operation goes on after this call (isend, irecv): its entry stays
+  // in flight until its wait ends it.
+  void Pending() { pending_ = completed_; }
+  // Its entry in the ledger, kNoEntry without one.
+  std::uint64_t index() const { return ledger_ == nullptr ? kNoEntry : index_; }
 
  private:
   std::string Missing(std::string_view what) const {
@@ -166,9 +201,22 @@ class Communicator::Recorded {
   bool collective_ = false;
   int size_ = 0;
   bool completed_ = false;
+  bool pending_ = false;
 };
 
 using internal::LedgerOp;
+
+namespace {
+// kAvg divides: only the floating-point types have it, on every backend.
+void CheckReduceOp(const Communicator& comm, const char* op, DataType type,
+                   ReduceOp reduce) {
+  if (reduce != ReduceOp::kAvg || IsFloatingPoint(type)) return;
+  throw CommError(fmt::format(
+      "[rank {}/{}] {} of {}: avg is for the floating-point types (float16, "
+      "bfloat16, float32, float64), not {}",
+      comm.rank(), comm.size(), op, Name(type), Name(type)));
+}
+}  // namespace
 
 void Communicator::SetName(const std::string& name, const std::string& prefix,
                            const std::string& store_scope) {
@@ -205,7 +253,24 @@ void Communicator::allreduce(void* data, std::size_t count, DataType type,
                              ReduceOp op, Where where) {
   Recorded r(*this, true, {LedgerOp::kAllReduce, type, op, count, -1, 0},
              where);
-  r.Run([&] { DoAllReduce(data, count, type, op); });
+  r.Run([&] {
+    CheckReduceOp(*this, "allreduce", type, op);
+    DoAllReduce(data, count, type, op);
+  });
+}
+
+void Communicator::allreduce(const void* in, void* out, std::size_t count,
+                             DataType type, ReduceOp op, Where where) {
+  Recorded r(*this, true, {LedgerOp::kAllReduce, type, op, count, -1, 0},
+             where);
+  r.Run([&] {
+    CheckReduceOp(*this, "allreduce", type, op);
+    if (in == out) {
+      DoAllReduce(out, count, type, op);
+    } else {
+      DoAllReduceOutOfPlace(in, out, count, type, op);
+    }
+  });
 }
 
 void Communicator::broadcast(void* data, std::size_t count, DataType type,
@@ -214,6 +279,20 @@ void Communicator::broadcast(void* data, std::size_t count, DataType type,
              {LedgerOp::kBroadcast, type, ReduceOp::kSum, count, root, 0},
              where);
   r.Run([&] { DoBroadcast(data, count, type, root); });
+}
+
+void Communicator::broadcast(const void* in, void* out, std::size_t count,
+                             DataType type, int root, Where where) {
+  Recorded r(*this, true,
+             {LedgerOp::kBroadcast, type, ReduceOp::kSum, count, root, 0},
+             where);
+  r.Run([&] {
+    if (in == out) {
+      DoBroadcast(out, count, type, root);
+    } else {
+      DoBroadcastOutOfPlace(in, out, count, type, root);
+    }
+  });
 }
 
 void Communicator::allgather(const void* in, void* out, std::size_t count,
@@ -240,14 +319,20 @@ void Communicator::recv(void* data, std::size_t count, DataType type, int peer,
 void Communicator::reduce(const void* in, void* out, std::size_t count,
                           DataType type, ReduceOp op, int root, Where where) {
   Recorded r(*this, true, {LedgerOp::kReduce, type, op, count, root, 0}, where);
-  r.Run([&] { DoReduce(in, out, count, type, op, root); });
+  r.Run([&] {
+    CheckReduceOp(*this, "reduce", type, op);
+    DoReduce(in, out, count, type, op, root);
+  });
 }
 
 void Communicator::reduce_scatter(const void* in, void* out, std::size_t count,
                                   DataType type, ReduceOp op, Where where) {
   Recorded r(*this, true, {LedgerOp::kReduceScatter, type, op, count, -1, 0},
              where);
-  r.Run([&] { DoReduceScatter(in, out, count, type, op); });
+  r.Run([&] {
+    CheckReduceOp(*this, "reduce_scatter", type, op);
+    DoReduceScatter(in, out, count, type, op);
+  });
 }
 
 void Communicator::gather(const void* in, void* out, std::size_t count,
@@ -285,6 +370,85 @@ void Communicator::allgatherv(const void* in, void* out,
   r.Run([&] { DoAllGatherV(in, out, counts, type); });
 }
 
+void Communicator::alltoallv(const void* in,
+                             std::span<const std::size_t> in_counts, void* out,
+                             std::span<const std::size_t> out_counts,
+                             DataType type, Where where) {
+  std::uint64_t sent = 0;
+  for (std::size_t c : in_counts) sent += c;
+  Recorded r(*this, true,
+             {LedgerOp::kAllToAllV, type, ReduceOp::kSum, sent, -1, 0}, where);
+  r.Run([&] { DoAllToAllV(in, in_counts, out, out_counts, type); });
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key,
+                                                  Where where) {
+  Recorded r(*this, true,
+             {LedgerOp::kSplit, DataType::kUint8, ReduceOp::kSum, 0, color,
+              static_cast<std::uint32_t>(key)},
+             where);
+  std::unique_ptr<Communicator> made;
+  r.Run([&] {
+    if (color < 0 && color != kNoColor) {
+      throw CommError(fmt::format(
+          "[rank {}/{}] split: color {} is negative (kNoColor, -1, is the "
+          "only one: this rank then joins no communicator)",
+          rank(), size(), color));
+    }
+    made = DoSplit(color, key);
+  });
+  return made;
+}
+
+void Communicator::set_timeout(std::chrono::milliseconds timeout) {
+  if (timeout <= std::chrono::milliseconds::zero()) {
+    throw CommError(fmt::format(
+        "[rank {}/{}] set_timeout({} ms): a timeout must be positive", rank(),
+        size(), timeout.count()));
+  }
+  timeout_ = timeout;
+  DoSetTimeout(timeout);
+}
+
+Request Communicator::isend(const void* data, std::size_t count, DataType type,
+                            int peer, std::uint32_t tag, Where where) {
+  Request request;
+  // Posting is recorded as the send itself: what a hang shows is its wait.
+  Recorded r(*this, false,
+             {LedgerOp::kSend, type, ReduceOp::kSum, count, peer, tag}, where);
+  r.Run([&] { request.state_ = DoISend(data, count, type, peer, tag); });
+  r.Pending();
+  request.comm_ = this;
+  request.send_ = true;
+  request.type_ = type;
+  request.count_ = count;
+  request.peer_ = peer;
+  request.tag_ = tag;
+  request.file_ = where.file_name();
+  request.line_ = where.line();
+  request.entry_ = r.index();
+  return request;
+}
+
+Request Communicator::irecv(void* data, std::size_t count, DataType type,
+                            int peer, std::uint32_t tag, Where where) {
+  Request request;
+  Recorded r(*this, false,
+             {LedgerOp::kRecv, type, ReduceOp::kSum, count, peer, tag}, where);
+  r.Run([&] { request.state_ = DoIRecv(data, count, type, peer, tag); });
+  r.Pending();
+  request.comm_ = this;
+  request.send_ = false;
+  request.type_ = type;
+  request.count_ = count;
+  request.peer_ = peer;
+  request.tag_ = tag;
+  request.file_ = where.file_name();
+  request.line_ = where.line();
+  request.entry_ = r.index();
+  return request;
+}
+
 namespace {
 [[noreturn]] void NotInBackend(const Communicator& comm, const char* op) {
   throw CommError(
@@ -314,6 +478,96 @@ void Communicator::DoAllToAll(const void*, void*, std::size_t, DataType) {
 void Communicator::DoAllGatherV(const void*, void*,
                                 std::span<const std::size_t>, DataType) {
   NotInBackend(*this, "allgatherv");
+}
+void Communicator::DoAllToAllV(const void*, std::span<const std::size_t>, void*,
+                               std::span<const std::size_t>, DataType) {
+  NotInBackend(*this, "alltoallv");
+}
+std::unique_ptr<Communicator> Communicator::DoSplit(int, int) {
+  NotInBackend(*this, "split");
+}
+std::unique_ptr<RequestState> Communicator::DoISend(const void*, std::size_t,
+                                                    DataType, int,
+                                                    std::uint32_t) {
+  NotInBackend(*this, "isend");
+}
+std::unique_ptr<RequestState> Communicator::DoIRecv(void*, std::size_t,
+                                                    DataType, int,
+                                                    std::uint32_t) {
+  NotInBackend(*this, "irecv");
+}
+void Communicator::DoAllReduceOutOfPlace(const void* in, void* out,
+                                         std::size_t count, DataType type,
+                                         ReduceOp op) {
+  if (count > 0) std::memmove(out, in, count * SizeOf(type));
+  DoAllReduce(out, count, type, op);
+}
+void Communicator::DoBroadcastOutOfPlace(const void* in, void* out,
+                                         std::size_t count, DataType type,
+                                         int root) {
+  if (rank() == root && count > 0) {
+    std::memmove(out, in, count * SizeOf(type));
+  }
+  DoBroadcast(out, count, type, root);
+}
+
+RequestState::~RequestState() = default;
+
+Request::Request(Request&& other) noexcept
+    : comm_(std::exchange(other.comm_, nullptr)),
+      state_(std::move(other.state_)),
+      send_(other.send_),
+      type_(other.type_),
+      count_(other.count_),
+      peer_(other.peer_),
+      tag_(other.tag_),
+      file_(other.file_),
+      line_(other.line_),
+      entry_(other.entry_) {}
+
+Request& Request::operator=(Request&& other) noexcept {
+  if (this != &other) {
+    Finish();
+    comm_ = std::exchange(other.comm_, nullptr);
+    state_ = std::move(other.state_);
+    send_ = other.send_;
+    type_ = other.type_;
+    count_ = other.count_;
+    peer_ = other.peer_;
+    tag_ = other.tag_;
+    file_ = other.file_;
+    line_ = other.line_;
+    entry_ = other.entry_;
+  }
+  return *this;
+}
+
+Request::~Request() { Finish(); }
+
+void Request::Finish() noexcept {
+  if (state_ == nullptr || comm_ == nullptr) return;
+  try {
+    comm_->WaitFor(*this);
+  } catch (const std::exception&) {
+    // Marked on the communicator by the backend (failed()); the ledger has
+    // the failed wait.
+  }
+}
+
+void Request::wait() {
+  if (state_ == nullptr) return;
+  comm_->WaitFor(*this);
+}
+
+void Communicator::WaitFor(Request& request) {
+  // The wait is the operation a hang shows: recorded as the send or
+  // receive it waits for, at the line that made it.
+  Recorded r(*this, false,
+             {request.send_ ? LedgerOp::kSend : LedgerOp::kRecv, request.type_,
+              ReduceOp::kSum, request.count_, request.peer_, request.tag_},
+             CallSite::current(request.file_, request.line_), request.entry_);
+  std::unique_ptr<RequestState> state = std::move(request.state_);
+  r.Run([&] { state->Wait(timeout_); });
 }
 
 std::uint64_t CollectiveCall::CountsHash(const std::size_t* counts,
@@ -354,6 +608,10 @@ std::string CollectiveCall::str() const {
       return fmt::format("allgatherv({} x {}, counts #{:08x})", count,
                          Name(type),
                          static_cast<std::uint32_t>(shape ^ (shape >> 32)));
+    case Op::kAllToAllV:
+      return fmt::format("alltoallv({})", Name(type));
+    case Op::kSplit:
+      return "split()";
     case Op::kEndOfTest:
       return "no collective (its body has returned)";
   }

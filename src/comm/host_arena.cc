@@ -16,6 +16,8 @@
 #include <climits>
 #include <cstring>
 #include <ctime>
+#include <deque>
+#include <memory>
 #include <new>
 #include <numeric>
 #include <string>
@@ -34,15 +36,16 @@ namespace disttest {
 // (a futex: the memory is shared between processes). `ended` holds 1 + the
 // first rank said to have ended.
 //
-// A send goes through the sender's outbox, one slot-sized piece at a time:
-// the sender writes the piece and the message's description, then offers it
-// (`offer`: the piece's serial number and its receiver, in one word); the
-// receiver copies it out and sets `taken` to that serial; the sender waits
-// for that before it writes the next. Only the receiver an offer names reads
-// the outbox while it stands, so one word is all the two need. A rank that
-// waits in a send or receive sleeps on its own `doorbell`, which whoever
-// changes what it waits for rings; `waiting_on` says for whom, so that
-// MarkEnded() wakes exactly those that wait for the rank that ended.
+// A send goes through the sender's mailbox (host_arena.h): posts in a ring
+// in its PerRank, bytes in its heap. Only the sender writes a post; it
+// publishes post i by writing its stamp (i + 1) and then `posted`. The post's
+// receiver, and no one else, sets its state to taken or refused; the sender
+// reuses it (and its bytes) only after that. A receiver reads a post it does
+// not own between two reads of its stamp, so a post reused meanwhile is
+// seen as such. A rank that waits in a send or receive sleeps on its own
+// `doorbell`, which whoever changes what it waits for rings; `waiting_on`
+// says for whom, so that MarkEnded() wakes exactly those that wait for the
+// rank that ended.
 struct HostArena::Header {
   // What a rank called as its collective `seq`.
   struct Entry {
@@ -74,6 +77,22 @@ struct HostArena::Header {
   char test_name[kTestNameBytes];
 };
 
+// One piece of a message, as its sender posted it.
+struct HostArena::Post {
+  enum State : std::uint32_t { kOpen = 0, kTaken = 1, kRefused = 2 };
+  // i + 1 once post i is whole in this place; read before and after the
+  // rest by whoever does not own it.
+  std::atomic<std::uint64_t> stamp{0};
+  std::atomic<std::uint32_t> state{kOpen};
+  std::int32_t to = -1;
+  Header::Message message;    // The whole message's count, type and tag.
+  std::uint64_t number = 0;   // The sender's message number (from 1).
+  std::uint64_t offset = 0;   // Bytes of the message before this piece.
+  std::uint64_t bytes = 0;    // In this piece.
+  std::uint64_t heap_at = 0;  // Where they are in the sender's heap.
+  Header::Message expected;   // A receiver that refused: what it expected.
+};
+
 struct alignas(64) HostArena::PerRank {
   // Barriers this rank has entered: who is missing, on a timeout.
   std::atomic<std::uint64_t> arrivals{0};
@@ -98,20 +117,12 @@ struct alignas(64) HostArena::PerRank {
   std::atomic<std::int32_t> waiting_on{-1};
   std::atomic<std::uint32_t> doorbell{0};
 
-  // Its outbox. `offer` is serial << 12 | (receiver + 1), 0 when none yet;
-  // serials count up from 1 and are written by this rank only.
-  std::atomic<std::uint64_t> offer{0};
-  std::atomic<std::uint64_t> taken{0};
-  std::uint64_t serial = 0;
-  // The message whose piece is offered (the sender's; read by the
-  // receiver only while the offer stands).
-  Header::Message sending;
-  // A receiver that refuses a piece (another tag, count or type) sets
-  // `refused` to its serial, with what it expected, before `taken`.
-  std::atomic<std::uint64_t> refused{0};
-  Header::Message expected;
+  // Its mailbox: post i is posts[i % kPosts]; those before `reclaimed` are
+  // free again (only this rank writes both counters).
+  std::atomic<std::uint64_t> posted{0};
+  std::atomic<std::uint64_t> reclaimed{0};
+  Post posts[kPosts];
 };
-
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
                   std::atomic<std::uint64_t>::is_always_lock_free,
               "the arena's atomics must work across processes");
@@ -148,10 +159,6 @@ void FutexWait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
           expected, &ts, nullptr, 0);
 }
 
-constexpr int kReceiverBits = 12;
-static_assert(HostArena::kMaxRanks < (1 << kReceiverBits));
-constexpr std::uint64_t kReceiverMask = (1u << kReceiverBits) - 1;
-
 // "8 x float32 with tag 1"
 std::string Describe(std::uint64_t count, DataType type, std::uint32_t tag) {
   return fmt::format("{} x {} with tag {}", count, Name(type), tag);
@@ -166,6 +173,7 @@ template <typename T>
 void Reduce(T* out, const T* in, std::size_t n, ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
+    case ReduceOp::kAvg:  // The division comes after (DivideBy).
       for (std::size_t i = 0; i < n; ++i) out[i] = out[i] + in[i];
       return;
     case ReduceOp::kProd:
@@ -209,9 +217,10 @@ std::size_t HostArena::RanksOffset() {
 }
 
 std::size_t HostArena::SizeFor(int world, bool carry_data) {
-  // Two slots for collectives and an outbox per rank.
-  return HeaderBytes(world) +
-         (carry_data ? static_cast<std::size_t>(world) * 3 * kSlotBytes : 0);
+  // Two slots for collectives and a mailbox's heap per rank.
+  return HeaderBytes(world) + (carry_data ? static_cast<std::size_t>(world) *
+                                                (2 * kSlotBytes + kHeapBytes)
+                                          : 0);
 }
 
 std::shared_ptr<HostArena> HostArena::Create(int world, bool carry_data) {
@@ -261,6 +270,7 @@ HostArena::HostArena(int world, int fd, void* memory, std::size_t size,
     for (int r = 0; r < world; ++r) new (at + r * sizeof(PerRank)) PerRank;
   }
   ranks_ = std::launder(reinterpret_cast<PerRank*>(at));
+  mailboxes_.resize(static_cast<std::size_t>(world));
 }
 
 HostArena::~HostArena() {
@@ -345,9 +355,10 @@ unsigned char* HostArena::Slot(int rank, unsigned parity, std::size_t bytes) {
          (static_cast<std::size_t>(rank) * 2 + parity) * kSlotBytes;
 }
 
-unsigned char* HostArena::Outbox(int rank) {
+unsigned char* HostArena::Heap(int rank) {
   return static_cast<unsigned char*>(memory_) + HeaderBytes(world_) +
-         (static_cast<std::size_t>(world_) * 2 + rank) * kSlotBytes;
+         static_cast<std::size_t>(world_) * 2 * kSlotBytes +
+         static_cast<std::size_t>(rank) * kHeapBytes;
 }
 
 std::uint64_t HostArena::NextSequence(int rank) { return ranks_[rank].ops++; }
@@ -601,40 +612,337 @@ void HostArena::AllGather(int rank, const void* in, void* out,
   } while (done < bytes);
 }
 
-template <typename Ready>
-void HostArena::AwaitPeer(int rank, int peer, const Deadline& deadline,
-                          const char* waiting, Ready&& ready) {
+// What a rank has in flight, in its own process.
+struct HostArena::Mailbox {
+  struct Op {
+    std::uint64_t id = 0;
+    bool send = false;
+    int peer = 0;
+    Header::Message message;        // Its count, type and tag.
+    unsigned char* data = nullptr;  // A send's is only read.
+    std::uint64_t bytes = 0;
+    std::uint64_t pieces = 1;  // At least one, for an empty message.
+    // A send's message number, from 1; a receive's match (0: none yet).
+    std::uint64_t number = 0;
+    std::uint64_t posted = 0;    // A send's pieces posted,
+    std::uint64_t settled = 0;   // and taken (or refused) since.
+    std::uint64_t received = 0;  // A receive's pieces taken.
+    std::string error;           // Why it failed.
+
+    bool done() const {
+      return send ? posted == pieces && settled == pieces
+                  : number != 0 && received == pieces;
+    }
+  };
+  // What this rank's post i (in sent[i % kPosts]) belongs to.
+  struct Sent {
+    std::uint64_t id = 0;
+    std::uint64_t heap_end = 0;  // heap_used after its bytes.
+    bool settled = false;
+  };
+
+  std::deque<Op> ops;  // In the order they were made.
+  std::uint64_t next_id = 1;
+  std::uint64_t next_number = 1;
+  // Bytes of the heap handed out and given back so far, as running totals:
+  // the heap is a ring, its bytes given back in the order handed out.
+  std::uint64_t heap_used = 0;
+  std::uint64_t heap_freed = 0;
+  Sent sent[kPosts];
+
+  std::deque<Op>::iterator Find(std::uint64_t id) {
+    return std::find_if(ops.begin(), ops.end(),
+                        [id](const Op& op) { return op.id == id; });
+  }
+};
+
+namespace {
+// A post as a reader that does not own it saw it: whole, or not at all.
+struct PostView {
+  std::int32_t to = -1;
+  std::uint64_t count = 0;
+  DataType type = DataType::kUint8;
+  std::uint32_t tag = 0;
+  std::uint64_t number = 0, offset = 0, bytes = 0, heap_at = 0;
+  std::uint32_t state = 0;
+};
+}  // namespace
+
+HostArena::Mailbox& HostArena::MailboxOf(int rank) {
+  std::unique_ptr<Mailbox>& box = mailboxes_[static_cast<std::size_t>(rank)];
+  if (box == nullptr) box = std::make_unique<Mailbox>();
+  return *box;
+}
+
+namespace {
+template <typename PostT>
+bool ReadPost(const PostT& p, std::uint64_t index, PostView* view) {
+  if (p.stamp.load(std::memory_order_acquire) != index + 1) return false;
+  view->to = p.to;
+  view->count = p.message.count;
+  view->type = p.message.type;
+  view->tag = p.message.tag;
+  view->number = p.number;
+  view->offset = p.offset;
+  view->bytes = p.bytes;
+  view->heap_at = p.heap_at;
+  view->state = p.state.load(std::memory_order_acquire);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  // Reused meanwhile (it was taken, and its sender moved on): not this one.
+  return p.stamp.load(std::memory_order_relaxed) == index + 1;
+}
+}  // namespace
+
+void HostArena::ProgressSends(int rank, Mailbox& box) {
   PerRank& me = ranks_[rank];
+  std::uint64_t next = me.posted.load(std::memory_order_relaxed);
+  std::uint64_t reclaimed = me.reclaimed.load(std::memory_order_relaxed);
+  // What the receivers took or refused since.
+  for (std::uint64_t i = reclaimed; i < next; ++i) {
+    Mailbox::Sent& sent = box.sent[i % kPosts];
+    if (sent.settled) continue;
+    const Post& p = me.posts[i % kPosts];
+    const std::uint32_t state = p.state.load(std::memory_order_acquire);
+    if (state == Post::kOpen) continue;
+    sent.settled = true;
+    auto op = box.Find(sent.id);
+    if (op == box.ops.end()) continue;
+    ++op->settled;
+    if (state == Post::kRefused && op->error.empty()) {
+      op->error = fmt::format(
+          "rank {} sent {}; rank {} expected {}", rank,
+          Describe(op->message.count, op->message.type, op->message.tag),
+          op->peer,
+          Describe(p.expected.count, p.expected.type, p.expected.tag));
+    }
+  }
+  // Posts and heap bytes come back in the order they went.
+  while (reclaimed < next && box.sent[reclaimed % kPosts].settled) {
+    box.heap_freed = box.sent[reclaimed % kPosts].heap_end;
+    ++reclaimed;
+  }
+  me.reclaimed.store(reclaimed, std::memory_order_release);
+  // Sends post their pieces in the order they were made, as room allows.
+  for (Mailbox::Op& op : box.ops) {
+    if (!op.send || !op.error.empty()) continue;
+    while (op.posted < op.pieces) {
+      if (next - reclaimed >= kPosts) return;
+      const std::uint64_t offset = op.posted * kPieceBytes;
+      const std::uint64_t n =
+          std::min<std::uint64_t>(kPieceBytes, op.bytes - offset);
+      // A piece is never split at the heap's end.
+      std::uint64_t at = box.heap_used % kHeapBytes;
+      const std::uint64_t skip = at + n > kHeapBytes ? kHeapBytes - at : 0;
+      if (box.heap_used + skip + n - box.heap_freed > kHeapBytes) return;
+      box.heap_used += skip;
+      at = box.heap_used % kHeapBytes;
+      if (n > 0) std::memcpy(Heap(rank) + at, op.data + offset, n);
+      box.heap_used += n;
+      Post& p = me.posts[next % kPosts];
+      p.state.store(Post::kOpen, std::memory_order_relaxed);
+      p.to = op.peer;
+      p.message = op.message;
+      p.number = op.number;
+      p.offset = offset;
+      p.bytes = n;
+      p.heap_at = at;
+      p.stamp.store(next + 1, std::memory_order_release);
+      box.sent[next % kPosts] = {op.id, box.heap_used, false};
+      ++next;
+      ++op.posted;
+      me.posted.store(next, std::memory_order_release);
+      Ring(op.peer);
+    }
+  }
+}
+
+void HostArena::ProgressRecvs(int rank, Mailbox& box) {
+  for (auto it = box.ops.begin(); it != box.ops.end(); ++it) {
+    Mailbox::Op& op = *it;
+    if (op.send || !op.error.empty() || op.done()) continue;
+    PerRank& sender = ranks_[op.peer];
+    const std::uint64_t posted = sender.posted.load(std::memory_order_acquire);
+    const std::uint64_t from = sender.reclaimed.load(std::memory_order_acquire);
+    if (op.number == 0) {
+      // Receives from one peer with one tag match its messages in order:
+      // one made earlier that has none yet gets the next.
+      const bool earlier = std::any_of(box.ops.begin(), it, [&](const auto& o) {
+        return !o.send && o.peer == op.peer &&
+               o.message.tag == op.message.tag && o.number == 0 &&
+               o.error.empty();
+      });
+      if (earlier) continue;
+      for (std::uint64_t i = from; i < posted; ++i) {
+        PostView v;
+        if (!ReadPost(sender.posts[i % kPosts], i, &v)) continue;
+        if (v.to != rank || v.offset != 0 || v.state != Post::kOpen ||
+            v.tag != op.message.tag) {
+          continue;
+        }
+        Post& p = sender.posts[i % kPosts];  // This rank's to settle now.
+        if (v.count != op.message.count || v.type != op.message.type) {
+          p.expected = op.message;
+          p.state.store(Post::kRefused, std::memory_order_release);
+          Ring(op.peer);
+          op.error = fmt::format(
+              "rank {} sent {}; rank {} expected {}", op.peer,
+              Describe(v.count, v.type, v.tag), rank,
+              Describe(op.message.count, op.message.type, op.message.tag));
+          break;
+        }
+        op.number = v.number;
+        break;
+      }
+      if (op.number == 0) continue;
+    }
+    // Its pieces, in order.
+    while (op.received < op.pieces) {
+      bool took = false;
+      for (std::uint64_t i = from; i < posted && !took; ++i) {
+        PostView v;
+        if (!ReadPost(sender.posts[i % kPosts], i, &v)) continue;
+        if (v.to != rank || v.number != op.number ||
+            v.offset != op.received * kPieceBytes || v.state != Post::kOpen) {
+          continue;
+        }
+        if (v.bytes > 0) {
+          std::memcpy(op.data + v.offset, Heap(op.peer) + v.heap_at, v.bytes);
+        }
+        sender.posts[i % kPosts].state.store(Post::kTaken,
+                                             std::memory_order_release);
+        Ring(op.peer);
+        ++op.received;
+        took = true;
+      }
+      if (!took) break;
+    }
+  }
+}
+
+void HostArena::Progress(int rank) {
+  Mailbox& box = MailboxOf(rank);
+  ProgressRecvs(rank, box);
+  ProgressSends(rank, box);
+}
+
+std::string HostArena::Unreceived(int rank, int peer) const {
+  const PerRank& sender = ranks_[peer];
+  const std::uint64_t posted = sender.posted.load(std::memory_order_acquire);
+  std::vector<std::string> messages;
+  for (std::uint64_t i = sender.reclaimed.load(std::memory_order_acquire);
+       i < posted; ++i) {
+    PostView v;
+    if (!ReadPost(sender.posts[i % kPosts], i, &v)) continue;
+    if (v.to == rank && v.offset == 0 && v.state == Post::kOpen) {
+      messages.push_back(Describe(v.count, v.type, v.tag));
+    }
+  }
+  if (messages.empty()) return "";
+  return fmt::format("; rank {} has sent this rank {}, which no receive took",
+                     peer, fmt::join(messages, ", "));
+}
+
+std::uint64_t HostArena::PostSend(int rank, const void* data, std::size_t count,
+                                  DataType type, int peer, std::uint32_t tag) {
+  if (!carry_data_) {
+    throw CommError("the host arena carries no data (DISTTEST_NO_HOST_ARENA)");
+  }
+  ThrowIfUnusable();
+  Mailbox& box = MailboxOf(rank);
+  Mailbox::Op op;
+  op.id = box.next_id++;
+  op.send = true;
+  op.peer = peer;
+  op.message = {count, type, tag};
+  op.data = static_cast<unsigned char*>(const_cast<void*>(data));
+  op.bytes = count * SizeOf(type);
+  op.pieces =
+      std::max<std::uint64_t>(1, (op.bytes + kPieceBytes - 1) / kPieceBytes);
+  op.number = box.next_number++;
+  box.ops.push_back(std::move(op));
+  // What fits goes at once: a receiver need not wait for this rank's wait.
+  ProgressSends(rank, box);
+  return box.ops.back().id;
+}
+
+std::uint64_t HostArena::PostRecv(int rank, void* data, std::size_t count,
+                                  DataType type, int peer, std::uint32_t tag) {
+  if (!carry_data_) {
+    throw CommError("the host arena carries no data (DISTTEST_NO_HOST_ARENA)");
+  }
+  ThrowIfUnusable();
+  Mailbox& box = MailboxOf(rank);
+  Mailbox::Op op;
+  op.id = box.next_id++;
+  op.peer = peer;
+  op.message = {count, type, tag};
+  op.data = static_cast<unsigned char*>(data);
+  op.bytes = count * SizeOf(type);
+  op.pieces =
+      std::max<std::uint64_t>(1, (op.bytes + kPieceBytes - 1) / kPieceBytes);
+  box.ops.push_back(std::move(op));
+  return box.ops.back().id;
+}
+
+void HostArena::WaitFor(int rank, std::uint64_t id,
+                        std::chrono::milliseconds timeout) {
+  const Deadline deadline(timeout);
+  Mailbox& box = MailboxOf(rank);
+  PerRank& me = ranks_[rank];
+  // Ends the wait: the operation is forgotten (its pieces still posted
+  // stay there; a send's unposted ones are never posted).
+  const auto finish = [&](std::string error, bool give_up) {
+    me.waiting_on.store(-1, std::memory_order_relaxed);
+    auto op = box.Find(id);
+    if (op != box.ops.end()) box.ops.erase(op);
+    if (error.empty()) return;
+    // What this rank had posted or taken half-way cannot be trusted.
+    if (give_up) GiveUp(rank);
+    throw CommError(error);
+  };
   for (;;) {
     const std::uint32_t bell = me.doorbell.load(std::memory_order_seq_cst);
-    if (ready()) return;
-    ThrowIfUnusable();
+    Progress(rank);
+    auto op = box.Find(id);
+    if (op == box.ops.end()) {
+      throw CommError(
+          fmt::format("no send or receive {} of rank {} in flight", id, rank));
+    }
+    if (!op->error.empty()) return finish(op->error, false);
+    if (op->done()) return finish("", false);
+    try {
+      ThrowIfUnusable();
+    } catch (const CommError& e) {
+      finish(e.what(), false);
+    }
+    const int peer = op->peer;
+    const bool send = op->send;
+    const char* waiting = send ? "to receive it" : "to send it";
     me.waiting_on.store(peer, std::memory_order_seq_cst);
-    const auto stop = [&](const std::string& why) {
-      me.waiting_on.store(-1, std::memory_order_relaxed);
-      // What this rank had offered or taken half-way cannot be trusted.
-      GiveUp(rank);
-      throw CommError(why);
+    // What the peer did before it went counts: once more, then fail.
+    const auto gone = [&](const char* how) {
+      Progress(rank);
+      auto again = box.Find(id);
+      if (again != box.ops.end() && again->error.empty() && again->done()) {
+        return finish("", false);
+      }
+      finish(fmt::format("rank {} {} while this rank waited for it {}", peer,
+                         how, waiting),
+             true);
     };
-    // What the peer did before it went counts: ready() once more.
     if (ranks_[peer].ended.load(std::memory_order_seq_cst) != 0) {
-      if (ready()) break;
-      stop(fmt::format("rank {} ended while this rank waited for it {}", peer,
-                       waiting));
+      return gone("ended");
     }
     if (ranks_[peer].left.load(std::memory_order_seq_cst) != 0) {
-      if (ready()) break;
-      stop(
-          fmt::format("rank {} returned from its body while this rank "
-                      "waited for it {}",
-                      peer, waiting));
+      return gone("returned from its body");
     }
     const auto left = deadline.at - Clock::now();
     if (left <= Clock::duration::zero()) {
-      stop(
-          fmt::format("timed out after {} ms waiting for rank {} {} "
-                      "(same-host arena)",
-                      deadline.timeout.count(), peer, waiting));
+      finish(fmt::format("timed out after {} ms waiting for rank {} {} "
+                         "(same-host arena){}",
+                         deadline.timeout.count(), peer, waiting,
+                         send ? std::string() : Unreceived(rank, peer)),
+             true);
     }
     // Checks the deadline and a failed arena now and then without a wake.
     FutexWait(&me.doorbell, bell,
@@ -642,88 +950,18 @@ void HostArena::AwaitPeer(int rank, int peer, const Deadline& deadline,
                                   100'000'000));
     me.waiting_on.store(-1, std::memory_order_relaxed);
   }
-  me.waiting_on.store(-1, std::memory_order_relaxed);
 }
 
 void HostArena::Send(int rank, const void* data, std::size_t count,
                      DataType type, int peer, std::uint32_t tag,
                      std::chrono::milliseconds timeout) {
-  const Deadline deadline(timeout);
-  if (!carry_data_) {
-    throw CommError("the host arena carries no data (DISTTEST_NO_HOST_ARENA)");
-  }
-  ThrowIfUnusable();
-  PerRank& me = ranks_[rank];
-  const Header::Message message{count, type, tag};
-  const std::size_t bytes = count * SizeOf(type);
-  const auto* from = static_cast<const unsigned char*>(data);
-  // Every piece offered before was taken (each send waited for that): the
-  // outbox is this rank's to write. At least one piece, for an empty message.
-  std::size_t done = 0;
-  do {
-    const std::size_t n = std::min(kSlotBytes, bytes - done);
-    if (n > 0) std::memcpy(Outbox(rank), from + done, n);
-    me.sending = message;
-    const std::uint64_t serial = ++me.serial;
-    me.offer.store(
-        serial << kReceiverBits | static_cast<std::uint64_t>(peer + 1),
-        std::memory_order_release);
-    Ring(peer);
-    AwaitPeer(rank, peer, deadline, "to receive it", [&] {
-      return me.taken.load(std::memory_order_acquire) == serial;
-    });
-    if (me.refused.load(std::memory_order_acquire) == serial) {
-      const Header::Message& want = me.expected;
-      throw CommError(fmt::format("rank {} sent {}; rank {} expected {}", rank,
-                                  Describe(count, type, tag), peer,
-                                  Describe(want.count, want.type, want.tag)));
-    }
-    done += n;
-  } while (done < bytes);
+  WaitFor(rank, PostSend(rank, data, count, type, peer, tag), timeout);
 }
 
 void HostArena::Recv(int rank, void* data, std::size_t count, DataType type,
                      int peer, std::uint32_t tag,
                      std::chrono::milliseconds timeout) {
-  const Deadline deadline(timeout);
-  if (!carry_data_) {
-    throw CommError("the host arena carries no data (DISTTEST_NO_HOST_ARENA)");
-  }
-  ThrowIfUnusable();
-  PerRank& sender = ranks_[peer];
-  const Header::Message expected{count, type, tag};
-  const std::size_t bytes = count * SizeOf(type);
-  auto* to = static_cast<unsigned char*>(data);
-  std::size_t done = 0;
-  do {
-    std::uint64_t offer = 0;
-    AwaitPeer(rank, peer, deadline, "to send it", [&] {
-      // An offer naming this rank that it has not taken yet: the sender
-      // touches neither the outbox nor its description until it is taken.
-      offer = sender.offer.load(std::memory_order_acquire);
-      return (offer & kReceiverMask) == static_cast<std::uint64_t>(rank + 1) &&
-             (offer >> kReceiverBits) >
-                 sender.taken.load(std::memory_order_acquire);
-    });
-    const std::uint64_t serial = offer >> kReceiverBits;
-    const Header::Message sent = sender.sending;
-    if (!(sent == expected)) {
-      // The message's first piece (later ones have the same description):
-      // refuse it, so that the sender fails at once too.
-      sender.expected = expected;
-      sender.refused.store(serial, std::memory_order_relaxed);
-      sender.taken.store(serial, std::memory_order_release);
-      Ring(peer);
-      throw CommError(fmt::format("rank {} sent {}; rank {} expected {}", peer,
-                                  Describe(sent.count, sent.type, sent.tag),
-                                  rank, Describe(count, type, tag)));
-    }
-    const std::size_t n = std::min(kSlotBytes, bytes - done);
-    if (n > 0) std::memcpy(to + done, Outbox(peer), n);
-    sender.taken.store(serial, std::memory_order_release);
-    Ring(peer);
-    done += n;
-  } while (done < bytes);
+  WaitFor(rank, PostRecv(rank, data, count, type, peer, tag), timeout);
 }
 
 }  // namespace disttest

@@ -46,12 +46,20 @@
 // and Check() makes the same comparison first. After a mismatch every later
 // operation in the arena fails, naming it.
 //
-// A send and its receive meet in the sender's outbox: the receiver takes
-// each slot-sized piece as the sender offers it, so a send returns once its
-// receiver has the data (as Gloo's does). Both sides check that they agree
-// on the tag, the count and the type; if not, both fail at once:
+// Point-to-point messages go through the sender's mailbox: a ring of posts
+// (each one piece of a message: its receiver, tag, count and type, and
+// where its bytes are) and a heap of kHeapBytes for the bytes. A send posts
+// its pieces as room allows and completes when its receiver has taken them
+// all; a receive takes, from its sender's posts, the first message to it
+// with its tag that no earlier receive took (messages of one sender and
+// one tag never overtake each other, as in MPI). Sends and receives may be
+// posted without waiting (PostSend, PostRecv: isend, irecv), several at
+// once; every wait of the rank moves all of them on. A receive that finds
+// its message of another count or type refuses it, and both fail at once:
 //   rank 0 sent 8 x float32 with tag 1; rank 1 expected 16 x float32 with
 //   tag 1
+// A receive whose tag no message has waits, and its timeout names what the
+// sender did post.
 #ifndef DISTTEST_SRC_COMM_HOST_ARENA_H_
 #define DISTTEST_SRC_COMM_HOST_ARENA_H_
 
@@ -151,11 +159,29 @@ class HostArena {
                  const CollectiveCall* as = nullptr);
   // A message from `rank` to `peer`, matched by tag; Send returns once
   // `peer` has received all of it. Both throw CommError when the other side
-  // expects another tag, count or type, naming both.
+  // expects another count or type, naming both.
   void Send(int rank, const void* data, std::size_t count, DataType type,
             int peer, std::uint32_t tag, std::chrono::milliseconds timeout);
   void Recv(int rank, void* data, std::size_t count, DataType type, int peer,
             std::uint32_t tag, std::chrono::milliseconds timeout);
+  // The same without waiting: the id of the operation, for WaitFor(). Every
+  // wait of the rank moves all of its operations on. The buffer must stay
+  // valid until the operation has completed.
+  std::uint64_t PostSend(int rank, const void* data, std::size_t count,
+                         DataType type, int peer, std::uint32_t tag);
+  std::uint64_t PostRecv(int rank, void* data, std::size_t count, DataType type,
+                         int peer, std::uint32_t tag);
+  // Waits until operation `id` of `rank` has completed, at most `timeout`;
+  // throws CommError when it fails (as Send and Recv do). Then the id is
+  // forgotten.
+  void WaitFor(int rank, std::uint64_t id, std::chrono::milliseconds timeout);
+
+  // The bytes of a rank's messages that can be on their way at once (the
+  // rest of a message is posted as its receiver takes what came before),
+  // and the size of the pieces a message travels in.
+  static constexpr std::size_t kHeapBytes = 1024 * 1024;
+  static constexpr std::size_t kPieceBytes = 64 * 1024;
+  static constexpr std::size_t kPosts = 32;
 
   // Pooled ranks (options().reuse_workers) get their tests through the
   // arena: a rank parks for test n (1, 2, ...) and sleeps on a futex; the
@@ -185,6 +211,8 @@ class HostArena {
   friend struct internal::HostArenaBenchmark;
   struct Header;
   struct PerRank;
+  struct Post;
+  struct Mailbox;  // A rank's operations in flight, in this process.
   using Clock = std::chrono::steady_clock;
   // When an operation (all its rounds) gives up, and its timeout, for the
   // message.
@@ -202,7 +230,15 @@ class HostArena {
   static std::size_t SizeFor(int world, bool carry_data);
   // Where `rank` puts its data for a round of `bytes` (per rank).
   unsigned char* Slot(int rank, unsigned parity, std::size_t bytes);
-  unsigned char* Outbox(int rank);
+  unsigned char* Heap(int rank);
+  Mailbox& MailboxOf(int rank);
+  // Moves `rank`'s operations on, without waiting: posts what room allows,
+  // takes what came, settles what peers took or refused.
+  void Progress(int rank);
+  void ProgressSends(int rank, Mailbox& box);
+  void ProgressRecvs(int rank, Mailbox& box);
+  // For a timeout: what `peer` posted to `rank` that no receive took.
+  std::string Unreceived(int rank, int peer) const;
   // The rank's next collective: its sequence number, which ranks compare.
   std::uint64_t NextSequence(int rank);
   // The rank's next round (a collective takes one or more): its parity
@@ -233,9 +269,6 @@ class HostArena {
   // Waits until ready() while `rank` waits for `peer` in a send or receive;
   // throws CommError (giving the arena up) at the deadline or when `peer`
   // has ended, `waiting` saying what for: "to send it", "to receive it".
-  template <typename Ready>
-  void AwaitPeer(int rank, int peer, const Deadline& deadline,
-                 const char* waiting, Ready&& ready);
 
   int world_;
   bool carry_data_;
@@ -245,6 +278,9 @@ class HostArena {
   std::size_t size_;
   Header* header_;
   PerRank* ranks_;  // world_ of them, after the header.
+  // Per rank: made on its first send or receive (in a process of one rank,
+  // one of them; ranks that are threads of one process, one each).
+  std::vector<std::unique_ptr<Mailbox>> mailboxes_;
 };
 
 }  // namespace disttest

@@ -81,7 +81,9 @@ std::uint64_t CallHash(const Ledger::Call& c) {
     h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
   };
   mix(static_cast<std::uint64_t>(c.op));
-  if (c.op != LedgerOp::kBarrier) {
+  if (c.op == LedgerOp::kAllToAllV) {
+    mix(static_cast<std::uint64_t>(c.type));
+  } else if (c.op != LedgerOp::kBarrier && c.op != LedgerOp::kSplit) {
     mix(static_cast<std::uint64_t>(c.type));
     mix(c.count);
   }
@@ -185,8 +187,24 @@ std::string LedgerRecord::str() const {
     case LedgerOp::kAllGatherV:
       return fmt::format("allgatherv({} x {}, counts #{:08x})", count,
                          Name(type), tag);
+    case LedgerOp::kAllToAllV:
+      return fmt::format("alltoallv({} x {} sent)", count, Name(type));
+    case LedgerOp::kSplit:
+      return peer == Communicator::kNoColor
+                 ? fmt::format("split(no color, key {})",
+                               static_cast<std::int32_t>(tag))
+                 : fmt::format("split(color {}, key {})", peer,
+                               static_cast<std::int32_t>(tag));
   }
   return "unknown operation";
+}
+
+std::string LedgerRecord::agreed() const {
+  if (op == LedgerOp::kAllToAllV) {
+    return fmt::format("alltoallv({})", Name(type));
+  }
+  if (op == LedgerOp::kSplit) return "split()";
+  return str();
 }
 
 std::string LedgerRecord::where() const {
@@ -199,7 +217,8 @@ std::string LedgerRecord::where() const {
 
 bool LedgerRecord::SameCall(const LedgerRecord& o) const {
   if (op != o.op) return false;
-  if (op == LedgerOp::kBarrier) return true;
+  if (op == LedgerOp::kBarrier || op == LedgerOp::kSplit) return true;
+  if (op == LedgerOp::kAllToAllV) return type == o.type;
   return type == o.type && count == o.count &&
          (!HasReduceOp(op) || reduce == o.reduce) &&
          (!HasRoot(op) || peer == o.peer) &&
@@ -456,8 +475,8 @@ std::optional<RankLedgerView> DecodeLedger(std::string_view text,
                                    UINT32_MAX,
                                    INT64_MAX / 2,
                                    static_cast<int>(kLastLedgerOp),
-                                   static_cast<int>(DataType::kBool),
-                                   static_cast<int>(ReduceOp::kMax),
+                                   static_cast<int>(kLastDataType),
+                                   static_cast<int>(kLastReduceOp),
                                    static_cast<int>(LedgerState::kFailed),
                                    INT32_MAX,
                                    UINT32_MAX,

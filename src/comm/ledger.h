@@ -70,8 +70,10 @@ enum class LedgerOp : std::uint8_t {
   kScatter,        // peer: the root.
   kAllToAll,       // count: per rank's part.
   kAllGatherV,     // count: every rank's together; tag: their counts' hash.
+  kAllToAllV,      // count: what this rank sends (its own; ranks differ).
+  kSplit,          // peer: the color; tag: the key (ranks differ).
 };
-inline constexpr LedgerOp kLastLedgerOp = LedgerOp::kAllGatherV;
+inline constexpr LedgerOp kLastLedgerOp = LedgerOp::kSplit;
 enum class LedgerState : std::uint8_t { kEntered = 1, kCompleted, kFailed };
 
 // Where a rank is in its test, each with the time it got there.
@@ -115,6 +117,10 @@ struct LedgerRecord {
   }
   // "allreduce(8 x float32, sum)", "send(8 x float32 to rank 1, tag 0)".
   std::string str() const;
+  // What every rank's call of the collective must say alike: str(), but
+  // for those whose ranks pass their own counts or colors (alltoallv,
+  // split), only what they share: "alltoallv(int64)", "split()".
+  std::string agreed() const;
   // "at model_test.cc:42"; for the harness's own "(disttest's, before the
   // body)".
   std::string where() const;

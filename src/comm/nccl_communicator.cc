@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -51,6 +52,10 @@ ncclDataType_t NcclType(DataType type) {
       return ncclUint64;
     case DataType::kBool:
       return ncclUint8;  // Reduced by NcclOp(kBool, op) as logic.
+    case DataType::kFloat16:
+      return ncclFloat16;
+    case DataType::kBfloat16:
+      return ncclBfloat16;
     case DataType::kInt16:
     case DataType::kUint16:
       break;  // NCCL has none: CheckType() says so.
@@ -80,6 +85,8 @@ ncclRedOp_t NcclOp(ReduceOp op) {
       return ncclMin;
     case ReduceOp::kMax:
       return ncclMax;
+    case ReduceOp::kAvg:
+      return ncclAvg;
   }
   return ncclSum;
 }
@@ -121,6 +128,7 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::Create(
   impl->Init(store);
   std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator(std::move(impl)));
   comm->SetName(options.name, options.prefix, store.scope());
+  comm->InitTimeout(options.timeout);
   return comm;
 }
 
@@ -144,16 +152,7 @@ void NcclCommunicator::Impl::Init(Store& store) {
     }
     Fail(what, cause);
   }
-  error = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
-  if (error != cudaSuccess) {
-    stream_ = nullptr;
-    Fail(what, CudaCause("cudaStreamCreateWithFlags", error));
-  }
-  error = cudaEventCreateWithFlags(&legacy_done_, cudaEventDisableTiming);
-  if (error != cudaSuccess) {
-    legacy_done_ = nullptr;
-    Fail(what, CudaCause("cudaEventCreateWithFlags", error));
-  }
+  InitStream(what);
 
   // Rank 0's id reaches the others through the store, within the deadline.
   ncclUniqueId id{};
@@ -202,6 +201,53 @@ void NcclCommunicator::Impl::Init(Store& store) {
   Poll(what, /*stream=*/false);
 }
 
+void NcclCommunicator::Impl::InitStream(const std::string& what) {
+  cudaError_t error =
+      cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+  if (error != cudaSuccess) {
+    stream_ = nullptr;
+    Fail(what, CudaCause("cudaStreamCreateWithFlags", error));
+  }
+  error = cudaEventCreateWithFlags(&legacy_done_, cudaEventDisableTiming);
+  if (error != cudaSuccess) {
+    legacy_done_ = nullptr;
+    Fail(what, CudaCause("cudaEventCreateWithFlags", error));
+  }
+}
+
+std::unique_ptr<NcclCommunicator::Impl> NcclCommunicator::Impl::split(int color,
+                                                                      int key) {
+  const std::string what =
+      fmt::format("split (color {}, key {}) failed", color, key);
+  Begin(what);
+  CheckCall(what, CollectiveCall::Split());
+  NcclOptions options;
+  options.device = device_;
+  options.timeout = timeout_;
+  // Rank and size are NCCL's to decide; the new Impl learns them below.
+  auto made = std::make_unique<Impl>(0, 1, options);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  Enqueue(what, [&](ncclComm_t parent) {
+    return ncclCommSplit(parent, color == kNoColor ? NCCL_SPLIT_NOCOLOR : color,
+                         key, &comm, &config);
+  });
+  if (color == kNoColor || comm == nullptr) return nullptr;
+  int rank = 0, size = 0;
+  if (ncclCommUserRank(comm, &rank) != ncclSuccess ||
+      ncclCommCount(comm, &size) != ncclSuccess) {
+    ncclCommAbort(comm);
+    Break(what, "the split communicator has no rank or size");
+  }
+  auto impl = std::make_unique<Impl>(rank, size, options);
+  impl->comm_ = comm;
+  impl->deadline_ = Clock::now() + timeout_;
+  impl->InitStream(what);
+  impl->Poll(what, /*stream=*/false);
+  return impl;
+}
+
 NcclCommunicator::Impl::~Impl() {
   // Nothing here may throw; errors only decide between destroy and abort.
   cudaSetDevice(device_);
@@ -237,6 +283,9 @@ NcclCommunicator::Impl::~Impl() {
     }
   }
   if (scratch_ != nullptr) cudaFree(scratch_);
+  for (const auto& p : pending_) {
+    if (p->device != nullptr && p->device != p->data) cudaFree(p->device);
+  }
   if (legacy_done_ != nullptr) cudaEventDestroy(legacy_done_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   cudaGetLastError();  // Leaves no error behind for the caller's CUDA.
@@ -307,6 +356,8 @@ void NcclCommunicator::Impl::Check(const std::string& what) {
 
 void NcclCommunicator::Impl::Begin(const std::string& what) {
   Check(what);
+  // Sends and receives made before go first, as their order says.
+  Launch(what);
   // stream_ does not wait for stream 0 by itself (cudaStreamNonBlocking):
   // without this, a buffer filled by cudaMemset or cudaMemcpy just before
   // could be read before it is filled.
@@ -477,6 +528,96 @@ void NcclCommunicator::DoSend(const void* data, std::size_t count,
 void NcclCommunicator::DoRecv(void* data, std::size_t count, DataType type,
                               int peer, std::uint32_t tag) {
   impl_->recv(data, count, type, peer, tag);
+}
+void NcclCommunicator::DoAllReduceOutOfPlace(const void* in, void* out,
+                                             std::size_t count, DataType type,
+                                             ReduceOp op) {
+  impl_->allreduce(in, out, count, type, op);
+}
+void NcclCommunicator::DoBroadcastOutOfPlace(const void* in, void* out,
+                                             std::size_t count, DataType type,
+                                             int root) {
+  impl_->broadcast(in, out, count, type, root);
+}
+void NcclCommunicator::DoReduce(const void* in, void* out, std::size_t count,
+                                DataType type, ReduceOp op, int root) {
+  impl_->reduce(in, out, count, type, op, root);
+}
+void NcclCommunicator::DoReduceScatter(const void* in, void* out,
+                                       std::size_t count, DataType type,
+                                       ReduceOp op) {
+  impl_->reduce_scatter(in, out, count, type, op);
+}
+void NcclCommunicator::DoGather(const void* in, void* out, std::size_t count,
+                                DataType type, int root) {
+  impl_->gather(in, out, count, type, root);
+}
+void NcclCommunicator::DoScatter(const void* in, void* out, std::size_t count,
+                                 DataType type, int root) {
+  impl_->scatter(in, out, count, type, root);
+}
+void NcclCommunicator::DoAllToAll(const void* in, void* out, std::size_t count,
+                                  DataType type) {
+  impl_->alltoall(in, out, count, type);
+}
+void NcclCommunicator::DoAllGatherV(const void* in, void* out,
+                                    std::span<const std::size_t> counts,
+                                    DataType type) {
+  impl_->allgatherv(in, out, counts, type);
+}
+void NcclCommunicator::DoAllToAllV(const void* in,
+                                   std::span<const std::size_t> in_counts,
+                                   void* out,
+                                   std::span<const std::size_t> out_counts,
+                                   DataType type) {
+  impl_->alltoallv(in, in_counts, out, out_counts, type);
+}
+std::unique_ptr<Communicator> NcclCommunicator::DoSplit(int color, int key) {
+  std::unique_ptr<Impl> impl = impl_->split(color, key);
+  if (impl == nullptr) return nullptr;
+  std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator(std::move(impl)));
+  comm->InitTimeout(timeout());
+  return comm;
+}
+void NcclCommunicator::DoSetTimeout(std::chrono::milliseconds timeout) {
+  impl_->set_timeout(timeout);
+}
+
+namespace {
+// An isend or irecv, launched with the others at the first wait.
+class NcclRequest : public RequestState {
+ public:
+  explicit NcclRequest(std::function<void(std::chrono::milliseconds)> wait)
+      : wait_(std::move(wait)) {}
+  void Wait(std::chrono::milliseconds timeout) override { wait_(timeout); }
+
+ private:
+  std::function<void(std::chrono::milliseconds)> wait_;
+};
+}  // namespace
+
+std::unique_ptr<RequestState> NcclCommunicator::DoISend(const void* data,
+                                                        std::size_t count,
+                                                        DataType type, int peer,
+                                                        std::uint32_t tag) {
+  auto pending =
+      impl_->Post(true, const_cast<void*>(data), count, type, peer, tag);
+  Impl* impl = impl_.get();
+  return std::make_unique<NcclRequest>(
+      [impl, pending](std::chrono::milliseconds t) {
+        impl->Finish(*pending, t);
+      });
+}
+std::unique_ptr<RequestState> NcclCommunicator::DoIRecv(void* data,
+                                                        std::size_t count,
+                                                        DataType type, int peer,
+                                                        std::uint32_t tag) {
+  auto pending = impl_->Post(false, data, count, type, peer, tag);
+  Impl* impl = impl_.get();
+  return std::make_unique<NcclRequest>(
+      [impl, pending](std::chrono::milliseconds t) {
+        impl->Finish(*pending, t);
+      });
 }
 
 }  // namespace disttest

@@ -14,7 +14,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "disttest/comm/collective_call.h"
 #include "disttest/comm/nccl_communicator.h"
@@ -32,6 +34,9 @@ class NcclCommunicator::Impl {
   Impl& operator=(const Impl&) = delete;
 
   void Init(Store& store);
+  // Makes the stream and event, for a communicator NCCL has made already
+  // (split); Init() does this itself.
+  void InitStream(const std::string& what);
   bool failed() const;
   void Synchronize();
   void Abort();
@@ -43,6 +48,50 @@ class NcclCommunicator::Impl {
             std::uint32_t tag);
   void recv(void* data, std::size_t count, DataType type, int peer,
             std::uint32_t tag);
+  void allreduce(const void* in, void* out, std::size_t count, DataType type,
+                 ReduceOp op);
+  void broadcast(const void* in, void* out, std::size_t count, DataType type,
+                 int root);
+  void reduce(const void* in, void* out, std::size_t count, DataType type,
+              ReduceOp op, int root);
+  void reduce_scatter(const void* in, void* out, std::size_t count,
+                      DataType type, ReduceOp op);
+  void gather(const void* in, void* out, std::size_t count, DataType type,
+              int root);
+  void scatter(const void* in, void* out, std::size_t count, DataType type,
+               int root);
+  void alltoall(const void* in, void* out, std::size_t count, DataType type);
+  void allgatherv(const void* in, void* out,
+                  std::span<const std::size_t> counts, DataType type);
+  void alltoallv(const void* in, std::span<const std::size_t> in_counts,
+                 void* out, std::span<const std::size_t> out_counts,
+                 DataType type);
+  // ncclCommSplit: the new communicator's Impl (nullptr for kNoColor).
+  std::unique_ptr<Impl> split(int color, int key);
+
+  // isend and irecv wait here until a wait() (or any other operation of the
+  // communicator) launches every one of them as one NCCL group: a rank's
+  // sends and receives then pair with its peers' whatever their order.
+  struct Pending {
+    bool send = false;
+    void* data = nullptr;  // The caller's buffer.
+    std::size_t count = 0;
+    DataType type = DataType::kUint8;
+    int peer = 0;
+    void* device = nullptr;  // Its staging buffer (cudaMalloc'd) or data.
+    bool launched = false;
+    bool finished = false;
+    std::string error;
+  };
+  std::shared_ptr<Pending> Post(bool send, void* data, std::size_t count,
+                                DataType type, int peer, std::uint32_t tag);
+  // Launches the pending operations not launched yet, as one group.
+  void Launch(const std::string& what);
+  // Waits for `p` (launching it first), then copies a staged receive out.
+  void Finish(Pending& p, std::chrono::milliseconds timeout);
+  std::vector<std::shared_ptr<Pending>> pending_;
+
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
   using Clock = std::chrono::steady_clock;
 
@@ -71,12 +120,24 @@ class NcclCommunicator::Impl {
   // Compares `call` with every rank's through the arena, if there is one;
   // a mismatch (or a peer that does not come) breaks the communicator.
   void CheckCall(const std::string& what, const CollectiveCall& call);
+  // Runs one operation: `in` (in_bytes) on the device, copied there first
+  // when it is host memory, `out` (out_bytes) likewise, copied back after;
+  // `body` enqueues the NCCL calls on the device buffers. Either may be
+  // null or empty (a rank that does not use it).
+  void Run(
+      const std::string& what, DataType type, const CollectiveCall& call,
+      const void* in, std::size_t in_bytes, void* out, std::size_t out_bytes,
+      const std::function<ncclResult_t(ncclComm_t, const char*, char*)>& body);
   // Calls cudaMemcpyAsync on the stream; breaks on failure.
   void Copy(const std::string& what, void* to, const void* from,
             std::size_t bytes, cudaMemcpyKind kind);
   // Whether `p` is memory that NCCL can use (device or managed).
   bool OnDevice(const void* p);
   void CheckPeer(const char* op, int peer) const;
+  // Throws CommError for a root out of range, after failing the peers'
+  // comparison with this rank's call.
+  void CheckRootFor(const std::string& what, const char* op,
+                    const CollectiveCall& call, int root);
   // Throws as Fail() does for a type NCCL does not have (int16, uint16).
   void CheckType(const std::string& what, DataType type);
   void CheckTag(const char* op, std::uint32_t tag) const;
@@ -86,7 +147,7 @@ class NcclCommunicator::Impl {
   const int size_;
   const int device_;
   const std::string prefix_;
-  const std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds timeout_;
   const std::shared_ptr<HostArena> arena_;
   Clock::time_point deadline_{};
 

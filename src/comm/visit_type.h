@@ -8,13 +8,17 @@
 #ifndef DISTTEST_SRC_COMM_VISIT_TYPE_H_
 #define DISTTEST_SRC_COMM_VISIT_TYPE_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "disttest/comm/communicator.h"
+#include "disttest/comm/half.h"
 
 namespace disttest::internal {
 
-// Calls f(static_cast<T*>(nullptr)) with T the C++ type of `type`.
+// Calls f(static_cast<T*>(nullptr)) with T the C++ type of `type`
+// (disttest::float16 and bfloat16 for the half types).
 //
 // A bool reduces as logic (LogicalOp): sum and max are "or", prod and min
 // "and".
@@ -43,14 +47,35 @@ void VisitType(DataType type, F&& f) {
       return f(static_cast<std::uint64_t*>(nullptr));
     case DataType::kBool:
       return f(static_cast<bool*>(nullptr));
+    case DataType::kFloat16:
+      return f(static_cast<float16*>(nullptr));
+    case DataType::kBfloat16:
+      return f(static_cast<bfloat16*>(nullptr));
   }
 }
 
 // The op that reduces bools as `op` says they reduce, on their bytes (0 or
 // 1): "or" is max, "and" is min.
 inline ReduceOp LogicalOp(ReduceOp op) {
+  // (kAvg never reaches a bool: Communicator refuses it.)
   return op == ReduceOp::kSum || op == ReduceOp::kMax ? ReduceOp::kMax
                                                       : ReduceOp::kMin;
+}
+
+// Divides each of `count` elements by `n` (kAvg after a sum), in the
+// element type's own arithmetic.
+inline void DivideBy(void* data, std::size_t count, DataType type, int n) {
+  VisitType(type, [&]<typename T>(T*) {
+    T* v = static_cast<T*>(data);
+    if constexpr (std::is_floating_point_v<T>) {
+      for (std::size_t i = 0; i < count; ++i) v[i] /= static_cast<T>(n);
+    } else if constexpr (std::is_same_v<T, float16> ||
+                         std::is_same_v<T, bfloat16>) {
+      for (std::size_t i = 0; i < count; ++i) {
+        v[i] = T(static_cast<float>(v[i]) / static_cast<float>(n));
+      }
+    }
+  });
 }
 
 }  // namespace disttest::internal

@@ -34,6 +34,10 @@ struct CollectiveCall {
     kScatter,
     kAllToAll,
     kAllGatherV,
+    // Each rank's counts differ: the ranks compare the element type here,
+    // and every rank's counts against its peers' (alltoallv's own check).
+    kAllToAllV,
+    kSplit,
     // Not an operation: the harness's meeting of the ranks after the body,
     // which a rank still in a collective must not take for a peer's call.
     kEndOfTest,
@@ -80,6 +84,12 @@ struct CollectiveCall {
   static CollectiveCall AllGatherV(std::size_t total, DataType type,
                                    std::uint64_t counts_hash) {
     return {Op::kAllGatherV, type, total, ReduceOp::kSum, 0, counts_hash};
+  }
+  static CollectiveCall AllToAllV(DataType type) {
+    return {Op::kAllToAllV, type, 0, ReduceOp::kSum, 0};
+  }
+  static CollectiveCall Split() {
+    return {Op::kSplit, DataType::kUint8, 0, ReduceOp::kSum, 0};
   }
   static CollectiveCall EndOfTest() {
     return {Op::kEndOfTest, DataType::kUint8, 0, ReduceOp::kSum, 0};

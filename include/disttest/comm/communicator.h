@@ -25,12 +25,16 @@
 #ifndef DISTTEST_COMM_COMMUNICATOR_H_
 #define DISTTEST_COMM_COMMUNICATOR_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
+
+#include "disttest/comm/half.h"
 
 namespace disttest {
 
@@ -41,7 +45,10 @@ enum class Backend {
   kAuto,  // NCCL when built and every rank has a GPU, else Gloo.
 };
 
-enum class ReduceOp { kSum, kProd, kMin, kMax };
+// kAvg is the sum divided by the number of ranks (NCCL's ncclAvg), for the
+// floating-point types only: another type throws CommError saying so.
+enum class ReduceOp { kSum, kProd, kMin, kMax, kAvg };
+inline constexpr ReduceOp kLastReduceOp = ReduceOp::kAvg;
 
 // Element types. A bool reduces as logic: sum and max are "or", prod and min
 // "and" (as PyTorch's do).
@@ -57,13 +64,18 @@ enum class DataType {
   kUint32,
   kUint64,
   kBool,
+  kFloat16,   // disttest::float16 (half.h), IEEE binary16.
+  kBfloat16,  // disttest::bfloat16 (half.h).
 };
+inline constexpr DataType kLastDataType = DataType::kBfloat16;
 
 // Bytes per element of `type`.
 std::size_t SizeOf(DataType type);
 // "float32", "int64", ...
 const char* Name(DataType type);
-// "sum", "prod", "min", "max"
+// Whether `type` is float16, bfloat16, float32 or float64.
+bool IsFloatingPoint(DataType type);
+// "sum", "prod", "min", "max", "avg"
 const char* Name(ReduceOp op);
 // "gloo", "nccl", "auto"
 const char* Name(Backend backend);
@@ -79,6 +91,10 @@ constexpr DataType DataTypeOf() {
   using U = std::remove_cv_t<T>;
   if constexpr (std::is_same_v<U, bool>) {
     return DataType::kBool;
+  } else if constexpr (std::is_same_v<U, float16>) {
+    return DataType::kFloat16;
+  } else if constexpr (std::is_same_v<U, bfloat16>) {
+    return DataType::kBfloat16;
   } else if constexpr (std::is_same_v<U, float>) {
     return DataType::kFloat32;
   } else if constexpr (std::is_same_v<U, double>) {
@@ -106,8 +122,9 @@ constexpr DataType DataTypeOf() {
   } else {
     static_assert(ElementTypeHasNoDataType<U>::value,
                   "disttest: this element type has no DataType (the types "
-                  "are bool, the integers of 1, 2, 4 and 8 bytes, float and "
-                  "double); pass a DataType and a byte buffer, or convert");
+                  "are bool, the integers of 1, 2, 4 and 8 bytes, float, "
+                  "double, disttest::float16 and disttest::bfloat16); pass a "
+                  "DataType and a byte buffer, or convert");
     return DataType::kUint8;
   }
 }
@@ -133,6 +150,59 @@ class CallSite {
       : file_(file), line_(line) {}
   const char* file_;
   unsigned line_;
+};
+
+class Communicator;
+
+// What a backend keeps of a non-blocking send or receive in flight.
+class RequestState {
+ public:
+  virtual ~RequestState();
+  // Blocks until the operation has completed, at most `timeout`; throws
+  // CommError (naming the rank, the operation and the cause) when it fails
+  // or the time runs out. Called once.
+  virtual void Wait(std::chrono::milliseconds timeout) = 0;
+};
+
+// A non-blocking send or receive in flight (Communicator::isend, irecv).
+//
+//   disttest::Request s = comm.isend(out.data(), n, peer, /*tag=*/1);
+//   disttest::Request r = comm.irecv(in.data(), n, peer, /*tag=*/1);
+//   r.wait();
+//   s.wait();
+//
+// wait() blocks until the operation has completed (a send: its receiver
+// has all the data; a receive: the data is in the buffer), at most the
+// communicator's timeout, and throws CommError as send() and recv() do.
+// Until then the buffer must stay valid and, for a send, unchanged. A Request
+// destroyed before it completed waits for it (as the std::future of std::async
+// does); if that fails, its communicator is failed(). Movable, not copyable;
+// not for use from two threads at once.
+class Request {
+ public:
+  Request() = default;  // Nothing in flight: wait() returns at once.
+  Request(Request&& other) noexcept;
+  Request& operator=(Request&& other) noexcept;
+  ~Request();
+
+  void wait();
+  // Whether it has not been waited for yet.
+  bool pending() const { return state_ != nullptr; }
+
+ private:
+  friend class Communicator;
+  void Finish() noexcept;
+
+  Communicator* comm_ = nullptr;
+  std::unique_ptr<RequestState> state_;
+  bool send_ = false;
+  DataType type_ = DataType::kUint8;
+  std::size_t count_ = 0;
+  int peer_ = 0;
+  std::uint32_t tag_ = 0;
+  const char* file_ = "";
+  unsigned line_ = 0;
+  std::uint64_t entry_ = UINT64_MAX;  // Its ledger entry, if any.
 };
 
 class Communicator {
@@ -167,9 +237,17 @@ class Communicator {
   // In place: data[i] = op over every rank's data[i].
   void allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
                  Where where = Where::current());
+  // Out of place: out[i] = op over every rank's in[i]; in is unchanged
+  // (in == out is the in-place form).
+  void allreduce(const void* in, void* out, std::size_t count, DataType type,
+                 ReduceOp op, Where where = Where::current());
   // In place: every rank receives root's `count` elements.
   void broadcast(void* data, std::size_t count, DataType type, int root,
                  Where where = Where::current());
+  // Out of place: every rank's out receives root's in; in is read on the
+  // root only (in == out is the in-place form).
+  void broadcast(const void* in, void* out, std::size_t count, DataType type,
+                 int root, Where where = Where::current());
   // out holds size() * count elements: rank r's input at offset r * count.
   void allgather(const void* in, void* out, std::size_t count, DataType type,
                  Where where = Where::current());
@@ -212,6 +290,41 @@ class Communicator {
   void allgatherv(const void* in, void* out,
                   std::span<const std::size_t> counts, DataType type,
                   Where where = Where::current());
+  // Each rank sends in_counts[q] elements to rank q (in holds them packed,
+  // rank 0's part first) and receives out_counts[q] from rank q (out, packed
+  // the same way). Both have size() entries; rank q's in_counts[r] must be
+  // rank r's out_counts[q]. Where two ranks disagree, every rank fails at
+  // once, naming them: "alltoallv: rank 0 sends 3 x int32 to rank 1, which
+  // expects 4".
+  void alltoallv(const void* in, std::span<const std::size_t> in_counts,
+                 void* out, std::span<const std::size_t> out_counts,
+                 DataType type, Where where = Where::current());
+
+  // A collective: the ranks that pass the same `color` get a new
+  // communicator of their own, ranked by `key` (then by their rank here),
+  // as MPI_Comm_split and ncclCommSplit do. A rank that passes kNoColor
+  // takes part but gets none (nullptr). The new communicator has this one's
+  // backend and timeout; it meets its peers through the store this one was
+  // made with, which must outlive it.
+  static constexpr int kNoColor = -1;
+  std::unique_ptr<Communicator> split(int color, int key = 0,
+                                      Where where = Where::current());
+
+  // Non-blocking send and receive: they return at once, with a Request to
+  // wait() for. Several may be in flight at once, to and from any peers;
+  // they pair up by peer and tag in the order they were made (messages
+  // from one peer with one tag never overtake each other), and with the
+  // blocking send() and recv() alike.
+  Request isend(const void* data, std::size_t count, DataType type, int peer,
+                std::uint32_t tag = 0, Where where = Where::current());
+  Request irecv(void* data, std::size_t count, DataType type, int peer,
+                std::uint32_t tag = 0, Where where = Where::current());
+
+  // How long each operation may take from now on before it fails with
+  // CommError (at first CommOptions::timeout: the harness's ranks get the
+  // test's timeout). For one operation, a ScopedTimeout.
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  void set_timeout(std::chrono::milliseconds timeout);
 
   // Typed conveniences.
   template <typename T>
@@ -250,9 +363,37 @@ class Communicator {
     allreduce(data, count, internal::DataTypeOf<T>(), op, where);
   }
   template <typename T>
+  void allreduce(const T* in, T* out, std::size_t count, ReduceOp op,
+                 Where where = Where::current()) {
+    allreduce(static_cast<const void*>(in), static_cast<void*>(out), count,
+              internal::DataTypeOf<T>(), op, where);
+  }
+  template <typename T>
   void broadcast(T* data, std::size_t count, int root,
                  Where where = Where::current()) {
     broadcast(data, count, internal::DataTypeOf<T>(), root, where);
+  }
+  template <typename T>
+  void broadcast(const T* in, T* out, std::size_t count, int root,
+                 Where where = Where::current()) {
+    broadcast(static_cast<const void*>(in), static_cast<void*>(out), count,
+              internal::DataTypeOf<T>(), root, where);
+  }
+  template <typename T>
+  void alltoallv(const T* in, std::span<const std::size_t> in_counts, T* out,
+                 std::span<const std::size_t> out_counts,
+                 Where where = Where::current()) {
+    alltoallv(in, in_counts, out, out_counts, internal::DataTypeOf<T>(), where);
+  }
+  template <typename T>
+  Request isend(const T* data, std::size_t count, int peer,
+                std::uint32_t tag = 0, Where where = Where::current()) {
+    return isend(data, count, internal::DataTypeOf<T>(), peer, tag, where);
+  }
+  template <typename T>
+  Request irecv(T* data, std::size_t count, int peer, std::uint32_t tag = 0,
+                Where where = Where::current()) {
+    return irecv(data, count, internal::DataTypeOf<T>(), peer, tag, where);
   }
   template <typename T>
   void allgather(const T* in, T* out, std::size_t count,
@@ -298,6 +439,32 @@ class Communicator {
                           DataType type);
   virtual void DoAllGatherV(const void* in, void* out,
                             std::span<const std::size_t> counts, DataType type);
+  virtual void DoAllToAllV(const void* in,
+                           std::span<const std::size_t> in_counts, void* out,
+                           std::span<const std::size_t> out_counts,
+                           DataType type);
+  virtual std::unique_ptr<Communicator> DoSplit(int color, int key);
+  virtual std::unique_ptr<RequestState> DoISend(const void* data,
+                                                std::size_t count,
+                                                DataType type, int peer,
+                                                std::uint32_t tag);
+  virtual std::unique_ptr<RequestState> DoIRecv(void* data, std::size_t count,
+                                                DataType type, int peer,
+                                                std::uint32_t tag);
+  // Out of place; the defaults copy in to out (host memory) and run the
+  // in-place operation. A backend whose buffers are not host memory
+  // overrides them.
+  virtual void DoAllReduceOutOfPlace(const void* in, void* out,
+                                     std::size_t count, DataType type,
+                                     ReduceOp op);
+  virtual void DoBroadcastOutOfPlace(const void* in, void* out,
+                                     std::size_t count, DataType type,
+                                     int root);
+  // set_timeout() tells the backend; the default does nothing (a backend
+  // that reads timeout() before each operation needs no more).
+  virtual void DoSetTimeout(std::chrono::milliseconds) {}
+  // A backend's Create() says what its timeout is at first.
+  void InitTimeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
   // A backend's Create() names what it made on `store`: `name` is
   // CommOptions::name, `prefix` its prefix. The ledger tells communicators
   // apart by the keys they rendezvous through (the store's scope and the
@@ -309,7 +476,10 @@ class Communicator {
                const std::string& store_scope = "");
 
  private:
+  friend class Request;
   class Recorded;  // communicator.cc
+  void WaitFor(Request& request);
+  std::chrono::milliseconds timeout_{std::chrono::minutes(5)};
   // The ledger this communicator records into, and its id there; found on
   // the first operation (the harness installs the ledger before).
   internal::Ledger* ledger_ = nullptr;
@@ -318,6 +488,28 @@ class Communicator {
   std::uint64_t transfers_ = 0;
   std::string name_;
   std::uint64_t key_ = 0;  // Who it is across the ranks (SetName).
+};
+
+// Gives the operations of `comm` another timeout while it lives, then puts
+// the one before back:
+//
+//   {
+//     disttest::ScopedTimeout quick(comm(), std::chrono::milliseconds(200));
+//     EXPECT_THROW(comm().recv(&x, 1, 3), disttest::CommError);
+//   }
+class ScopedTimeout {
+ public:
+  ScopedTimeout(Communicator& comm, std::chrono::milliseconds timeout)
+      : comm_(comm), before_(comm.timeout()) {
+    comm_.set_timeout(timeout);
+  }
+  ~ScopedTimeout() { comm_.set_timeout(before_); }
+  ScopedTimeout(const ScopedTimeout&) = delete;
+  ScopedTimeout& operator=(const ScopedTimeout&) = delete;
+
+ private:
+  Communicator& comm_;
+  std::chrono::milliseconds before_;
 };
 
 }  // namespace disttest

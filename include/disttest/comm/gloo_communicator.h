@@ -89,6 +89,22 @@ class GlooCommunicator : public Communicator {
   void DoAllGatherV(const void* in, void* out,
                     std::span<const std::size_t> counts,
                     DataType type) override;
+  // The counts of every rank (one allgather: every rank checks every pair),
+  // then every rank's input, padded to the largest (another).
+  void DoAllToAllV(const void* in, std::span<const std::size_t> in_counts,
+                   void* out, std::span<const std::size_t> out_counts,
+                   DataType type) override;
+  // One allgather of every rank's color and key; each new communicator is
+  // a Gloo mesh of its own (without an arena: the ledger's digests compare
+  // its calls when the test ends).
+  std::unique_ptr<Communicator> DoSplit(int color, int key) override;
+  std::unique_ptr<RequestState> DoISend(const void* data, std::size_t count,
+                                        DataType type, int peer,
+                                        std::uint32_t tag) override;
+  std::unique_ptr<RequestState> DoIRecv(void* data, std::size_t count,
+                                        DataType type, int peer,
+                                        std::uint32_t tag) override;
+  void DoSetTimeout(std::chrono::milliseconds timeout) override;
 
  private:
   struct Impl;

@@ -123,6 +123,40 @@ class NcclCommunicator : public Communicator {
               std::uint32_t tag) override;
   void DoRecv(void* data, std::size_t count, DataType type, int peer,
               std::uint32_t tag) override;
+  // NCCL's own: ncclReduce, ncclReduceScatter, out-of-place ncclAllReduce
+  // and ncclBroadcast, ncclCommSplit. gather, scatter, alltoall(v) and
+  // allgatherv are one group of ncclSend and ncclRecv each (alltoallv after
+  // an allgather of every rank's counts, which every rank checks).
+  void DoAllReduceOutOfPlace(const void* in, void* out, std::size_t count,
+                             DataType type, ReduceOp op) override;
+  void DoBroadcastOutOfPlace(const void* in, void* out, std::size_t count,
+                             DataType type, int root) override;
+  void DoReduce(const void* in, void* out, std::size_t count, DataType type,
+                ReduceOp op, int root) override;
+  void DoReduceScatter(const void* in, void* out, std::size_t count,
+                       DataType type, ReduceOp op) override;
+  void DoGather(const void* in, void* out, std::size_t count, DataType type,
+                int root) override;
+  void DoScatter(const void* in, void* out, std::size_t count, DataType type,
+                 int root) override;
+  void DoAllToAll(const void* in, void* out, std::size_t count,
+                  DataType type) override;
+  void DoAllGatherV(const void* in, void* out,
+                    std::span<const std::size_t> counts,
+                    DataType type) override;
+  void DoAllToAllV(const void* in, std::span<const std::size_t> in_counts,
+                   void* out, std::span<const std::size_t> out_counts,
+                   DataType type) override;
+  std::unique_ptr<Communicator> DoSplit(int color, int key) override;
+  // isend and irecv are launched together, as one NCCL group, at the first
+  // wait() or other operation after them; `tag` must be 0.
+  std::unique_ptr<RequestState> DoISend(const void* data, std::size_t count,
+                                        DataType type, int peer,
+                                        std::uint32_t tag) override;
+  std::unique_ptr<RequestState> DoIRecv(void* data, std::size_t count,
+                                        DataType type, int peer,
+                                        std::uint32_t tag) override;
+  void DoSetTimeout(std::chrono::milliseconds timeout) override;
 
  private:
   class Impl;  // comm/nccl_communicator_impl.h

@@ -24,7 +24,8 @@ Communicator* Communicators::For(int n, const Options& options,
   // One per size, backend and timeout (a test may ask for others).
   const std::string key =
       fmt::format("{}/{}/{}", n, Name(options.backend), timeout.count());
-  std::unique_ptr<Communicator>& comm = comms_[key];
+  Made& made = comms_[key];
+  std::unique_ptr<Communicator>& comm = made.comm;
   if (comm) return comm.get();
   GlooOptions gloo;
   gloo.hostname = BindHostFor(env_.master_addr);
@@ -34,28 +35,22 @@ Communicator* Communicators::For(int n, const Options& options,
   // Connecting waits in the store for the peers' addresses, over a
   // connection of its own, which trouble elsewhere (a peer that died
   // before it published its address) can cut short.
-  TcpStore connect_store(env_.master_addr, env_.master_port, options.timeout);
+  // It stays the communicator's (split() meets its peers there), and
+  // ShutDown() cuts it with the communicator's own sockets.
+  made.store = std::make_unique<TcpStore>(env_.master_addr, env_.master_port,
+                                          options.timeout);
+  TcpStore& connect_store = *made.store;
   std::map<ino_t, int> before = TcpSockets();
   connect_store.check({kAbortKey});  // Connects.
-  std::set<ino_t> own_store_socket;
-  for (const auto& [inode, fd] : NewSince(before)) {
-    if (PortOf(fd, /*peer=*/true) == env_.master_port) {
-      own_store_socket.insert(inode);
-    }
-  }
   {
     std::lock_guard<std::mutex> lock(sockets_mu_);
-    sockets_.insert(own_store_socket.begin(), own_store_socket.end());
+    for (const auto& [inode, fd] : NewSince(before)) {
+      if (PortOf(fd, /*peer=*/true) == env_.master_port) {
+        sockets_.insert(inode);
+      }
+    }
   }
   before = TcpSockets();
-  struct Forget {  // The connection closes with connect_store.
-    Communicators* owner;
-    const std::set<ino_t>* inodes;
-    ~Forget() {
-      std::lock_guard<std::mutex> lock(owner->sockets_mu_);
-      for (ino_t inode : *inodes) owner->sockets_.erase(inode);
-    }
-  } forget{this, &own_store_socket};
   const int device =
       LaunchedDevice(options.backend, env_.local_rank, env_.rank);
   comm = CreateCommunicator(options.backend, connect_store, env_.rank, n, gloo,

@@ -24,6 +24,7 @@
 #include "disttest/comm/communicator.h"
 #include "disttest/harness/options.h"
 #include "disttest/launch/launcher_env.h"
+#include "disttest/rendezvous/tcp_store.h"
 
 namespace disttest::internal::launched {
 
@@ -50,7 +51,13 @@ class Communicators {
 
  private:
   const LauncherEnv& env_;
-  std::map<std::string, std::unique_ptr<Communicator>> comms_;
+  // A communicator and the store connection it was made on, which lives as
+  // long (split() meets its peers there).
+  struct Made {
+    std::unique_ptr<TcpStore> store;
+    std::unique_ptr<Communicator> comm;
+  };
+  std::map<std::string, Made> comms_;
   int generation_ = 0;  // Drop()s so far: part of each rendezvous prefix.
   std::mutex sockets_mu_;
   std::set<ino_t> sockets_;  // Inodes of the communicators' sockets.

@@ -124,9 +124,10 @@ std::string Watchdog::CallsThatDiffer(const std::string& calls_prefix) {
   }
   const std::string base =
       fmt::format("{}{:x}/{}", calls_prefix, key, open->seq);
-  const std::string call = open->str();
+  // What the ranks must agree on; each one's own call says the rest.
+  const std::string call = open->agreed();
   const std::string mine =
-      fmt::format("rank {} called {} {}", rank_, call, open->where());
+      fmt::format("rank {} called {} {}", rank_, open->str(), open->where());
   if (!compared_ || compared_->index != open->index) {
     compared_ = Compared{open->index, false};
     if (side_.store->add(base + "/n", 1) == 1) {
