@@ -4,6 +4,8 @@
 # GPU test and prints a summary: passed, skipped (with the reasons), failed.
 #   bash scripts/gpu-check.sh            # CUDA, NCCL and the deps installed
 #   bash scripts/gpu-check.sh --install  # runs scripts/install-deps.sh first
+#   bash scripts/gpu-check.sh --no-build # runs what build-gpu/ already holds
+#                                        # (built on a machine without a GPU)
 # Exits non-zero when a test failed. A world size needs a GPU per rank: on a
 # machine with one GPU only size 1 runs, the others skip ("needs 2 GPUs,
 # found 1"). GPU_CHECK_TIMEOUT sets the per-test limit (seconds, 600).
@@ -11,15 +13,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 install=0
+build=1
 for arg in "$@"; do
   case $arg in
     --install) install=1 ;;
+    --no-build) build=0 ;;
     -h | --help)
-      sed -n '2,9p' "$0"
+      sed -n '2,11p' "$0"
       exit 0
       ;;
     *)
-      echo "gpu-check.sh: unknown argument '$arg' (it takes --install)" >&2
+      echo "gpu-check.sh: unknown argument '$arg' (it takes --install, --no-build)" >&2
       exit 2
       ;;
   esac
@@ -35,17 +39,22 @@ timeout=${GPU_CHECK_TIMEOUT:-600}
 # communicator-creation unit tests (which skip their no-GPU cases here).
 tests='^(examples\.nccl_allreduce|examples\.cookbook\.any_device|CreateCommunicatorTest\..*|NcclCommunicatorTest\..*)$'
 
-echo "== configure ($dir, Release, DISTTEST_WITH_NCCL=ON)"
-mkdir -p "$dir"
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DDISTTEST_WITH_NCCL=ON \
-  -DDISTTEST_BUILD_TESTS=ON -DDISTTEST_BUILD_EXAMPLES=ON >"$dir/configure.log" 2>&1 || {
-  cat "$dir/configure.log"
-  exit 1
-}
-grep 'disttest: NCCL backend' "$dir/configure.log" || true
+if ((build)); then
+  echo "== configure ($dir, Release, DISTTEST_WITH_NCCL=ON)"
+  mkdir -p "$dir"
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DDISTTEST_WITH_NCCL=ON \
+    -DDISTTEST_BUILD_TESTS=ON -DDISTTEST_BUILD_EXAMPLES=ON >"$dir/configure.log" 2>&1 || {
+    cat "$dir/configure.log"
+    exit 1
+  }
+  grep 'disttest: NCCL backend' "$dir/configure.log" || true
 
-echo "== build"
-cmake --build "$dir" -j "$(nproc)" --target nccl_allreduce_test cookbook_test create_test
+  echo "== build"
+  cmake --build "$dir" -j "$(nproc)" --target nccl_allreduce_test cookbook_test create_test
+elif [[ ! -f $dir/CTestTestfile.cmake ]]; then
+  echo "gpu-check.sh: --no-build, but $dir/ holds no build (run it once without --no-build)" >&2
+  exit 1
+fi
 
 echo "== GPUs"
 if command -v nvidia-smi >/dev/null; then
