@@ -309,15 +309,21 @@ void AddFailures(const TestSpec& spec, std::vector<Item> items,
                      return a.at && b.at && *a.at < *b.at;
                    });
   // The first is marked when it is known to be first: what came next
-  // followed from it, or came later than the parent's poll tick could blur.
+  // followed from it, or came later than the parent's poll tick could blur;
+  // and when other ranks failed too: the same ranks failing at one line and
+  // then at the next is the program's order, which the lines already show.
   constexpr std::chrono::milliseconds kSameMoment(10);
+  for (Group& g : groups) std::sort(g.ranks.begin(), g.ranks.end());
+  const bool others = std::any_of(
+      groups.begin(), groups.end(),
+      [&](const Group& g) { return g.ranks != groups.front().ranks; });
   const bool ordered =
-      groups.size() > 1 && groups.front().at && !groups.front().follows &&
+      groups.size() > 1 && others && groups.front().at &&
+      !groups.front().follows &&
       (groups[1].follows ||
        (groups[1].at && *groups[1].at - *groups.front().at >= kSameMoment));
   for (std::size_t i = 0; i < groups.size(); ++i) {
     Group& g = groups[i];
-    std::sort(g.ranks.begin(), g.ranks.end());
     const std::string when = ordered && i == 0 ? "(first failure) " : "";
     const std::string text = g.ranks.size() == 1 ? g.first_text : g.key;
     out->push_back(

@@ -18,7 +18,8 @@
 // that order, except that failures which follow from another rank's (a
 // collective a peer broke, a kill after a peer failed) come last; when there
 // are several, the first is marked "[rank 3/8] (first failure) ..." (unless
-// the next came within 10 ms: which was first is not known then): the root
+// the next came within 10 ms: which was first is not known then; or every
+// failure is of the same ranks, whose own lines give the order): the root
 // cause first, its consequences after it.
 #ifndef DISTTEST_SRC_HARNESS_VERDICT_H_
 #define DISTTEST_SRC_HARNESS_VERDICT_H_

@@ -339,6 +339,31 @@ TEST(JudgeTest, TheSameFailureOfManyRanksIsOneFindingWithTheirRanks) {
   EXPECT_EQ(f[1].line, 7);
 }
 
+// Every rank failing at one line and then at the next (two collective
+// assertions, say) is no question of which rank caused what: unmarked,
+// however far apart the two came (under load, 10 ms and more).
+TEST(JudgeTest, TheSameRanksFailingTwiceMarkNoFirstFailure) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<RankReport> ranks;
+  for (int r = 0; r < 3; ++r) {
+    RankReport report = FailedWith(r, "first line", t0, 1 + r);
+    report.results.push_back(
+        {RankMessage::Kind::kFatalFailure, "x.cc", 8, "second line"});
+    report.received.push_back(t0 + std::chrono::milliseconds(60 + r));
+    ranks.push_back(report);
+  }
+  auto f = Judge(Spec(3), ranks);
+  ASSERT_THAT(f, SizeIs(2));
+  EXPECT_EQ(f[0].message, "[ranks 0-2 of 3] first line");
+  EXPECT_EQ(f[1].message, "[ranks 0-2 of 3] second line");
+  // One rank more failing elsewhere: then the first is marked.
+  RankReport other = FailedWith(3, "elsewhere", t0, 200);
+  ranks.push_back(other);
+  f = Judge(Spec(4), ranks);
+  ASSERT_THAT(f, SizeIs(3));
+  EXPECT_EQ(f[0].message, "[ranks 0-2 of 4] (first failure) first line");
+}
+
 TEST(JudgeTest, FailuresGoInTheOrderTheyCameConsequencesLast) {
   const auto t0 = std::chrono::steady_clock::now();
   RankReport r0 = FailedWith(

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# A simulated cluster for the tests: N "nodes", each a network namespace
+# with its own hostname (node1, node2, ...), an address in 198.18.0.0/24
+# (RFC 2544's range for network test equipment) on eth0, and the others'
+# names in its /etc/hosts; their links meet in a bridge that lives in a
+# namespace of its own. No namespace has a route out of the machine, and
+# the host's own interfaces are never touched.
+#
+#   cluster.sh check                       # exit 0 if namespaces can be made
+#   cluster.sh up <id> <nodes> [bridge|switch <netem_switch>]
+#   cluster.sh exec <id> <node> <command...>   # in node <node> (1, 2, ...)
+#   cluster.sh link <id> <node> up|down        # the node's eth0
+#   cluster.sh impair <id> <delay ms> <loss %> # every node's egress
+#   cluster.sh drop-port <id> <node> <port>    # drop TCP from other nodes to
+#                                              # <port> on <node> (nftables)
+#   cluster.sh down <id>                       # end its processes, remove it
+#   cluster.sh sweep                           # remove clusters of dead owners
+#
+# The links are veth pairs into a kernel bridge ("bridge", the default), or
+# TAP devices of a user-space hub (tests/cluster/netem_switch.cc, "switch")
+# where the kernel has no netem: `impair` then sets the hub's delay and loss.
+# Each node has its own /tmp (as nodes do: /run/disttest-cluster/<id>/
+# tmp-node<k> mounted there); /run/disttest-cluster/<id>/shared is the
+# directory every node sees, as an NFS mount would be.
+# Names: namespaces disttest-<id>-br and disttest-<id>-n<k>, state in
+# /run/disttest-cluster/<id> (the owner's pid: `up` sweeps clusters whose
+# owner is gone, as after a killed test run).
+set -euo pipefail
+
+state_root=/run/disttest-cluster
+subnet=198.18.0
+
+ns_of() { echo "disttest-$1-n$2"; }
+br_of() { echo "disttest-$1-br"; }
+die() {
+  echo "cluster.sh: $*" >&2
+  exit 1
+}
+
+check() {
+  [[ $(id -u) -eq 0 ]] || die "not root: network namespaces need CAP_NET_ADMIN"
+  command -v ip >/dev/null || die "ip (iproute2) is not installed"
+  command -v unshare >/dev/null || die "unshare (util-linux) is not installed"
+  local probe="disttest-probe-$$"
+  ip netns add "$probe" 2>/dev/null || die "cannot make a network namespace (ip netns add): no CAP_NET_ADMIN?"
+  ip netns del "$probe"
+}
+
+# Every process in the cluster's namespaces, then the namespaces, the hosts
+# files and the state. Safe to run again, and on a half-made cluster.
+down() {
+  local id=$1 ns pid
+  local all=()
+  for ns in $(ip netns list | awk '{print $1}' | grep -E "^disttest-$id-(br|n[0-9]+)$" || true); do
+    all+=("$ns")
+  done
+  # The processes started in them (mpirun, ranks, launchers): ours.
+  for round in 1 2 3 4 5 6 7 8 9 10; do
+    local pids=()
+    for ns in "${all[@]}"; do
+      for pid in $(ip netns pids "$ns" 2>/dev/null || true); do pids+=("$pid"); done
+    done
+    [[ ${#pids[@]} -eq 0 ]] && break
+    kill -KILL "${pids[@]}" 2>/dev/null || true
+    sleep 0.1
+  done
+  if [[ -f $state_root/$id/switch.pid ]]; then
+    kill -TERM "$(cat "$state_root/$id/switch.pid")" 2>/dev/null || true
+  fi
+  for ns in "${all[@]}"; do
+    ip netns del "$ns" 2>/dev/null || true
+    rm -rf "/etc/netns/$ns"
+  done
+  rm -rf "${state_root:?}/$id"
+  rmdir "$state_root" /etc/netns 2>/dev/null || true
+}
+
+sweep() {
+  local id
+  for id in $(ip netns list | awk '{print $1}' | sed -nE 's/^disttest-([a-z0-9]+)-(br|n[0-9]+)$/\1/p' | sort -u); do
+    local owner
+    owner=$(cat "$state_root/$id/owner" 2>/dev/null || echo 0)
+    if [[ $owner -eq 0 ]] || ! kill -0 "$owner" 2>/dev/null; then
+      echo "cluster.sh: removing cluster $id, left by a run that ended (owner $owner)" >&2
+      down "$id"
+    fi
+  done
+}
+
+up() {
+  local id=$1 n=$2 mode=${3:-bridge} switch=${4:-}
+  [[ $id =~ ^[a-z0-9]{1,12}$ ]] || die "cluster id '$id': 1 to 12 of [a-z0-9]"
+  [[ $n =~ ^[0-9]+$ && $n -ge 2 && $n -le 8 ]] || die "nodes '$n': 2 to 8"
+  check
+  sweep
+  local br
+  br=$(br_of "$id")
+  mkdir -p "$state_root/$id"
+  echo "${DISTTEST_CLUSTER_OWNER:-$PPID}" >"$state_root/$id/owner"
+  echo "$n" >"$state_root/$id/nodes"
+  echo "$mode" >"$state_root/$id/mode"
+  trap 'down "$id"' ERR
+  ip netns add "$br"
+  ip -n "$br" link set lo up
+  case $mode in
+    bridge)
+      ip -n "$br" link add br0 type bridge
+      ip -n "$br" link set br0 up
+      ;;
+    switch)
+      [[ -x $switch ]] || die "switch mode needs the netem_switch binary, not '$switch'"
+      mkfifo "$state_root/$id/control"
+      # The hub runs in the bridge's namespace, where it makes its TAPs.
+      ip netns exec "$br" "$switch" "$n" t "$state_root/$id/control" \
+        "$(cat "$state_root/$id/owner")" >"$state_root/$id/switch.out" 2>&1 &
+      echo $! >"$state_root/$id/switch.pid"
+      for _ in $(seq 100); do
+        grep -q ready "$state_root/$id/switch.out" 2>/dev/null && break
+        kill -0 "$(cat "$state_root/$id/switch.pid")" 2>/dev/null || die "netem_switch failed: $(cat "$state_root/$id/switch.out")"
+        sleep 0.05
+      done
+      grep -q ready "$state_root/$id/switch.out" || die "netem_switch did not start"
+      ;;
+    *) die "mode '$mode': bridge or switch" ;;
+  esac
+  local hosts="127.0.0.1 localhost"$'\n'
+  for ((k = 1; k <= n; k++)); do hosts+="$subnet.$((10 + k)) node$k"$'\n'; done
+  for ((k = 1; k <= n; k++)); do
+    local ns
+    ns=$(ns_of "$id" "$k")
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    if [[ $mode == bridge ]]; then
+      ip -n "$br" link add "p$k" type veth peer name eth0 netns "$ns"
+      ip -n "$br" link set "p$k" master br0 up
+    else
+      ip -n "$br" link set "t$k" netns "$ns"
+      ip -n "$ns" link set "t$k" name eth0
+    fi
+    ip -n "$ns" addr add "$subnet.$((10 + k))/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    mkdir -p "/etc/netns/$ns"
+    printf '%s' "$hosts" >"/etc/netns/$ns/hosts"
+    install -d -m 1777 "$state_root/$id/tmp-node$k"
+  done
+  install -d -m 1777 "$state_root/$id/shared"
+  trap - ERR
+}
+
+node_ns() {
+  local id=$1 k=$2
+  [[ -f $state_root/$id/nodes ]] || die "no cluster '$id'"
+  [[ $k =~ ^[0-9]+$ && $k -ge 1 && $k -le $(cat "$state_root/$id/nodes") ]] || die "cluster '$id' has no node '$k'"
+  ns_of "$id" "$k"
+}
+
+cmd=${1:-}
+shift || true
+case $cmd in
+  check) check ;;
+  up) up "$@" ;;
+  down) down "$1" ;;
+  sweep) sweep ;;
+  exec)
+    ns=$(node_ns "$1" "$2")
+    node=node$2
+    tmp=$state_root/$1/tmp-node$2
+    shift 2
+    # Its own hostname (a UTS namespace) and /tmp in the node's network
+    # namespace (ip netns exec gives each command a mount namespace of its
+    # own, where the bind mount stays).
+    exec ip netns exec "$ns" unshare --uts -- sh -c \
+      'hostname "$1" && mount --bind "$2" /tmp && shift 2 && exec "$@"' \
+      sh "$node" "$tmp" "$@"
+    ;;
+  link)
+    ns=$(node_ns "$1" "$2")
+    ip -n "$ns" link set eth0 "$3"
+    ;;
+  impair)
+    id=$1 delay=$2 loss=$3
+    mode=$(cat "$state_root/$id/mode")
+    if [[ $mode == switch ]]; then
+      printf 'delay %s\nloss %s\n' "$delay" "$loss" >"$state_root/$id/control"
+    else
+      for ((k = 1; k <= $(cat "$state_root/$id/nodes"); k++)); do
+        tc -n "$(ns_of "$id" "$k")" qdisc replace dev eth0 root netem delay "${delay}ms" loss "${loss}%"
+      done
+    fi
+    ;;
+  drop-port)
+    ns=$(node_ns "$1" "$2")
+    command -v nft >/dev/null || die "nft (nftables) is not installed"
+    ip netns exec "$ns" nft add table inet disttest
+    ip netns exec "$ns" nft add chain inet disttest input '{ type filter hook input priority 0; }'
+    # From other nodes only: the node's own ranks reach it over lo.
+    ip netns exec "$ns" nft add rule inet disttest input iifname eth0 tcp dport "$3" drop
+    ;;
+  *)
+    sed -n '2,25p' "$0" >&2
+    exit 2
+    ;;
+esac

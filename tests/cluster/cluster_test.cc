@@ -1,0 +1,605 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// disttest across nodes, on a simulated cluster. For each test
+// tests/cluster/cluster.sh makes two "nodes": network namespaces with
+// their own hostnames (node1, node2), addresses in 198.18.0.0/24 on eth0
+// and each other's names in /etc/hosts, linked through a bridge in a
+// namespace of its own with no route out of the machine; the test removes
+// them after, whatever happened. external_child_ then runs across them:
+// under mpirun (an rsh agent that enters the node, as ssh would), and under
+// a torchrun- or Slurm-style launcher started on each node. Then the
+// network fails: a node's link goes down mid-test, a node points at an
+// address nobody has, a firewall drops the store's port, the links get
+// 20 ms of latency and 1% loss. Skips where namespaces cannot be made (not
+// root, no CAP_NET_ADMIN), saying so.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "self/child_process.h"
+
+namespace disttest::testing {
+namespace {
+
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using Clock = std::chrono::steady_clock;
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+constexpr int kPort = 29500;  // Each test's nodes are new: nothing holds it.
+
+std::string NodeAddress(int node) {
+  return fmt::format("198.18.0.{}", 10 + node);
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::size_t Count(const std::string& haystack, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = haystack.find(needle); at != std::string::npos;
+       at = haystack.find(needle, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// The value of property `name` in a gtest XML <testcase> element.
+std::string Property(const std::string& testcase, const std::string& name) {
+  const std::string key = "<property name=\"" + name + "\" value=\"";
+  const auto at = testcase.find(key);
+  if (at == std::string::npos) return "<no property " + name + ">";
+  const auto from = at + key.size();
+  return testcase.substr(from, testcase.find('"', from) - from);
+}
+
+// The names of the network namespaces of cluster `id` that exist.
+std::vector<std::string> Namespaces(const std::string& id) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/run/netns", ec)) {
+    const std::string name = e.path().filename();
+    if (name.rfind("disttest-" + id + "-", 0) == 0) found.push_back(name);
+  }
+  return found;
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ChildRun check = RunChild({DISTTEST_CLUSTER_SCRIPT, "check"});
+    if (check.exit_code != 0) {
+      GTEST_SKIP() << "no simulated cluster here: " << Trim(check.err);
+    }
+    static int made = 0;
+    id_ = fmt::format("u{}x{}", getpid(), made++);
+  }
+
+  void TearDown() override {
+    if (!up_) return;
+    ChildRun down = RunChild({DISTTEST_CLUSTER_SCRIPT, "down", id_});
+    EXPECT_EQ(down.exit_code, 0) << down.err;
+    // Nothing outlives the test: namespaces, their hosts files, processes.
+    EXPECT_THAT(Namespaces(id_), IsEmpty());
+    EXPECT_FALSE(std::filesystem::exists("/etc/netns/disttest-" + id_ + "-n1"));
+    EXPECT_THAT(KillOrphans(), IsEmpty());
+  }
+
+  // Two nodes, linked by a kernel bridge or by the user-space hub that can
+  // delay and drop (tests/cluster/netem_switch.cc).
+  void Up(const std::string& mode = "bridge") {
+    std::vector<std::string> args = {DISTTEST_CLUSTER_SCRIPT, "up", id_, "2",
+                                     mode};
+    if (mode == "switch") args.push_back(DISTTEST_NETEM_SWITCH);
+    up_ = true;
+    ChildRun up =
+        RunChild(args, {{"DISTTEST_CLUSTER_OWNER", std::to_string(getpid())}});
+    ASSERT_EQ(up.exit_code, 0) << up.out << up.err;
+  }
+
+  ChildRun Cluster(const std::vector<std::string>& args) {
+    std::vector<std::string> all = {DISTTEST_CLUSTER_SCRIPT};
+    all.insert(all.end(), args.begin(), args.end());
+    return RunChild(all);
+  }
+
+  // `command` on node `node` (1 or 2), as a process of that node.
+  ChildRun OnNode(int node, const std::vector<std::string>& command,
+                  const Env& env = {},
+                  std::chrono::seconds timeout = std::chrono::seconds(120),
+                  const OutputWatch& watch = nullptr) {
+    std::vector<std::string> args = {DISTTEST_CLUSTER_SCRIPT, "exec", id_,
+                                     std::to_string(node)};
+    args.insert(args.end(), command.begin(), command.end());
+    return RunChild(args, env, timeout, watch);
+  }
+
+  std::vector<std::string> Child(const std::string& filter,
+                                 const std::string& xml) {
+    return {DISTTEST_EXTERNAL_CHILD, "--gtest_filter=" + filter,
+            "--gtest_color=no", "--gtest_output=xml:" + xml};
+  }
+
+  // mpirun on node1 with 2 ranks on each node: the rsh agent starts
+  // Open MPI's daemon on node2; everything goes over 198.18.0.0/24.
+  ChildRun Mpirun(const std::string& filter, const std::string& xml,
+                  const Env& extra = {}, const OutputWatch& watch = nullptr) {
+    std::vector<std::string> args = {"mpirun",
+                                     "--allow-run-as-root",
+                                     "-H",
+                                     "node1:2,node2:2",
+                                     "-np",
+                                     "4",
+                                     "--mca",
+                                     "plm_rsh_agent",
+                                     DISTTEST_RSH_AGENT,
+                                     "--mca",
+                                     "oob_tcp_if_include",
+                                     "198.18.0.0/24",
+                                     "-x",
+                                     "MASTER_ADDR=node1",
+                                     "-x",
+                                     fmt::format("MASTER_PORT={}", kPort)};
+    for (const auto& [k, v] : extra) {
+      args.push_back("-x");
+      args.push_back(k + "=" + v);
+    }
+    for (const std::string& a : Child(filter, xml)) args.push_back(a);
+    return OnNode(1, args, {{"DISTTEST_CLUSTER_ID", id_}},
+                  std::chrono::seconds(120), watch);
+  }
+
+  // A launcher on each node, as torchrun's agents or srun's step daemons:
+  // node1's run (ranks 0 and 1, rank 0's report) and node2's.
+  struct TwoNodes {
+    ChildRun node1, node2;
+    Clock::time_point start;  // Each run's end: start + its elapsed.
+  };
+  TwoNodes PerNode(const std::string& style, const std::string& filter,
+                   const std::string& xml, const Env& extra = {},
+                   const OutputWatch& watch1 = nullptr,
+                   const std::map<int, Env>& per_node = {}) {
+    auto run = [&](int node, const OutputWatch& watch) {
+      Env env = {{"NODE_RANK", std::to_string(node - 1)},
+                 {"NNODES", "2"},
+                 {"MASTER_ADDR", "node1"},
+                 {"MASTER_PORT", std::to_string(kPort)},
+                 {"NODELIST", "node[1-2]"},
+                 {"JOB_ID", "4242"}};
+      env.insert(env.end(), extra.begin(), extra.end());
+      if (auto it = per_node.find(node); it != per_node.end()) {
+        env.insert(env.end(), it->second.begin(), it->second.end());
+      }
+      std::vector<std::string> args = {DISTTEST_LOCAL_LAUNCHER, style, "2"};
+      for (const std::string& a :
+           Child(filter, node == 1 ? xml : xml + ".node2")) {
+        args.push_back(a);
+      }
+      return OnNode(node, args, env, std::chrono::seconds(120), watch);
+    };
+    TwoNodes both;
+    both.start = Clock::now();
+    auto second = std::async(std::launch::async, run, 2, nullptr);
+    both.node1 = run(1, watch1);
+    both.node2 = second.get();
+    return both;
+  }
+
+  // The directory every node sees (as an NFS mount would be); each node's
+  // /tmp is its own.
+  std::string SharedDir() const {
+    return "/run/disttest-cluster/" + id_ + "/shared";
+  }
+  std::string Shared(const std::string& name) const {
+    return SharedDir() + "/" + name;
+  }
+
+  std::string id_;
+  bool up_ = false;
+};
+
+// Where each rank ran, from rank 0's XML: the host, the node-local rank and
+// size, and that the store's and Gloo's connections went over the nodes'
+// addresses (the store's to node1's, from the rank's own node), never lo.
+// `port`: the store's (Slurm's comes from the job id).
+void ExpectRanksOnTheirNodes(const std::string& xml, int port = kPort) {
+  const std::string tc = TestCaseXml(xml, "WhereEachRankRuns/4ranks");
+  ASSERT_THAT(tc, HasSubstr("result=\"completed\"")) << xml;
+  for (int q = 0; q < 4; ++q) {
+    SCOPED_TRACE(fmt::format("rank {}", q));
+    const int node = q < 2 ? 1 : 2;
+    const std::string r = fmt::format("rank{}.", q);
+    EXPECT_EQ(Property(tc, r + "host"), fmt::format("node{}", node));
+    EXPECT_EQ(Property(tc, r + "local_rank"), std::to_string(q % 2));
+    EXPECT_EQ(Property(tc, r + "local_size"), "2");
+    EXPECT_EQ(Property(tc, r + "master"), fmt::format("node1:{}", port));
+    const std::string tcp = Property(tc, r + "tcp");
+    // The store: from this node's address to node1's.
+    const auto quoted = [](std::string a) {
+      for (auto at = a.find('.'); at != std::string::npos;
+           at = a.find('.', at + 2)) {
+        a.insert(at, "\\");
+      }
+      return a;
+    };
+    EXPECT_THAT(tcp, ContainsRegex(fmt::format("{}:[0-9]+~{}:{}",
+                                               quoted(NodeAddress(node)),
+                                               quoted(NodeAddress(1)), port)))
+        << tcp;
+    EXPECT_THAT(tcp, Not(HasSubstr(fmt::format("127.0.0.1:{}", port)))) << tcp;
+    // Gloo: a connection to a rank of the other node.
+    EXPECT_THAT(tcp, HasSubstr("~" + NodeAddress(3 - node) + ":")) << tcp;
+  }
+}
+
+TEST_F(ClusterTest, NodesHaveTheirOwnNamesAddressesAndNoRouteOut) {
+  Up();
+  ChildRun run = OnNode(
+      2, {"sh", "-c",
+          "hostname; getent hosts node1; ip -o -4 addr show eth0; ip route"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("node2\n"));
+  EXPECT_THAT(run.out, HasSubstr(NodeAddress(1) + "     node1"));
+  EXPECT_THAT(run.out, HasSubstr("inet " + NodeAddress(2) + "/24"));
+  EXPECT_THAT(run.out, Not(HasSubstr("default"))) << run.out;
+}
+
+// One report from rank 0 on node1 for the 4 ranks of 2 nodes.
+TEST_F(ClusterTest, MpirunRunsTheSuiteAcrossTwoNodes) {
+  Up();
+  const std::string xml = Shared("report.xml");
+  // The fixture's directory, in TMPDIR, must reach every node.
+  ChildRun run = Mpirun(
+      "External.Passes/*:External.WhereEachRankRuns/*:ExternalWithFixture.*",
+      xml, {{"TMPDIR", SharedDir()}});
+  const std::string report = ReadFile(xml);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(Count(run.out, "[==========] Running"), 1u) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("[  PASSED  ] 5 tests."));
+  EXPECT_THAT(run.out,
+              HasSubstr(fmt::format("serves the store on node1:{}", kPort)));
+  ExpectRanksOnTheirNodes(report);
+}
+
+// The network fails, not a process. node2's link goes down while every
+// rank runs collectives: rank 0 (node1) fails the test naming node2's ranks
+// within the heartbeat bound (5 s without a heartbeat), the next test fails
+// at once with the reason, and every process on both nodes ends by itself.
+TEST_F(ClusterTest, LinkDownMidTestFailsNamingTheLostNodesRanks) {
+  Up();
+  const std::string xml = Shared("report.xml");
+  Clock::time_point down_at{};
+  OutputWatch watch = [&](pid_t, const std::string&, const std::string& err) {
+    if (down_at == Clock::time_point{} &&
+        err.find("marker-link-test-runs 0") != std::string::npos) {
+      ChildRun link = Cluster({"link", id_, "2", "down"});
+      EXPECT_EQ(link.exit_code, 0) << link.err;
+      down_at = Clock::now();
+    }
+  };
+  TwoNodes run = PerNode(
+      "torchrun", "External.RunsUntilTheLinkGoes/*:External.AfterTheLinkWent/*",
+      xml, {}, watch);
+  ASSERT_NE(down_at, Clock::time_point{}) << run.node1.out << run.node1.err;
+  const auto ms = [&](const ChildRun& r) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               run.start + r.elapsed - down_at)
+        .count();
+  };
+  std::printf("link down -> node1's verdict: %lld ms, node2's end: %lld ms\n",
+              static_cast<long long>(ms(run.node1)),
+              static_cast<long long>(ms(run.node2)));
+  RecordProperty("node1_verdict_ms", std::to_string(ms(run.node1)));
+  RecordProperty("node2_end_ms", std::to_string(ms(run.node2)));
+  const std::string all = run.node1.out + run.node1.err;
+  EXPECT_NE(run.node1.exit_code, 0) << all;
+  EXPECT_FALSE(run.node1.timed_out);
+  EXPECT_FALSE(run.node2.timed_out);
+  EXPECT_THAT(run.node1.out,
+              HasSubstr("[  FAILED  ] External.RunsUntilTheLinkGoes/4ranks"));
+  EXPECT_THAT(run.node1.out,
+              HasSubstr("[  FAILED  ] External.AfterTheLinkWent/4ranks"));
+  EXPECT_EQ(RanksNaming(run.node1.out, "heartbeat"), (std::set<int>{2, 3}))
+      << all;
+  // Within the heartbeat bound and the time to notice it, not the test's
+  // timeout (60 s).
+  EXPECT_LT(ms(run.node1), 20000) << all;
+  EXPECT_LT(ms(run.node2), 40000) << run.node2.out << run.node2.err;
+}
+
+// node2 is pointed at an address no node has: its ranks fail within the
+// connect deadline (DISTTEST_TIMEOUT, 4 s here) naming the address, the
+// port and the node they ran on.
+TEST_F(ClusterTest, UnreachableMasterIsAClearErrorNamingAddressPortAndNode) {
+  Up();
+  ChildRun run =
+      OnNode(2,
+             {DISTTEST_LOCAL_LAUNCHER, "torchrun", "2", DISTTEST_EXTERNAL_CHILD,
+              "--gtest_filter=External.Passes/4ranks", "--gtest_color=no"},
+             {{"NODE_RANK", "1"},
+              {"NNODES", "2"},
+              {"MASTER_ADDR", "198.18.0.99"},
+              {"MASTER_PORT", std::to_string(kPort)},
+              {"DISTTEST_TIMEOUT", "4"}},
+             std::chrono::seconds(60));
+  const std::string all = run.out + run.err;
+  std::printf("unreachable master -> error after %lld ms\n",
+              static_cast<long long>(run.elapsed.count()));
+  EXPECT_NE(run.exit_code, 0) << all;
+  for (int r : {2, 3}) {
+    EXPECT_THAT(all, HasSubstr(fmt::format(
+                         "rank {} of 4 on node2 (launched by torchrun) cannot "
+                         "join the launched ranks: cannot connect to store at "
+                         "198.18.0.99:{}",
+                         r, kPort)))
+        << all;
+  }
+  EXPECT_THAT(all, HasSubstr("this node must reach it there")) << all;
+  EXPECT_LT(run.elapsed, std::chrono::seconds(20)) << all;
+}
+
+// A firewall on node1 drops the store's port for other nodes: node2's
+// ranks fail naming the address, port and node; rank 0 names the ranks
+// that never came. Both within the connect deadline.
+TEST_F(ClusterTest, FirewalledStorePortIsAClearErrorOnBothNodes) {
+  Up();
+  ChildRun drop = Cluster({"drop-port", id_, "1", std::to_string(kPort)});
+  if (drop.exit_code != 0) {
+    GTEST_SKIP() << "no firewall here: " << Trim(drop.err);
+  }
+  TwoNodes run = PerNode("torchrun", "External.Passes/4ranks",
+                         Shared("report.xml"), {{"DISTTEST_TIMEOUT", "4"}});
+  const std::string all1 = run.node1.out + run.node1.err;
+  const std::string all2 = run.node2.out + run.node2.err;
+  std::printf("dropped port -> node1 after %lld ms, node2 after %lld ms\n",
+              static_cast<long long>(run.node1.elapsed.count()),
+              static_cast<long long>(run.node2.elapsed.count()));
+  EXPECT_NE(run.node2.exit_code, 0) << all2;
+  EXPECT_THAT(all2, HasSubstr(fmt::format(
+                        "on node2 (launched by torchrun) cannot join the "
+                        "launched ranks: cannot connect to store at node1:{} "
+                        "within 4000 ms",
+                        kPort)))
+      << all2;
+  EXPECT_NE(run.node1.exit_code, 0) << all1;
+  // Rank 0 says which ranks never came, and does not wait for them at the
+  // end.
+  EXPECT_THAT(run.node1.out,
+              HasSubstr(fmt::format(
+                  "ranks 2, 3 did not arrive before the test's timeout; "
+                  "ranks 2, 3 never reached the store at node1:{} (a "
+                  "firewall between the nodes",
+                  kPort)))
+      << all1;
+  EXPECT_THAT(run.node1.err,
+              HasSubstr(fmt::format("rank 0: ranks 2-3 never reached the "
+                                    "store at node1:{}; not waiting for them",
+                                    kPort)))
+      << all1;
+  EXPECT_LT(run.node1.elapsed, std::chrono::seconds(20)) << all1;
+  EXPECT_LT(run.node2.elapsed, std::chrono::seconds(20)) << all2;
+}
+
+// 20 ms each way and 1% of frames lost, through the user-space hub (this
+// kernel may have no netem): the suite still passes; both times printed.
+TEST_F(ClusterTest, SuitePassesOverLatencyAndLoss) {
+  Up("switch");
+  const std::string filter =
+      "External.Passes/*:External.WhereEachRankRuns/*:ExternalWithFixture.*";
+  const std::string xml = Shared("report.xml");
+  const Env shared = {{"TMPDIR", SharedDir()}};
+  TwoNodes clean = PerNode("torchrun", filter, xml, shared);
+  ChildRun impair = Cluster({"impair", id_, "20", "1"});
+  ASSERT_EQ(impair.exit_code, 0) << impair.err;
+  TwoNodes slow = PerNode("torchrun", filter, xml, shared);
+  const std::string report = ReadFile(xml);
+  std::printf(
+      "suite across 2 nodes: %lld ms; with 20 ms and 1%% loss: %lld ms\n",
+      static_cast<long long>(clean.node1.elapsed.count()),
+      static_cast<long long>(slow.node1.elapsed.count()));
+  RecordProperty("clean_ms", std::to_string(clean.node1.elapsed.count()));
+  RecordProperty("impaired_ms", std::to_string(slow.node1.elapsed.count()));
+  EXPECT_EQ(clean.node1.exit_code, 0) << clean.node1.out << clean.node1.err;
+  EXPECT_EQ(slow.node1.exit_code, 0) << slow.node1.out << slow.node1.err;
+  EXPECT_EQ(slow.node2.exit_code, 0) << slow.node2.out << slow.node2.err;
+  ExpectRanksOnTheirNodes(report);
+}
+
+// The job's store refuses a client from another namespace that has no
+// token, and the run goes on: under mpirun the token comes from Open MPI's
+// job secret; under torchrun from DISTTEST_STORE_TOKEN. Without either the
+// same probe is served (the control: the probe can get in).
+TEST_F(ClusterTest, StoreRefusesAClientWithoutTheJobsToken) {
+  Up();
+  struct Case {
+    const char* name;
+    std::function<std::pair<int, std::string>(const OutputWatch&, const Env&)>
+        run;
+    bool refused;
+  };
+  const std::string xml = Shared("report.xml");
+  const std::string filter = "External.WaitsForTheProbe/4ranks";
+  const std::vector<Case> cases = {
+      {"mpirun",
+       [&](const OutputWatch& w, const Env& env) {
+         ChildRun r = Mpirun(filter, xml, env, w);
+         return std::make_pair(r.exit_code, r.out + r.err);
+       },
+       true},
+      {"torchrun with DISTTEST_STORE_TOKEN",
+       [&](const OutputWatch& w, const Env& env) {
+         Env with = env;
+         with.push_back({"DISTTEST_STORE_TOKEN", "s3cret-of-this-job"});
+         TwoNodes r = PerNode("torchrun", filter, xml, with, w);
+         return std::make_pair(r.node1.exit_code, r.node1.out + r.node1.err);
+       },
+       true},
+      {"torchrun without a token",
+       [&](const OutputWatch& w, const Env& env) {
+         TwoNodes r = PerNode("torchrun", filter, xml, env, w);
+         return std::make_pair(r.node1.exit_code, r.node1.out + r.node1.err);
+       },
+       false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string done = Shared("probed");
+    std::string probe;
+    OutputWatch watch = [&](pid_t, const std::string&, const std::string& err) {
+      if (probe.empty() && err.find("marker-probe-now") != std::string::npos) {
+        ChildRun p =
+            OnNode(2, {DISTTEST_STORE_PROBE, "node1", std::to_string(kPort)});
+        probe = Trim(p.out + p.err);
+        std::ofstream(done) << "1";
+      }
+    };
+    auto [exit_code, all] = c.run(watch, {{"EXTERNAL_PROBE_DONE", done}});
+    std::filesystem::remove(done);
+    EXPECT_EQ(exit_code, 0) << all;
+    if (c.refused) {
+      EXPECT_THAT(probe, HasSubstr("refused: store at node1:29500 closed the "
+                                   "connection"));
+      EXPECT_THAT(all, Not(HasSubstr("takes any client")));
+    } else {
+      EXPECT_EQ(probe, "served");
+      EXPECT_THAT(all, HasSubstr("the store takes any client that reaches "
+                                 "node1:29500: torchrun passes no secret"));
+    }
+  }
+}
+
+// A DistributedFixture across nodes: with a TMPDIR every node shares (the
+// nodes here share one filesystem, so the default) its files reach every
+// rank (LauncherOnEachNodeRunsTheSuite); with a TMPDIR of each node's own
+// the test fails before the fixture or the body runs, saying why.
+TEST_F(ClusterTest, FixtureWithoutASharedTmpdirFailsSayingSo) {
+  Up();
+  TwoNodes run =
+      PerNode("torchrun", "ExternalWithFixture.*:Values/ExternalSweep.*",
+              Shared("report.xml"));
+  // Nothing left in either node's /tmp: rank 0 removed the fixture's
+  // directory.
+  for (int node : {1, 2}) {
+    EXPECT_TRUE(std::filesystem::is_empty(
+        fmt::format("/run/disttest-cluster/{}/tmp-node{}", id_, node)));
+  }
+  const std::string all = run.node1.out + run.node1.err;
+  EXPECT_NE(run.node1.exit_code, 0) << all;
+  EXPECT_THAT(
+      run.node1.out,
+      HasSubstr("[  FAILED  ] ExternalWithFixture.ReadsTheShards/4ranks"))
+      << all;
+  // Said once, by rank 0 for all, before the fixture ran; then the next
+  // test runs.
+  EXPECT_THAT(run.node1.out,
+              HasSubstr("ranks 2, 3 on node2 (TMPDIR /tmp) cannot see the "
+                        "fixture directory /tmp/disttest-Shards-"))
+      << all;
+  EXPECT_THAT(run.node1.out,
+              HasSubstr(", which rank 0 made on node1: under a launcher a "
+                        "DistributedFixture needs a TMPDIR that every node "
+                        "shares; set TMPDIR to one shared directory on every "
+                        "node (the fixture did not run)"));
+  EXPECT_THAT(run.node1.out, HasSubstr("[  PASSED  ] 4 tests."));
+  EXPECT_EQ(run.node2.exit_code, 1) << run.node2.out << run.node2.err;
+  EXPECT_LT(run.node1.elapsed, std::chrono::seconds(10)) << all;
+  EXPECT_THAT(all, Not(HasSubstr("marker-shards-ran")));
+}
+
+// A run killed mid-test leaves its cluster (the namespaces, the processes
+// in them); the next run's first `up` removes it: its owner is gone.
+TEST_F(ClusterTest, ClusterOfAKilledRunIsRemovedByTheNextRun) {
+  // The killed run: a process that owns a cluster, with a process running
+  // on one of its nodes.
+  const pid_t owner = fork();
+  if (owner == 0) {
+    execlp("sleep", "sleep", "600", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(owner, 0);
+  const std::string dead = id_ + "d";
+  ChildRun up = RunChild({DISTTEST_CLUSTER_SCRIPT, "up", dead, "2"},
+                         {{"DISTTEST_CLUSTER_OWNER", std::to_string(owner)}});
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  auto on_node = std::async(std::launch::async, [&] {
+    return RunChild(
+        {DISTTEST_CLUSTER_SCRIPT, "exec", dead, "1", "sleep", "600"}, {},
+        std::chrono::seconds(120));
+  });
+  // Until the process is in node1's namespace.
+  // (RunChild takes a path: no PATH search.)
+  const std::vector<std::string> pids = {
+      "/bin/sh", "-c", "ip netns pids disttest-" + dead + "-n1"};
+  for (int i = 0; i < 500 && Trim(RunChild(pids).out).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ChildRun listed = RunChild(pids);
+  ASSERT_FALSE(Trim(listed.out).empty()) << listed.err;
+  kill(owner, SIGKILL);
+  waitpid(owner, nullptr, 0);
+  EXPECT_THAT(Namespaces(dead), ::testing::SizeIs(3));  // Left behind.
+
+  // The next run.
+  std::vector<std::string> args = {DISTTEST_CLUSTER_SCRIPT, "up", id_, "2"};
+  up_ = true;
+  ChildRun next =
+      RunChild(args, {{"DISTTEST_CLUSTER_OWNER", std::to_string(getpid())}});
+  ASSERT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_THAT(next.err, HasSubstr("removing cluster " + dead +
+                                  ", left by a run that ended"));
+  EXPECT_THAT(Namespaces(dead), IsEmpty());
+  EXPECT_FALSE(std::filesystem::exists("/run/disttest-cluster/" + dead));
+  EXPECT_FALSE(std::filesystem::exists("/etc/netns/disttest-" + dead + "-n1"));
+  // The process on its node was ended (by its pid, in the namespace).
+  const ChildRun ended = on_node.get();
+  EXPECT_FALSE(ended.timed_out);
+  EXPECT_EQ(ended.signal, SIGKILL) << ended.exit_code << ended.err;
+}
+
+class ClusterLauncherTest : public ClusterTest,
+                            public ::testing::WithParamInterface<const char*> {
+};
+
+TEST_P(ClusterLauncherTest, LauncherOnEachNodeRunsTheSuite) {
+  Up();
+  const std::string xml = Shared("report.xml");
+  TwoNodes run = PerNode(
+      GetParam(),
+      "External.Passes/*:External.WhereEachRankRuns/*:ExternalWithFixture.*",
+      xml, {{"TMPDIR", SharedDir()}});
+  const std::string report = ReadFile(xml);
+  EXPECT_EQ(run.node1.exit_code, 0) << run.node1.out << run.node1.err;
+  EXPECT_EQ(run.node2.exit_code, 0) << run.node2.out << run.node2.err;
+  EXPECT_EQ(Count(run.node1.out, "[==========] Running"), 1u);
+  EXPECT_THAT(run.node1.out, HasSubstr("[  PASSED  ] 5 tests."));
+  // Ranks other than 0 print no report.
+  EXPECT_THAT(run.node2.out, Not(HasSubstr("[==========]")));
+  // Slurm's port: 15000 + the job id's last 4 digits (4242).
+  ExpectRanksOnTheirNodes(report,
+                          std::string(GetParam()) == "slurm" ? 19242 : kPort);
+}
+
+INSTANTIATE_TEST_SUITE_P(Styles, ClusterLauncherTest,
+                         ::testing::Values("torchrun", "slurm"));
+
+}  // namespace
+}  // namespace disttest::testing
