@@ -2,12 +2,14 @@
 #include "glue/external.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "harness/launched/step_protocol.h"
 #include "harness/launcher.h"
 #include "harness/verdict.h"
+#include "launch/launch_internal.h"
 
 namespace disttest::internal {
 namespace {
@@ -153,14 +156,24 @@ LaunchedJob& Job() {
                      "[ disttest ] cannot join the launched ranks: %s\n",
                      failure.c_str());
       } else {
-        std::fprintf(
-            stderr,
-            "[ disttest ] rank %d of %d (launched by %s) cannot join the "
-            "launched ranks: %s\n[ disttest ] if %s come from an enclosing "
-            "job rather than from a launcher that started this binary, run "
-            "it with %s=spawn\n",
-            d.env.rank, d.env.world_size, d.env.launcher.c_str(),
-            failure.c_str(), VariablesOf(d.env.launcher), env::kLauncher);
+        std::fprintf(stderr,
+                     "[ disttest ] rank %d of %d on %s (launched by %s) "
+                     "cannot join the launched ranks: %s\n",
+                     d.env.rank, d.env.world_size, Hostname().c_str(),
+                     d.env.launcher.c_str(), failure.c_str());
+        if (IsLoopback(d.env.master_addr)) {
+          std::fprintf(stderr,
+                       "[ disttest ] if %s come from an enclosing job rather "
+                       "than from a launcher that started this binary, run "
+                       "it with %s=spawn\n",
+                       VariablesOf(d.env.launcher), env::kLauncher);
+        } else {
+          std::fprintf(stderr,
+                       "[ disttest ] rank 0 serves the store on %s:%d: this "
+                       "node must reach it there (check MASTER_ADDR, the "
+                       "port, and any firewall between the nodes)\n",
+                       d.env.master_addr.c_str(), d.env.master_port);
+        }
       }
       std::fflush(stderr);
     }
@@ -199,6 +212,63 @@ void Fatal(const TestSpec& spec, const std::string& message) {
 void Skip(const TestSpec& spec, const std::string& why) {
   GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, why.c_str(),
                     ::testing::TestPartResult::kSkip);
+}
+
+// Rank 0 made the fixtures' directories, in its TMPDIR; a rank on another
+// node sees them only where every node shares that directory. Each rank
+// says whether it sees them, every rank reads what all said, and when one
+// does not, all fail the test alike, before any fixture runs, with what
+// this returns (else ""). The run goes on with the next test.
+std::string FixtureDirsUnseen(LaunchedJob& job, int seq,
+                              const std::string& joined,
+                              Clock::time_point deadline,
+                              const std::string& name) {
+  bool seen = true;
+  for (const std::string& dir : FixtureDirs::Split(joined)) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) seen = false;
+  }
+  const char* tmpdir = std::getenv("TMPDIR");
+  job.store().set(
+      launched::FixtureSeenKey(seq, job.rank()),
+      fmt::format("{}\n{}\n{}", seen ? "seen" : "unseen", Hostname(),
+                  tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp"));
+  std::vector<std::string> keys;
+  std::vector<int> from;
+  for (int r = 0; r < job.size(); ++r) {
+    keys.push_back(launched::FixtureSeenKey(seq, r));
+    from.push_back(r);
+  }
+  job.liveness().Await(keys, deadline, from,
+                       fmt::format("the fixtures of {}", name));
+  std::string rank0_host;
+  std::map<std::string, std::vector<int>> unseen;  // By host and TMPDIR.
+  for (int r = 0; r < job.size(); ++r) {
+    const std::vector<char> v =
+        job.store().get(keys[static_cast<std::size_t>(r)]);
+    const std::string text(v.begin(), v.end());
+    const auto a = text.find('\n'), b = text.find('\n', a + 1);
+    const std::string host = text.substr(a + 1, b - a - 1);
+    if (r == 0) rank0_host = host;
+    if (text.substr(0, a) != "seen") {
+      unseen[fmt::format("on {} (TMPDIR {})", host, text.substr(b + 1))]
+          .push_back(r);
+    }
+  }
+  if (unseen.empty()) return "";
+  std::vector<std::string> who;
+  for (const auto& [where, ranks] : unseen) {
+    who.push_back(fmt::format("rank{} {} {}", ranks.size() == 1 ? "" : "s",
+                              fmt::join(ranks, ", "), where));
+  }
+  const std::vector<std::string> dirs = FixtureDirs::Split(joined);
+  return fmt::format(
+      "{} cannot see the fixture director{} {}, which rank 0 made on {}: "
+      "under a launcher a DistributedFixture needs a TMPDIR that every node "
+      "shares; set TMPDIR to one shared directory on every node (the fixture "
+      "did not run)",
+      fmt::join(who, "; "), dirs.size() == 1 ? "y" : "ies",
+      fmt::join(dirs, ", "), rank0_host);
 }
 
 // One distributed step of a test (a fixture, or the test itself): the
@@ -337,6 +407,9 @@ void RunExternal(DistributedTest& test) {
           launched::ShareFromRankZero(*job, launched::FixtureDirsKey(seq),
                                       dirs.Joined(), deadline(), spec.name);
       if (job->rank() != 0) AdoptFixtureDirs(test, joined);
+      const std::string unseen =
+          FixtureDirsUnseen(*job, seq, joined, deadline(), spec.name);
+      if (!unseen.empty()) return Fatal(spec, unseen);
     }
     const std::vector<TestSpec> steps = PlanSteps(spec, FixtureSteps(test));
     for (std::size_t i = 0; i < fixtures.size(); ++i) {

@@ -5,8 +5,10 @@
 
 #include <cctype>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 
+#include "disttest/env/names.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/error.h"
 #include "env/text.h"
@@ -57,6 +59,34 @@ const std::vector<Family>& Families() {
 }
 
 bool IsSet(const char* value) { return value != nullptr && *value != '\0'; }
+
+// 64-bit FNV-1a of `text`, from `basis`.
+std::uint64_t Fnv1a(std::string_view text, std::uint64_t basis) {
+  std::uint64_t h = basis;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+// DISTTEST_STORE_TOKEN, else a token derived from Open MPI's per-job secret
+// (random, 128 bits, in the environment of the job's processes alone): not
+// the secret itself, which the store's HELLO would carry in clear text.
+std::string StoreToken(const EnvLookup& get) {
+  if (const char* token = get(env::kStoreToken); IsSet(token)) {
+    if (std::string_view(token).size() > 1024) {
+      throw ConfigError(
+          fmt::format("{} is longer than 1024 bytes", env::kStoreToken));
+    }
+    return token;
+  }
+  const char* secret = get("OMPI_MCA_orte_precondition_transports");
+  if (!IsSet(secret)) return "";
+  const std::string text = std::string("disttest store token:") + secret;
+  return fmt::format("ompi-{:016x}{:016x}", Fnv1a(text, 0xcbf29ce484222325ULL),
+                     Fnv1a(text, 0x84222325cbf29ce4ULL));
+}
 
 // Splits on commas outside brackets.
 std::vector<std::string_view> SplitTopLevel(std::string_view list) {
@@ -312,6 +342,7 @@ LauncherEnv DetectLauncherEnv(const EnvLookup& lookup) {
     } else {
       env.master_port = 29500;
     }
+    env.store_token = StoreToken(get);
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("launcher {}: {}", env.launcher, e.what()));
   }

@@ -198,6 +198,38 @@ TEST(LauncherEnvTest, ErrorsNameTheLauncherAndTheVariable) {
                         "3-1 runs backwards"));
 }
 
+// The store's token: DISTTEST_STORE_TOKEN as given; else derived from
+// Open MPI's job secret (the same for every rank of the job, another for
+// another job, and never the secret itself); else none.
+TEST(LauncherEnvTest, StoreTokenComesFromTheUserOrOpenMpisJobSecret) {
+  const Vars mpi = {{"OMPI_COMM_WORLD_RANK", "1"},
+                    {"OMPI_COMM_WORLD_SIZE", "4"},
+                    {"MASTER_ADDR", "node1"}};
+  EXPECT_EQ(Detect(mpi).store_token, "");
+  Vars job = mpi;
+  job["OMPI_MCA_orte_precondition_transports"] = "d1587a7a752c80ab-1a20";
+  const std::string token = Detect(job).store_token;
+  EXPECT_EQ(token.size(), 5u + 32u) << token;
+  EXPECT_THAT(token, ::testing::StartsWith("ompi-"));
+  EXPECT_THAT(token, ::testing::Not(HasSubstr("d1587a7a")));
+  Vars rank0 = job;
+  rank0["OMPI_COMM_WORLD_RANK"] = "0";
+  EXPECT_EQ(Detect(rank0).store_token, token);
+  Vars other = job;
+  other["OMPI_MCA_orte_precondition_transports"] = "d1587a7a752c80ab-1a21";
+  EXPECT_NE(Detect(other).store_token, token);
+  Vars given = job;
+  given["DISTTEST_STORE_TOKEN"] = "our secret";
+  EXPECT_EQ(Detect(given).store_token, "our secret");
+  Vars torchrun = {
+      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node1"}};
+  EXPECT_EQ(Detect(torchrun).store_token, "");
+  torchrun["DISTTEST_STORE_TOKEN"] = std::string(1025, 'x');
+  EXPECT_EQ(ErrorOf(torchrun),
+            "launcher torchrun: DISTTEST_STORE_TOKEN is longer than 1024 "
+            "bytes");
+}
+
 TEST(SlurmNodelistTest, Expands) {
   EXPECT_THAT(ExpandSlurmNodelist("node1"), ElementsAre("node1"));
   EXPECT_THAT(ExpandSlurmNodelist("gnode[10,20,25,37]"),

@@ -71,6 +71,11 @@ inline constexpr char kDebugRank[] = "DISTTEST_DEBUG_RANK";
 // found in the environment.
 inline constexpr char kLauncher[] = "DISTTEST_LAUNCHER";
 
+// Under a launcher: the job's store token, the same secret on every rank
+// (launch/launcher_env.h). Unset: derived from Open MPI's job secret, or
+// none where the launcher gives no secret (torchrun, srun).
+inline constexpr char kStoreToken[] = "DISTTEST_STORE_TOKEN";
+
 // GPUs the harness may hand to ranks, instead of asking the driver: a count
 // ("4": devices 0..3) or a comma list of CUDA_VISIBLE_DEVICES entries
 // ("0,2", "3," for GPU 3 alone, or "GPU-8f2e...,GPU-11aa..."). For tests of the

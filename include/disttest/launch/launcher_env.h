@@ -32,6 +32,13 @@
 // else (in a Slurm job) 15000 + the last four digits of SLURM_JOB_ID, plus
 // the step id; else 29500 (torchrun's default).
 //
+// The store's token, which every client of the job's store presents and
+// a client from outside the job cannot: DISTTEST_STORE_TOKEN (the same
+// secret on every rank, at most 1024 bytes), else one derived from the
+// secret Open MPI's mpirun gives each process of the job
+// (OMPI_MCA_orte_precondition_transports), else none: torchrun and srun
+// pass no secret, and their job's store takes any client.
+//
 // A missing or malformed variable is a ConfigError naming the launcher and
 // the variables: "launcher openmpi: OMPI_COMM_WORLD_SIZE is not set".
 #ifndef DISTTEST_LAUNCH_LAUNCHER_ENV_H_
@@ -55,6 +62,7 @@ struct LauncherEnv {
   std::optional<int> local_size;
   std::string master_addr;
   int master_port = 0;
+  std::string store_token;  // Empty: the store takes any client.
 };
 
 // Throws ConfigError when no launcher is found, listing what was looked

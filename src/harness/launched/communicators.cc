@@ -38,7 +38,7 @@ Communicator* Communicators::For(int n, const Options& options,
   // It stays the communicator's (split() meets its peers there), and
   // ShutDown() cuts it with the communicator's own sockets.
   made.store = std::make_unique<TcpStore>(env_.master_addr, env_.master_port,
-                                          options.timeout);
+                                          options.timeout, env_.store_token);
   TcpStore& connect_store = *made.store;
   std::map<ino_t, int> before = TcpSockets();
   connect_store.check({kAbortKey});  // Connects.

@@ -17,6 +17,7 @@
 #include "harness/launched/keys.h"
 #include "harness/stack_dump.h"
 #include "harness/trace.h"
+#include "launch/launch_internal.h"
 
 namespace disttest::internal::launched {
 namespace {
@@ -39,8 +40,8 @@ LaunchedJob& LaunchedJob::Join(const LauncherEnv& env) {
 std::unique_ptr<StoreServerThread> ServeStore(const LauncherEnv& env) {
   if (env.rank != 0) return nullptr;
   try {
-    return std::make_unique<StoreServerThread>(env.master_addr,
-                                               env.master_port);
+    return std::make_unique<StoreServerThread>(env.master_addr, env.master_port,
+                                               env.store_token);
   } catch (const std::exception& e) {
     throw StoreError(
         fmt::format("rank 0 cannot host the store on {}:{} (set "
@@ -54,8 +55,8 @@ std::unique_ptr<StoreServerThread> ServeStore(const LauncherEnv& env) {
 std::unique_ptr<TcpStore> ConnectStore(const LauncherEnv& env) {
   const milliseconds timeout =
       SecondsVariable(env::kTimeout).value_or(std::chrono::seconds(300));
-  auto store =
-      std::make_unique<TcpStore>(env.master_addr, env.master_port, timeout);
+  auto store = std::make_unique<TcpStore>(env.master_addr, env.master_port,
+                                          timeout, env.store_token);
   store->check({kAbortKey});  // Connects.
   store->set_timeout(kRequestTimeout);
   return store;
@@ -78,6 +79,7 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
   Ledger::Install(ledger_, 0);
   server_ = ServeStore(env_);
   store_ = ConnectStore(env_);
+  store_->set(JoinedKey(rank()), Hostname());
   side_.store = ConnectStore(env_);
   if (rank() == 0) {
     std::printf(
@@ -86,6 +88,14 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
         "and reports for all\n",
         env_.launcher.c_str(), size(), env_.master_addr.c_str(),
         env_.master_port);
+    if (env_.store_token.empty() && !IsLoopback(env_.master_addr)) {
+      std::printf(
+          "[ disttest ] the store takes any client that reaches %s:%d: %s "
+          "passes no secret to derive a token from; set %s to one secret "
+          "on every rank\n",
+          env_.master_addr.c_str(), env_.master_port, env_.launcher.c_str(),
+          env::kStoreToken);
+    }
     std::fflush(stdout);
   }
   watchdog_.Start();
@@ -100,14 +110,27 @@ void LaunchedJob::Goodbye() {
   if (rank() != 0) return WaitForTheEnd(*store_);
   std::vector<std::string> keys;
   std::vector<int> from;
-  std::vector<int> missing;
+  std::vector<int> missing, never;
   for (int r = 0; r < size(); ++r) {
-    keys.push_back(ByeKey(r));
-    from.push_back(r);
     try {
+      // Every test waited for every rank: one that never reached the
+      // store by now never will (each test failed naming it).
+      if (!store_->check({JoinedKey(r)})) {
+        never.push_back(r);
+        continue;
+      }
+      keys.push_back(ByeKey(r));
+      from.push_back(r);
       if (!store_->check({keys.back()})) missing.push_back(r);
     } catch (const std::exception&) {
     }
+  }
+  if (!never.empty()) {
+    std::fprintf(stderr,
+                 "[ disttest ] rank 0: %s never reached the store at %s:%d; "
+                 "not waiting for %s\n",
+                 RanksText(never).c_str(), env_.master_addr.c_str(),
+                 env_.master_port, never.size() == 1 ? "it" : "them");
   }
   if (!missing.empty()) {
     // Not silent: a launcher such as mpirun ends every rank once one

@@ -32,6 +32,10 @@ namespace disttest::internal::launched {
 inline constexpr char kAbortKey[] = "external/abort";
 inline constexpr char kEndKey[] = "external/end";
 
+// Set by each rank once it has connected to the store (its hostname).
+inline std::string JoinedKey(int rank) {
+  return fmt::format("external/joined/{}", rank);
+}
 inline std::string AliveKey(int rank) {
   return fmt::format("external/alive/{}", rank);
 }
@@ -49,6 +53,10 @@ inline std::string StartKey(int seq) {
 }
 inline std::string FixtureDirsKey(int seq) {
   return fmt::format("external/{}/fixture-dirs", seq);
+}
+// Whether rank `rank` sees the fixture directories of test `seq`.
+inline std::string FixtureSeenKey(int seq, int rank) {
+  return fmt::format("external/{}/fixture-seen/{}", seq, rank);
 }
 inline std::string CommunicatorPrefix(int generation, const std::string& key) {
   return fmt::format("external/comm/{}/{}", generation, key);

@@ -79,13 +79,26 @@ void Liveness::Await(const std::vector<std::string>& keys,
     if (store().check({kAbortKey})) throw Error(Value(kAbortKey));
     const auto now = Clock::now();
     if (now >= deadline) {
-      std::vector<int> missing;
+      std::vector<int> missing, never;
       for (std::size_t i = 0; i < keys.size(); ++i) {
-        if (!store().check({keys[i]})) missing.push_back(from[i]);
+        if (store().check({keys[i]})) continue;
+        missing.push_back(from[i]);
+        if (from[i] != rank_ && !store().check({JoinedKey(from[i])})) {
+          never.push_back(from[i]);
+        }
       }
-      throw TimeoutError(fmt::format(
+      std::string why = fmt::format(
           "{}: rank{} {} did not arrive before the test's timeout", what,
-          missing.size() == 1 ? "" : "s", fmt::join(missing, ", ")));
+          missing.size() == 1 ? "" : "s", fmt::join(missing, ", "));
+      if (!never.empty()) {
+        why += fmt::format(
+            "; rank{} {} never reached the store at {}:{} (a firewall "
+            "between the nodes, a wrong MASTER_ADDR or port, or a rank that "
+            "never started)",
+            never.size() == 1 ? "" : "s", fmt::join(never, ", "),
+            store().host(), store().port());
+      }
+      throw TimeoutError(why);
     }
     if (now >= next_health) {
       CheckHeartbeats(from, now);

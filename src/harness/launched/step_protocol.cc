@@ -85,6 +85,9 @@ RankReport Reported(LaunchedJob& job, const StepKeys& keys, int r) {
 
 }  // namespace
 
+// How long past a start's deadline the ranks other than 0 wait for it.
+constexpr std::chrono::milliseconds kSayWhyFirst{2000};
+
 void MeetAtTest(LaunchedJob& job, int seq, const std::string& name,
                 Clock::time_point deadline) {
   job.store().set(AtKey(seq, job.rank()), name);
@@ -115,8 +118,11 @@ void MeetAtTest(LaunchedJob& job, int seq, const std::string& name,
                           "--gtest_random_seed",
                           name, fmt::join(elsewhere, ", ")));
   }
-  job.liveness().Await({StartKey(seq)}, deadline, {0},
-                       fmt::format("the start of {}", name));
+  // Rank 0 knows why a start failed (which ranks never came): the others
+  // give it a moment past the deadline to say so first.
+  job.liveness().Await({StartKey(seq)},
+                       job.rank() == 0 ? deadline : deadline + kSayWhyFirst,
+                       {0}, fmt::format("the start of {}", name));
   std::string start = Text(job.store().get(StartKey(seq)));
   if (start != "ok") throw Error(start);
 }
