@@ -15,8 +15,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -93,6 +96,7 @@ class Shards : public disttest::DistributedFixture {
  public:
   Shards() : DistributedFixture(2) {}
   void Run() override {
+    std::fprintf(stderr, "marker-shards-ran %d\n", rank());
     std::ofstream(dir() / ("shard-" + std::to_string(rank()))) << rank();
     comm().barrier();
   }
@@ -208,6 +212,90 @@ DIST_TEST_F(ExternalShortTimeout, HangsOnRank3, 4) {
   if (rank() == 3) {
     std::this_thread::sleep_for(std::chrono::seconds(120));  // marker-hang
   }
+  comm().barrier();
+}
+
+// On the simulated cluster (tests/cluster/): where each rank runs, what
+// its test's environment says, and the addresses of its TCP connections
+// (the store's and Gloo's) once the communicator is up.
+std::string HostName() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// "a.b.c.d:port" of a /proc/net/tcp address ("0B0012C6:7530").
+std::string Ipv4(const std::string& hex) {
+  const unsigned long addr = std::stoul(hex.substr(0, 8), nullptr, 16);
+  const unsigned long port = std::stoul(hex.substr(9), nullptr, 16);
+  return std::to_string(addr & 0xff) + "." + std::to_string(addr >> 8 & 0xff) +
+         "." + std::to_string(addr >> 16 & 0xff) + "." +
+         std::to_string(addr >> 24 & 0xff) + ":" + std::to_string(port);
+}
+
+// This process's established IPv4 connections, "local~remote" each.
+std::string Connections() {
+  std::set<std::string> inodes;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(fd, ec).string();
+    if (target.rfind("socket:[", 0) == 0) {
+      inodes.insert(target.substr(8, target.size() - 9));
+    }
+  }
+  std::ifstream tcp("/proc/self/net/tcp");
+  std::string line, joined;
+  std::getline(tcp, line);  // The heading.
+  while (std::getline(tcp, line)) {
+    std::istringstream fields(line);
+    std::string sl, local, remote, state, queues, timer, retr, uid, probes,
+        inode;
+    fields >> sl >> local >> remote >> state >> queues >> timer >> retr >>
+        uid >> probes >> inode;
+    if (state != "01" || inodes.count(inode) == 0) continue;  // ESTABLISHED
+    joined += (joined.empty() ? "" : " ") + Ipv4(local) + "~" + Ipv4(remote);
+  }
+  return joined;
+}
+
+DIST_TEST_F(External, WhereEachRankRuns, 4) {
+  int one = 1;
+  comm().allreduce(&one, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(one, 4);
+  RecordProperty("host", HostName());
+  RecordProperty("local_rank", Env("LOCAL_RANK"));
+  RecordProperty("local_size", Env("LOCAL_SIZE"));
+  RecordProperty("master", Env("MASTER_ADDR") + ":" + Env("MASTER_PORT"));
+  RecordProperty("tcp", Connections());
+}
+
+// Runs until the driver takes a node's link down: a collective a second.
+DIST_TEST_F(External, RunsUntilTheLinkGoes, 4) {
+  for (int i = 0; i < 120; ++i) {
+    int one = 1;
+    comm().allreduce(&one, 1, disttest::ReduceOp::kSum);
+    if (i == 0) {
+      std::fprintf(stderr, "marker-link-test-runs %d\n", rank());
+      std::fflush(stderr);
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+DIST_TEST_F(External, AfterTheLinkWent, 4) { comm().barrier(); }
+
+// Waits (at most 60 s) for the file EXTERNAL_PROBE_DONE names: meanwhile
+// the cluster test connects to the job's store from outside the job.
+DIST_TEST_F(External, WaitsForTheProbe, 4) {
+  if (rank() == 0) {
+    std::fprintf(stderr, "marker-probe-now\n");
+    std::fflush(stderr);
+  }
+  const std::string done = Env("EXTERNAL_PROBE_DONE");
+  for (int i = 0; i < 600 && !std::filesystem::exists(done); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(std::filesystem::exists(done)) << done;
   comm().barrier();
 }
 

@@ -6,6 +6,11 @@
 # that the others stop on their own when one dies; like them, it passes
 # SIGTERM and SIGINT on to every process. Exit status: 0 when every process
 # exited 0, else the first non-zero status (128+n for signal n).
+# Across nodes (tests/cluster/), one launcher per node, as torchrun's agents
+# or srun's step daemons: NODE_RANK and NNODES give this node's place (the
+# N processes here are ranks NODE_RANK*N to NODE_RANK*N+N-1), MASTER_ADDR and
+# MASTER_PORT the store's host and port (torchrun), NODELIST and JOB_ID the
+# step's node list and job id (Slurm: rank 0's node is the list's first).
 set -uo pipefail
 # Each process in a group of its own, with SIGINT as it came (a script's
 # background jobs would ignore it): a signal reaches them once, from here.
@@ -13,23 +18,32 @@ set -m
 style=$1
 n=$2
 shift 2
+node=${NODE_RANK:-0}
+nodes=${NNODES:-1}
 # Below the kernel's ephemeral range (32768 and up by default), where no
 # connect() or bind(0) of another process can take the port meanwhile.
-port=$((20000 + RANDOM % 12000))
-job=$((100000 + RANDOM % 900000))
+port=${MASTER_PORT:-$((20000 + RANDOM % 12000))}
+master=${MASTER_ADDR:-127.0.0.1}
+job=${JOB_ID:-$((100000 + RANDOM % 900000))}
+nodelist=${NODELIST:-localhost}
+per_node=$n
+if ((nodes > 1)); then per_node="$n(x$nodes)"; fi
+unset NODE_RANK NNODES MASTER_ADDR MASTER_PORT JOB_ID NODELIST
 pids=()
 for ((r = 0; r < n; r++)); do
   case $style in
     torchrun)
-      RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n \
-        MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$@" &
+      RANK=$((node * n + r)) WORLD_SIZE=$((nodes * n)) LOCAL_RANK=$r \
+        LOCAL_WORLD_SIZE=$n GROUP_RANK=$node MASTER_ADDR=$master \
+        MASTER_PORT=$port "$@" &
       ;;
     slurm)
       # The store's port comes from the job id: 15000 + its last 4 digits.
-      SLURM_PROCID=$r SLURM_NTASKS=$n SLURM_STEP_NUM_TASKS=$n \
-        SLURM_STEP_ID=0 SLURM_LOCALID=$r SLURM_NODEID=0 \
-        SLURM_STEP_TASKS_PER_NODE=$n SLURM_STEP_NODELIST=localhost \
-        SLURM_JOB_ID=$job "$@" &
+      SLURM_PROCID=$((node * n + r)) SLURM_NTASKS=$((nodes * n)) \
+        SLURM_STEP_NUM_TASKS=$((nodes * n)) SLURM_STEP_ID=0 \
+        SLURM_LOCALID=$r SLURM_NODEID=$node \
+        SLURM_STEP_TASKS_PER_NODE=$per_node \
+        SLURM_STEP_NODELIST=$nodelist SLURM_JOB_ID=$job "$@" &
       ;;
     *)
       echo "local-launcher.sh: unknown style '$style' (torchrun or slurm)" >&2
