@@ -10,6 +10,7 @@
 // starts threads or processes, which a forked rank must not inherit half-way.
 #include <disttest/comm/create.h>
 #include <disttest/disttest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <memory>
@@ -22,7 +23,14 @@ std::unique_ptr<disttest::Communicator> InitFromEnvironment(
     disttest::Store& store) {
   const disttest::RankEnv env = disttest::RankEnv::FromEnvironment();
   disttest::GlooOptions options;
-  options.hostname = env.master_addr;
+  // This node's own address: loopback when every rank is here (as spawned
+  // ranks are), else the hostname (under a launcher across nodes, binding
+  // to MASTER_ADDR would be another node's address).
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const bool here =
+      env.master_addr.rfind("127.", 0) == 0 || env.master_addr == "localhost";
+  options.hostname = here ? env.master_addr : std::string(host);
   return disttest::CreateCommunicator(disttest::Backend::kGloo, store, env.rank,
                                       env.world_size, options);
 }

@@ -143,6 +143,11 @@ class ClusterTest : public ::testing::Test {
   // Open MPI's daemon on node2; everything goes over 198.18.0.0/24.
   ChildRun Mpirun(const std::string& filter, const std::string& xml,
                   const Env& extra = {}, const OutputWatch& watch = nullptr) {
+    return MpirunProgram(Child(filter, xml), extra, watch);
+  }
+  ChildRun MpirunProgram(const std::vector<std::string>& program,
+                         const Env& extra = {},
+                         const OutputWatch& watch = nullptr) {
     std::vector<std::string> args = {"mpirun",
                                      "--allow-run-as-root",
                                      "-H",
@@ -163,9 +168,9 @@ class ClusterTest : public ::testing::Test {
       args.push_back("-x");
       args.push_back(k + "=" + v);
     }
-    for (const std::string& a : Child(filter, xml)) args.push_back(a);
+    for (const std::string& a : program) args.push_back(a);
     return OnNode(1, args, {{"DISTTEST_CLUSTER_ID", id_}},
-                  std::chrono::seconds(120), watch);
+                  std::chrono::seconds(240), watch);
   }
 
   // A launcher on each node, as torchrun's agents or srun's step daemons:
@@ -574,6 +579,30 @@ TEST_F(ClusterTest, ClusterOfAKilledRunIsRemovedByTheNextRun) {
   EXPECT_FALSE(ended.timed_out);
   EXPECT_EQ(ended.signal, SIGKILL) << ended.exit_code << ended.err;
 }
+
+#if defined(DISTTEST_EXAMPLE_SUITES)
+// The example suites, whole, on 2 nodes x 2 ranks under mpirun: every test
+// passes or skips, one report, run by Open MPI.
+TEST_F(ClusterTest, ExampleSuitesPassAcrossTwoNodesUnderMpirun) {
+  Up();
+  for (const char* suite : {DISTTEST_EXAMPLE_SUITES}) {
+    SCOPED_TRACE(suite);
+    const std::string xml = Shared("suite.xml");
+    ChildRun run =
+        MpirunProgram({suite, "--gtest_color=no", "--gtest_output=xml:" + xml},
+                      {{"TMPDIR", SharedDir()}});
+    const std::string report = ReadFile(xml);
+    std::filesystem::remove(xml);
+    EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+    EXPECT_FALSE(run.timed_out);
+    EXPECT_EQ(Count(run.out, "[==========] Running"), 1u);
+    EXPECT_GT(Count(report, "<testcase "), 10u) << report;
+    EXPECT_EQ(Count(report, "<failure "), 0u) << report;
+    EXPECT_THAT(report,
+                HasSubstr("name=\"disttest_launcher\" value=\"openmpi\""));
+  }
+}
+#endif
 
 class ClusterLauncherTest : public ClusterTest,
                             public ::testing::WithParamInterface<const char*> {
