@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -1807,11 +1808,16 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // for leftover queues and processes.
   // One GPU: the NCCL test skips on any machine.
   // (Not the 32- and 128-rank hangs: their stacks take seconds.)
-  Verdict v =
-      Run("*-Verdicts.HangsForSignalTests/*:Close/*:VerdictsShortTimeout."
-          "AllHangInTwoPlaces/32ranks:VerdictsShortTimeout.AllHangInTwoPlaces/"
-          "128ranks",
-          {{"DISTTEST_GPUS", "1"}});
+  // About 50 s on two cores, and over 120 s under ASan: the child's
+  // deadline scales with the build, inside ctest's 300 s for the test.
+  const auto deadline = std::chrono::seconds(static_cast<long long>(
+      std::min(120 * std::max(1.0, SlowBuildScale()), 280.0)));
+  Verdict v = RunVerdicts(
+      GetParam(),
+      "*-Verdicts.HangsForSignalTests/*:Close/*:VerdictsShortTimeout."
+      "AllHangInTwoPlaces/32ranks:VerdictsShortTimeout.AllHangInTwoPlaces/"
+      "128ranks",
+      {{"DISTTEST_GPUS", "1"}}, deadline);
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 66 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 5 tests"));
