@@ -217,10 +217,11 @@ void Skip(const TestSpec& spec, const std::string& why) {
 // Rank 0 made the fixtures' directories, in its TMPDIR; a rank on another
 // node sees them only where every node shares that directory. Each rank
 // says whether it sees them, every rank reads what all said, and when one
-// does not, all fail the test alike, before any fixture runs, with what
-// this returns (else ""). The run goes on with the next test.
+// of the first `users` (the ranks that run a step) does not, all fail the
+// test alike, before any fixture runs, with what this returns (else "").
+// The run goes on with the next test.
 std::string FixtureDirsUnseen(LaunchedJob& job, int seq,
-                              const std::string& joined,
+                              const std::string& joined, int users,
                               Clock::time_point deadline,
                               const std::string& name) {
   bool seen = true;
@@ -250,7 +251,8 @@ std::string FixtureDirsUnseen(LaunchedJob& job, int seq,
     const auto a = text.find('\n'), b = text.find('\n', a + 1);
     const std::string host = text.substr(a + 1, b - a - 1);
     if (r == 0) rank0_host = host;
-    if (text.substr(0, a) != "seen") {
+    // Ranks beyond every step's world size never use them.
+    if (r < users && text.substr(0, a) != "seen") {
       unseen[fmt::format("on {} (TMPDIR {})", host, text.substr(b + 1))]
           .push_back(r);
     }
@@ -393,9 +395,21 @@ void RunExternal(DistributedTest& test) {
   auto deadline = [&] { return Clock::now() + spec.options.timeout; };
   try {
     launched::MeetAtTest(*job, seq, spec.name, deadline());
+    auto& fixtures = FixtureAccess::fixtures(test);
+    const std::vector<TestSpec> steps = PlanSteps(spec, FixtureSteps(test));
+    int users = 0;  // The ranks that run a step: they use the directories.
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const TestSpec& step = steps[i];
+      if (i < fixtures.size() && step.world_size > job->size()) {
+        return Skip(spec,
+                    fmt::format("fixture {} needs {} ranks, launched "
+                                "with {}",
+                                step.fixture, step.world_size, job->size()));
+      }
+      users = std::max(users, step.world_size);
+    }
     // Fixtures: rank 0 makes their directories, and everyone uses those
     // (one machine, or a TMPDIR every node shares).
-    auto& fixtures = FixtureAccess::fixtures(test);
     FixtureDirs dirs;
     if (!fixtures.empty()) {
       if (job->rank() == 0) {
@@ -408,19 +422,11 @@ void RunExternal(DistributedTest& test) {
                                       dirs.Joined(), deadline(), spec.name);
       if (job->rank() != 0) AdoptFixtureDirs(test, joined);
       const std::string unseen =
-          FixtureDirsUnseen(*job, seq, joined, deadline(), spec.name);
+          FixtureDirsUnseen(*job, seq, joined, users, deadline(), spec.name);
       if (!unseen.empty()) return Fatal(spec, unseen);
     }
-    const std::vector<TestSpec> steps = PlanSteps(spec, FixtureSteps(test));
     for (std::size_t i = 0; i < fixtures.size(); ++i) {
-      const TestSpec& step = steps[i];
-      if (step.world_size > job->size()) {
-        return Skip(spec,
-                    fmt::format("fixture {} needs {} ranks, launched "
-                                "with {}",
-                                step.fixture, step.world_size, job->size()));
-      }
-      if (!RunStep(*job, test, step, seq, static_cast<int>(i),
+      if (!RunStep(*job, test, steps[i], seq, static_cast<int>(i),
                    fixtures[i].get(), deadline()) ||
           PendingInterrupt() != 0) {
         return;

@@ -310,13 +310,17 @@ void AddFailures(const TestSpec& spec, std::vector<Item> items,
                    });
   // The first is marked when it is known to be first: what came next
   // followed from it, or came later than the parent's poll tick could blur;
-  // and when other ranks failed too: the same ranks failing at one line and
-  // then at the next is the program's order, which the lines already show.
+  // and when a rank not among the first's failed too: the same ranks (or
+  // some of them) failing at one line and then at the next is the
+  // program's order, which the lines already show.
   constexpr std::chrono::milliseconds kSameMoment(10);
   for (Group& g : groups) std::sort(g.ranks.begin(), g.ranks.end());
-  const bool others = std::any_of(
-      groups.begin(), groups.end(),
-      [&](const Group& g) { return g.ranks != groups.front().ranks; });
+  const bool others =
+      std::any_of(groups.begin(), groups.end(), [&](const Group& g) {
+        return !std::includes(groups.front().ranks.begin(),
+                              groups.front().ranks.end(), g.ranks.begin(),
+                              g.ranks.end());
+      });
   const bool ordered =
       groups.size() > 1 && others && groups.front().at &&
       !groups.front().follows &&

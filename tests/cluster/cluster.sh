@@ -64,15 +64,16 @@ down() {
     kill -KILL "${pids[@]}" 2>/dev/null || true
     sleep 0.1
   done
-  if [[ -f $state_root/$id/switch.pid ]]; then
-    kill -TERM "$(cat "$state_root/$id/switch.pid")" 2>/dev/null || true
-  fi
   for ns in "${all[@]}"; do
     ip netns del "$ns" 2>/dev/null || true
     rm -rf "/etc/netns/$ns"
   done
   rm -rf "${state_root:?}/$id"
   rmdir "$state_root" /etc/netns 2>/dev/null || true
+}
+
+valid_id() {
+  [[ $1 =~ ^[a-z0-9]{1,12}$ ]] || die "cluster id '$1': 1 to 12 of [a-z0-9]"
 }
 
 sweep() {
@@ -89,7 +90,7 @@ sweep() {
 
 up() {
   local id=$1 n=$2 mode=${3:-bridge} switch=${4:-}
-  [[ $id =~ ^[a-z0-9]{1,12}$ ]] || die "cluster id '$id': 1 to 12 of [a-z0-9]"
+  valid_id "$id"
   [[ $n =~ ^[0-9]+$ && $n -ge 2 && $n -le 8 ]] || die "nodes '$n': 2 to 8"
   check
   sweep
@@ -99,7 +100,8 @@ up() {
   echo "${DISTTEST_CLUSTER_OWNER:-$PPID}" >"$state_root/$id/owner"
   echo "$n" >"$state_root/$id/nodes"
   echo "$mode" >"$state_root/$id/mode"
-  trap 'down "$id"' ERR
+  # Whatever stops `up` half-way (a failed command, die) removes what it made.
+  trap 'down "$id"' EXIT
   ip netns add "$br"
   ip -n "$br" link set lo up
   case $mode in
@@ -144,11 +146,12 @@ up() {
     install -d -m 1777 "$state_root/$id/tmp-node$k"
   done
   install -d -m 1777 "$state_root/$id/shared"
-  trap - ERR
+  trap - EXIT
 }
 
 node_ns() {
   local id=$1 k=$2
+  valid_id "$id"
   [[ -f $state_root/$id/nodes ]] || die "no cluster '$id'"
   [[ $k =~ ^[0-9]+$ && $k -ge 1 && $k -le $(cat "$state_root/$id/nodes") ]] || die "cluster '$id' has no node '$k'"
   ns_of "$id" "$k"
@@ -159,7 +162,10 @@ shift || true
 case $cmd in
   check) check ;;
   up) up "$@" ;;
-  down) down "$1" ;;
+  down)
+    valid_id "${1:-}"
+    down "$1"
+    ;;
   sweep) sweep ;;
   exec)
     ns=$(node_ns "$1" "$2")
@@ -179,6 +185,7 @@ case $cmd in
     ;;
   impair)
     id=$1 delay=$2 loss=$3
+    valid_id "$id"
     mode=$(cat "$state_root/$id/mode")
     if [[ $mode == switch ]]; then
       printf 'delay %s\nloss %s\n' "$delay" "$loss" >"$state_root/$id/control"

@@ -356,6 +356,16 @@ TEST(JudgeTest, TheSameRanksFailingTwiceMarkNoFirstFailure) {
   ASSERT_THAT(f, SizeIs(2));
   EXPECT_EQ(f[0].message, "[ranks 0-2 of 3] first line");
   EXPECT_EQ(f[1].message, "[ranks 0-2 of 3] second line");
+  // Some of them failing again later: still the program's order.
+  {
+    RankReport r0 = FailedWith(0, "first line", t0, 1);
+    r0.results.push_back(
+        {RankMessage::Kind::kFatalFailure, "x.cc", 8, "only rank 0"});
+    r0.received.push_back(t0 + std::chrono::milliseconds(60));
+    auto g = Judge(Spec(2), {r0, FailedWith(1, "first line", t0, 2)});
+    ASSERT_THAT(g, SizeIs(2));
+    EXPECT_EQ(g[0].message, "[ranks 0-1 of 2] first line");
+  }
   // One rank more failing elsewhere: then the first is marked.
   RankReport other = FailedWith(3, "elsewhere", t0, 200);
   ranks.push_back(other);

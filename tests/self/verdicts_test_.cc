@@ -1157,6 +1157,9 @@ DIST_TEST_F(VerdictsPooledShort, CatchesAFailedRecv) {
   PrintProcess("CatchesAFailedRecv");
   if (rank() == 1) {
     int x = 0;
+    // A second, well inside the test's 4 s (the recv's own default would
+    // end 0.4 s before the deadline, too close on a loaded ASan build).
+    disttest::ScopedTimeout quick(comm(), std::chrono::milliseconds(1000));
     EXPECT_THROW(comm().recv(&x, 1, 0, /*tag=*/7), disttest::CommError);
     store().set("recv-failed", std::string_view("1"));
   } else {

@@ -113,16 +113,21 @@ void LaunchedJob::Goodbye() {
   std::vector<int> missing, never;
   for (int r = 0; r < size(); ++r) {
     try {
-      // Every test waited for every rank: one that never reached the
-      // store by now never will (each test failed naming it).
-      if (!store_->check({JoinedKey(r)})) {
+      // A test's start waited for every rank: one that never reached the
+      // store by then never will (that test failed naming it). Before any
+      // start (every test skipped), a slow rank is still waited for.
+      if (start_waited_ && !store_->check({JoinedKey(r)})) {
         never.push_back(r);
         continue;
       }
-      keys.push_back(ByeKey(r));
-      from.push_back(r);
+    } catch (const std::exception&) {
+    }
+    keys.push_back(ByeKey(r));
+    from.push_back(r);
+    try {
       if (!store_->check({keys.back()})) missing.push_back(r);
     } catch (const std::exception&) {
+      missing.push_back(r);
     }
   }
   if (!never.empty()) {

@@ -45,6 +45,9 @@ class LaunchedJob {
   RankLedgerView ReadLedger() const { return ledger_->Read(0, rank()); }
   // The number of the next test (every rank counts the same).
   int NextSeq() { return seq_++; }
+  // A test's start waited (its whole deadline, or until all came) for
+  // every rank: after one, a rank that never reached the store never will.
+  void NoteStartWaited() { start_waited_ = true; }
 
   // At the end of the run. Launchers such as mpirun end every process
   // once one exits with an error, so no rank may leave before rank 0 is
@@ -65,6 +68,7 @@ class LaunchedJob {
   Communicators communicators_;
   Watchdog watchdog_;
   int seq_ = 0;
+  bool start_waited_ = false;
 };
 
 }  // namespace disttest::internal::launched

@@ -98,6 +98,7 @@ void MeetAtTest(LaunchedJob& job, int seq, const std::string& name,
       keys.push_back(AtKey(seq, r));
       from.push_back(r);
     }
+    job.NoteStartWaited();  // Whatever Await says, it waited for all.
     job.liveness().Await(keys, deadline, from,
                          fmt::format("the start of {}", name));
     std::vector<std::string> elsewhere;
