@@ -288,7 +288,7 @@ TEST_F(ClusterTest, MpirunRunsTheSuiteAcrossTwoNodes) {
   const std::string report = ReadFile(xml);
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_EQ(Count(run.out, "[==========] Running"), 1u) << run.out;
-  EXPECT_THAT(run.out, HasSubstr("[  PASSED  ] 5 tests."));
+  EXPECT_THAT(run.out, HasSubstr("[  PASSED  ] 6 tests."));
   EXPECT_THAT(run.out,
               HasSubstr(fmt::format("serves the store on node1:{}", kPort)));
   ExpectRanksOnTheirNodes(report);
@@ -533,10 +533,15 @@ TEST_F(ClusterTest, FixtureWithoutASharedTmpdirFailsSayingSo) {
                         "DistributedFixture needs a TMPDIR that every node "
                         "shares; set TMPDIR to one shared directory on every "
                         "node (the fixture did not run)"));
-  EXPECT_THAT(run.node1.out, HasSubstr("[  PASSED  ] 4 tests."));
+  // ReadsTheShardsOnTwo (ranks 0 and 1, both on node1) and the sweep pass.
+  EXPECT_THAT(run.node1.out,
+              HasSubstr("[       OK ] ExternalWithFixture.ReadsTheShardsOnTwo/"
+                        "2ranks"));
+  EXPECT_THAT(run.node1.out, HasSubstr("[  PASSED  ] 5 tests."));
   EXPECT_EQ(run.node2.exit_code, 1) << run.node2.out << run.node2.err;
   EXPECT_LT(run.node1.elapsed, Bound(10)) << all;
-  EXPECT_THAT(all, Not(HasSubstr("marker-shards-ran")));
+  // The fixture (ranks 0 and 1) ran once, for the 2-rank test alone.
+  EXPECT_EQ(Count(all, "marker-shards-ran"), 2u) << all;
 }
 
 // A run killed mid-test leaves its cluster (the namespaces, the processes
@@ -642,7 +647,7 @@ TEST_P(ClusterLauncherTest, LauncherOnEachNodeRunsTheSuite) {
   EXPECT_EQ(run.node1.exit_code, 0) << run.node1.out << run.node1.err;
   EXPECT_EQ(run.node2.exit_code, 0) << run.node2.out << run.node2.err;
   EXPECT_EQ(Count(run.node1.out, "[==========] Running"), 1u);
-  EXPECT_THAT(run.node1.out, HasSubstr("[  PASSED  ] 5 tests."));
+  EXPECT_THAT(run.node1.out, HasSubstr("[  PASSED  ] 6 tests."));
   // Ranks other than 0 print no report.
   EXPECT_THAT(run.node2.out, Not(HasSubstr("[==========]")));
   // Slurm's port: 15000 + the job id's last 4 digits (4242).

@@ -112,6 +112,12 @@ DIST_TEST_F(ExternalWithFixture, ReadsTheShards, 4) {
   comm().barrier();
 }
 
+// At 2 ranks only ranks 0 and 1 use the fixture's directory: across nodes
+// (2 a node) it needs no shared TMPDIR.
+DIST_TEST_F(ExternalWithFixture, ReadsTheShardsOnTwo, 2) {
+  EXPECT_TRUE(std::filesystem::exists(shards_.dir() / "shard-1"));
+}
+
 DIST_TEST_F(External, DiesOnRank2, 4) {
   if (rank() == 2) {
     std::fflush(nullptr);
