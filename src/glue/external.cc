@@ -216,61 +216,67 @@ void Skip(const TestSpec& spec, const std::string& why) {
 
 // Rank 0 made the fixtures' directories, in its TMPDIR; a rank on another
 // node sees them only where every node shares that directory. Each rank
-// says whether it sees them, every rank reads what all said, and when one
-// of the first `users` (the ranks that run a step) does not, all fail the
-// test alike, before any fixture runs, with what this returns (else "").
-// The run goes on with the next test.
+// says whether it sees them, rank 0 reads what all said and shares its
+// finding, and when one of the first `users` (the ranks that run a step)
+// does not see them, all fail the test alike, before any fixture runs,
+// with what this returns (else ""). The run goes on with the next test.
 std::string FixtureDirsUnseen(LaunchedJob& job, int seq,
                               const std::string& joined, int users,
                               Clock::time_point deadline,
                               const std::string& name) {
-  bool seen = true;
-  for (const std::string& dir : FixtureDirs::Split(joined)) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) seen = false;
-  }
+  const std::vector<std::string> dirs = FixtureDirs::Split(joined);
+  const bool seen =
+      std::all_of(dirs.begin(), dirs.end(), [](const std::string& dir) {
+        std::error_code ec;
+        return std::filesystem::is_directory(dir, ec);
+      });
   const char* tmpdir = std::getenv("TMPDIR");
   job.store().set(
       launched::FixtureSeenKey(seq, job.rank()),
       fmt::format("{}\n{}\n{}", seen ? "seen" : "unseen", Hostname(),
                   tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp"));
-  std::vector<std::string> keys;
-  std::vector<int> from;
-  for (int r = 0; r < job.size(); ++r) {
-    keys.push_back(launched::FixtureSeenKey(seq, r));
-    from.push_back(r);
-  }
-  job.liveness().Await(keys, deadline, from,
-                       fmt::format("the fixtures of {}", name));
-  std::string rank0_host;
-  std::map<std::string, std::vector<int>> unseen;  // By host and TMPDIR.
-  for (int r = 0; r < job.size(); ++r) {
-    const std::vector<char> v =
-        job.store().get(keys[static_cast<std::size_t>(r)]);
-    const std::string text(v.begin(), v.end());
-    const auto a = text.find('\n'), b = text.find('\n', a + 1);
-    const std::string host = text.substr(a + 1, b - a - 1);
-    if (r == 0) rank0_host = host;
-    // Ranks beyond every step's world size never use them.
-    if (r < users && text.substr(0, a) != "seen") {
-      unseen[fmt::format("on {} (TMPDIR {})", host, text.substr(b + 1))]
+  std::string finding = "ok";
+  if (job.rank() == 0) {
+    std::vector<std::string> keys;
+    std::vector<int> from;
+    for (int r = 0; r < job.size(); ++r) {
+      keys.push_back(launched::FixtureSeenKey(seq, r));
+      from.push_back(r);
+    }
+    job.liveness().Await(keys, deadline, from,
+                         fmt::format("the fixtures of {}", name));
+    const std::string rank0_host = Hostname();
+    // Ranks beyond every step's world size never use the directories.
+    std::map<std::string, std::vector<int>> unseen;  // By host and TMPDIR.
+    for (int r = 0; r < std::min(users, job.size()); ++r) {
+      const std::vector<char> v =
+          job.store().get(keys[static_cast<std::size_t>(r)]);
+      const std::string text(v.begin(), v.end());
+      const auto a = text.find('\n'), b = text.find('\n', a + 1);
+      if (text.substr(0, a) == "seen") continue;
+      unseen[fmt::format("on {} (TMPDIR {})", text.substr(a + 1, b - a - 1),
+                         text.substr(b + 1))]
           .push_back(r);
     }
+    if (!unseen.empty()) {
+      std::vector<std::string> who;
+      for (const auto& [where, ranks] : unseen) {
+        who.push_back(fmt::format("rank{} {} {}", ranks.size() == 1 ? "" : "s",
+                                  fmt::join(ranks, ", "), where));
+      }
+      finding = fmt::format(
+          "{} cannot see the fixture director{} {}, which rank 0 made on {}: "
+          "under a launcher a DistributedFixture needs a TMPDIR that every "
+          "node shares; set TMPDIR to one shared directory on every node (the "
+          "fixture did not run)",
+          fmt::join(who, "; "), dirs.size() == 1 ? "y" : "ies",
+          fmt::join(dirs, ", "), rank0_host);
+    }
   }
-  if (unseen.empty()) return "";
-  std::vector<std::string> who;
-  for (const auto& [where, ranks] : unseen) {
-    who.push_back(fmt::format("rank{} {} {}", ranks.size() == 1 ? "" : "s",
-                              fmt::join(ranks, ", "), where));
-  }
-  const std::vector<std::string> dirs = FixtureDirs::Split(joined);
-  return fmt::format(
-      "{} cannot see the fixture director{} {}, which rank 0 made on {}: "
-      "under a launcher a DistributedFixture needs a TMPDIR that every node "
-      "shares; set TMPDIR to one shared directory on every node (the fixture "
-      "did not run)",
-      fmt::join(who, "; "), dirs.size() == 1 ? "y" : "ies",
-      fmt::join(dirs, ", "), rank0_host);
+  finding = launched::ShareFromRankZero(
+      job, launched::FixturesSeenKey(seq), finding, deadline,
+      fmt::format("the fixtures of {}", name));
+  return finding == "ok" ? "" : finding;
 }
 
 // One distributed step of a test (a fixture, or the test itself): the

@@ -13,6 +13,7 @@
 #include "disttest/error.h"
 #include "env/text.h"
 #include "launch/slurm.h"
+#include "rendezvous/wire.h"
 
 namespace disttest {
 namespace {
@@ -75,9 +76,10 @@ std::uint64_t Fnv1a(std::string_view text, std::uint64_t basis) {
 // the secret itself, which the store's HELLO would carry in clear text.
 std::string StoreToken(const EnvLookup& get) {
   if (const char* token = get(env::kStoreToken); IsSet(token)) {
-    if (std::string_view(token).size() > 1024) {
-      throw ConfigError(
-          fmt::format("{} is longer than 1024 bytes", env::kStoreToken));
+    if (std::string_view(token).size() > internal::kMaxTokenBytes) {
+      throw ConfigError(fmt::format("{} is longer than {} bytes",
+                                    env::kStoreToken,
+                                    internal::kMaxTokenBytes));
     }
     return token;
   }

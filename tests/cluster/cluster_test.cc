@@ -63,15 +63,6 @@ std::string Trim(std::string s) {
   return s;
 }
 
-std::size_t Count(const std::string& haystack, const std::string& needle) {
-  std::size_t n = 0;
-  for (auto at = haystack.find(needle); at != std::string::npos;
-       at = haystack.find(needle, at + 1)) {
-    ++n;
-  }
-  return n;
-}
-
 // The value of property `name` in a gtest XML <testcase> element.
 std::string Property(const std::string& testcase, const std::string& name) {
   const std::string key = "<property name=\"" + name + "\" value=\"";
@@ -287,7 +278,7 @@ TEST_F(ClusterTest, MpirunRunsTheSuiteAcrossTwoNodes) {
       xml, {{"TMPDIR", SharedDir()}});
   const std::string report = ReadFile(xml);
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
-  EXPECT_EQ(Count(run.out, "[==========] Running"), 1u) << run.out;
+  EXPECT_EQ(Occurrences(run.out, "[==========] Running"), 1u) << run.out;
   EXPECT_THAT(run.out, HasSubstr("[  PASSED  ] 6 tests."));
   EXPECT_THAT(run.out,
               HasSubstr(fmt::format("serves the store on node1:{}", kPort)));
@@ -332,6 +323,12 @@ TEST_F(ClusterTest, LinkDownMidTestFailsNamingTheLostNodesRanks) {
               HasSubstr("[  FAILED  ] External.RunsUntilTheLinkGoes/4ranks"));
   EXPECT_THAT(run.node1.out,
               HasSubstr("[  FAILED  ] External.AfterTheLinkWent/4ranks"));
+  // The next test fails at once, saying why; node2's ranks fail too.
+  EXPECT_THAT(run.node1.out,
+              HasSubstr("not run: the launched ranks stopped working together "
+                        "in an earlier test (rank "))
+      << all;
+  EXPECT_NE(run.node2.exit_code, 0) << run.node2.out << run.node2.err;
   EXPECT_EQ(RanksNaming(run.node1.out, "heartbeat"), (std::set<int>{2, 3}))
       << all;
   // Within the heartbeat bound and the time to notice it, not the test's
@@ -433,6 +430,7 @@ TEST_F(ClusterTest, SuitePassesOverLatencyAndLoss) {
   RecordProperty("clean_ms", std::to_string(clean.node1.elapsed.count()));
   RecordProperty("impaired_ms", std::to_string(slow.node1.elapsed.count()));
   EXPECT_EQ(clean.node1.exit_code, 0) << clean.node1.out << clean.node1.err;
+  EXPECT_EQ(clean.node2.exit_code, 0) << clean.node2.out << clean.node2.err;
   EXPECT_EQ(slow.node1.exit_code, 0) << slow.node1.out << slow.node1.err;
   EXPECT_EQ(slow.node2.exit_code, 0) << slow.node2.out << slow.node2.err;
   ExpectRanksOnTheirNodes(report);
@@ -464,13 +462,19 @@ TEST_F(ClusterTest, StoreRefusesAClientWithoutTheJobsToken) {
          Env with = env;
          with.push_back({"DISTTEST_STORE_TOKEN", "s3cret-of-this-job"});
          TwoNodes r = PerNode("torchrun", filter, xml, with, w);
-         return std::make_pair(r.node1.exit_code, r.node1.out + r.node1.err);
+         // Both nodes' exit: node2's ranks must pass too.
+         return std::make_pair(
+             r.node1.exit_code != 0 ? r.node1.exit_code : r.node2.exit_code,
+             r.node1.out + r.node1.err);
        },
        true},
       {"torchrun without a token",
        [&](const OutputWatch& w, const Env& env) {
          TwoNodes r = PerNode("torchrun", filter, xml, env, w);
-         return std::make_pair(r.node1.exit_code, r.node1.out + r.node1.err);
+         // Both nodes' exit: node2's ranks must pass too.
+         return std::make_pair(
+             r.node1.exit_code != 0 ? r.node1.exit_code : r.node2.exit_code,
+             r.node1.out + r.node1.err);
        },
        false},
   };
@@ -541,7 +545,7 @@ TEST_F(ClusterTest, FixtureWithoutASharedTmpdirFailsSayingSo) {
   EXPECT_EQ(run.node2.exit_code, 1) << run.node2.out << run.node2.err;
   EXPECT_LT(run.node1.elapsed, Bound(10)) << all;
   // The fixture (ranks 0 and 1) ran once, for the 2-rank test alone.
-  EXPECT_EQ(Count(all, "marker-shards-ran"), 2u) << all;
+  EXPECT_EQ(Occurrences(all, "marker-shards-ran"), 2u) << all;
 }
 
 // A run killed mid-test leaves its cluster (the namespaces, the processes
@@ -623,9 +627,9 @@ TEST_F(ClusterTest, ExampleSuitesPassAcrossTwoNodesUnderMpirun) {
     std::filesystem::remove(xml);
     EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
     EXPECT_FALSE(run.timed_out);
-    EXPECT_EQ(Count(run.out, "[==========] Running"), 1u);
-    EXPECT_GT(Count(report, "<testcase "), 10u) << report;
-    EXPECT_EQ(Count(report, "<failure "), 0u) << report;
+    EXPECT_EQ(Occurrences(run.out, "[==========] Running"), 1u);
+    EXPECT_GT(Occurrences(report, "<testcase "), 10u) << report;
+    EXPECT_EQ(Occurrences(report, "<failure "), 0u) << report;
     EXPECT_THAT(report,
                 HasSubstr("name=\"disttest_launcher\" value=\"openmpi\""));
   }
@@ -646,7 +650,7 @@ TEST_P(ClusterLauncherTest, LauncherOnEachNodeRunsTheSuite) {
   const std::string report = ReadFile(xml);
   EXPECT_EQ(run.node1.exit_code, 0) << run.node1.out << run.node1.err;
   EXPECT_EQ(run.node2.exit_code, 0) << run.node2.out << run.node2.err;
-  EXPECT_EQ(Count(run.node1.out, "[==========] Running"), 1u);
+  EXPECT_EQ(Occurrences(run.node1.out, "[==========] Running"), 1u);
   EXPECT_THAT(run.node1.out, HasSubstr("[  PASSED  ] 6 tests."));
   // Ranks other than 0 print no report.
   EXPECT_THAT(run.node2.out, Not(HasSubstr("[==========]")));

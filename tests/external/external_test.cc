@@ -97,16 +97,6 @@ class ExternalTest : public ::testing::TestWithParam<Launcher> {
     EXPECT_THAT(KillOrphans(), ::testing::IsEmpty());
     return r;
   }
-
-  static std::size_t Count(const std::string& haystack,
-                           const std::string& needle) {
-    std::size_t n = 0;
-    for (std::size_t at = haystack.find(needle); at != std::string::npos;
-         at = haystack.find(needle, at + 1)) {
-      ++n;
-    }
-    return n;
-  }
 };
 
 TEST_P(ExternalTest, RankZeroReportsEveryRanksResultsOnce) {
@@ -118,8 +108,8 @@ TEST_P(ExternalTest, RankZeroReportsEveryRanksResultsOnce) {
   const std::string failure =
       "external_child_.cc:" + std::to_string(LineOf("marker-external-fail")) +
       ": Failure\n[rank 1/4] ";
-  EXPECT_EQ(Count(r.run.out, failure), 1u) << r.all;
-  EXPECT_EQ(Count(r.run.out, "[==========] Running"), 1u) << r.all;
+  EXPECT_EQ(Occurrences(r.run.out, failure), 1u) << r.all;
+  EXPECT_EQ(Occurrences(r.run.out, "[==========] Running"), 1u) << r.all;
   EXPECT_THAT(r.run.out, HasSubstr("needs 8 ranks, launched with 4"));
   EXPECT_THAT(r.run.out,
               HasSubstr("all 4 ranks skipped: marker-external-skip"));
@@ -128,7 +118,7 @@ TEST_P(ExternalTest, RankZeroReportsEveryRanksResultsOnce) {
   EXPECT_THAT(r.run.err, Not(HasSubstr("marker-body rank 2 of 2")));
   EXPECT_THAT(r.run.err, HasSubstr("marker-body rank 3 of 4\n"));
   // Ranks other than 0 print nothing on stdout.
-  EXPECT_EQ(Count(r.run.out, "Running main() from"), 1u) << r.run.out;
+  EXPECT_EQ(Occurrences(r.run.out, "Running main() from"), 1u) << r.run.out;
   for (const char* name : {"Passes/1ranks", "Passes/2ranks", "Passes/4ranks",
                            "ReadsTheShards/4ranks"}) {
     EXPECT_THAT(TestCaseXml(r.xml, name), HasSubstr("result=\"completed\""))

@@ -146,6 +146,15 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+std::size_t Occurrences(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
 std::string TestCaseXml(const std::string& xml, const std::string& name) {
   std::size_t start = xml.find("<testcase name=\"" + name + "\"");
   if (start == std::string::npos) return "";

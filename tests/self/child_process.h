@@ -60,6 +60,9 @@ std::string ReadFile(const std::string& path);
 // a test failure, when none does.
 int LineIn(const std::string& path, const std::string& marker);
 
+// How often `needle` occurs in `text` (occurrences that do not overlap).
+std::size_t Occurrences(const std::string& text, const std::string& needle);
+
 // The <testcase name="name" .../> element of a gtest XML report, or "".
 std::string TestCaseXml(const std::string& xml, const std::string& name);
 

@@ -34,14 +34,10 @@ using ::testing::Not;
 std::map<std::string, std::pair<int, int>> PoolLines(const std::string& out,
                                                      int rank);
 
-// How often `needle` occurs in `haystack`.
+// How often `needle` occurs in `haystack` (an int, as the counts it is
+// compared with).
 int Count(const std::string& haystack, const std::string& needle) {
-  int n = 0;
-  for (std::size_t at = haystack.find(needle); at != std::string::npos;
-       at = haystack.find(needle, at + needle.size())) {
-    ++n;
-  }
-  return n;
+  return static_cast<int>(Occurrences(haystack, needle));
 }
 
 class VerdictsTest : public ::testing::TestWithParam<ChildSetup> {

@@ -58,6 +58,10 @@ inline std::string FixtureDirsKey(int seq) {
 inline std::string FixtureSeenKey(int seq, int rank) {
   return fmt::format("external/{}/fixture-seen/{}", seq, rank);
 }
+// What rank 0 found in every rank's FixtureSeenKey: "ok", or the failure.
+inline std::string FixturesSeenKey(int seq) {
+  return fmt::format("external/{}/fixtures-seen", seq);
+}
 inline std::string CommunicatorPrefix(int generation, const std::string& key) {
   return fmt::format("external/comm/{}/{}", generation, key);
 }
