@@ -15,6 +15,7 @@
 #include "harness/descendants.h"
 #include "harness/resources.h"
 #include "harness/stack_dump.h"
+#include "harness/stack_tree.h"
 
 namespace disttest::internal {
 namespace {
@@ -362,6 +363,7 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline,
     group_.DrainChannels();
     group_.ObserveExits();
     PrintParagraph(stuck, reason);
+    for (RankGroup::Rank* rank : stuck) ExcuseIfItFailedMeanwhile(*rank);
   }
   group_.Kill(reason);
   grace_deadline_.reset();
@@ -387,6 +389,20 @@ void Supervisor::PrintParagraph(const std::vector<RankGroup::Rank*>& stuck,
   if (text.empty()) return;
   std::printf("[ disttest ] %s: %s\n", group_.Subject().c_str(), text.c_str());
   std::fflush(stdout);
+}
+
+void Supervisor::ExcuseIfItFailedMeanwhile(RankGroup::Rank& rank) {
+  if (!rank.exited && !rank.report.done) return;
+  if (!rank.report.killed_because.empty()) return;
+  const bool failed =
+      std::any_of(rank.report.results.begin(), rank.report.results.end(),
+                  [](const RankMessage& m) {
+                    return m.kind == RankMessage::Kind::kFatalFailure;
+                  });
+  if (!failed) return;
+  rank.report.overran.clear();
+  // What the stack tool said of a process that had ended, not a stack.
+  if (ParseStacks(rank.report.stack).empty()) rank.report.stack.clear();
 }
 
 std::vector<RankReport> RunTest(const TestSpec& spec,

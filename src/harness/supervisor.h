@@ -81,7 +81,8 @@ class Supervisor {
   void StreamFirstFailure(const RankGroup::Rank& rank, const std::string& what);
   // Takes the stacks of the ranks still running, then kills them. At the
   // test's `deadline` the ranks still running have overrun it, whatever
-  // they do while the stacks are taken.
+  // they do while the stacks are taken, unless what they do is fail by
+  // themselves (ExcuseIfItFailedMeanwhile).
   void KillStuck(const std::string& reason, bool deadline,
                  std::chrono::milliseconds stack_deadline);
   // When a rank has waited in a collective for a while: the first one
@@ -93,6 +94,12 @@ class Supervisor {
   // (collective_report.h), before they are killed.
   void PrintParagraph(const std::vector<RankGroup::Rank*>& stuck,
                       const std::string& reason);
+  // A rank that was running at the deadline but, while the stacks were
+  // taken, failed (a collective of its own gave up, naming the peer it
+  // waited for) and ended or reported its verdict: its failure says why it
+  // was late, and no overrun or stack of a process that is gone is added
+  // to it. A rank that passed meanwhile still overran.
+  void ExcuseIfItFailedMeanwhile(RankGroup::Rank& rank);
 
   // SIGTERM and SIGINT end this test with its report (interrupt.h).
   InterruptGuard interrupts_;

@@ -455,10 +455,9 @@ TEST_P(VerdictsTest, TimeoutScaleMultipliesTheTimeout) {
   EXPECT_LT(bad.run.elapsed, std::chrono::seconds(2));
 }
 
-// The timeout is decided when it expires: a rank that ends while the
-// harness takes its stack (a slow stack tool: this one takes 2 s) has still
-// overrun it.
-TEST_P(VerdictsTest, RankThatEndsWhileItsStackIsTakenHasTimedOut) {
+// Runs `test` (of 2 ranks) with a 1 s timeout and a stack tool that takes
+// 2 s and prints marker-slow-stack-tool, no stack.
+Verdict RunWithSlowStackTool(const ChildSetup& setup, const std::string& test) {
   const std::string dir = TempPath(".tools");
   std::filesystem::create_directory(dir);
   {
@@ -468,16 +467,43 @@ TEST_P(VerdictsTest, RankThatEndsWhileItsStackIsTakenHasTimedOut) {
   std::filesystem::permissions(dir + "/eu-stack",
                                std::filesystem::perms::owner_all);
   const char* path = std::getenv("PATH");
-  Verdict v = Run("VerdictsShortTimeout.FinishesJustAfterTheTimeout/2ranks",
+  Verdict v =
+      RunVerdicts(setup, test,
                   {{"DISTTEST_TIMEOUT", "1"},
                    {"PATH", dir + ":" + (path != nullptr ? path : "")}});
   std::filesystem::remove_all(dir);
+  return v;
+}
+
+// The timeout is decided when it expires: a rank that ends while the
+// harness takes its stack (a slow stack tool: this one takes 2 s) has still
+// overrun it.
+TEST_P(VerdictsTest, RankThatEndsWhileItsStackIsTakenHasTimedOut) {
+  Verdict v = RunWithSlowStackTool(
+      GetParam(), "VerdictsShortTimeout.FinishesJustAfterTheTimeout/2ranks");
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
   EXPECT_THAT(v.run.out,
               HasSubstr("[rank 1/2] did not finish in time: the test timed "
                         "out after 1000 ms; it ended by itself only while "
                         "disttest took the stacks; it was here:\n"));
   EXPECT_THAT(v.run.out, HasSubstr("marker-slow-stack-tool"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/2]")));
+}
+
+// Unless it failed meanwhile (as a collective of its own gives up when the
+// ranks started late): its failure is why it was late, and nothing is
+// added to it: no overrun, no "stack" of a process that had ended.
+TEST_P(VerdictsTest, RankThatFailsWhileItsStackIsTakenIsJudgedByItsFailure) {
+  Verdict v = RunWithSlowStackTool(
+      GetParam(), "VerdictsShortTimeout.FailsJustAfterTheTimeout/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("[  FAILED  ] VerdictsShortTimeout."
+                                   "FailsJustAfterTheTimeout/2ranks"));
+  EXPECT_EQ(Occurrences(v.run.out, "marker-fails-late"), 1u) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] Failed\nmarker-fails-late"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("did not finish in time"))) << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("marker-slow-stack-tool"))) << v.run.out;
   EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/2]")));
 }
 
@@ -1453,7 +1479,7 @@ TEST_P(VerdictsTest, TimedOutCollectiveSaysWhatTheMissingRankDidLast) {
   Verdict v = Run("VerdictsShortTimeout.StopsAfterABroadcast/4ranks");
   EXPECT_EQ(v.run.exit_code, 1);
   const std::string text =
-      "timed out after 2700 ms waiting for rank 2 (same-host arena): rank 2's "
+      "timed out after 1500 ms waiting for rank 2 (same-host arena): rank 2's "
       "last collective was #1 broadcast(16 x int32, root 0)";
   // The first to time out say so (the others may see one of them give up
   // first), and that is the first failure.
@@ -1471,9 +1497,10 @@ TEST_P(VerdictsTest, TimedOutCollectiveSaysWhatTheMissingRankDidLast) {
   EXPECT_EQ(RanksNaming(v.run.out, "the test body threw disttest::CommError: "),
             (std::set<int>{0, 1, 3}))
       << v.run.out;
+  // Ended by the failure grace, not at the test's deadline.
   EXPECT_THAT(v.run.out,
-              HasSubstr("[rank 2/4] was killed by disttest: the test timed out "
-                        "after 3000 ms"));
+              HasSubstr("[rank 2/4] was killed by disttest: still running "
+                        "300 ms after rank "));
   // The verdict starts with the ledger's paragraph: which collective, who
   // is in it (and where they called it), who is not and where it is.
   const std::string at = "verdicts_test_.cc:";
@@ -1481,9 +1508,9 @@ TEST_P(VerdictsTest, TimedOutCollectiveSaysWhatTheMissingRankDidLast) {
       "verdicts_test_.cc:{}: Failure\n"
       "collective #2 on the world communicator never completed:\n"
       "  ranks 0-1, 3 (3 ranks) failed in allreduce(8 x float32, sum) at {}{} "
-      "after 2.",
+      "after 1.",
       LineOf("marker-stops-after-broadcast") - 3, at,
-      LineOf("marker-stops-after-broadcast") + 2);
+      LineOf("marker-stops-after-broadcast") + 4);
   EXPECT_THAT(v.run.out, HasSubstr(paragraph)) << v.run.out;
   EXPECT_THAT(v.run.out,
               HasSubstr(fmt::format(
@@ -1511,7 +1538,7 @@ TEST_P(VerdictsTest, HangReportNamesTheRankThatNeverCame) {
               HasSubstr(fmt::format(
                   "collective #1 on the world communicator never completed:\n"
                   "  ranks 0-1, 3 (3 ranks) failed in allreduce(8 x float32, "
-                  "sum) at verdicts_test_.cc:{} after 2.",
+                  "sum) at verdicts_test_.cc:{} after 1.",
                   LineOf("marker-waits-for-2"))))
       << v.run.out;
   EXPECT_THAT(v.run.out,
@@ -1522,8 +1549,8 @@ TEST_P(VerdictsTest, HangReportNamesTheRankThatNeverCame) {
               HasSubstr(fmt::format(
                   "s ago; it is now at verdicts_test_.cc:{} (stack below)",
                   LineOf("marker-never-comes"))));
-  // The collectives' deadline (0.9 of the 3 s timeout), the stack, the
-  // verdict.
+  // The test's 3 s deadline (the others' allreduce gave up at 1.5 s), the
+  // stack, the verdict.
   EXPECT_LT(v.run.elapsed, std::chrono::seconds(3 + 15));
 }
 
@@ -1693,7 +1720,7 @@ TEST_P(VerdictsTest, TraceHasEachRanksTimelineItsCollectivesAndItsFailures) {
       continue;
     }
     EXPECT_EQ(spans[r].count(fmt::format(
-                  "allreduce(8 x float32, sum) #2 {}{} failed", at, line + 2)),
+                  "allreduce(8 x float32, sum) #2 {}{} failed", at, line + 4)),
               1u);
     EXPECT_EQ(failures[r], 1);
   }

@@ -159,6 +159,13 @@ DIST_TEST_F(VerdictsShortTimeout, FinishesJustAfterTheTimeout) {
   if (rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1300));
 }
 
+// Rank 1 fails 300 ms after a 1 s timeout, while its stack is taken.
+DIST_TEST_F(VerdictsShortTimeout, FailsJustAfterTheTimeout) {
+  if (rank() != 1) return;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  FAIL() << "marker-fails-late";
+}
+
 DIST_TEST_F(VerdictsShortTimeout, StopsItself) {
   if (rank() == 1) raise(SIGSTOP);
 }
@@ -266,6 +273,8 @@ DIST_TEST_F(VerdictsShortTimeout, StopsAfterABroadcast, 4) {
   comm().broadcast(v.data(), v.size(), 0);
   if (rank() == 2) pause();  // marker-stops-after-broadcast
   std::vector<float> x(8, 1.0f);
+  // Well before the test's 3 s deadline, however late the ranks started.
+  disttest::ScopedTimeout quick(comm(), std::chrono::milliseconds(1500));
   comm().allreduce(x.data(), x.size(), disttest::ReduceOp::kSum);
 }
 
@@ -274,6 +283,7 @@ DIST_TEST_F(VerdictsShortTimeout, OneRankNeverComes, 4) {
   if (rank() == 2) pause();  // marker-never-comes
   std::vector<float> x(8, 1.0f);
   const auto sum = disttest::ReduceOp::kSum;
+  disttest::ScopedTimeout quick(comm(), std::chrono::milliseconds(1500));
   comm().allreduce(x.data(), x.size(), sum);  // marker-waits-for-2
 }
 
