@@ -19,9 +19,10 @@
 # The links are veth pairs into a kernel bridge ("bridge", the default), or
 # TAP devices of a user-space hub (tests/cluster/netem_switch.cc, "switch")
 # where the kernel has no netem: `impair` then sets the hub's delay and loss.
-# Each node has its own /tmp (as nodes do: /run/disttest-cluster/<id>/
-# tmp-node<k> mounted there); /run/disttest-cluster/<id>/shared is the
-# directory every node sees, as an NFS mount would be.
+# Each node has its own temporary directory (as nodes have their own /tmp):
+# TMPDIR is /run/disttest-cluster/<id>/tmp-node<k>, and the other nodes'
+# are hidden from it; /run/disttest-cluster/<id>/shared is the directory
+# every node sees, as an NFS mount would be.
 # Names: namespaces disttest-<id>-br and disttest-<id>-n<k>, state in
 # /run/disttest-cluster/<id> (the owner's pid: `up` sweeps clusters whose
 # owner is gone, as after a killed test run).
@@ -170,14 +171,25 @@ case $cmd in
   exec)
     ns=$(node_ns "$1" "$2")
     node=node$2
-    tmp=$state_root/$1/tmp-node$2
+    state=$state_root/$1
     shift 2
-    # Its own hostname (a UTS namespace) and /tmp in the node's network
-    # namespace (ip netns exec gives each command a mount namespace of its
-    # own, where the bind mount stays).
-    exec ip netns exec "$ns" unshare --uts -- sh -c \
-      'hostname "$1" && mount --bind "$2" /tmp && shift 2 && exec "$@"' \
-      sh "$node" "$tmp" "$@"
+    # Its own hostname (a UTS namespace) and temporary directory: TMPDIR is
+    # the node's tmp-node<k> (unless the command's TMPDIR is in the cluster,
+    # the shared directory), and the other nodes' are hidden under empty
+    # tmpfs mounts. (ip netns exec gives each command a mount namespace of
+    # its own, where the mounts stay. /tmp itself is left alone: a checkout
+    # under /tmp stays visible.)
+    exec ip netns exec "$ns" unshare --uts -- sh -c '
+      hostname "$1" && state=$2 && shift 2 || exit 1
+      for d in "$state"/tmp-node*; do
+        [ "$d" = "$state/tmp-$(hostname)" ] && continue
+        mount -t tmpfs -o size=1m disttest-hidden "$d" || exit 1
+      done
+      case ${TMPDIR:-} in
+        "$state"/*) ;;
+        *) TMPDIR=$state/tmp-$(hostname) && export TMPDIR ;;
+      esac
+      exec "$@"' sh "$node" "$state" "$@"
     ;;
   link)
     ns=$(node_ns "$1" "$2")

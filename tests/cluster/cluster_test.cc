@@ -210,7 +210,7 @@ class ClusterTest : public ::testing::Test {
   }
 
   // The directory every node sees (as an NFS mount would be); each node's
-  // /tmp is its own.
+  // TMPDIR is its own (cluster.sh).
   std::string SharedDir() const {
     return "/run/disttest-cluster/" + id_ + "/shared";
   }
@@ -529,8 +529,10 @@ TEST_F(ClusterTest, FixtureWithoutASharedTmpdirFailsSayingSo) {
   // Said once, by rank 0 for all, before the fixture ran; then the next
   // test runs.
   EXPECT_THAT(run.node1.out,
-              HasSubstr("ranks 2, 3 on node2 (TMPDIR /tmp) cannot see the "
-                        "fixture directory /tmp/disttest-Shards-"))
+              HasSubstr(fmt::format(
+                  "ranks 2, 3 on node2 (TMPDIR {0}/tmp-node2) cannot see the "
+                  "fixture directory {0}/tmp-node1/disttest-Shards-",
+                  "/run/disttest-cluster/" + id_)))
       << all;
   EXPECT_THAT(run.node1.out,
               HasSubstr(", which rank 0 made on node1: under a launcher a "
