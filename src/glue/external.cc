@@ -441,6 +441,19 @@ void RunExternal(DistributedTest& test) {
     RunStep(*job, test, steps.back(), seq, static_cast<int>(fixtures.size()),
             nullptr, deadline());
   } catch (const std::exception& e) {
+    // The first test that breaks the run: a rank other than 0 says so on
+    // its own stderr too (its gtest output is dropped, and rank 0 may never
+    // hear of it); the tests after fail at once, saying it again.
+    static bool said = false;
+    if (job->rank() != 0 && !said) {
+      said = true;
+      std::fprintf(stderr,
+                   "[ disttest ] rank %d of %d on %s: %s: %s; this rank's "
+                   "later tests fail at once\n",
+                   job->rank(), job->size(), Hostname().c_str(),
+                   spec.name.c_str(), e.what());
+      std::fflush(stderr);
+    }
     job->liveness().Break(e.what());
     job->communicators().Drop();
     Fatal(spec, e.what());

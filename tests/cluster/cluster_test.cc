@@ -329,6 +329,21 @@ TEST_F(ClusterTest, LinkDownMidTestFailsNamingTheLostNodesRanks) {
                         "in an earlier test (rank "))
       << all;
   EXPECT_NE(run.node2.exit_code, 0) << run.node2.out << run.node2.err;
+  // node2's own log says what its ranks saw, and their failures that
+  // could not reach rank 0.
+  for (int r : {2, 3}) {
+    EXPECT_THAT(run.node2.err,
+                HasSubstr(fmt::format("[ disttest ] rank {} of 4 on node2: "
+                                      "External.RunsUntilTheLinkGoes/4ranks: ",
+                                      r)))
+        << run.node2.err;
+    EXPECT_THAT(run.node2.err,
+                HasSubstr(fmt::format(
+                    "[ disttest ] rank {} of 4, External.RunsUntilTheLinkGoes/"
+                    "4ranks (rank 0 could not be told): ",
+                    r)))
+        << run.node2.err;
+  }
   EXPECT_EQ(RanksNaming(run.node1.out, "heartbeat"), (std::set<int>{2, 3}))
       << all;
   // Within the heartbeat bound and the time to notice it, not the test's

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <set>
@@ -107,9 +108,15 @@ class LaunchedRankHost : public RankHost {
     job_.watchdog().Disarm();
     environment_.Restore();
     const int r = job_.rank();
-    for (std::size_t i = 0; i < results_.size(); ++i) {
-      job_.store().set(keys_.Message(r, i),
-                       EncodeRankMessage(results_[i], 1 << 20));
+    std::size_t sent = 0;
+    try {
+      for (; sent < results_.size(); ++sent) {
+        job_.store().set(keys_.Message(r, sent),
+                         EncodeRankMessage(results_[sent], 1 << 20));
+      }
+    } catch (const std::exception&) {
+      SayHere(sent);
+      throw;
     }
     // With its collective ledger, for rank 0's report when the test
     // failed anywhere (a few hundred bytes; no extra request), and how long
@@ -122,11 +129,35 @@ class LaunchedRankHost : public RankHost {
       }
       done += '\n' + EncodeLedger(view, LedgerRecords());
     }
-    job_.store().set(keys_.Done(r), done);
+    try {
+      job_.store().set(keys_.Done(r), done);
+    } catch (const std::exception&) {
+      SayHere(results_.size());
+      throw;
+    }
     return verdict;
   }
 
  private:
+  // Rank 0 cannot be told (its store is gone): this rank's failures from
+  // the `sent`-th on go to its own stderr, the one output of a rank other
+  // than 0 that is kept, rather than nowhere.
+  void SayHere(std::size_t sent) const {
+    for (std::size_t i = sent; i < results_.size(); ++i) {
+      const RankMessage& m = results_[i];
+      if (m.kind != RankMessage::Kind::kFatalFailure &&
+          m.kind != RankMessage::Kind::kNonFatalFailure) {
+        continue;
+      }
+      std::fprintf(stderr,
+                   "[ disttest ] rank %d of %d, %s (rank 0 could not be "
+                   "told): %s:%d: %s\n",
+                   job_.rank(), n_, what_.c_str(), m.file.c_str(), m.line,
+                   m.message.c_str());
+    }
+    std::fflush(stderr);
+  }
+
   const bool compare_calls_;
   LaunchedJob& job_;
   const StepKeys& keys_;
