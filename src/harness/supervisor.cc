@@ -315,6 +315,7 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline,
                            std::chrono::milliseconds stack_deadline) {
   std::vector<pid_t> pids;
   std::vector<RankGroup::Rank*> stuck;
+  std::vector<std::size_t> results_at_deadline;  // Of each stuck rank.
   group_.DrainChannels();  // A rank that reported its verdict is not stuck.
   group_.ObserveExits();
   for (RankGroup::Rank& rank : group_.ranks()) {
@@ -335,6 +336,7 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline,
     }
     pids.push_back(rank.pid);
     stuck.push_back(&rank);
+    results_at_deadline.push_back(rank.report.results.size());
     if (group_.launcher().Stopped(rank.pid) &&
         rank.report.killed_because.empty()) {
       rank.report.killed_because = fmt::format(
@@ -362,8 +364,13 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline,
     // stuck, and is not killed.
     group_.DrainChannels();
     group_.ObserveExits();
-    PrintParagraph(stuck, reason);
-    for (RankGroup::Rank* rank : stuck) ExcuseIfItFailedMeanwhile(*rank);
+    std::vector<RankGroup::Rank*> still;
+    for (std::size_t i = 0; i < stuck.size(); ++i) {
+      if (!ExcuseIfItFailedMeanwhile(*stuck[i], results_at_deadline[i])) {
+        still.push_back(stuck[i]);
+      }
+    }
+    PrintParagraph(still, reason);
   }
   group_.Kill(reason);
   grace_deadline_.reset();
@@ -391,18 +398,27 @@ void Supervisor::PrintParagraph(const std::vector<RankGroup::Rank*>& stuck,
   std::fflush(stdout);
 }
 
-void Supervisor::ExcuseIfItFailedMeanwhile(RankGroup::Rank& rank) {
-  if (!rank.exited && !rank.report.done) return;
-  if (!rank.report.killed_because.empty()) return;
-  const bool failed =
-      std::any_of(rank.report.results.begin(), rank.report.results.end(),
-                  [](const RankMessage& m) {
-                    return m.kind == RankMessage::Kind::kFatalFailure;
-                  });
-  if (!failed) return;
+bool Supervisor::ExcuseIfItFailedMeanwhile(RankGroup::Rank& rank,
+                                           std::size_t from) {
+  if (!rank.exited && !rank.report.done) return false;
+  if (!rank.report.killed_because.empty()) return false;
+  const std::vector<RankMessage>& results = rank.report.results;
+  const bool failed = std::any_of(
+      results.begin() +
+          static_cast<std::ptrdiff_t>(std::min(from, results.size())),
+      results.end(), [](const RankMessage& m) {
+        return m.kind == RankMessage::Kind::kFatalFailure;
+      });
+  if (!failed) return false;
   rank.report.overran.clear();
   // What the stack tool said of a process that had ended, not a stack.
   if (ParseStacks(rank.report.stack).empty()) rank.report.stack.clear();
+  // Its collectives as it left them (it failed in one, say), not as they
+  // were at the deadline.
+  if (const LedgerMemory* ledger = group_.ledger()) {
+    rank.report.ledger = ledger->Read(rank.report.rank);
+  }
+  return true;
 }
 
 std::vector<RankReport> RunTest(const TestSpec& spec,

@@ -95,11 +95,13 @@ class Supervisor {
   void PrintParagraph(const std::vector<RankGroup::Rank*>& stuck,
                       const std::string& reason);
   // A rank that was running at the deadline but, while the stacks were
-  // taken, failed (a collective of its own gave up, naming the peer it
-  // waited for) and ended or reported its verdict: its failure says why it
-  // was late, and no overrun or stack of a process that is gone is added
-  // to it. A rank that passed meanwhile still overran.
-  void ExcuseIfItFailedMeanwhile(RankGroup::Rank& rank);
+  // taken, failed (its results from the `from`-th, those that came after
+  // the deadline, hold a fatal failure: a collective of its own gave up,
+  // naming the peer it waited for) and ended or reported its verdict: its
+  // failure says why it was late, and no overrun or stack of a process that
+  // is gone is added to it; true then. A rank that passed meanwhile, or
+  // whose only fatal failure came before the deadline, still overran.
+  bool ExcuseIfItFailedMeanwhile(RankGroup::Rank& rank, std::size_t from);
 
   // SIGTERM and SIGINT end this test with its report (interrupt.h).
   InterruptGuard interrupts_;

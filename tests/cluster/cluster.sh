@@ -174,20 +174,24 @@ case $cmd in
     state=$state_root/$1
     shift 2
     # Its own hostname (a UTS namespace) and temporary directory: TMPDIR is
-    # the node's tmp-node<k> (unless the command's TMPDIR is in the cluster,
-    # the shared directory), and the other nodes' are hidden under empty
-    # tmpfs mounts. (ip netns exec gives each command a mount namespace of
-    # its own, where the mounts stay. /tmp itself is left alone: a checkout
-    # under /tmp stays visible.)
+    # the node's tmp-node<k> (unless the command's TMPDIR is the cluster's
+    # shared directory), and the other nodes' are hidden under empty,
+    # read-only tmpfs mounts. (ip netns exec gives each command a mount
+    # namespace of its own, where the mounts stay. /tmp itself is left
+    # alone: a checkout under /tmp stays visible.) A command started from
+    # another node (by mpirun's rsh agent) brings that node's mounts along,
+    # this node's own directory hidden among them: they come off first.
     exec ip netns exec "$ns" unshare --uts -- sh -c '
-      hostname "$1" && state=$2 && shift 2 || exit 1
+      node=$1 state=$2 && shift 2 && hostname "$node" || exit 1
+      own=$state/tmp-$node
+      while umount "$own" 2>/dev/null; do :; done
       for d in "$state"/tmp-node*; do
-        [ "$d" = "$state/tmp-$(hostname)" ] && continue
-        mount -t tmpfs -o size=1m disttest-hidden "$d" || exit 1
+        [ "$d" = "$own" ] && continue
+        mount -t tmpfs -o ro,size=1m disttest-hidden "$d" || exit 1
       done
       case ${TMPDIR:-} in
-        "$state"/*) ;;
-        *) TMPDIR=$state/tmp-$(hostname) && export TMPDIR ;;
+        "$state"/shared | "$state"/shared/*) ;;
+        *) TMPDIR=$own && export TMPDIR ;;
       esac
       exec "$@"' sh "$node" "$state" "$@"
     ;;

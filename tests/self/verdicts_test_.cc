@@ -166,6 +166,14 @@ DIST_TEST_F(VerdictsShortTimeout, FailsJustAfterTheTimeout) {
   FAIL() << "marker-fails-late";
 }
 
+// Rank 1 fails fatally at once (in a helper, which the failure returns
+// from), then runs on until 300 ms after a 1 s timeout.
+DIST_TEST_F(VerdictsShortTimeout, FailsEarlyAndFinishesLate) {
+  if (rank() != 1) return;
+  [] { FAIL() << "marker-fails-early"; }();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+}
+
 DIST_TEST_F(VerdictsShortTimeout, StopsItself) {
   if (rank() == 1) raise(SIGSTOP);
 }
@@ -273,7 +281,7 @@ DIST_TEST_F(VerdictsShortTimeout, StopsAfterABroadcast, 4) {
   comm().broadcast(v.data(), v.size(), 0);
   if (rank() == 2) pause();  // marker-stops-after-broadcast
   std::vector<float> x(8, 1.0f);
-  // Well before the test's 3 s deadline, however late the ranks started.
+  // 1.5 s: well before the 3 s deadline, even when the ranks start late.
   disttest::ScopedTimeout quick(comm(), std::chrono::milliseconds(1500));
   comm().allreduce(x.data(), x.size(), disttest::ReduceOp::kSum);
 }

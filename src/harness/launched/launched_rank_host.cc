@@ -108,14 +108,13 @@ class LaunchedRankHost : public RankHost {
     job_.watchdog().Disarm();
     environment_.Restore();
     const int r = job_.rank();
-    std::size_t sent = 0;
     try {
-      for (; sent < results_.size(); ++sent) {
-        job_.store().set(keys_.Message(r, sent),
-                         EncodeRankMessage(results_[sent], 1 << 20));
+      for (std::size_t i = 0; i < results_.size(); ++i) {
+        job_.store().set(keys_.Message(r, i),
+                         EncodeRankMessage(results_[i], 1 << 20));
       }
     } catch (const std::exception&) {
-      SayHere(sent);
+      SayHere();
       throw;
     }
     // With its collective ledger, for rank 0's report when the test
@@ -132,27 +131,29 @@ class LaunchedRankHost : public RankHost {
     try {
       job_.store().set(keys_.Done(r), done);
     } catch (const std::exception&) {
-      SayHere(results_.size());
+      SayHere();
       throw;
     }
     return verdict;
   }
 
  private:
-  // Rank 0 cannot be told (its store is gone): this rank's failures from
-  // the `sent`-th on go to its own stderr, the one output of a rank other
-  // than 0 that is kept, rather than nowhere.
-  void SayHere(std::size_t sent) const {
-    for (std::size_t i = sent; i < results_.size(); ++i) {
-      const RankMessage& m = results_[i];
+  // Rank 0 may not have been told (its store is out of reach, and it reads
+  // a rank's results only once its verdict has come): this rank's failures
+  // go to its own stderr, the one output of a rank other than 0 that is
+  // kept, rather than nowhere.
+  void SayHere() const {
+    for (const RankMessage& m : results_) {
       if (m.kind != RankMessage::Kind::kFatalFailure &&
           m.kind != RankMessage::Kind::kNonFatalFailure) {
         continue;
       }
+      const std::string where =
+          m.file.empty() ? "" : fmt::format("{}:{}: ", m.file, m.line);
       std::fprintf(stderr,
-                   "[ disttest ] rank %d of %d, %s (rank 0 could not be "
-                   "told): %s:%d: %s\n",
-                   job_.rank(), n_, what_.c_str(), m.file.c_str(), m.line,
+                   "[ disttest ] rank %d of %d, %s (rank 0 may not have been "
+                   "told): %s%s\n",
+                   job_.rank(), n_, what_.c_str(), where.c_str(),
                    m.message.c_str());
     }
     std::fflush(stderr);
