@@ -113,22 +113,18 @@ class LaunchedRankHost : public RankHost {
         job_.store().set(keys_.Message(r, i),
                          EncodeRankMessage(results_[i], 1 << 20));
       }
-    } catch (const std::exception&) {
-      SayHere();
-      throw;
-    }
-    // With its collective ledger, for rank 0's report when the test
-    // failed anywhere (a few hundred bytes; no extra request), and how long
-    // before reading it each result came (for the trace).
-    std::string done = fmt::format("{} {}", results_.size(), NameOf(verdict));
-    if (Ledger* ledger = Ledger::Current()) {
-      const RankLedgerView view = ledger->Read(r);
-      for (const std::int64_t t : reported_ns_) {
-        done += fmt::format(" {}", std::max<std::int64_t>(0, view.read_ns - t));
+      // With its collective ledger, for rank 0's report when the test
+      // failed anywhere (a few hundred bytes; no extra request), and how long
+      // before reading it each result came (for the trace).
+      std::string done = fmt::format("{} {}", results_.size(), NameOf(verdict));
+      if (Ledger* ledger = Ledger::Current()) {
+        const RankLedgerView view = ledger->Read(r);
+        for (const std::int64_t t : reported_ns_) {
+          done +=
+              fmt::format(" {}", std::max<std::int64_t>(0, view.read_ns - t));
+        }
+        done += '\n' + EncodeLedger(view, LedgerRecords());
       }
-      done += '\n' + EncodeLedger(view, LedgerRecords());
-    }
-    try {
       job_.store().set(keys_.Done(r), done);
     } catch (const std::exception&) {
       SayHere();
