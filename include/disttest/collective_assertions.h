@@ -11,8 +11,15 @@
 //
 // When the ranks disagree, every rank fails with the same table, grouped by
 // value ("43: rank 1" / "42: ranks 0, 2, 3"), so the odd rank out is obvious
-// at any world size. Values are compared by their gtest-printed form
-// (::testing::PrintToString), so any printable type works.
+// at any world size. Values are compared as EXPECT_EQ compares them: with
+// == on the values themselves (every rank's value is sent to every rank),
+// a container element by element and in full, a string whole; 0.0 and
+// -0.0 agree, 500 and 500.0001 do not. The table prints floating point
+// with every digit it needs, and a container or a string as a window
+// around the first index where the ranks differ. The types that can be
+// compared are those of disttest/internal/compared_value.h (numbers,
+// enums, strings, pairs, containers of those, trivially copyable types
+// with ==); another is a compile error that says what to compare instead.
 //
 // These are collectives: every rank must reach the same assertion, in the
 // same order, as for any comm() call. In return the fatal forms
@@ -26,11 +33,22 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "disttest/comm/communicator.h"
+#include "disttest/internal/compared_value.h"
 
 namespace disttest::internal {
+
+// The communicator of the rank this thread runs; throws Error outside a rank
+// or without one.
+Communicator& CurrentCommunicator();
 
 // The outcome of a collective check: converts to true when the ranks agree.
 class Agreement {
@@ -43,20 +61,67 @@ class Agreement {
   std::string failure_;
 };
 
-// The communicator of the rank this thread runs; throws Error outside a rank
-// or without one.
-Communicator& CurrentCommunicator();
+// Every rank's `mine`, indexed by rank (an allgather of their lengths, then
+// of their bytes, on `comm`, recorded at `where`).
+std::vector<std::string> GatherBytes(Communicator& comm,
+                                     const std::string& mine,
+                                     const CallSite& where);
 
-// Gathers every rank's `printed` value; a failure message with the table of
-// values when they differ. `expression` is the asserted source text.
-// `macro` names the assertion in the message.
-// On `comm` (null: CurrentCommunicator()).
-Agreement AllEqual(const char* macro, const char* expression,
-                   const std::string& printed, Communicator* comm = nullptr);
+// The failure of an assertion whose ranks hold different values: `rows`
+// are the values as shown, each with the ranks that hold it, in order of
+// their first rank. `at` names the first index that differs ("" for a
+// value without one).
+Agreement Disagreement(
+    const char* macro, const char* expression, const Communicator& comm,
+    const Communicator* on, const std::string& at,
+    const std::vector<std::pair<std::string, std::vector<int>>>& rows);
+
+// Every rank's `value`, compared with == on every rank; a failure message
+// with the table of values when they differ. `expression` is the asserted
+// source text, `macro` names the assertion. On `on` (null: the test's).
+template <typename T>
+Agreement AllEqual(const char* macro, const char* expression, const T& value,
+                   Communicator* on, CallSite where = CallSite::current()) {
+  using Compared = ComparedValue<std::remove_cv_t<T>>;
+  Communicator& comm = on != nullptr ? *on : CurrentCommunicator();
+  std::string mine;
+  Compared::Encode(value, mine);
+  const std::vector<std::string> all = GatherBytes(comm, mine, where);
+  // Each distinct value with the ranks that hold it, in order of first rank.
+  std::vector<std::pair<typename Compared::Decoded, std::vector<int>>> groups;
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    ValueReader in(all[r]);
+    auto theirs = Compared::Decode(in);
+    auto it = groups.begin();
+    while (it != groups.end() && !(it->first == theirs)) ++it;
+    if (it == groups.end()) {
+      groups.push_back({std::move(theirs), {r}});
+    } else {
+      it->second.push_back(r);
+    }
+  }
+  if (groups.size() == 1) return Agreement("");
+  // One window for every row: around the first index where any value
+  // differs from the first row's.
+  std::size_t at = SIZE_MAX;
+  for (std::size_t g = 1; g < groups.size(); ++g) {
+    at = std::min(at, FirstDifference(groups[0].first, groups[g].first));
+  }
+  std::vector<std::pair<std::string, std::vector<int>>> rows;
+  for (auto& [decoded, ranks] : groups) {
+    rows.push_back({ShowAround(decoded, at), std::move(ranks)});
+  }
+  const bool indexed = requires(const typename Compared::Decoded& d) {
+    d.size();
+  }
+  || std::is_same_v<typename Compared::Decoded, std::optional<std::string>>;
+  return Disagreement(macro, expression, comm, on,
+                      indexed ? std::to_string(at) : std::string(), rows);
+}
 
 // Gathers every rank's `value`; a failure naming the ranks where it is false.
 Agreement AllTrue(const char* macro, const char* expression, bool value,
-                  Communicator* comm = nullptr);
+                  Communicator* comm, CallSite where = CallSite::current());
 
 }  // namespace disttest::internal
 
@@ -69,18 +134,16 @@ Agreement AllTrue(const char* macro, const char* expression, bool value,
 
 // One assertion: `macro` and `text` (the asserted source, stringized by the
 // public macro) for the message, on `comm` (null: the test's comm()).
-#define DISTTEST_ALL_EQ_(macro, text, value, comm, on_failure)               \
-  DISTTEST_COLLECTIVE_(                                                      \
-      ::disttest::internal::AllEqual(macro, text,                            \
-                                     ::testing::PrintToString(value), comm), \
-      on_failure)
+#define DISTTEST_ALL_EQ_(macro, text, value, comm, on_failure) \
+  DISTTEST_COLLECTIVE_(                                        \
+      ::disttest::internal::AllEqual(macro, text, value, comm), on_failure)
 #define DISTTEST_ALL_TRUE_(macro, text, condition, comm, on_failure)         \
   DISTTEST_COLLECTIVE_(::disttest::internal::AllTrue(                        \
                            macro, text, static_cast<bool>(condition), comm), \
                        on_failure)
 #define DISTTEST_ON_(comm) &static_cast<::disttest::Communicator&>(comm)
 
-// Every rank's `value` must be equal (as printed by gtest).
+// Every rank's `value` must be equal (==).
 #define DIST_EXPECT_ALL_EQ(value)                                \
   DISTTEST_ALL_EQ_("DIST_EXPECT_ALL_EQ", #value, value, nullptr, \
                    GTEST_NONFATAL_FAILURE_)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <vector>
 
@@ -19,28 +20,6 @@ namespace {
 std::string Ranks(const std::vector<int>& ranks) {
   return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks",
                      fmt::join(ranks, ", "));
-}
-
-// Every rank's string, indexed by rank: lengths first, then the bytes padded
-// to the longest.
-std::vector<std::string> GatherStrings(Communicator& comm,
-                                       const std::string& mine) {
-  const int n = comm.size();
-  std::int64_t length = static_cast<std::int64_t>(mine.size());
-  std::vector<std::int64_t> lengths(n);
-  comm.allgather(&length, lengths.data(), 1);
-  std::int64_t longest = 0;
-  for (std::int64_t l : lengths) longest = std::max(longest, l);
-  std::vector<std::uint8_t> padded(longest, 0);
-  std::copy(mine.begin(), mine.end(), padded.begin());
-  std::vector<std::uint8_t> all(longest * n);
-  comm.allgather(padded.data(), all.data(), longest);
-  std::vector<std::string> out(n);
-  for (int r = 0; r < n; ++r) {
-    const char* start = reinterpret_cast<const char*>(all.data()) + r * longest;
-    out[r].assign(start, lengths[r]);
-  }
-  return out;
 }
 
 // " of communicator \"mine\"" for an assertion on a communicator the test
@@ -69,36 +48,64 @@ Communicator& CurrentCommunicator() {
   return *comm;
 }
 
-Agreement AllEqual(const char* macro, const char* expression,
-                   const std::string& printed, Communicator* on) {
-  Communicator& comm = on != nullptr ? *on : CurrentCommunicator();
-  std::vector<std::string> values = GatherStrings(comm, printed);
-  // Each distinct value with the ranks that hold it, in order of first rank.
-  std::vector<std::pair<std::string, std::vector<int>>> groups;
-  for (int r = 0; r < static_cast<int>(values.size()); ++r) {
-    auto it = std::find_if(groups.begin(), groups.end(),
-                           [&](const auto& g) { return g.first == values[r]; });
-    if (it == groups.end()) {
-      groups.push_back({values[r], {r}});
-    } else {
-      it->second.push_back(r);
-    }
+void ValueReader::Read(void* out, std::size_t n) {
+  if (n > bytes_.size()) {
+    throw Error(fmt::format(
+        "a collective assertion's value ends {} bytes early: the ranks "
+        "compare values of different types (are they at different "
+        "assertions?)",
+        n - bytes_.size()));
   }
-  if (groups.size() == 1) return Agreement("");
-  std::string message = fmt::format("{}({}): the {} ranks{} disagree:", macro,
-                                    expression, values.size(), Of(on));
-  for (const auto& [value, ranks] : groups) {
+  if (n > 0) std::memcpy(out, bytes_.data(), n);
+  bytes_.remove_prefix(n);
+}
+
+std::string ShowFloat(double value) { return fmt::format("{}", value); }
+std::string ShowFloat(float value) { return fmt::format("{}", value); }
+std::string ShowFloat(float value, int digits) {
+  return fmt::format("{:.{}g}", value, digits);
+}
+
+std::vector<std::string> GatherBytes(Communicator& comm,
+                                     const std::string& mine,
+                                     const CallSite& where) {
+  const int n = comm.size();
+  std::int64_t length = static_cast<std::int64_t>(mine.size());
+  std::vector<std::int64_t> lengths(n);
+  comm.allgather(&length, lengths.data(), 1, where);
+  std::int64_t longest = 0;
+  for (std::int64_t l : lengths) longest = std::max(longest, l);
+  std::vector<std::uint8_t> padded(longest, 0);
+  std::copy(mine.begin(), mine.end(), padded.begin());
+  std::vector<std::uint8_t> all(longest * n);
+  comm.allgather(padded.data(), all.data(), longest, where);
+  std::vector<std::string> out(n);
+  for (int r = 0; r < n; ++r) {
+    const char* start = reinterpret_cast<const char*>(all.data()) + r * longest;
+    out[r].assign(start, lengths[r]);
+  }
+  return out;
+}
+
+Agreement Disagreement(
+    const char* macro, const char* expression, const Communicator& comm,
+    const Communicator* on, const std::string& at,
+    const std::vector<std::pair<std::string, std::vector<int>>>& rows) {
+  std::string message = fmt::format(
+      "{}({}): the {} ranks{} disagree{}:", macro, expression, comm.size(),
+      Of(on), at.empty() ? "" : fmt::format(", first at index {}", at));
+  for (const auto& [value, ranks] : rows) {
     message += fmt::format("\n  {}: {}", value, Ranks(ranks));
   }
   return Agreement(message);
 }
 
 Agreement AllTrue(const char* macro, const char* expression, bool value,
-                  Communicator* on) {
+                  Communicator* on, CallSite where) {
   Communicator& comm = on != nullptr ? *on : CurrentCommunicator();
   std::uint8_t mine = value ? 1 : 0;
   std::vector<std::uint8_t> all(comm.size());
-  comm.allgather(&mine, all.data(), 1);
+  comm.allgather(&mine, all.data(), 1, where);
   std::vector<int> false_on;
   for (int r = 0; r < comm.size(); ++r) {
     if (all[r] == 0) false_on.push_back(r);
