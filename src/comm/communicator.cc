@@ -3,14 +3,17 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
 
 #include "comm/ledger.h"
+#include "comm/request_account.h"
 #include "disttest/comm/collective_call.h"
 #include "disttest/error.h"
+#include "env/knobs.h"
 
 namespace disttest {
 
@@ -223,10 +226,12 @@ void Communicator::SetName(const std::string& name, const std::string& prefix,
   name_ = !name.empty()    ? name
           : prefix.empty() ? std::string("unnamed communicator")
                            : fmt::format("communicator \"{}\"", prefix);
-  // The keys its rendezvous uses (a PrefixStore(prefix, store)'s), the
-  // name, and how many of those this process made before (one made again
-  // is another: its numbers start at 0, as on every rank).
-  const std::string identity = store_scope + prefix + "/\n" + name_;
+  // The keys its rendezvous uses (a PrefixStore(prefix, store)'s) and how
+  // many of those this process made before (one made again is another: its
+  // numbers start at 0, as on every rank). Not its name: a name is a label
+  // for reports, and ranks that name one communicator differently still
+  // have their calls compared.
+  const std::string identity = store_scope + prefix + "/\n";
   static std::mutex mu;
   static auto* made = new std::map<std::string, std::uint64_t>;
   std::uint64_t before = 0;
@@ -406,9 +411,24 @@ void Communicator::set_timeout(std::chrono::milliseconds timeout) {
         "[rank {}/{}] set_timeout({} ms): a timeout must be positive", rank(),
         size(), timeout.count()));
   }
-  timeout_ = timeout;
-  DoSetTimeout(timeout);
+  timeout_ = std::min(timeout, kLongestTimeout);
+  DoSetTimeout(timeout_);
 }
+
+void Communicator::InitTimeout(std::chrono::milliseconds timeout) {
+  timeout_ = std::min(timeout, kLongestTimeout);
+}
+
+namespace {
+// "isend(8 x float32 to rank 1, tag 7) on communicator \"grads\"".
+std::string DescribeRequest(bool send, std::size_t count, DataType type,
+                            int peer, std::uint32_t tag,
+                            const std::string& comm) {
+  return fmt::format("{}({} x {} {} rank {}, tag {}) on {}",
+                     send ? "isend" : "irecv", count, Name(type),
+                     send ? "to" : "from", peer, tag, comm);
+}
+}  // namespace
 
 Request Communicator::isend(const void* data, std::size_t count, DataType type,
                             int peer, std::uint32_t tag, Where where) {
@@ -427,6 +447,9 @@ Request Communicator::isend(const void* data, std::size_t count, DataType type,
   request.file_ = where.file_name();
   request.line_ = where.line();
   request.entry_ = r.index();
+  request.id_ = internal::RequestMade(
+      DescribeRequest(true, count, type, peer, tag, name_), where.file_name(),
+      where.line());
   return request;
 }
 
@@ -446,6 +469,9 @@ Request Communicator::irecv(void* data, std::size_t count, DataType type,
   request.file_ = where.file_name();
   request.line_ = where.line();
   request.entry_ = r.index();
+  request.id_ = internal::RequestMade(
+      DescribeRequest(false, count, type, peer, tag, name_), where.file_name(),
+      where.line());
   return request;
 }
 
@@ -523,7 +549,8 @@ Request::Request(Request&& other) noexcept
       tag_(other.tag_),
       file_(other.file_),
       line_(other.line_),
-      entry_(other.entry_) {}
+      entry_(other.entry_),
+      id_(std::exchange(other.id_, 0)) {}
 
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
@@ -538,6 +565,7 @@ Request& Request::operator=(Request&& other) noexcept {
     file_ = other.file_;
     line_ = other.line_;
     entry_ = other.entry_;
+    id_ = std::exchange(other.id_, 0);
   }
   return *this;
 }
@@ -548,9 +576,13 @@ void Request::Finish() noexcept {
   if (state_ == nullptr || comm_ == nullptr) return;
   try {
     comm_->WaitFor(*this);
-  } catch (const std::exception&) {
-    // Marked on the communicator by the backend (failed()); the ledger has
-    // the failed wait.
+  } catch (const std::exception& e) {
+    // Marked on the communicator by the backend (failed()) and in the
+    // ledger; a destructor cannot throw, so the rank runtime fails the test
+    // with it after the body (an error nobody sees would pass).
+    internal::RequestDroppedAndFailed(
+        DescribeRequest(send_, count_, type_, peer_, tag_, comm_->name()),
+        file_, line_, e.what());
   }
 }
 
@@ -567,6 +599,7 @@ void Communicator::WaitFor(Request& request) {
               ReduceOp::kSum, request.count_, request.peer_, request.tag_},
              CallSite::current(request.file_, request.line_), request.entry_);
   std::unique_ptr<RequestState> state = std::move(request.state_);
+  internal::RequestWaited(std::exchange(request.id_, 0));
   r.Run([&] { state->Wait(timeout_); });
 }
 

@@ -46,6 +46,37 @@ constexpr std::size_t kBcubeMaxBytes = 256 * 1024;
 // messages get their own so that a user tag never matches a collective.
 constexpr uint8_t kPointToPointSlotPrefix = 0x40;
 
+// The slot of a message through Gloo: its tag (bits 0-31), and 24 bits of a
+// hash of what it carries, its element type and count (bits 32-55), under
+// the prefix. A receive that expects another type or count never pairs with
+// it: Gloo would deliver 8 floats into a receive of 16 (the last 8 never
+// written) or floats into ints, and both ranks would pass. Such a pair now
+// waits, each side's timeout naming what it waited for. (The host arena
+// compares the calls themselves and fails both at once.)
+std::uint64_t PointToPointSlot(std::uint32_t tag, std::size_t count,
+                               DataType type) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (std::uint64_t v :
+       {static_cast<std::uint64_t>(count), static_cast<std::uint64_t>(type)}) {
+    for (int byte = 0; byte < 8; ++byte) {
+      h = (h ^ ((v >> (8 * byte)) & 0xff)) * 0x100000001b3ULL;
+    }
+  }
+  const std::uint64_t shape = (h ^ (h >> 24) ^ (h >> 48)) & 0xffffffULL;
+  return (std::uint64_t{kPointToPointSlotPrefix} << 56) | (shape << 32) | tag;
+}
+
+// What a message through Gloo that never paired says after Gloo's timeout:
+// what its peer must have called for it to pair.
+std::string Unpaired(bool send, int rank, std::size_t count, DataType type,
+                     int peer, std::uint32_t tag) {
+  return fmt::format(
+      " (a message pairs only with a receive of the same tag, element type "
+      "and count: did rank {} {} {} x {} {} rank {} with tag {}?)",
+      peer, send ? "receive" : "send", count, Name(type), send ? "from" : "to",
+      rank, tag);
+}
+
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
 template <typename T>
@@ -243,9 +274,18 @@ struct GlooCommunicator::Impl {
                  const CollectiveCall& call, int root);
 
   void CheckPeer(const char* op, int peer) const {
-    if (peer < 0 || peer >= size || peer == rank) {
-      throw CommError(fmt::format("[rank {}/{}] {}: invalid peer rank {}", rank,
-                                  size, op, peer));
+    if (peer == rank) {
+      throw CommError(fmt::format(
+          "[rank {}/{}] {}: the peer is this rank itself; a rank's send "
+          "completes only when its receive has taken the message, which the "
+          "same rank could not post while it waits, so disttest refuses it "
+          "(copy the data instead)",
+          rank, size, op));
+    }
+    if (peer < 0 || peer >= size) {
+      throw CommError(fmt::format(
+          "[rank {}/{}] {}: invalid peer rank {} (the ranks are 0 to {})", rank,
+          size, op, peer, size - 1));
     }
   }
 };
@@ -720,23 +760,40 @@ namespace {
 
 // A send or receive through Gloo's sockets: its unbound buffer, waited for
 // once.
+// Waits for a message through Gloo; its timeout says what would pair it.
+void WaitForMessage(gloo::transport::UnboundBuffer& buffer, bool send,
+                    std::chrono::milliseconds timeout,
+                    const std::string& unpaired) {
+  bool done = false;
+  try {
+    done = send ? buffer.waitSend(nullptr, timeout)
+                : buffer.waitRecv(nullptr, timeout);
+  } catch (const ::gloo::IoException& e) {
+    const std::string what = e.what();
+    if (what.find("Timed out") == std::string::npos) throw;
+    throw CommError(what + unpaired);
+  }
+  if (!done) throw CommError("aborted");
+}
+
 class GlooRequest : public RequestState {
  public:
   GlooRequest(std::unique_ptr<gloo::transport::UnboundBuffer> buffer, bool send,
-              std::function<void(const std::function<void()>&)> guard)
-      : buffer_(std::move(buffer)), send_(send), guard_(std::move(guard)) {}
+              std::function<void(const std::function<void()>&)> guard,
+              std::string unpaired)
+      : buffer_(std::move(buffer)),
+        send_(send),
+        guard_(std::move(guard)),
+        unpaired_(std::move(unpaired)) {}
   void Wait(std::chrono::milliseconds timeout) override {
-    guard_([&] {
-      const bool done = send_ ? buffer_->waitSend(nullptr, timeout)
-                              : buffer_->waitRecv(nullptr, timeout);
-      if (!done) throw CommError("aborted");
-    });
+    guard_([&] { WaitForMessage(*buffer_, send_, timeout, unpaired_); });
   }
 
  private:
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
   bool send_;
   std::function<void(const std::function<void()>&)> guard_;
+  std::string unpaired_;
 };
 
 // One in the arena's mailbox.
@@ -781,8 +838,10 @@ std::unique_ptr<RequestState> GlooCommunicator::DoISend(const void* data,
     }
     auto buf = impl_->context->createUnboundBuffer(const_cast<void*>(data),
                                                    count * SizeOf(type));
-    buf->send(peer, gloo::Slot::build(kPointToPointSlotPrefix, tag));
-    request = std::make_unique<GlooRequest>(std::move(buf), true, guard);
+    buf->send(peer, PointToPointSlot(tag, count, type));
+    request = std::make_unique<GlooRequest>(
+        std::move(buf), true, guard,
+        Unpaired(true, impl_->rank, count, type, peer, tag));
   });
   return request;
 }
@@ -809,8 +868,10 @@ std::unique_ptr<RequestState> GlooCommunicator::DoIRecv(void* data,
       return;
     }
     auto buf = impl_->context->createUnboundBuffer(data, count * SizeOf(type));
-    buf->recv(peer, gloo::Slot::build(kPointToPointSlotPrefix, tag));
-    request = std::make_unique<GlooRequest>(std::move(buf), false, guard);
+    buf->recv(peer, PointToPointSlot(tag, count, type));
+    request = std::make_unique<GlooRequest>(
+        std::move(buf), false, guard,
+        Unpaired(false, impl_->rank, count, type, peer, tag));
   });
   return request;
 }
@@ -829,10 +890,9 @@ void GlooCommunicator::DoSend(const void* data, std::size_t count,
     }
     auto buf = impl_->context->createUnboundBuffer(const_cast<void*>(data),
                                                    count * SizeOf(type));
-    buf->send(peer, gloo::Slot::build(kPointToPointSlotPrefix, tag));
-    if (!buf->waitSend(nullptr, impl_->timeout)) {
-      throw CommError("aborted");
-    }
+    buf->send(peer, PointToPointSlot(tag, count, type));
+    WaitForMessage(*buf, true, impl_->timeout,
+                   Unpaired(true, impl_->rank, count, type, peer, tag));
   });
 }
 
@@ -849,10 +909,9 @@ void GlooCommunicator::DoRecv(void* data, std::size_t count, DataType type,
       return;
     }
     auto buf = impl_->context->createUnboundBuffer(data, count * SizeOf(type));
-    buf->recv(peer, gloo::Slot::build(kPointToPointSlotPrefix, tag));
-    if (!buf->waitRecv(nullptr, impl_->timeout)) {
-      throw CommError("aborted");
-    }
+    buf->recv(peer, PointToPointSlot(tag, count, type));
+    WaitForMessage(*buf, false, impl_->timeout,
+                   Unpaired(false, impl_->rank, count, type, peer, tag));
   });
 }
 

@@ -18,6 +18,13 @@
 
 namespace disttest {
 
+// The longest deadline disttest keeps: 10^7 s, about 115 days, far beyond
+// any test and small enough that a time point of now plus it never
+// overflows. Longer timeouts (milliseconds::max() for "none") are cut to
+// it; DISTTEST_TIMEOUT and its kin refuse more, naming it.
+inline constexpr std::chrono::milliseconds kLongestTimeout =
+    std::chrono::seconds(10'000'000);
+
 // DISTTEST_DEBUG_RANK as a rank number; nullopt when unset or empty;
 // ConfigError naming the value when it is not an integer in [0, 1023].
 std::optional<int> DebugRankVariable();

@@ -59,8 +59,8 @@ std::optional<std::chrono::milliseconds> SecondsVariable(const char* name) {
         "environment variable {}='{}' is not a positive number of seconds",
         name, value));
   }
-  // Far beyond any test, and small enough that a deadline never overflows.
-  constexpr double kMaxSeconds = 1e7;
+  constexpr double kMaxSeconds =
+      std::chrono::duration<double>(kLongestTimeout).count();
   if (errno == ERANGE || !std::isfinite(seconds) || seconds > kMaxSeconds) {
     throw ConfigError(fmt::format(
         "environment variable {}='{}' is too large: at most {:.0f} seconds "
@@ -149,8 +149,8 @@ std::string ScaleNote() {
 std::chrono::milliseconds Scaled(std::chrono::milliseconds d) {
   const double scale = ScaleOrOne();
   if (scale == 1) return d;
-  // A century at most: "no limit" (milliseconds::max()) stays one.
-  constexpr double kMax = 100.0 * 365 * 24 * 3600 * 1000;
+  // "No limit" (milliseconds::max()) stays one.
+  constexpr double kMax = static_cast<double>(kLongestTimeout.count());
   const double scaled = std::ceil(static_cast<double>(d.count()) * scale);
   return std::chrono::milliseconds(
       static_cast<long long>(std::min(scaled, kMax)));

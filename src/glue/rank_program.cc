@@ -6,6 +6,7 @@
 #include <gtest/gtest-spi.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <typeinfo>
 
 #include "comm/ledger.h"
+#include "comm/request_account.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
@@ -164,6 +166,14 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
     TestAccess::BindContext(test_, nullptr);
     TestAccess::Bind(test_, nullptr, nullptr, nullptr);
   }
+  // Requests that failed where nothing could throw (destroyed without
+  // wait()), and those still in flight now that the test is over, fail it
+  // at the line that made them, whichever communicator they were on.
+  for (const RequestProblem& p : TakeRequestProblems(/*ended=*/true)) {
+    GTEST_MESSAGE_AT_(p.file.c_str(), static_cast<int>(p.line),
+                      p.message.c_str(),
+                      ::testing::TestPartResult::kNonFatalFailure);
+  }
   SetCurrentCommunicator(nullptr);
   // What the rank recorded goes to the parent's XML (a pooled rank's
   // earlier tests recorded into the same gtest result: only what is new).
@@ -294,6 +304,10 @@ void AdoptFixtureDirs(DistributedTest& test, const std::string& joined) {
 Options EffectiveOptions(const DistributedTest& test) {
   Options options = TestAccess::options(test);
   if (auto timeout = SecondsVariable(env::kTimeout)) options.timeout = *timeout;
+  // A timeout of milliseconds::max() (or a thousand years) means no limit:
+  // cut to the longest deadline that can be added to a time point.
+  options.timeout = std::min(options.timeout, kLongestTimeout);
+  options.failure_grace = std::min(options.failure_grace, kLongestTimeout);
   // --gtest_break_on_failure: a failing rank waits for a debugger; nothing
   // times out meanwhile.
   if (GTEST_FLAG_GET(break_on_failure)) {

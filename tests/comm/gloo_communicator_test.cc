@@ -214,9 +214,16 @@ TEST(GlooCommunicatorErrorsTest, InvalidPeerAndRootNameTheRankAndOperation) {
       comm.send(&x, 1, comm.rank());
       ADD_FAILURE() << "send to self did not throw";
     } catch (const CommError& e) {
-      EXPECT_THAT(e.what(), HasSubstr("/2] send: invalid peer rank"));
+      EXPECT_THAT(e.what(), HasSubstr("/2] send: the peer is this rank itself; "
+                                      "a rank's send completes only when"));
     }
-    EXPECT_THROW(comm.recv(&x, 1, 5), CommError);
+    try {
+      comm.recv(&x, 1, 5);
+      ADD_FAILURE() << "recv from rank 5 of 2 did not throw";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("/2] recv: invalid peer rank 5 (the "
+                                      "ranks are 0 to 1)"));
+    }
     EXPECT_THROW(comm.broadcast(&x, 1, 2), CommError);
     // Refused before anything was sent: the communicator is still fine.
     EXPECT_FALSE(comm.failed());

@@ -176,8 +176,11 @@ class RequestState {
 // communicator's timeout, and throws CommError as send() and recv() do.
 // Until then the buffer must stay valid and, for a send, unchanged. A Request
 // destroyed before it completed waits for it (as the std::future of std::async
-// does); if that fails, its communicator is failed(). Movable, not copyable;
-// not for use from two threads at once.
+// does); if that fails, its communicator is failed() and, in a harness rank,
+// the test fails at the line that made the request, with the error. A
+// request still not waited for when the test ends (held in a static, or
+// past TearDown) fails the test there too. Movable, not copyable; not for
+// use from two threads at once.
 class Request {
  public:
   Request() = default;  // Nothing in flight: wait() returns at once.
@@ -203,6 +206,7 @@ class Request {
   const char* file_ = "";
   unsigned line_ = 0;
   std::uint64_t entry_ = UINT64_MAX;  // Its ledger entry, if any.
+  std::uint64_t id_ = 0;  // In the process's account of requests in flight.
 };
 
 class Communicator {
@@ -322,7 +326,8 @@ class Communicator {
 
   // How long each operation may take from now on before it fails with
   // CommError (at first CommOptions::timeout: the harness's ranks get the
-  // test's timeout). For one operation, a ScopedTimeout.
+  // test's timeout). For one operation, a ScopedTimeout. One longer than
+  // about 115 days (milliseconds::max() for none) is cut to that.
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds timeout);
 
@@ -464,13 +469,14 @@ class Communicator {
   // that reads timeout() before each operation needs no more).
   virtual void DoSetTimeout(std::chrono::milliseconds) {}
   // A backend's Create() says what its timeout is at first.
-  void InitTimeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+  // (Cut to the longest deadline disttest keeps, about 115 days.)
+  void InitTimeout(std::chrono::milliseconds timeout);
   // A backend's Create() names what it made on `store`: `name` is
   // CommOptions::name, `prefix` its prefix. The ledger tells communicators
   // apart by the keys they rendezvous through (the store's scope and the
-  // prefix), the name, and how many this process made of those before:
-  // ranks that made one communicator agree on all three, so their calls
-  // are compared across the ranks, named or not. One whose backend never
+  // prefix) and how many this process made of those before: ranks that
+  // made one communicator agree on both, so their calls are compared
+  // across the ranks, however each rank named it. One whose backend never
   // calls SetName() is not compared.
   void SetName(const std::string& name, const std::string& prefix = "",
                const std::string& store_scope = "");

@@ -1,0 +1,80 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "comm/request_account.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace disttest::internal {
+namespace {
+
+struct InFlight {
+  std::string what;
+  const char* file;
+  unsigned line;
+};
+
+// Never destroyed: a request may be waited for from a static's destructor.
+struct Account {
+  std::mutex mu;
+  std::uint64_t next = 1;
+  std::map<std::uint64_t, InFlight> in_flight;  // By id: in order made.
+  std::vector<RequestProblem> problems;
+};
+Account& TheAccount() {
+  static auto* account = new Account;
+  return *account;
+}
+
+}  // namespace
+
+std::uint64_t RequestMade(std::string what, const char* file, unsigned line) {
+  Account& a = TheAccount();
+  std::lock_guard<std::mutex> lock(a.mu);
+  const std::uint64_t id = a.next++;
+  a.in_flight.emplace(id, InFlight{std::move(what), file, line});
+  return id;
+}
+
+void RequestWaited(std::uint64_t id) {
+  if (id == 0) return;
+  Account& a = TheAccount();
+  std::lock_guard<std::mutex> lock(a.mu);
+  a.in_flight.erase(id);
+}
+
+void RequestDroppedAndFailed(const std::string& what, const char* file,
+                             unsigned line, const std::string& error) {
+  Account& a = TheAccount();
+  std::lock_guard<std::mutex> lock(a.mu);
+  a.problems.push_back(
+      {file, line,
+       fmt::format("the Request of {} made here was destroyed without "
+                   "wait(), and its operation failed: {}",
+                   what, error)});
+}
+
+std::vector<RequestProblem> TakeRequestProblems(bool ended) {
+  Account& a = TheAccount();
+  std::lock_guard<std::mutex> lock(a.mu);
+  std::vector<RequestProblem> out = std::move(a.problems);
+  a.problems.clear();
+  if (!ended) return out;
+  for (const auto& [id, request] : a.in_flight) {
+    out.push_back(
+        {request.file, request.line,
+         fmt::format("{} made here was still in flight when the test ended: "
+                     "its Request was never waited for (call wait(), or let "
+                     "the Request go out of scope, before the test ends; a "
+                     "message nobody receives or a receive nobody sends to "
+                     "never completes)",
+                     request.what)});
+  }
+  a.in_flight.clear();
+  return out;
+}
+
+}  // namespace disttest::internal

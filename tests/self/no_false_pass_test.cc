@@ -1,0 +1,214 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// No false pass off the main road: runs the broken programs of
+// no_false_pass_test_.cc in fork, exec and pooled ranks and checks that each
+// fails, at the right line, saying why (and that the controls pass).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "child_process.h"
+#include "driver.h"
+
+namespace disttest::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Mode {
+  ChildSetup setup;
+  bool pooled;
+};
+
+void PrintTo(const Mode& mode, std::ostream* os) {
+  *os << mode.setup.name << (mode.pooled ? "Pooled" : "");
+}
+
+// "no_false_pass_test_.cc:42: Failure\n[rank 1/2] "
+std::string At(const std::string& marker, const std::string& label) {
+  return "no_false_pass_test_.cc:" +
+         std::to_string(LineIn(DISTTEST_NO_FALSE_PASS_CHILD_SOURCE, marker)) +
+         ": Failure\n" + label + " ";
+}
+
+class NoFalsePassTest : public ::testing::TestWithParam<Mode> {
+ protected:
+  Verdict Run(const std::string& filter,
+              std::vector<std::pair<std::string, std::string>> env = {}) {
+    if (GetParam().pooled) env.emplace_back("VERDICTS_REUSE", "1");
+    return RunVerdicts(GetParam().setup, "NoFalsePass*." + filter,
+                       std::move(env));
+  }
+};
+
+// --- Collective assertions: values, compared with ==. ---
+
+TEST_P(NoFalsePassTest, AllEqSeesASumThatDiffersInTheFourthDecimal) {
+  Verdict v = Run("SumsThatDifferInTheFourthDecimal/4ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(At("marker-sum", "[ranks 0-3 of 4]") +
+                        "DIST_EXPECT_ALL_EQ(std::accumulate(w.begin(), "
+                        "w.end(), 0.0)): the 4 ranks disagree:\n  500: ranks "
+                        "0, 1, 3\n  500.0001"))
+      << v.run.out;
+}
+
+TEST_P(NoFalsePassTest, AllEqSeesOneElementPastThePrintedOnes) {
+  Verdict v = Run("VectorsThatDifferAtOneElement/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(At("marker-vector", "[ranks 0-1 of 2]") +
+                        "DIST_EXPECT_ALL_EQ(v): the 2 ranks disagree, first "
+                        "at index 50:\n"
+                        "  { [47] 0, 0, 0, 0, 0, 0, 0, ... } (100 elements): "
+                        "rank 0\n"
+                        "  { [47] 0, 0, 0, 1, 0, 0, 0, ... } (100 elements): "
+                        "rank 1"))
+      << v.run.out;
+}
+
+TEST_P(NoFalsePassTest, AllEqSeesTheLastBitOfAFloat) {
+  Verdict v = Run("FloatsThatDifferInTheLastBit/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("DIST_EXPECT_ALL_EQ(x): the 2 ranks "
+                                   "disagree:\n  1: rank 0\n  1.0000001: "
+                                   "rank 1"))
+      << v.run.out;
+}
+
+TEST_P(NoFalsePassTest, AllEqSeesAValueAgainstItsPrintedDigits) {
+  Verdict v = Run("TwoThirdsAgainstItsPrintedDigits/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("disagree:\n  0.6666666666666666: rank "
+                                   "0\n  0.666667: rank 1"))
+      << v.run.out;
+}
+
+TEST_P(NoFalsePassTest, AllEqShowsAWindowOfALongString) {
+  Verdict v = Run("LongStringsThatDifferInOneCharacter/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("DIST_EXPECT_ALL_EQ(text): the 2 ranks "
+                                   "disagree, first at index 70000:"));
+  EXPECT_THAT(v.run.out, HasSubstr("...\"aaaaaaaaaaaaaaaaaaaaaaaabaaaaaaaaaaa"
+                                   "aaaaaaaaaaaa\"... (100000 chars): rank 1"))
+      << v.run.out;
+  // A window, not the 100 KB value (twice, with the XML's copy).
+  EXPECT_LT(v.run.out.size(), 20000u);
+}
+
+TEST_P(NoFalsePassTest, FatalAllEqOfDifferentLengthsReturnsOnEveryRank) {
+  Verdict v = Run("VectorsOfDifferentLengths/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(At("marker-lengths", "[ranks 0-1 of 2]") +
+                        "DIST_ASSERT_ALL_EQ(v): the 2 ranks disagree, first "
+                        "at index 3:\n  { 1.5, 2.5, 3.5 }: rank 0\n"
+                        "  { 1.5, 2.5, 3.5, 4.5 }: rank 1"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("marker-after-fatal-all-eq")));
+}
+
+TEST_P(NoFalsePassTest, AllEqOfEqualValuesPasses) {
+  Verdict v = Run("ValuesThatAreEqualAgree/3ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+}
+
+// --- Requests. ---
+
+TEST_P(NoFalsePassTest, RequestDroppedWithoutWaitFailsAtItsLine) {
+  Verdict v = Run("RequestDroppedWithoutWait/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(At("marker-dropped", "[rank 0/2]") +
+                        "the Request of isend(1 x int32 to rank 1, tag 7) on "))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("was destroyed without wait(), and its "
+                                   "operation failed: "));
+}
+
+TEST_P(NoFalsePassTest, IsendLeftInFlightFailsAndItsMessageReachesNoLaterTest) {
+  Verdict v = Run("IsendLeftInFlight/2ranks:NoFalsePass.ReceivesOnlyWhat*");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr(At("marker-left-in-flight", "[rank 0/2]") +
+                                   "isend(1 x int32 to rank 1, tag 5) on "))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("was still in flight when the test ended"));
+  // The next test's receive of that tag gets nothing (pooled ranks too).
+  EXPECT_THAT(v.run.out, HasSubstr("[       OK ] NoFalsePass."
+                                   "ReceivesOnlyWhatItsOwnTestSent/2ranks"))
+      << v.run.out;
+}
+
+TEST_P(NoFalsePassTest, IrecvNobodySendsToFailsAtItsLine) {
+  Verdict v = Run("IrecvNobodySendsTo/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr(At("marker-irecv-in-flight", "[rank 1/2]") +
+                                   "irecv(1 x int32 from rank 0, tag 3) on "))
+      << v.run.out;
+}
+
+TEST_P(NoFalsePassTest, RequestsThatCompletePass) {
+  Verdict v = Run("RequestsThatCompletePass/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+}
+
+// --- Point-to-point mismatches on every communicator. ---
+
+TEST_P(NoFalsePassTest, PointToPointMismatchesFailOnEveryCommunicator) {
+  for (const char* what : {"count", "type", "bytes"}) {
+    for (const char* comm :
+         {"ASplitCommunicator", "ItsOwnCommunicator", "TheWorld"}) {
+      for (const char* arena : {"0", "1"}) {
+        if (std::string(arena) == "0" && std::string(comm) != "TheWorld") {
+          continue;  // Only the world has a host arena to turn off.
+        }
+        Verdict v = Run(
+            std::string("PointToPointMismatchOn") + comm + "/2ranks",
+            {{"VERDICTS_MISMATCH", what}, {"DISTTEST_NO_HOST_ARENA", arena}});
+        EXPECT_EQ(v.run.exit_code, 1)
+            << what << " on " << comm << " (no arena: " << arena << ")\n"
+            << v.run.out;
+        EXPECT_THAT(v.run.out, HasSubstr("[  FAILED  ] NoFalsePass."))
+            << what << " on " << comm;
+      }
+    }
+  }
+}
+
+// --- Names. ---
+
+TEST_P(NoFalsePassTest, CommunicatorNamedDifferentlyOnEachRankIsCompared) {
+  Verdict v = Run("CommunicatorNamedDifferentlyOnEachRank/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("allreduce(1 x int32, sum)")) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("allreduce(1 x int32, max)")) << v.run.out;
+}
+
+// --- Timeouts. ---
+
+TEST_P(NoFalsePassTest, TimeoutOfMillisecondsMaxMeansNoLimit) {
+  Verdict v = Run("TimeoutOfMaxIsNoLimit/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  // Cut to the longest deadline disttest keeps: 10^7 s.
+  EXPECT_THAT(v.run.out, HasSubstr("marker-endless-timeout 10000000000"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("timed out")));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, NoFalsePassTest,
+    ::testing::Values(
+        Mode{{"fork", DISTTEST_NO_FALSE_PASS_CHILD, "fork", ""}, false},
+        Mode{{"exec", DISTTEST_NO_FALSE_PASS_CHILD, "exec", ""}, false},
+        Mode{{"fork", DISTTEST_NO_FALSE_PASS_CHILD, "fork", ""}, true}),
+    [](const ::testing::TestParamInfo<Mode>& info) {
+      return std::string(info.param.setup.name) +
+             (info.param.pooled ? "Pooled" : "");
+    });
+
+}  // namespace
+}  // namespace disttest::testing

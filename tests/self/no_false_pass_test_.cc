@@ -1,0 +1,249 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The child binary of no_false_pass_test: broken distributed programs, off
+// the world communicator's collectives, that once passed. Each must fail
+// (or, for the controls, pass); the driver runs them by filter and checks
+// the verdict and the message. Nothing here is run on its own by ctest.
+//   VERDICTS_LAUNCH=fork|exec   how ranks start
+//   VERDICTS_REUSE=1            pooled ranks (options().reuse_workers)
+#include <disttest/comm/create.h>
+#include <disttest/disttest.h>
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <list>
+#include <map>
+#include <numeric>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using std::chrono::milliseconds;
+
+class NoFalsePass : public disttest::DistributedTest {
+ protected:
+  NoFalsePass() {
+    options().failure_grace = milliseconds(300);
+    options().timeout = std::chrono::seconds(60);
+    if (const char* mode = std::getenv("VERDICTS_LAUNCH")) {
+      if (std::string(mode) == "exec") {
+        options().launch = disttest::LaunchMode::kExec;
+      }
+    }
+    options().reuse_workers = std::getenv("VERDICTS_REUSE") != nullptr;
+  }
+};
+
+// A communicator of the test's own, kept until the rank's _exit (Gloo's
+// destructor would wait on its event loop); held, not leaked.
+void KeepUntilExit(std::unique_ptr<disttest::Communicator> comm) {
+  static auto* kept = new std::vector<std::unique_ptr<disttest::Communicator>>;
+  kept->push_back(std::move(comm));
+}
+
+// --- Collective assertions compare values, not their printed text. ---
+
+DIST_TEST_F(NoFalsePass, SumsThatDifferInTheFourthDecimal, 4) {
+  std::vector<double> w(1000, 0.5);
+  if (rank() == 2) w[123] += 1e-4;
+  DIST_EXPECT_ALL_EQ(std::accumulate(w.begin(), w.end(), 0.0));  // marker-sum
+}
+
+DIST_TEST_F(NoFalsePass, VectorsThatDifferAtOneElement, 2) {
+  std::vector<int> v(100, 0);
+  if (rank() == 1) v[50] = 1;
+  DIST_EXPECT_ALL_EQ(v);  // marker-vector
+}
+
+DIST_TEST_F(NoFalsePass, FloatsThatDifferInTheLastBit, 2) {
+  float x = 1.0f;
+  if (rank() == 1) x = std::nextafter(x, 2.0f);
+  DIST_EXPECT_ALL_EQ(x);  // marker-last-bit
+}
+
+DIST_TEST_F(NoFalsePass, TwoThirdsAgainstItsPrintedDigits, 2) {
+  DIST_EXPECT_ALL_EQ(rank() == 0 ? 2.0 / 3 : 0.666667);  // marker-two-thirds
+}
+
+DIST_TEST_F(NoFalsePass, LongStringsThatDifferInOneCharacter, 2) {
+  std::string text(100000, 'a');
+  if (rank() == 1) text[70000] = 'b';
+  DIST_EXPECT_ALL_EQ(text);  // marker-long-string
+}
+
+DIST_TEST_F(NoFalsePass, VectorsOfDifferentLengths, 2) {
+  std::vector<double> v = {1.5, 2.5, 3.5};
+  if (rank() == 1) v.push_back(4.5);
+  DIST_ASSERT_ALL_EQ(v);  // marker-lengths
+  ADD_FAILURE() << "marker-after-fatal-all-eq";
+}
+
+// The controls: what EXPECT_EQ calls equal, the ranks agree on.
+enum class Color { kRed, kBlue };
+struct Pod {
+  int a;
+  double b;
+  bool operator==(const Pod&) const = default;
+};
+
+DIST_TEST_F(NoFalsePass, ValuesThatAreEqualAgree, 3) {
+  DIST_EXPECT_ALL_EQ(rank() == 1 ? -0.0 : 0.0);
+  DIST_EXPECT_ALL_EQ(std::string(1000, 'x'));
+  DIST_EXPECT_ALL_EQ("a literal");
+  DIST_EXPECT_ALL_EQ(Color::kBlue);
+  DIST_EXPECT_ALL_EQ(true);
+  DIST_EXPECT_ALL_EQ((Pod{7, 0.25}));
+  DIST_EXPECT_ALL_EQ(disttest::float16(1.5f));
+  DIST_EXPECT_ALL_EQ((std::pair<int, std::string>{1, "one"}));
+  DIST_EXPECT_ALL_EQ((std::array<float, 3>{1, 2, 3}));
+  DIST_EXPECT_ALL_EQ((std::map<std::string, std::vector<double>>{
+      {"w", {0.5, 0.25}}, {"b", {}}}));
+  DIST_EXPECT_ALL_EQ((std::set<int>{3, 1, 2}));
+  DIST_EXPECT_ALL_EQ((std::list<std::string>{"x", "y"}));
+  DIST_EXPECT_ALL_EQ((std::vector<bool>{true, false}));
+  const int c_array[3] = {4, 5, 6};
+  DIST_EXPECT_ALL_EQ(c_array);
+  DIST_EXPECT_ALL_EQ_ON(comm(), world_size());
+}
+
+// --- Requests: none may fail or stay in flight unseen. ---
+
+// Rank 0's isend is never received; its Request is destroyed without
+// wait(). The destructor's wait fails (rank 1 left, or the 500 ms timeout),
+// and that fails the test at the isend's line.
+DIST_TEST_F(NoFalsePass, RequestDroppedWithoutWait, 2) {
+  disttest::ScopedTimeout quick(comm(), milliseconds(500));
+  int x = 1234;
+  if (rank() == 0) {
+    disttest::Request r = comm().isend(&x, 1, 1, 7);  // marker-dropped
+  }
+}
+
+// A Request kept past the test (in a static): its message to rank 1, which
+// nobody receives, stays in flight; the account at the test's end fails it.
+DIST_TEST_F(NoFalsePass, IsendLeftInFlight, 2) {
+  static int x = 1234;
+  if (rank() == 0) {
+    static auto* kept = new disttest::Request(
+        comm().isend(&x, 1, 1, 5));  // marker-left-in-flight
+    (void)kept;
+  }
+}
+
+// The next test in a pool: nothing in it sends to rank 1 with tag 5, so
+// its receive must not get the earlier test's 1234.
+DIST_TEST_F(NoFalsePass, ReceivesOnlyWhatItsOwnTestSent, 2) {
+  if (rank() == 1) {
+    disttest::ScopedTimeout quick(comm(), milliseconds(500));
+    int y = 0;
+    EXPECT_THROW(comm().recv(&y, 1, 0, 5), disttest::CommError)
+        << "received " << y;  // marker-stale-message
+  }
+}
+
+DIST_TEST_F(NoFalsePass, IrecvNobodySendsTo, 2) {
+  static int y = 0;
+  if (rank() == 1) {
+    static auto* kept = new disttest::Request(
+        comm().irecv(&y, 1, 0, 3));  // marker-irecv-in-flight
+    (void)kept;
+  }
+}
+
+// The control: requests waited for, or dropped after they completed, pass.
+DIST_TEST_F(NoFalsePass, RequestsThatCompletePass, 2) {
+  int out = rank(), in = -1;
+  const int peer = 1 - rank();
+  {
+    disttest::Request r = comm().irecv(&in, 1, peer, 2);
+    disttest::Request s = comm().isend(&out, 1, peer, 2);
+    s.wait();
+  }  // r completes in its destructor.
+  EXPECT_EQ(in, peer);
+}
+
+// --- Point-to-point mismatches where no host arena compares them. ---
+
+// Rank 0 sends 8 floats; rank 1 expects 16 (or ints, or 8 doubles'
+// bytes): on a split communicator and on one the test made (Gloo alone),
+// they must not pair.
+void SendOneWayReceiveAnother(disttest::Communicator& comm,
+                              const std::string& what) {
+  disttest::ScopedTimeout quick(comm, milliseconds(1000));
+  std::vector<float> out(8, 1.0f);
+  if (comm.rank() == 0) {
+    comm.send(out.data(), out.size(), 1, 1);
+  } else if (what == "count") {
+    std::vector<float> in(16, -1.0f);
+    comm.recv(in.data(), in.size(), 0, 1);
+  } else if (what == "type") {
+    std::vector<std::int32_t> in(8, -1);
+    comm.recv(in.data(), in.size(), 0, 1);
+  } else {
+    std::vector<double> in(4, -1.0);
+    comm.recv(in.data(), in.size(), 0, 1);
+  }
+}
+
+const char* Mismatch() {
+  const char* what = std::getenv("VERDICTS_MISMATCH");
+  return what != nullptr ? what : "count";
+}
+
+DIST_TEST_F(NoFalsePass, PointToPointMismatchOnASplitCommunicator, 2) {
+  std::unique_ptr<disttest::Communicator> sub = comm().split(0);
+  SendOneWayReceiveAnother(*sub, Mismatch());  // marker-split-p2p
+  KeepUntilExit(std::move(sub));
+}
+
+DIST_TEST_F(NoFalsePass, PointToPointMismatchOnItsOwnCommunicator, 2) {
+  disttest::GlooOptions o;
+  o.prefix = "own";
+  auto own = disttest::CreateCommunicator(disttest::Backend::kGloo, store(),
+                                          rank(), world_size(), o);
+  SendOneWayReceiveAnother(*own, Mismatch());  // marker-own-p2p
+  KeepUntilExit(std::move(own));
+}
+
+DIST_TEST_F(NoFalsePass, PointToPointMismatchOnTheWorld, 2) {
+  SendOneWayReceiveAnother(comm(), Mismatch());  // marker-world-p2p
+}
+
+// --- What is compared is the communicator, not its name. ---
+
+DIST_TEST_F(NoFalsePass, CommunicatorNamedDifferentlyOnEachRank, 2) {
+  disttest::GlooOptions o;
+  o.prefix = "grads";
+  o.name = "grads-of-rank-" + std::to_string(rank());
+  auto grads = disttest::CreateCommunicator(disttest::Backend::kGloo, store(),
+                                            rank(), world_size(), o);
+  int v = 1;
+  grads->allreduce(
+      &v, 1, rank() == 0 ? disttest::ReduceOp::kSum : disttest::ReduceOp::kMax);
+  KeepUntilExit(std::move(grads));
+}
+
+// --- Timeouts beyond what a clock can hold mean no limit. ---
+
+class NoFalsePassEndless : public NoFalsePass {
+ protected:
+  NoFalsePassEndless() { options().timeout = milliseconds::max(); }
+};
+
+DIST_TEST_F(NoFalsePassEndless, TimeoutOfMaxIsNoLimit, 2) {
+  comm().set_timeout(milliseconds::max() / 2);
+  comm().barrier();
+  int one = 1;
+  comm().allreduce(&one, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(one, 2);
+  std::printf("marker-endless-timeout %lld\n",
+              static_cast<long long>(comm().timeout().count()));
+}
+
+}  // namespace
