@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <unordered_map>
 
 #include "comm/host_arena.h"
 #include "env/text.h"
@@ -276,6 +277,14 @@ void AddFailures(const TestSpec& spec, std::vector<Item> items,
   const auto rank_of = [](const Group& g) {
     return std::make_pair(g.follows, !g.at.has_value());
   };
+  // The groups of each failure (kind, file, line and text without the
+  // rank's label), in the order made: a rank's n-th such failure joins the
+  // n-th group, so a failure that every rank hits twice is two groups of
+  // every rank. Found by hash, not by a search of every group: 100,000
+  // distinct failures cost 100,000 look-ups, not 5 * 10^9 comparisons.
+  std::unordered_map<std::string, std::vector<std::size_t>> groups_of;
+  std::unordered_map<std::string, std::size_t> seen;  // This rank's, by id.
+  int seen_rank = -1;
   for (Item& item : items) {
     if (item.kind == Finding::Kind::kProperty) {
       out->push_back(
@@ -283,12 +292,20 @@ void AddFailures(const TestSpec& spec, std::vector<Item> items,
       continue;
     }
     std::string key = WithoutOwnLabel(spec, item.rank, item.text);
-    auto same = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
-      return g.kind == item.kind && g.line == item.line &&
-             g.file == item.file && g.key == key && g.ranks.back() != item.rank;
-    });
-    if (same == groups.end()) {
+    std::string id = fmt::format("{}\n{}\n{}\n{}", static_cast<int>(item.kind),
+                                 item.file, item.line, key);
+    if (item.rank != seen_rank) {
+      seen.clear();
+      seen_rank = item.rank;
+    }
+    std::vector<std::size_t>& same = groups_of[id];
+    std::size_t n = seen[id]++;
+    // The items come rank by rank; should one come back to a rank, it
+    // joins the first group that does not end with it, as before.
+    while (n < same.size() && groups[same[n]].ranks.back() == item.rank) ++n;
+    if (n == same.size()) {
       const bool follows = FollowsFromAnother(key);
+      same.push_back(groups.size());
       groups.push_back({item.kind,
                         item.file,
                         item.line,
@@ -299,8 +316,9 @@ void AddFailures(const TestSpec& spec, std::vector<Item> items,
                         follows});
       continue;
     }
-    same->ranks.push_back(item.rank);
-    if (item.at && (!same->at || *item.at < *same->at)) same->at = item.at;
+    Group& group = groups[same[n]];
+    group.ranks.push_back(item.rank);
+    if (item.at && (!group.at || *item.at < *group.at)) group.at = item.at;
   }
   std::stable_sort(groups.begin(), groups.end(),
                    [&](const Group& a, const Group& b) {
