@@ -37,8 +37,8 @@ bool ExpectedEnd::Matches(const RankOutcome& o) const {
 }
 
 std::string EncodeExpectedEnd(int rank, const ExpectedEnd& end) {
-  return fmt::format("{} {} {}", rank, end.signal ? "signal" : "exit",
-                     end.value);
+  return fmt::format("{} {} {} {}", rank, end.signal ? "signal" : "exit",
+                     end.value, end.declared_ns);
 }
 
 std::optional<std::pair<int, ExpectedEnd>> DecodeExpectedEnd(
@@ -49,12 +49,19 @@ std::optional<std::pair<int, ExpectedEnd>> DecodeExpectedEnd(
   if (b == std::string_view::npos) return std::nullopt;
   int rank = 0;
   ExpectedEnd end;
+  const std::size_t c = text.find(' ', b + 1);
+  if (c == std::string_view::npos) return std::nullopt;
   const std::string_view how = text.substr(a + 1, b - a - 1);
+  const std::string_view when = text.substr(c + 1);
   if (!ParseInt(text.substr(0, a), &rank) ||
-      !ParseInt(text.substr(b + 1), &end.value) ||
-      (how != "signal" && how != "exit")) {
+      !ParseInt(text.substr(b + 1, c - b - 1), &end.value) ||
+      (how != "signal" && how != "exit") || when.empty() ||
+      when.find_first_not_of("0123456789") != std::string_view::npos ||
+      when.size() > 18) {
     return std::nullopt;
   }
+  for (char digit : when)
+    end.declared_ns = end.declared_ns * 10 + (digit - '0');
   end.signal = how == "signal";
   return std::make_pair(rank, end);
 }
@@ -90,8 +97,10 @@ void RankControl::Expect(int rank, const ExpectedEnd& end) const {
         rank, end.value, static_cast<int>(kExitFailed),
         static_cast<int>(kExitExecFailed)));
   }
-  report_(
-      {RankMessage::Kind::kExpectEnd, "", -1, EncodeExpectedEnd(rank, end)});
+  ExpectedEnd declared = end;
+  declared.declared_ns = MonotonicNs();
+  report_({RankMessage::Kind::kExpectEnd, "", -1,
+           EncodeExpectedEnd(rank, declared)});
 }
 
 void RankControl::Signal(int rank, int signal) const {

@@ -34,6 +34,9 @@ struct ExpectedEnd {
   bool signal = true;
   int value = 0;
   int declared_by = -1;  // The rank that declared it (the parent's view).
+  // When it was declared, CLOCK_MONOTONIC in ns (0: not known), so that the
+  // parent can tell a declaration that came after the end it names.
+  std::int64_t declared_ns = 0;
 
   // "be killed by signal 9 (SIGKILL)", "exit with status 3".
   std::string str() const;
@@ -43,8 +46,9 @@ struct ExpectedEnd {
   }
 };
 
-// A kExpectEnd message's text: "2 signal 9", "1 exit 3". Decode gives the
-// rank and the end back, or nullopt for anything else.
+// A kExpectEnd message's text: "2 signal 9 <declared_ns>", "1 exit 3
+// <declared_ns>". Decode gives the rank and the end back, or nullopt for
+// anything else.
 std::string EncodeExpectedEnd(int rank, const ExpectedEnd& end);
 std::optional<std::pair<int, ExpectedEnd>> DecodeExpectedEnd(
     std::string_view text);

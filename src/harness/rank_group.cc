@@ -237,7 +237,13 @@ std::vector<RankReport> RankGroup::End(const std::string& reason) {
     ReadLedgers(/*again=*/false);
   }
   std::vector<RankReport> reports;
-  for (Rank& rank : ranks_) reports.push_back(std::move(rank.report));
+  for (Rank& rank : ranks_) {
+    if (!rank.late_expectation.empty() && !rank.report.expected_end) {
+      rank.report.channel_errors.push_back(rank.late_expectation);
+    }
+    rank.late_expectation.clear();
+    reports.push_back(std::move(rank.report));
+  }
   CleanUp();
   return reports;
 }
@@ -371,7 +377,31 @@ void RankGroup::ExpectEnd(Rank& from, const std::string& text) {
   }
   ExpectedEnd end = expected->second;
   end.declared_by = from.report.rank;
-  RankReport& target = ranks_[expected->first].report;
+  Rank& rank = ranks_[expected->first];
+  RankReport& target = rank.report;
+  // An end must be expected before it comes: one declared after the rank
+  // had ended (by the declaring rank's clock, which is this one's on one
+  // host) excuses nothing, however it matches.
+  const std::int64_t ended_ns =
+      rank.exited && target.ended_at
+          ? std::chrono::duration_cast<std::chrono::nanoseconds>(
+                target.ended_at->time_since_epoch())
+                .count()
+          : 0;
+  // Other ranks may declare the same end after it came, once one declared
+  // it in time: that one counts (the queues are read in rank order, so a
+  // late one may be read first).
+  if (ended_ns != 0 && end.declared_ns > ended_ns) {
+    if (rank.late_expectation.empty()) {
+      rank.late_expectation = fmt::format(
+          "had already ended ({}) when rank {} declared ExpectRankToEnd({}, "
+          "...), {} ms later: declare an end before it can come",
+          target.outcome ? target.outcome->str() : std::string("ended"),
+          end.declared_by, expected->first,
+          (end.declared_ns - ended_ns) / 1000000);
+    }
+    return;
+  }
   if (!target.expected_end) {
     target.expected_end = end;
   } else if (!target.expected_end->SameEnd(end)) {

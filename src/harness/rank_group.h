@@ -59,6 +59,9 @@ class RankGroup {
     std::unique_ptr<OutputRelay> err;
     std::unique_ptr<ResultChannel> channel;
     RankReport report;
+    // Why an ExpectRankToEnd() of this rank came too late (after its end),
+    // when no declaration came in time: a failure of the rank at End().
+    std::string late_expectation;
   };
   // Called for a rank whose verdict (kDone) came, and for one that exited.
   using RankEvent = std::function<void(Rank&)>;

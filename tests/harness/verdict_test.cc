@@ -138,14 +138,18 @@ TEST(JudgeTest, FailuresBeforeAnExpectedEndStillCount) {
 }
 
 TEST(ExpectedEndTest, TextRoundTripsAndAnythingElseIsRefused) {
-  const auto back = DecodeExpectedEnd(EncodeExpectedEnd(3, {false, 7, -1}));
+  const auto back =
+      DecodeExpectedEnd(EncodeExpectedEnd(3, {false, 7, -1, 123456789012}));
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->first, 3);
   EXPECT_FALSE(back->second.signal);
   EXPECT_EQ(back->second.value, 7);
-  EXPECT_TRUE(DecodeExpectedEnd("1 signal 9").has_value());
-  for (const char* bad : {"", "1", "1 signal", "x signal 9", "1 kill 9",
-                          "1 signal 9x", "1  signal 9", "1 exit "}) {
+  EXPECT_EQ(back->second.declared_ns, 123456789012);
+  EXPECT_TRUE(DecodeExpectedEnd("1 signal 9 0").has_value());
+  for (const char* bad :
+       {"", "1", "1 signal", "x signal 9 0", "1 kill 9 0", "1 signal 9x 0",
+        "1  signal 9 0", "1 exit ", "1 signal 9", "1 signal 9 -5",
+        "1 signal 9 12x", "1 signal 9 1234567890123456789012"}) {
     EXPECT_FALSE(DecodeExpectedEnd(bad).has_value()) << bad;
   }
 }

@@ -189,6 +189,19 @@ TEST_P(NoFalsePassTest, CommunicatorNamedDifferentlyOnEachRankIsCompared) {
   EXPECT_THAT(v.run.out, HasSubstr("allreduce(1 x int32, max)")) << v.run.out;
 }
 
+// --- Expected ends. ---
+
+TEST_P(NoFalsePassTest, EndDeclaredAfterItCameFailsTheTest) {
+  Verdict v = Run("EndExpectedAfterItCame/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] had already ended (killed by "
+                                   "signal 9 (SIGKILL)) when rank 0 declared "
+                                   "ExpectRankToEnd(1, ...), "))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("declare an end before it can come"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("as the test expected")));
+}
+
 // --- Timeouts. ---
 
 TEST_P(NoFalsePassTest, TimeoutOfMillisecondsMaxMeansNoLimit) {

@@ -12,6 +12,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <list>
@@ -19,6 +20,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -227,6 +229,21 @@ DIST_TEST_F(NoFalsePass, CommunicatorNamedDifferentlyOnEachRank, 2) {
   grads->allreduce(
       &v, 1, rank() == 0 ? disttest::ReduceOp::kSum : disttest::ReduceOp::kMax);
   KeepUntilExit(std::move(grads));
+}
+
+// --- An end must be expected before it comes. ---
+
+class NoFalsePassPatient : public NoFalsePass {
+ protected:
+  // Rank 0 is not ended for the dead peer before it has declared.
+  NoFalsePassPatient() { options().failure_grace = std::chrono::seconds(20); }
+};
+
+// Rank 1 dies at once; rank 0 declares that end 200 ms later.
+DIST_TEST_F(NoFalsePassPatient, EndExpectedAfterItCame, 2) {
+  if (rank() == 1) std::raise(SIGKILL);
+  std::this_thread::sleep_for(milliseconds(200));
+  ExpectRankToEnd(1, disttest::RankEnd::KilledBy(SIGKILL));  // marker-late
 }
 
 // --- Timeouts beyond what a clock can hold mean no limit. ---
