@@ -132,6 +132,18 @@ class Communicator::Recorded {
       comm.ledger_id_ = ledger_->AddCommunicator(comm.name_, comm.key_);
       comm.ledger_ = ledger_;
     }
+    if (comm.ledger_id_ >= internal::LedgerMemory::kComms) {
+      // Its calls could not be compared across the ranks: refused, never
+      // run unchecked.
+      ledger_ = nullptr;
+      throw CommError(fmt::format(
+          "[rank {}/{}] {}: this rank already has {} communicators in this "
+          "test, the most whose calls disttest compares across the ranks; "
+          "destroy those it is done with before making more (one made and "
+          "kept in a loop?)",
+          comm.rank(), comm.size(), comm.name_,
+          internal::LedgerMemory::kComms));
+    }
     // Numbered from 0, as the host arena numbers them: the world's #0 is
     // disttest's barrier before the body, a test's first collective #1.
     std::uint64_t seq = ledger_->NextSeq(comm.ledger_id_, collective);

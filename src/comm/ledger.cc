@@ -15,6 +15,7 @@
 #include <ctime>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 
 #include "comm/shared_memory.h"
 #include "disttest/error.h"
@@ -614,8 +615,8 @@ LedgerMemory::Area& LedgerMemory::area(int rank) const {
 }
 
 bool LedgerMemory::DigestsAgree() const {
-  std::vector<std::pair<std::uint64_t, CommDigest>> seen;
-  std::vector<std::pair<std::uint64_t, CommDigest>> mine;
+  std::unordered_map<std::uint64_t, CommDigest> seen;
+  std::unordered_map<std::uint64_t, CommDigest> mine;
   for (int r = 0; r < ranks_; ++r) {
     const Area& a = area(r);
     const std::uint32_t named = std::min<std::uint32_t>(
@@ -626,27 +627,15 @@ bool LedgerMemory::DigestsAgree() const {
       if (key == 0) continue;  // Not identified, or free: not compared.
       const CommDigest d{a.calls[i].load(std::memory_order_acquire),
                          a.digest[i].load(std::memory_order_relaxed)};
-      auto it = std::find_if(mine.begin(), mine.end(),
-                             [&](const auto& m) { return m.first == key; });
-      if (it == mine.end()) {
-        mine.emplace_back(key, d);
-      } else {
-        Fold(it->second, d);
-      }
+      auto [it, made] = mine.try_emplace(key, d);
+      if (!made) Fold(it->second, d);
     }
-    for (const auto& entry : mine) {
-      const std::uint64_t key = entry.first;
-      const CommDigest& d = entry.second;
+    for (const auto& [key, d] : mine) {
       // A communicator it did not use in this test (made in an earlier one,
       // or one whose group it has left) says nothing.
       if (d.calls == 0) continue;
-      auto it = std::find_if(seen.begin(), seen.end(),
-                             [&](const auto& s) { return s.first == key; });
-      if (it == seen.end()) {
-        seen.emplace_back(key, d);
-      } else if (!(it->second == d)) {
-        return false;
-      }
+      auto [it, made] = seen.try_emplace(key, d);
+      if (!made && !(it->second == d)) return false;
     }
   }
   return true;
@@ -805,8 +794,13 @@ void Ledger::BeginTest() {
   area_->test_first.store(area_->written.load(std::memory_order_relaxed),
                           std::memory_order_release);
   for (auto& p : area_->phase_ns) p.store(0, std::memory_order_relaxed);
-  for (auto& c : area_->calls) c.store(0, std::memory_order_relaxed);
-  for (auto& d : area_->digest) d.store(0, std::memory_order_relaxed);
+  // Only the ids ever named can hold a count (a few pages at most).
+  const std::uint32_t named = std::min<std::uint32_t>(
+      area_->named.load(std::memory_order_relaxed), LedgerMemory::kComms);
+  for (std::uint32_t i = 0; i < named; ++i) {
+    area_->calls[i].store(0, std::memory_order_relaxed);
+    area_->digest[i].store(0, std::memory_order_relaxed);
+  }
   phase_.store(0, std::memory_order_relaxed);
   Enter(RankPhase::kStarted);
 }

@@ -168,8 +168,10 @@ class LedgerMemory {
   static constexpr std::size_t kMaxRing = 1 << 16;
   static constexpr std::size_t kFileBytes = 56;  // Of each entry's path.
   // Communicators told apart per rank process (by key; one made again,
-  // in a pooled rank's next test, is the same).
-  static constexpr std::size_t kComms = 64;
+  // in a pooled rank's next test, is the same). Their calls are compared
+  // across the ranks; a rank that makes more in one test gets CommError at
+  // the first operation of the one past them, never a silent pass.
+  static constexpr std::size_t kComms = 1024;
   static constexpr std::size_t kNameBytes = 40;
   static constexpr int kMaxRanks = 4096;
 
@@ -240,7 +242,7 @@ class Ledger {
   // `key` (LedgerKey of its rendezvous keys, name and instance), else a
   // free one, with `name` for reports. Key 0 (a backend that gave none) is
   // never matched nor compared. After kComms ids in use, ids go on without
-  // a name ("communicator <id + 1>") and are not compared.
+  // a name ("communicator <id + 1>"); the Communicator refuses to use them.
   std::uint32_t AddCommunicator(std::string_view name, std::uint64_t key);
   // Communicator `id` is gone: its id is free from the next BeginTest()
   // on (this test's entries still name it).

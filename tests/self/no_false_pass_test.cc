@@ -189,6 +189,26 @@ TEST_P(NoFalsePassTest, CommunicatorNamedDifferentlyOnEachRankIsCompared) {
   EXPECT_THAT(v.run.out, HasSubstr("allreduce(1 x int32, max)")) << v.run.out;
 }
 
+// --- The 65th communicator and later. ---
+
+TEST_P(NoFalsePassTest, EveryOneOfAHundredCommunicatorsIsCompared) {
+  for (const char* odd : {"0", "62", "63", "64", "99"}) {
+    Verdict v = Run("HundredCommunicatorsEachCompared/2ranks",
+                    {{"VERDICTS_ODD_COMM", odd}});
+    EXPECT_EQ(v.run.exit_code, 1) << "odd one out: " << odd << "\n"
+                                  << v.run.out;
+    // Named by the communicator; its calls when the ledgers still hold
+    // them (the last 64 operations of each rank), else their digests.
+    EXPECT_THAT(v.run.out, HasSubstr("world split " + std::string(odd) +
+                                     " (color 0) did not match across the "
+                                     "ranks, though every call returned"))
+        << "odd one out: " << odd;
+  }
+  Verdict v = Run("HundredCommunicatorsEachCompared/2ranks",
+                  {{"VERDICTS_ODD_COMM", "-1"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+}
+
 // --- Expected ends. ---
 
 TEST_P(NoFalsePassTest, EndDeclaredAfterItCameFailsTheTest) {

@@ -231,6 +231,23 @@ DIST_TEST_F(NoFalsePass, CommunicatorNamedDifferentlyOnEachRank, 2) {
   KeepUntilExit(std::move(grads));
 }
 
+// --- Every communicator is compared, the hundredth as the first. ---
+
+// 100 communicators of the test's own, each used once; on the one at
+// VERDICTS_ODD_COMM (none: -1) rank 1 takes the max where rank 0 sums.
+DIST_TEST_F(NoFalsePass, HundredCommunicatorsEachCompared, 2) {
+  const char* odd_text = std::getenv("VERDICTS_ODD_COMM");
+  const int odd = odd_text != nullptr ? std::atoi(odd_text) : -1;
+  for (int i = 0; i < 100; ++i) {
+    std::unique_ptr<disttest::Communicator> sub = comm().split(0);
+    int v = 1;
+    const bool differs = i == odd && rank() == 1;
+    sub->allreduce(
+        &v, 1, differs ? disttest::ReduceOp::kMax : disttest::ReduceOp::kSum);
+    KeepUntilExit(std::move(sub));
+  }
+}
+
 // --- An end must be expected before it comes. ---
 
 class NoFalsePassPatient : public NoFalsePass {
