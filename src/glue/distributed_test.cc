@@ -137,14 +137,42 @@ namespace {
 Communicator* g_current_comm = nullptr;
 
 // `fixture`: the index of the DistributedFixture this rank runs, or -1 for
-// the test itself; `arena`: the host arena a forked rank inherited.
+// the test itself; `arena`: the host arena a forked rank inherited;
+// `forked`: `test` is the parent's object (fork() copied it), not one made
+// in this process.
+//
+// The test object's destructor runs in the rank after TearDownRank(), as
+// gtest's runs after TearDown(), in every mode: a re-executed rank destroys
+// the object gtest made in it; a forked rank makes its own (as gtest makes
+// one per test, and as re-executed and pooled ranks do), so that its
+// constructor and destructor run in pairs in the rank. Running the
+// parent's object's destructor in every rank would undo what its
+// constructor did in the parent (a directory made, a file written) once per
+// rank. A test with DistributedFixtures (their directories are set on the
+// parent's object), or whose object the rank cannot make (parameters that
+// print alike), keeps the parent's, undestroyed in the rank.
 [[noreturn]] void RunAsRank(DistributedTest& test, int fixture,
-                            std::shared_ptr<HostArena> arena) {
+                            std::shared_ptr<HostArena> arena, bool forked) {
+  const Options options = EffectiveOptions(test);
   auto& fixtures = FixtureAccess::fixtures(test);
-  GtestRankProgram program(
-      test, fixture < 0 ? nullptr
-                        : fixtures[static_cast<std::size_t>(fixture)].get());
-  RunSpawnedRank(program, EffectiveOptions(test), std::move(arena));
+  if (fixture >= 0) {
+    GtestRankProgram program(test,
+                             fixtures[static_cast<std::size_t>(fixture)].get());
+    RunSpawnedRank(program, options, std::move(arena));
+  }
+  GtestRankProgram program(test, nullptr);
+  if (!forked) program.DestroyTestInRank();
+  if (forked && fixtures.empty()) {
+    std::unique_ptr<RankProgram> own;
+    try {
+      own = program.Next(CurrentTestName());
+    } catch (const std::exception&) {
+      // No object of its own can be made here (parameters that print
+      // alike): the parent's, as it is.
+    }
+    if (own != nullptr) RunSpawnedRank(*own, options, std::move(arena));
+  }
+  RunSpawnedRank(program, options, std::move(arena));
 }
 
 // The child of a "threadsafe" death test started by a rank (the binary
@@ -231,7 +259,7 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
   bool pooled = false;
   try {
     RankEntry entry = [&test, fixture](std::shared_ptr<HostArena> arena) {
-      RunAsRank(test, fixture, std::move(arena));
+      RunAsRank(test, fixture, std::move(arena), /*forked=*/true);
     };
     if (fixture < 0 && Pooled(test, spec)) {
       ranks = WorkerPools::Get().Run(spec, std::move(entry));
@@ -384,7 +412,8 @@ void DistributedTest::TestBody() {
   std::string running = internal::CurrentTestName();
   if (running == child) {
     internal::AdoptFixtureDirsFromEnvironment(*this);
-    internal::RunAsRank(*this, internal::ChildFixtureIndex(*this), nullptr);
+    internal::RunAsRank(*this, internal::ChildFixtureIndex(*this), nullptr,
+                        /*forked=*/false);
   }
   // A re-executed rank must run only its own test; spawning ranks of another
   // one from here would nest whole tests inside a rank.

@@ -165,6 +165,14 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
     }
     TestAccess::BindContext(test_, nullptr);
     TestAccess::Bind(test_, nullptr, nullptr, nullptr);
+    // gtest destroys the fixture after TearDown(): so does the rank, while
+    // its results still reach the parent, whether it is pooled or fresh,
+    // forked or re-executed.
+    if (owned_ != nullptr) {
+      Guarded("the fixture's destructor", [&] { owned_.reset(); });
+    } else if (destroy_in_rank_) {
+      Guarded("the fixture's destructor", [&] { test_.~DistributedTest(); });
+    }
   }
   // Requests that failed where nothing could throw (destroyed without
   // wait()), and those still in flight now that the test is over, fail it

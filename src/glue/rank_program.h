@@ -35,16 +35,30 @@ std::string Demangle(const char* name);
 class GtestRankProgram : public RankProgram {
  public:
   GtestRankProgram(DistributedTest& test, DistributedFixture* fixture)
-      : test_(test), fixture_(fixture) {}
+      : test_(test),
+        fixture_(fixture),
+        file_(TestAccess::file(test)),
+        line_(TestAccess::line(test)) {}
   // A pooled rank's own test object: SetUp() and TearDown() run in the rank
-  // too, around SetUpRank() and TearDownRank().
+  // too, around SetUpRank() and TearDownRank(), and it is destroyed after
+  // them, in the rank, as gtest destroys a fixture.
   explicit GtestRankProgram(std::unique_ptr<DistributedTest> test)
-      : test_(*test), fixture_(nullptr), owned_(std::move(test)) {}
+      : test_(*test),
+        fixture_(nullptr),
+        file_(TestAccess::file(*test)),
+        line_(TestAccess::line(*test)),
+        owned_(std::move(test)) {}
+
+  // A spawned rank that ends with its test (it _exits after Run) destroys
+  // the test object after TearDownRank(), as gtest does after TearDown():
+  // what its destructor does (a failure, a crash) is the rank's, in every
+  // launch mode. The object is not used after Run().
+  void DestroyTestInRank() { destroy_in_rank_ = true; }
 
   RankVerdict Run(const RankEnv& env, Communicator* comm, Store& store,
                   const ReportFn& report) override;
-  const char* file() const override { return TestAccess::file(test_); }
-  int line() const override { return TestAccess::line(test_); }
+  const char* file() const override { return file_; }
+  int line() const override { return line_; }
   std::unique_ptr<RankProgram> Next(const std::string& test) override;
 
  private:
@@ -55,7 +69,10 @@ class GtestRankProgram : public RankProgram {
 
   DistributedTest& test_;
   DistributedFixture* fixture_;
+  const char* file_;  // The test's, kept: the test may be destroyed.
+  int line_;
   std::unique_ptr<DistributedTest> owned_;
+  bool destroy_in_rank_ = false;
   std::unique_ptr<Context> ctx_;  // options().parallel's groups.
 };
 

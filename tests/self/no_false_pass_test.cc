@@ -209,6 +209,27 @@ TEST_P(NoFalsePassTest, EveryOneOfAHundredCommunicatorsIsCompared) {
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
 }
 
+// --- Fixture destructors. ---
+
+TEST_P(NoFalsePassTest, FailureInAFixtureDestructorFailsTheTestInEveryMode) {
+  Verdict v = Run("FailsInItsDestructor*");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  for (const char* test :
+       {"FailsInItsDestructor/2ranks", "FailsInItsDestructorAgain/2ranks"}) {
+    EXPECT_THAT(v.run.out, HasSubstr(std::string("[  FAILED  ] "
+                                                 "NoFalsePassDestructor.") +
+                                     test))
+        << v.run.out;
+  }
+  // Rank 1's, at the destructor's line, once per test; rank 0's destructor
+  // ran too and passed.
+  EXPECT_EQ(
+      Occurrences(v.run.out, "[rank 1/2] Failed\nmarker-destructor-failure"), 2)
+      << v.run.out;
+  EXPECT_EQ(Occurrences(v.run.out, "marker-destructor of rank 0"), 2)
+      << v.run.out;
+}
+
 // --- Expected ends. ---
 
 TEST_P(NoFalsePassTest, EndDeclaredAfterItCameFailsTheTest) {

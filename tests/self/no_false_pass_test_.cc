@@ -248,6 +248,24 @@ DIST_TEST_F(NoFalsePass, HundredCommunicatorsEachCompared, 2) {
   }
 }
 
+// --- A fixture is destroyed in the rank, after TearDownRank(). ---
+
+class NoFalsePassDestructor : public NoFalsePass {
+ protected:
+  ~NoFalsePassDestructor() override {
+    std::printf("marker-destructor of rank %d\n", destructed_rank_);
+    if (destructed_rank_ == 1) {
+      ADD_FAILURE() << "marker-destructor-failure";
+    }
+  }
+  void TearDownRank() override { destructed_rank_ = rank(); }
+  int destructed_rank_ = -1;
+};
+
+// Twice, so that a pooled rank's first and second tests are both seen.
+DIST_TEST_F(NoFalsePassDestructor, FailsInItsDestructor, 2) {}
+DIST_TEST_F(NoFalsePassDestructor, FailsInItsDestructorAgain, 2) {}
+
 // --- An end must be expected before it comes. ---
 
 class NoFalsePassPatient : public NoFalsePass {
