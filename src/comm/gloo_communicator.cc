@@ -21,6 +21,8 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/sockets.h"
@@ -333,7 +335,20 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
         const std::map<ino_t, int> before =
             internal::WatchingCommunicatorSockets() ? internal::TcpSockets()
                                                     : std::map<ino_t, int>{};
-        impl->context->connectFullMesh(adapter, impl->device);
+        try {
+          impl->context->connectFullMesh(adapter, impl->device);
+        } catch (const std::exception& e) {
+          // Gloo's words for a peer whose address list is for another
+          // number of ranks: "sizeof(impl_) == bytes.size(). 136 vs 272".
+          if (std::string_view(e.what()).find("bytes.size()") ==
+              std::string_view::npos) {
+            throw;
+          }
+          throw CommError(fmt::format(
+              "the ranks passed different world sizes (this rank passed {}): "
+              "every rank of a communicator must pass the same size ({})",
+              size, e.what()));
+        }
         if (internal::WatchingCommunicatorSockets()) {
           internal::NoteCommunicatorSockets(before);
         }

@@ -204,8 +204,10 @@ void AdoptFixtureDirsFromEnvironment(DistributedTest& test) {
 
 // DISTTEST_LOG_DIR: the end of each failing rank's log, where its last words
 // are (output relayed live may be far above, or mixed with other ranks').
+// Ranks that printed nothing are one line together, not one line each.
 void PrintLogTails(const std::vector<RankReport>& ranks) {
   constexpr std::size_t kTailLines = 20;
+  std::vector<int> silent;
   for (const RankReport& r : ranks) {
     if (r.log_path.empty() || !RankFailed(r)) continue;
     std::ifstream in(r.log_path);
@@ -214,11 +216,21 @@ void PrintLogTails(const std::vector<RankReport>& ranks) {
       tail.push_back(std::move(line));
       if (tail.size() > kTailLines) tail.pop_front();
     }
+    if (tail.empty()) {
+      silent.push_back(r.rank);
+      continue;
+    }
     std::printf(
         "[ disttest ] the last %zu lines of rank %d's output (all of "
         "it: %s):\n",
         tail.size(), r.rank, r.log_path.c_str());
     for (const std::string& line : tail) std::printf("  %s\n", line.c_str());
+  }
+  if (!silent.empty()) {
+    std::printf(
+        "[ disttest ] %s printed nothing (their logs: %s)\n",
+        RanksText(silent).c_str(),
+        std::filesystem::path(ranks.front().log_path).parent_path().c_str());
   }
   std::fflush(stdout);
 }

@@ -278,6 +278,34 @@ TEST(GlooCommunicatorErrorsTest, PeerThatNeverComesFailsTheConnectNamingIt) {
   }
 }
 
+// Rank 0 says 2 ranks, rank 1 says 4 (an off-by-one in the caller): both
+// say so, instead of Gloo's "sizeof(impl_) == bytes.size(). 136 vs 272".
+TEST(GlooCommunicatorErrorsTest, RanksThatPassDifferentSizesSaySo) {
+  testing::ServerThread store;
+  GlooOptions options;
+  options.timeout = std::chrono::milliseconds(2000);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      TcpStore client("127.0.0.1", store.port(),
+                      std::chrono::milliseconds(2000));
+      try {
+        GlooCommunicator::Create(client, rank, rank == 0 ? 2 : 4, options);
+      } catch (const CommError& e) {
+        errors[rank] = e.what();
+      }
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  // Whichever rank reads the other's address list first says so.
+  EXPECT_THAT(errors[0] + errors[1],
+              HasSubstr("the ranks passed different world sizes (this rank "
+                        "passed "))
+      << errors[0] << "\n"
+      << errors[1];
+}
+
 // Threads of this process whose policy is SCHED_BATCH.
 std::set<pid_t> BatchThreads() {
   std::set<pid_t> tids;

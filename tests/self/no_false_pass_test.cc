@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -228,6 +229,21 @@ TEST_P(NoFalsePassTest, FailureInAFixtureDestructorFailsTheTestInEveryMode) {
       << v.run.out;
   EXPECT_EQ(Occurrences(v.run.out, "marker-destructor of rank 0"), 2)
       << v.run.out;
+}
+
+// --- Messages. ---
+
+TEST_P(NoFalsePassTest, RanksThatPrintedNothingAreOneLine) {
+  const std::string dir = TempPath(".logs");
+  Verdict v = Run("SilentRanksFail/4ranks", {{"DISTTEST_LOG_DIR", dir}});
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[ disttest ] ranks 0-3 printed nothing "
+                        "(their logs: " +
+                        dir + "/NoFalsePass.SilentRanksFail/4ranks)"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("the last 0 lines")));
 }
 
 // --- Expected ends. ---

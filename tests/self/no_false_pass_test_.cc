@@ -266,6 +266,14 @@ class NoFalsePassDestructor : public NoFalsePass {
 DIST_TEST_F(NoFalsePassDestructor, FailsInItsDestructor, 2) {}
 DIST_TEST_F(NoFalsePassDestructor, FailsInItsDestructorAgain, 2) {}
 
+// --- Messages. ---
+
+// Four ranks fail without printing anything (DISTTEST_LOG_DIR keeps their
+// empty logs).
+DIST_TEST_F(NoFalsePass, SilentRanksFail, 4) {
+  ADD_FAILURE() << "marker-silent";
+}
+
 // --- An end must be expected before it comes. ---
 
 class NoFalsePassPatient : public NoFalsePass {

@@ -36,6 +36,12 @@
 
 #include "disttest/comm/half.h"
 
+// CUDA's 16-bit types (cuda_fp16.h, cuda_bf16.h declare them so too): a
+// buffer of either is float16 or bfloat16 (DataTypeOf), wherever their
+// headers are included.
+struct __half;
+struct __nv_bfloat16;
+
 namespace disttest {
 
 // Which communicator a rank gets.
@@ -91,9 +97,18 @@ constexpr DataType DataTypeOf() {
   using U = std::remove_cv_t<T>;
   if constexpr (std::is_same_v<U, bool>) {
     return DataType::kBool;
-  } else if constexpr (std::is_same_v<U, float16>) {
+  } else if constexpr (std::is_same_v<U, float16> || std::is_same_v<U, ::__half>
+#ifdef __FLT16_MANT_DIG__
+                       || std::is_same_v<U, _Float16>
+#endif
+  ) {
     return DataType::kFloat16;
-  } else if constexpr (std::is_same_v<U, bfloat16>) {
+  } else if constexpr (std::is_same_v<U, bfloat16> ||
+                       std::is_same_v<U, ::__nv_bfloat16>
+#ifdef __BFLT16_MANT_DIG__
+                       || std::is_same_v<U, __bf16>
+#endif
+  ) {
     return DataType::kBfloat16;
   } else if constexpr (std::is_same_v<U, float>) {
     return DataType::kFloat32;
@@ -123,8 +138,9 @@ constexpr DataType DataTypeOf() {
     static_assert(ElementTypeHasNoDataType<U>::value,
                   "disttest: this element type has no DataType (the types "
                   "are bool, the integers of 1, 2, 4 and 8 bytes, float, "
-                  "double, disttest::float16 and disttest::bfloat16); pass a "
-                  "DataType and a byte buffer, or convert");
+                  "double, disttest::float16 and disttest::bfloat16, "
+                  "_Float16, __bf16, CUDA's __half and __nv_bfloat16); pass "
+                  "a DataType and a byte buffer, or convert");
     return DataType::kUint8;
   }
 }
