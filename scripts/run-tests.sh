@@ -24,7 +24,9 @@ if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDISTTEST_BUILD_TES
   exit 1
 fi
 grep 'disttest:' "$log" || true
+built_from=$SECONDS
 cmake --build "$dir" -j "$(nproc)"
+echo "disttest: built $dir in $((SECONDS - built_from)) s"
 cd "$dir"
 # Under ASan, what the sanitizer flags do not change and the regular build
 # runs: the package tests (they build consumer projects against disttest's
