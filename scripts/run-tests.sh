@@ -33,14 +33,15 @@ cd "$dir"
 # CMake package), the self-tests' second pair of launch modes (OwnMainFork
 # and OwnMainExec: fork and exec ranks again, under the user's own main()),
 # and the scale tests of 128 and 256 ranks (their point is time and the size
-# of the report; their memory is that of 4 ranks, which run), the cluster
-# tests (their point is the network between namespaces; the launched ranks
-# they run are the external tests', which run here), and the two runs of
+# of the report; their memory is that of 4 ranks, which run), and the two runs of
 # many tests in one process (FullRunLeavesNothingBehind: every verdict
 # case at once, each of which runs here alone; HundredsOfTestsLeaveNoTime-
 # WaitSockets: sockets): together about half of the sanitizer run's time.
+# The sanitizer build has neither the cluster tests (their point is the
+# network between namespaces; the launched ranks they run are the external
+# tests', which run here) nor the benchmarks (CMakeLists.txt).
 exclude=()
 if [[ $sanitize == ON ]]; then
-  exclude=(-E '^package\.|/OwnMain(Fork|Exec)( |$)|HangOfManyRanksIsOneFailureAndOneTreeOfStacks|(Crash|Hang)Among256Ranks|^(Styles/)?Cluster(Launcher)?Test\.|FullRunLeavesNothingBehind|HundredsOfTestsLeaveNoTimeWaitSockets')
+  exclude=(-E '^package\.|/OwnMain(Fork|Exec)( |$)|HangOfManyRanksIsOneFailureAndOneTreeOfStacks|(Crash|Hang)Among256Ranks|FullRunLeavesNothingBehind|HundredsOfTestsLeaveNoTimeWaitSockets')
 fi
 ctest --output-on-failure -j "$(nproc)" --timeout 600 "${exclude[@]}"

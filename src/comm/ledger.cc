@@ -777,6 +777,16 @@ RankPhase LedgerMemory::Phase(int rank) const {
   return RankPhase::kStarted;
 }
 
+std::string ShortName(std::string_view name, std::size_t most) {
+  if (name.size() <= most) return std::string(name);
+  // At a space, so that no word is cut ("world split 0 (color 1) split 0
+  // (color 1) split 1 ..." rather than "... split 0 (color "), with "...".
+  constexpr std::string_view kMore = " ...";
+  std::size_t end = name.rfind(' ', most - kMore.size());
+  if (end == std::string_view::npos || end == 0) end = most - kMore.size();
+  return std::string(name.substr(0, end)) + std::string(kMore);
+}
+
 void Ledger::BeginTest() {
   {
     // The ids of communicators that are gone are free now: no entry of
@@ -829,8 +839,9 @@ std::uint32_t Ledger::AddCommunicator(std::string_view name,
   }
   if (id < LedgerMemory::kComms) {
     char* out = a.names[id];
-    const std::size_t n = std::min(name.size(), LedgerMemory::kNameBytes - 1);
-    std::memcpy(out, name.data(), n);
+    const std::string kept = ShortName(name, LedgerMemory::kNameBytes - 1);
+    const std::size_t n = kept.size();
+    std::memcpy(out, kept.data(), n);
     out[n] = '\0';
     for (std::size_t i = 0; i < n; ++i) {
       if (out[i] == '\n' || out[i] == '\r') out[i] = ' ';  // One line of text.

@@ -172,7 +172,7 @@ class LedgerMemory {
   // across the ranks; a rank that makes more in one test gets CommError at
   // the first operation of the one past them, never a silent pass.
   static constexpr std::size_t kComms = 1024;
-  static constexpr std::size_t kNameBytes = 40;
+  static constexpr std::size_t kNameBytes = 96;
   static constexpr int kMaxRanks = 4096;
 
   // Throws Error when `ranks` is out of [1, kMaxRanks] or no memory can be
@@ -314,6 +314,10 @@ class Ledger {
 std::string MissingFromCollective(const LedgerMemory& memory, int self,
                                   std::uint64_t key, std::uint64_t seq,
                                   bool every_rank);
+
+// `name` cut to at most `most` bytes at a word's end, with " ..." (a
+// communicator's name as the ledger keeps it).
+std::string ShortName(std::string_view name, std::size_t most);
 
 // A communicator's key in the ledger, from what identifies it across the
 // ranks (64-bit FNV-1a; 0 is never returned).

@@ -572,8 +572,9 @@ std::string CollectiveParagraph(const TestSpec& spec,
 
 std::vector<Finding> Judge(const TestSpec& spec,
                            const std::vector<RankReport>& ranks) {
-  // Two or more stacks: one tree, after the failures; each rank's own stack
-  // stays whole in the XML (a property "rank3.disttest_stack").
+  // Two or more stacks: one tree, after the failures. Each rank's own stack
+  // stays whole in the XML (a property "rank3.disttest_stack"), also when
+  // it is the only one (then its failure shows it in place).
   std::vector<std::pair<int, std::string>> stacks;
   std::vector<bool> stuck_at(ranks.size());
   for (std::size_t i = 0; i < ranks.size(); ++i) {
@@ -587,18 +588,18 @@ std::vector<Finding> Judge(const TestSpec& spec,
   }
   std::vector<Finding> findings;
   AddFailures(spec, std::move(items), &findings);
+  std::vector<int> stuck;
+  constexpr std::size_t kMaxStack = 64 * 1024;
+  for (const auto& [rank, stack] : stacks) {
+    stuck.push_back(rank);
+    if (stack.empty()) continue;
+    findings.push_back({Finding::Kind::kProperty, spec.file, spec.line,
+                        fmt::format("rank{}.disttest_stack", rank),
+                        stack.size() <= kMaxStack ? stack
+                                                  : stack.substr(0, kMaxStack) +
+                                                        "\n... (stack cut)"});
+  }
   if (merging) {
-    std::vector<int> stuck;
-    constexpr std::size_t kMaxStack = 64 * 1024;
-    for (const auto& [rank, stack] : stacks) {
-      stuck.push_back(rank);
-      findings.push_back(
-          {Finding::Kind::kProperty, spec.file, spec.line,
-           fmt::format("rank{}.disttest_stack", rank),
-           stack.size() <= kMaxStack
-               ? stack
-               : stack.substr(0, kMaxStack) + "\n... (stack cut)"});
-    }
     findings.push_back(
         {Finding::Kind::kFailure,
          spec.file,

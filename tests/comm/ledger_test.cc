@@ -421,3 +421,23 @@ TEST(LedgerMemoryTest, ARingOfAnyLengthAttachesAsItWasMade) {
 
 }  // namespace
 }  // namespace disttest::internal
+
+namespace disttest::internal {
+namespace {
+
+// A name too long for the ledger is cut at the end of a word, with " ...",
+// never in the middle of one ("... split 0 (color  did not match").
+TEST(LedgerNameTest, LongNamesAreCutAtAWordNotInIt) {
+  const std::string nested =
+      "world split 0 (color 1) split 0 (color 1) split 3 (color 0)";
+  EXPECT_EQ(ShortName(nested, 40), "world split 0 (color 1) split 0 ...");
+  EXPECT_EQ(ShortName(nested, nested.size()), nested);
+  EXPECT_EQ(ShortName("short", 40), "short");
+  // One long word: cut where it must be.
+  EXPECT_EQ(ShortName(std::string(50, 'x'), 40), std::string(36, 'x') + " ...");
+  // A nested split's name fits whole now.
+  EXPECT_LE(nested.size(), LedgerMemory::kNameBytes - 1);
+}
+
+}  // namespace
+}  // namespace disttest::internal

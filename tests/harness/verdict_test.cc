@@ -457,11 +457,15 @@ TEST(JudgeTest, TwoOrMoreStacksAreOneTreeOfTheStuckRanksOnly) {
             "[ranks 0, 2 of 3] where they were when disttest took their stacks "
             "(every thread's, merged; outermost call first):\n"
             "ranks 0, 2:\n  main\n  rank 0:\n    wait\n  rank 2:\n    pause\n");
-  // One stack alone stays with its rank's failure.
+  // One stack alone stays with its rank's failure, and whole in the XML as
+  // two or more do.
   auto one = Judge(Spec(3), {r0, r1, Passed(2)});
-  ASSERT_THAT(one, SizeIs(1));
+  ASSERT_THAT(one, SizeIs(2));
   EXPECT_THAT(one[0].message,
               HasSubstr("; it was here:\nTID 1:\n#0  0x1 wait"));
+  EXPECT_EQ(one[1].kind, Kind::kProperty);
+  EXPECT_EQ(one[1].message, "rank0.disttest_stack");
+  EXPECT_EQ(one[1].value, r0.stack);
 }
 
 TEST(JudgeTest, KillsBecauseARankCouldNotStartFollowItsFailure) {
