@@ -6,20 +6,25 @@
 // round a fresh fork, so both start alike). Prints the median nanoseconds per
 // operation of each and the difference, which is the ledger's cost: the
 // record at the call, the clock read, the copy of the caller's file name,
-// and the end.
+// and the end. Then what the account of requests (src/comm/request_account.h)
+// costs a non-blocking operation, as isend() and wait() do it, and the
+// account at a test's end.
 //
-//   ./build/bench/ledger_cost                 # barrier, allreduce, send
+//   ./build/bench/ledger_cost                 # barrier, allreduce, send, isend
 //   ./build/bench/ledger_cost --ops=1000000 --rounds=11
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "bench_args.h"
 #include "comm/ledger.h"
+#include "comm/request_account.h"
 #include "disttest/comm/communicator.h"
 
 namespace {
@@ -43,13 +48,24 @@ class NoOpCommunicator : public disttest::Communicator {
               std::uint32_t) override {}
   void DoRecv(void*, std::size_t, disttest::DataType, int,
               std::uint32_t) override {}
+  std::unique_ptr<disttest::RequestState> DoISend(const void*, std::size_t,
+                                                  disttest::DataType, int,
+                                                  std::uint32_t) override {
+    return std::make_unique<Done>();
+  }
+
+ private:
+  class Done : public disttest::RequestState {
+    void Wait(std::chrono::milliseconds) override {}
+  };
 };
 
-enum class Op { kBarrier, kAllReduce, kSend };
+enum class Op { kBarrier, kAllReduce, kSend, kISend };
 const char* Name(Op op) {
   return op == Op::kBarrier     ? "barrier"
          : op == Op::kAllReduce ? "allreduce"
-                                : "send";
+         : op == Op::kSend      ? "send"
+                                : "isend+wait";
 }
 
 // Nanoseconds per operation, measured in a fresh child.
@@ -80,6 +96,9 @@ double Round(Op op, bool ledger, int ops) {
         case Op::kSend:
           comm.send(v, 8, 0);
           break;
+        case Op::kISend:
+          comm.isend(v, 8, 0).wait();
+          break;
       }
     }
     *result =
@@ -101,7 +120,7 @@ int main(int argc, char** argv) {
   const int rounds = bench::Flag(argc, argv, "rounds", 9);
   std::printf("%-10s %12s %12s %12s\n", "operation", "no ledger", "ledger",
               "ledger cost");
-  for (Op op : {Op::kBarrier, Op::kAllReduce, Op::kSend}) {
+  for (Op op : {Op::kBarrier, Op::kAllReduce, Op::kSend, Op::kISend}) {
     std::vector<double> off, on;
     for (int i = 0; i < rounds; ++i) {
       off.push_back(Round(op, false, ops));
@@ -110,5 +129,31 @@ int main(int argc, char** argv) {
     const double a = bench::Median(off), b = bench::Median(on);
     std::printf("%-10s %9.1f ns %9.1f ns %9.1f ns\n", Name(op), a, b, b - a);
   }
+  // The account's own work for one request, as isend() and its wait() do
+  // it (its description made, entered, taken out), and the account at the
+  // end of a test with none left in flight.
+  using disttest::internal::RequestMade;
+  using disttest::internal::RequestWaited;
+  using disttest::internal::TakeRequestProblems;
+  std::vector<double> per_request, at_end;
+  for (int round = 0; round < rounds; ++round) {
+    Clock::time_point start = Clock::now();
+    for (int i = 0; i < ops; ++i) {
+      RequestWaited(
+          RequestMade(fmt::format("isend({} x {} to rank {}, tag {}) on {}", 8,
+                                  "float32", 1, i, "world"),
+                      __FILE__, __LINE__));
+    }
+    per_request.push_back(
+        std::chrono::duration<double, std::nano>(Clock::now() - start).count() /
+        ops);
+    start = Clock::now();
+    for (int i = 0; i < ops; ++i) TakeRequestProblems(/*ended=*/true);
+    at_end.push_back(
+        std::chrono::duration<double, std::nano>(Clock::now() - start).count() /
+        ops);
+  }
+  std::printf("request account: %.1f ns a request; at a test's end %.1f ns\n",
+              bench::Median(per_request), bench::Median(at_end));
   return 0;
 }
