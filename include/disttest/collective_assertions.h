@@ -38,10 +38,12 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
 #include "disttest/comm/communicator.h"
+#include "disttest/error.h"
 #include "disttest/internal/compared_value.h"
 
 namespace disttest::internal {
@@ -76,6 +78,16 @@ Agreement Disagreement(
     const Communicator* on, const std::string& at,
     const std::vector<std::pair<std::string, std::vector<int>>>& rows);
 
+// A tag of what a rank compares and where: the decoded type's name and the
+// assertion's file:line, hashed (FNV-1a).
+std::uint64_t AssertionTag(const char* type, const CallSite& where);
+
+// The failure of ranks that are at another assertion, or compare a value
+// of another type there: `elsewhere` (this rank compares `type` at `where`).
+Agreement Elsewhere(const char* macro, const char* expression,
+                    const Communicator& comm, const Communicator* on,
+                    const std::vector<int>& elsewhere, const CallSite& where);
+
 // Every rank's `value`, compared with == on every rank; a failure message
 // with the table of values when they differ. `expression` is the asserted
 // source text, `macro` names the assertion. On `on` (null: the test's).
@@ -83,40 +95,65 @@ template <typename T>
 Agreement AllEqual(const char* macro, const char* expression, const T& value,
                    Communicator* on, CallSite where = CallSite::current()) {
   using Compared = ComparedValue<std::remove_cv_t<T>>;
+  using Decoded = typename Compared::Decoded;
   Communicator& comm = on != nullptr ? *on : CurrentCommunicator();
+  const std::uint64_t tag = AssertionTag(typeid(Decoded).name(), where);
   std::string mine;
+  Append(mine, tag);
   Compared::Encode(value, mine);
   const std::vector<std::string> all = GatherBytes(comm, mine, where);
   // Each distinct value with the ranks that hold it, in order of first rank.
-  std::vector<std::pair<typename Compared::Decoded, std::vector<int>>> groups;
+  std::vector<std::pair<Decoded, std::vector<int>>> groups;
+  std::vector<int> elsewhere;
   for (int r = 0; r < static_cast<int>(all.size()); ++r) {
-    ValueReader in(all[r]);
-    auto theirs = Compared::Decode(in);
+    std::optional<Decoded> theirs;
+    try {
+      ValueReader in(all[r]);
+      if (in.Read<std::uint64_t>() == tag) {
+        theirs = Compared::Decode(in);
+        if (!in.done()) theirs.reset();
+      }
+    } catch (const Error&) {
+    }
+    if (!theirs) {
+      elsewhere.push_back(r);
+      continue;
+    }
     auto it = groups.begin();
-    while (it != groups.end() && !(it->first == theirs)) ++it;
+    while (it != groups.end() && !(it->first == *theirs)) ++it;
     if (it == groups.end()) {
-      groups.push_back({std::move(theirs), {r}});
+      groups.push_back({std::move(*theirs), {r}});
     } else {
       it->second.push_back(r);
     }
+  }
+  if (!elsewhere.empty()) {
+    return Elsewhere(macro, expression, comm, on, elsewhere, where);
   }
   if (groups.size() == 1) return Agreement("");
   // One window for every row: around the first index where any value
   // differs from the first row's.
   std::size_t at = SIZE_MAX;
-  for (std::size_t g = 1; g < groups.size(); ++g) {
-    at = std::min(at, FirstDifference(groups[0].first, groups[g].first));
+  bool unequal_to_itself = false;  // NaN, as EXPECT_EQ has it.
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (g > 0) {
+      at = std::min(at, FirstDifference(groups[0].first, groups[g].first));
+    }
+    unequal_to_itself |= !(groups[g].first == groups[g].first);
   }
   std::vector<std::pair<std::string, std::vector<int>>> rows;
   for (auto& [decoded, ranks] : groups) {
     rows.push_back({ShowAround(decoded, at), std::move(ranks)});
   }
-  const bool indexed = requires(const typename Compared::Decoded& d) {
-    d.size();
-  }
-  || std::is_same_v<typename Compared::Decoded, std::optional<std::string>>;
-  return Disagreement(macro, expression, comm, on,
-                      indexed ? std::to_string(at) : std::string(), rows);
+  const bool indexed = requires(const Decoded& d) { d.size(); }
+  || std::is_same_v<Decoded, std::optional<std::string>>;
+  Agreement failure =
+      Disagreement(macro, expression, comm, on,
+                   indexed ? std::to_string(at) : std::string(), rows);
+  if (!unequal_to_itself) return failure;
+  return Agreement(failure.message() +
+                   "\n  (a value that holds NaN equals nothing, itself "
+                   "included, as with EXPECT_EQ)");
 }
 
 // Gathers every rank's `value`; a failure naming the ranks where it is false.

@@ -19,12 +19,13 @@
 // Where each piece runs:
 //   parent (the gtest process): the fixture's constructor (set options()
 //     there), SetUp() and TearDown(); spawning, supervision and the verdict.
-//   every rank: SetUpRank(), the body, TearDownRank(). In kFork mode a rank
-//     starts as a copy of the fixture after SetUp(); in kExec mode the
-//     re-executed binary builds the fixture and runs SetUp() again itself.
-//     TearDown() never runs in a rank, except in pooled ranks
-//     (options().reuse_workers), which build each later test's fixture
-//     themselves and run its SetUp() and TearDown() too.
+//   every rank: a fixture of its own (constructor, SetUp()), SetUpRank(),
+//     the body, TearDownRank(), then its destructor, in kFork and kExec
+//     mode alike. TearDown() never runs in a rank, except in pooled ranks
+//     (options().reuse_workers), which run it too. A test with
+//     DistributedFixtures (or parameters that print alike) runs a forked
+//     rank on a copy of the parent's fixture after SetUp(), never
+//     destroyed there.
 // Every gtest assertion and GTEST_SKIP() works in a rank; results are
 // re-raised in the parent at their file:line as "[rank r/N] ...".
 //

@@ -137,10 +137,10 @@ class Communicator::Recorded {
       // run unchecked.
       ledger_ = nullptr;
       throw CommError(fmt::format(
-          "[rank {}/{}] {}: this rank already has {} communicators in this "
-          "test, the most whose calls disttest compares across the ranks; "
-          "destroy those it is done with before making more (one made and "
-          "kept in a loop?)",
+          "[rank {}/{}] {}: this rank has used {} communicators in this "
+          "test, the most whose calls disttest compares across the ranks (a "
+          "destroyed one's place is free again from the next test on); make "
+          "fewer in one test",
           comm.rank(), comm.size(), comm.name_,
           internal::LedgerMemory::kComms));
     }
@@ -255,6 +255,7 @@ void Communicator::SetName(const std::string& name, const std::string& prefix,
 }
 
 Communicator::~Communicator() {
+  *alive_ = false;
   // Its id can go to another communicator from the next test on.
   if (ledger_ != nullptr) ledger_->Release(ledger_id_);
 }
@@ -462,6 +463,7 @@ Request Communicator::isend(const void* data, std::size_t count, DataType type,
   request.id_ = internal::RequestMade(
       DescribeRequest(true, count, type, peer, tag, name_), where.file_name(),
       where.line());
+  request.comm_alive_ = alive_;
   return request;
 }
 
@@ -484,6 +486,7 @@ Request Communicator::irecv(void* data, std::size_t count, DataType type,
   request.id_ = internal::RequestMade(
       DescribeRequest(false, count, type, peer, tag, name_), where.file_name(),
       where.line());
+  request.comm_alive_ = alive_;
   return request;
 }
 
@@ -562,7 +565,8 @@ Request::Request(Request&& other) noexcept
       file_(other.file_),
       line_(other.line_),
       entry_(other.entry_),
-      id_(std::exchange(other.id_, 0)) {}
+      id_(std::exchange(other.id_, 0)),
+      comm_alive_(std::move(other.comm_alive_)) {}
 
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
@@ -578,14 +582,30 @@ Request& Request::operator=(Request&& other) noexcept {
     line_ = other.line_;
     entry_ = other.entry_;
     id_ = std::exchange(other.id_, 0);
+    comm_alive_ = std::move(other.comm_alive_);
   }
   return *this;
 }
 
 Request::~Request() { Finish(); }
 
+// Whether the communicator of a request in flight is gone: its state is
+// then left as it is (its backend went with it) and the test is told.
+bool Request::Orphaned() noexcept {
+  if (state_ == nullptr || comm_alive_ == nullptr || *comm_alive_) {
+    return false;
+  }
+  internal::RequestWaited(std::exchange(id_, 0));
+  internal::RequestDroppedAndFailed(
+      DescribeRequest(send_, count_, type_, peer_, tag_,
+                      "a communicator destroyed before it"),
+      file_, line_, "its communicator was destroyed first");
+  (void)state_.release();  // Its backend's memory went with the communicator.
+  return true;
+}
+
 void Request::Finish() noexcept {
-  if (state_ == nullptr || comm_ == nullptr) return;
+  if (state_ == nullptr || comm_ == nullptr || Orphaned()) return;
   try {
     comm_->WaitFor(*this);
   } catch (const std::exception& e) {
@@ -600,6 +620,11 @@ void Request::Finish() noexcept {
 
 void Request::wait() {
   if (state_ == nullptr) return;
+  if (Orphaned()) {
+    throw CommError(fmt::format(
+        "wait() of {}: its communicator was destroyed first",
+        DescribeRequest(send_, count_, type_, peer_, tag_, "a communicator")));
+  }
   comm_->WaitFor(*this);
 }
 

@@ -32,6 +32,7 @@
 #include "comm/visit_type.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
+#include "env/knobs.h"
 
 namespace disttest {
 namespace {
@@ -293,7 +294,12 @@ struct GlooCommunicator::Impl {
 };
 
 std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
-    Store& store, int rank, int size, const GlooOptions& options) {
+    Store& store, int rank, int size, const GlooOptions& given) {
+  // A timeout beyond the longest deadline (milliseconds::max() for none)
+  // is that deadline: now + it must not overflow in the arena, the store or
+  // Gloo.
+  GlooOptions options = given;
+  options.timeout = std::min(options.timeout, kLongestTimeout);
   auto impl = std::make_unique<Impl>();
   impl->rank = rank;
   impl->size = size;

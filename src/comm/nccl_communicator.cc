@@ -15,6 +15,7 @@
 #include "comm/visit_type.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
+#include "env/knobs.h"
 
 namespace disttest {
 namespace {
@@ -107,7 +108,7 @@ NcclCommunicator::Impl::Impl(int rank, int size, const NcclOptions& options)
       size_(size),
       device_(options.device),
       prefix_(options.prefix),
-      timeout_(options.timeout),
+      timeout_(std::min(options.timeout, kLongestTimeout)),
       arena_(options.arena) {}
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::Create(

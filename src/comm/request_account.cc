@@ -66,10 +66,11 @@ std::vector<RequestProblem> TakeRequestProblems(bool ended) {
   for (const auto& [id, request] : a.in_flight) {
     out.push_back(
         {request.file, request.line,
-         fmt::format("{} made here was still in flight when the test ended: "
-                     "its Request was never waited for (call wait(), or let "
-                     "the Request go out of scope, before the test ends; a "
-                     "message nobody receives or a receive nobody sends to "
+         fmt::format("{} made here was never waited for: the test ended "
+                     "with its Request pending (kept past the test, in a "
+                     "static or a fixture member?); call wait(), or let the "
+                     "Request go out of scope, before the test ends (a "
+                     "message nobody receives, or a receive nobody sends to, "
                      "never completes)",
                      request.what)});
   }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <string_view>
 #include <vector>
 
 #include "disttest/error.h"
@@ -33,6 +34,12 @@ std::string Of(const Communicator* on) {
     return " of " + name;
   }
   return fmt::format(" of communicator \"{}\"", name);
+}
+
+// "model_test.cc" of "/src/tests/model_test.cc".
+std::string_view Basename(std::string_view path) {
+  const std::size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
 
 }  // namespace
@@ -85,6 +92,30 @@ std::vector<std::string> GatherBytes(Communicator& comm,
     out[r].assign(start, lengths[r]);
   }
   return out;
+}
+
+std::uint64_t AssertionTag(const char* type, const CallSite& where) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&h](std::string_view bytes) {
+    for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ULL;
+  };
+  mix(type);
+  mix("\n");
+  mix(where.file_name());
+  mix(fmt::format(":{}", where.line()));
+  return h;
+}
+
+Agreement Elsewhere(const char* macro, const char* expression,
+                    const Communicator& comm, const Communicator* on,
+                    const std::vector<int>& elsewhere, const CallSite& where) {
+  return Agreement(fmt::format(
+      "{}({}): {} of the {}{} are at another collective assertion, or "
+      "compare a value of another type, than this one at {}:{} (every rank "
+      "must reach the same assertions in the same order)",
+      macro, expression, Ranks(elsewhere), comm.size(),
+      on != nullptr ? " ranks" + Of(on) : std::string(" ranks"),
+      Basename(where.file_name()), where.line()));
 }
 
 Agreement Disagreement(

@@ -163,14 +163,17 @@ Communicator* g_current_comm = nullptr;
   GtestRankProgram program(test, nullptr);
   if (!forked) program.DestroyTestInRank();
   if (forked && fixtures.empty()) {
-    std::unique_ptr<RankProgram> own;
+    std::unique_ptr<GtestRankProgram> own;
     try {
-      own = program.Next(CurrentTestName());
+      own = GtestRankProgram::Own(CurrentTestName());
     } catch (const std::exception&) {
       // No object of its own can be made here (parameters that print
       // alike): the parent's, as it is.
     }
-    if (own != nullptr) RunSpawnedRank(*own, options, std::move(arena));
+    if (own != nullptr) {
+      own->TearDownInParentOnly();
+      RunSpawnedRank(*own, options, std::move(arena));
+    }
   }
   RunSpawnedRank(program, options, std::move(arena));
 }

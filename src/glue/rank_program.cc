@@ -127,6 +127,10 @@ std::string Demangle(const char* name) {
 RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
                                   Store& store, const ReportFn& report) {
   SetCurrentCommunicator(comm);
+  // What the process held before this test (a forked rank inherits the
+  // parent's account, where a plain TEST may have left something) is not
+  // this test's.
+  TakeRequestProblems(/*ended=*/true);
   const std::map<std::string, std::string> properties_before = Properties();
   ChannelReporter reporter(report, env.rank);
   // The harness's own keys live beside the user's; keep them apart.
@@ -160,7 +164,7 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
     }
     EnterPhase(RankPhase::kTearDown);
     Guarded("TearDownRank()", [&] { TestAccess::TearDownRank(test_); });
-    if (owned_ != nullptr) {
+    if (owned_ != nullptr && tear_down_in_rank_) {
       Guarded("TearDown()", [&] { TestAccess::TearDown(test_); });
     }
     TestAccess::BindContext(test_, nullptr);
@@ -195,13 +199,18 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
   return reporter.skipped() ? RankVerdict::kSkipped : RankVerdict::kPassed;
 }
 
-std::unique_ptr<RankProgram> GtestRankProgram::Next(const std::string& test) {
+std::unique_ptr<GtestRankProgram> GtestRankProgram::Own(
+    const std::string& test) {
   auto it = TestFactories().find(test);
   std::function<DistributedTest*()> make =
       it != TestFactories().end() ? it->second : FindParamTestFactory(test);
   if (!make) return nullptr;
   return std::make_unique<GtestRankProgram>(
       std::unique_ptr<DistributedTest>(make()));
+}
+
+std::unique_ptr<RankProgram> GtestRankProgram::Next(const std::string& test) {
+  return Own(test);
 }
 
 // launch() on the test's store and communicator. A spawned rank _exits

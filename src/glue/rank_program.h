@@ -54,6 +54,14 @@ class GtestRankProgram : public RankProgram {
   // what its destructor does (a failure, a crash) is the rank's, in every
   // launch mode. The object is not used after Run().
   void DestroyTestInRank() { destroy_in_rank_ = true; }
+  // A program of its own for `test` (by its full gtest name), as a pooled
+  // rank's next test is; null when this binary has no such test. May throw
+  // (a fixture's constructor, parameters that print alike).
+  static std::unique_ptr<GtestRankProgram> Own(const std::string& test);
+  // A fresh rank's own test object runs SetUp() in the rank (as the
+  // re-executed rank's, whose SetUp() gtest runs) but not TearDown(), which
+  // the parent runs once the ranks are done; a pooled rank's runs both.
+  void TearDownInParentOnly() { tear_down_in_rank_ = false; }
 
   RankVerdict Run(const RankEnv& env, Communicator* comm, Store& store,
                   const ReportFn& report) override;
@@ -73,7 +81,8 @@ class GtestRankProgram : public RankProgram {
   int line_;
   std::unique_ptr<DistributedTest> owned_;
   bool destroy_in_rank_ = false;
-  std::unique_ptr<Context> ctx_;  // options().parallel's groups.
+  bool tear_down_in_rank_ = true;  // Only for an owned test object.
+  std::unique_ptr<Context> ctx_;   // options().parallel's groups.
 };
 
 // The running test as the harness sees it: name, place, world size (its

@@ -114,6 +114,43 @@ TEST_P(NoFalsePassTest, FatalAllEqOfDifferentLengthsReturnsOnEveryRank) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("marker-after-fatal-all-eq")));
 }
 
+TEST_P(NoFalsePassTest, AllEqComparesEveryByteOfACharArray) {
+  Verdict v = Run("CharArraysThatDifferAfterANul/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("DIST_EXPECT_ALL_EQ(buf): the 2 ranks "
+                                   "disagree, first at index 5:"))
+      << v.run.out;
+}
+
+TEST_P(NoFalsePassTest, AllEqComparesWhatAStringViewShowsNotItsAddress) {
+  Verdict v = Run("OptionalStringViewsThatDiffer/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("DIST_EXPECT_ALL_EQ(view): the 2 ranks "
+                                   "disagree"))
+      << v.run.out;
+}
+
+TEST_P(NoFalsePassTest, AllEqAtDifferentLinesSaysSoNotCompareBytes) {
+  Verdict v = Run("AssertionsAtDifferentLines/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(
+      v.run.out,
+      HasSubstr("DIST_EXPECT_ALL_EQ(1.0f): rank 1 of the 2 ranks are at "
+                "another collective assertion, or compare a value of "
+                "another type, than this one at "
+                "no_false_pass_test_.cc:" +
+                std::to_string(LineIn(DISTTEST_NO_FALSE_PASS_CHILD_SOURCE,
+                                      "marker-line-a"))))
+      << v.run.out;
+}
+
+TEST_P(NoFalsePassTest, NanOnEveryRankIsNotAgreementAsWithExpectEq) {
+  Verdict v = Run("NanEverywhereIsNotEqual/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("a value that holds NaN equals nothing"))
+      << v.run.out;
+}
+
 TEST_P(NoFalsePassTest, AllEqOfEqualValuesPasses) {
   Verdict v = Run("ValuesThatAreEqualAgree/3ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
@@ -138,7 +175,8 @@ TEST_P(NoFalsePassTest, IsendLeftInFlightFailsAndItsMessageReachesNoLaterTest) {
   EXPECT_THAT(v.run.out, HasSubstr(At("marker-left-in-flight", "[rank 0/2]") +
                                    "isend(1 x int32 to rank 1, tag 5) on "))
       << v.run.out;
-  EXPECT_THAT(v.run.out, HasSubstr("was still in flight when the test ended"));
+  EXPECT_THAT(v.run.out, HasSubstr("was never waited for: the test ended with "
+                                   "its Request pending"));
   // The next test's receive of that tag gets nothing (pooled ranks too).
   EXPECT_THAT(v.run.out, HasSubstr("[       OK ] NoFalsePass."
                                    "ReceivesOnlyWhatItsOwnTestSent/2ranks"))

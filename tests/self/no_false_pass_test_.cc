@@ -18,9 +18,12 @@
 #include <list>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -93,6 +96,11 @@ struct Pod {
   double b;
   bool operator==(const Pod&) const = default;
 };
+}  // namespace
+// Its bytes mean the same in every rank: it may be compared.
+template <>
+struct disttest::ComparableAcrossRanks<Pod> : std::true_type {};
+namespace {
 
 DIST_TEST_F(NoFalsePass, ValuesThatAreEqualAgree, 3) {
   DIST_EXPECT_ALL_EQ(rank() == 1 ? -0.0 : 0.0);
@@ -112,6 +120,32 @@ DIST_TEST_F(NoFalsePass, ValuesThatAreEqualAgree, 3) {
   const int c_array[3] = {4, 5, 6};
   DIST_EXPECT_ALL_EQ(c_array);
   DIST_EXPECT_ALL_EQ_ON(comm(), world_size());
+}
+
+DIST_TEST_F(NoFalsePass, CharArraysThatDifferAfterANul, 2) {
+  char buf[8] = {};
+  if (rank() == 1) buf[5] = 'x';
+  DIST_EXPECT_ALL_EQ(buf);  // marker-char-array
+}
+
+DIST_TEST_F(NoFalsePass, OptionalStringViewsThatDiffer, 2) {
+  const std::string text = rank() == 1 ? "bad" : "ok!";
+  std::optional<std::string_view> view = text;
+  DIST_EXPECT_ALL_EQ(view);  // marker-optional-view
+}
+
+// Rank 0's float and rank 1's int have the same 4 bytes; they are at
+// different assertions.
+DIST_TEST_F(NoFalsePass, AssertionsAtDifferentLines, 2) {
+  if (rank() == 0) {
+    DIST_EXPECT_ALL_EQ(1.0f);  // marker-line-a
+  } else {
+    DIST_EXPECT_ALL_EQ(std::int32_t{1065353216});  // marker-line-b
+  }
+}
+
+DIST_TEST_F(NoFalsePass, NanEverywhereIsNotEqual, 2) {
+  DIST_EXPECT_ALL_EQ(std::nan(""));  // marker-nan
 }
 
 // --- Requests: none may fail or stay in flight unseen. ---

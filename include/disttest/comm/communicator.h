@@ -195,7 +195,8 @@ class RequestState {
 // does); if that fails, its communicator is failed() and, in a harness rank,
 // the test fails at the line that made the request, with the error. A
 // request still not waited for when the test ends (held in a static, or
-// past TearDown) fails the test there too. Movable, not copyable; not for
+// past TearDown), or one that outlives its communicator, fails the test
+// there too. Movable, not copyable; not for
 // use from two threads at once.
 class Request {
  public:
@@ -211,6 +212,7 @@ class Request {
  private:
   friend class Communicator;
   void Finish() noexcept;
+  bool Orphaned() noexcept;
 
   Communicator* comm_ = nullptr;
   std::unique_ptr<RequestState> state_;
@@ -223,6 +225,9 @@ class Request {
   unsigned line_ = 0;
   std::uint64_t entry_ = UINT64_MAX;  // Its ledger entry, if any.
   std::uint64_t id_ = 0;  // In the process's account of requests in flight.
+  // False once its communicator is destroyed (a Request that outlives it is
+  // never waited on through it).
+  std::shared_ptr<const bool> comm_alive_;
 };
 
 class Communicator {
@@ -510,6 +515,8 @@ class Communicator {
   std::uint64_t transfers_ = 0;
   std::string name_;
   std::uint64_t key_ = 0;  // Who it is across the ranks (SetName).
+  // Shared with its requests; false from its destructor on.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 // Gives the operations of `comm` another timeout while it lives, then puts

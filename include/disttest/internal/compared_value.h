@@ -9,14 +9,19 @@
 //   auto theirs = ComparedValue<std::vector<double>>::Decode(in);
 //   bool same = ComparedValue<std::vector<double>>::Local(v) == theirs;
 //
-// The types that can be sent: arithmetic types and enums; strings
-// (std::string, std::string_view, C strings and char arrays), compared
-// whole; std::pair of such; ranges of such (std::vector, std::array,
-// std::deque, std::list, std::set, std::map, C arrays), compared element by
-// element in order, lengths included; and trivially copyable types with ==
-// that are not pointers (disttest::float16, a user's POD struct). Anything
-// else (a pointer, an unordered container, a class with a heap) is a
-// compile error naming CannotBeComparedAcrossRanks<T>.
+// The types that can be sent: numbers, enums and disttest::float16 and
+// bfloat16; strings (std::string, std::string_view, C strings, and char
+// arrays, every byte), compared whole; std::pair and std::optional of such;
+// the standard containers of such (std::vector, std::array, std::deque,
+// std::list, std::set, std::map, std::span) and C arrays, compared element
+// by element in order, lengths included; and trivially copyable types with
+// == that a user marks disttest::ComparableAcrossRanks<T> (their bytes
+// mean the same in every rank). Anything else (a pointer, an unordered
+// container, a class with a heap or an == of its own over its elements, a
+// struct holding a string_view) is a compile error naming
+// CannotBeComparedAcrossRanks<T>. Each rank's value is sent with a tag of
+// its type and the assertion's file:line, so ranks at different
+// assertions are told so, never compared as each other's bytes.
 //
 // Users never include this; collective_assertions.h does.
 #ifndef DISTTEST_INTERNAL_COMPARED_VALUE_H_
@@ -24,12 +29,19 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <forward_list>
 #include <iterator>
+#include <list>
+#include <map>
 #include <optional>
+#include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -89,6 +101,11 @@ std::string ShowElement(const X& x) {
   } else if constexpr (std::is_same_v<X, std::optional<std::string>>) {
     return x ? ::testing::PrintToString(*x) : std::string("NULL");
   } else if constexpr (requires {
+                         x.has_value();
+                         *x;
+                       }) {
+    return x ? ShowElement(*x) : std::string("nullopt");
+  } else if constexpr (requires {
                          x.first;
                          x.second;
                        }) {
@@ -109,34 +126,79 @@ concept CharString = std::is_same_v<T, std::string> ||
     (std::is_array_v<T>&&
          std::is_same_v<std::remove_cv_t<std::remove_extent_t<T>>, char>);
 
+// The standard containers compared element by element (their == is
+// exactly that), C arrays and spans. Another iterable class may have an ==
+// of its own (a tensor's shape beside its data): not taken as a range.
 template <typename T>
-concept Unordered = requires {
-  typename T::hasher;
-};
+struct IsStandardSequence : std::false_type {};
+template <typename... A>
+struct IsStandardSequence<std::vector<A...>> : std::true_type {};
+template <typename... A>
+struct IsStandardSequence<std::deque<A...>> : std::true_type {};
+template <typename... A>
+struct IsStandardSequence<std::list<A...>> : std::true_type {};
+template <typename... A>
+struct IsStandardSequence<std::forward_list<A...>> : std::true_type {};
+template <typename... A>
+struct IsStandardSequence<std::set<A...>> : std::true_type {};
+template <typename... A>
+struct IsStandardSequence<std::multiset<A...>> : std::true_type {};
+template <typename... A>
+struct IsStandardSequence<std::map<A...>> : std::true_type {};
+template <typename... A>
+struct IsStandardSequence<std::multimap<A...>> : std::true_type {};
+template <typename E, std::size_t N>
+struct IsStandardSequence<std::array<E, N>> : std::true_type {};
+template <typename E, std::size_t N>
+struct IsStandardSequence<std::span<E, N>> : std::true_type {};
 
 template <typename T>
 concept SequenceOfValues =
-    !CharString<T> && !Unordered<T> && requires(const T& t) {
-  std::begin(t);
-  std::end(t);
-};
+    !CharString<T> && (IsStandardSequence<T>::value ||
+                       (std::is_array_v<T> && std::rank_v<T> == 1));
+
+// Sent as their bytes and compared with their own ==: numbers, enums and
+// the 16-bit floating-point types. A class of the user's only when it says
+// so (disttest::ComparableAcrossRanks below): its bytes must mean the same
+// in every rank (no pointer, no string_view, no handle).
+template <typename T>
+struct IsSentAsBytes
+    : std::bool_constant<std::is_arithmetic_v<T> || std::is_enum_v<T> ||
+                         std::is_same_v<T, float16> ||
+                         std::is_same_v<T, bfloat16>> {};
+
+}  // namespace disttest::internal
+
+namespace disttest {
+// Specialize as std::true_type for a trivially copyable type with == whose
+// bytes mean the same in every rank (no pointers), so that
+// DIST_EXPECT_ALL_EQ can compare it:
+//   template <> struct disttest::ComparableAcrossRanks<Shape>
+//       : std::true_type {};
+template <typename T>
+struct ComparableAcrossRanks : std::false_type {};
+}  // namespace disttest
+
+namespace disttest::internal {
 
 template <typename T>
 concept PlainValue =
-    !SequenceOfValues<T> && !CharString<T> && !std::is_pointer_v<T> &&
-    std::is_trivially_copyable_v<T> && std::equality_comparable<T>;
+    (IsSentAsBytes<T>::value || ComparableAcrossRanks<T>::value) &&
+    std::is_trivially_copyable_v<T>&& std::equality_comparable<T>;
 
 template <typename T>
 struct ComparedValue {
   static_assert(
       CannotBeComparedAcrossRanks<T>::value,
       "disttest: DIST_EXPECT_ALL_EQ / DIST_ASSERT_ALL_EQ send each rank's "
-      "value to the others and compare them with ==; they take arithmetic "
-      "types, enums, strings, std::pair, ranges of those (std::vector, "
-      "std::array, std::map, C arrays, ...) and trivially copyable types "
-      "with == that are not pointers. For another type compare what "
-      "identifies it (a checksum, a size, a field); an unordered container "
-      "as a sorted std::vector; a pointer's pointee, not its address");
+      "value to the others and compare them with ==; they take numbers, "
+      "enums, strings, std::pair, std::optional, the standard containers of "
+      "those (std::vector, std::array, std::map, ...), C arrays, and "
+      "trivially copyable types with == marked "
+      "disttest::ComparableAcrossRanks<T> (their bytes must mean the same "
+      "in every rank). For another type compare what identifies it (a "
+      "checksum, a size, a field); an unordered container as a sorted "
+      "std::vector; a pointer's pointee, not its address");
 };
 
 // Numbers, enums, and trivially copyable values with ==: their bytes.
@@ -162,9 +224,8 @@ struct ComparedValue<T> {
       if (value == nullptr) return std::nullopt;
       return std::string(value);
     } else if constexpr (std::is_array_v<T>) {
-      // A char array holds a C string (up to its first NUL, as gtest's
-      // EXPECT_STREQ reads it).
-      return std::string(value, strnlen(value, std::extent_v<T>));
+      // Every byte of a char array, past a NUL too: it may hold data.
+      return std::string(value, std::extent_v<T>);
     } else {
       return std::string(value);
     }
@@ -180,7 +241,9 @@ struct ComparedValue<T> {
       in.Read<std::uint64_t>();
       return std::nullopt;
     }
-    std::string s(in.Read<std::uint64_t>(), '\0');
+    const auto n = in.Read<std::uint64_t>();
+    if (n > in.left()) in.Read(nullptr, n);  // Throws: it cannot hold them.
+    std::string s(n, '\0');
     in.Read(s.data(), s.size());
     return s;
   }
@@ -201,6 +264,25 @@ struct ComparedValue<std::pair<A, B>> {
   static Decoded Decode(ValueReader& in) {
     auto first = First::Decode(in);
     return {std::move(first), Second::Decode(in)};
+  }
+};
+
+// Whether it holds a value, then the value.
+template <typename U>
+struct ComparedValue<std::optional<U>> {
+  using Of = ComparedValue<std::remove_cv_t<U>>;
+  using Decoded = std::optional<typename Of::Decoded>;
+  static Decoded Local(const std::optional<U>& value) {
+    if (!value) return std::nullopt;
+    return Of::Local(*value);
+  }
+  static void Encode(const std::optional<U>& value, std::string& out) {
+    Append(out, static_cast<std::uint8_t>(value.has_value()));
+    if (value) Of::Encode(*value, out);
+  }
+  static Decoded Decode(ValueReader& in) {
+    if (in.Read<std::uint8_t>() == 0) return std::nullopt;
+    return Of::Decode(in);
   }
 };
 
