@@ -3,10 +3,12 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 
 #include "disttest/error.h"
@@ -37,8 +39,8 @@ bool ExpectedEnd::Matches(const RankOutcome& o) const {
 }
 
 std::string EncodeExpectedEnd(int rank, const ExpectedEnd& end) {
-  return fmt::format("{} {} {} {}", rank, end.signal ? "signal" : "exit",
-                     end.value, end.declared_ns);
+  return fmt::format("{} {} {} {}{}", rank, end.signal ? "signal" : "exit",
+                     end.value, end.declared_ns, end.after_end ? " ended" : "");
 }
 
 std::optional<std::pair<int, ExpectedEnd>> DecodeExpectedEnd(
@@ -52,7 +54,11 @@ std::optional<std::pair<int, ExpectedEnd>> DecodeExpectedEnd(
   const std::size_t c = text.find(' ', b + 1);
   if (c == std::string_view::npos) return std::nullopt;
   const std::string_view how = text.substr(a + 1, b - a - 1);
-  const std::string_view when = text.substr(c + 1);
+  std::string_view when = text.substr(c + 1);
+  if (when.ends_with(" ended")) {
+    end.after_end = true;
+    when.remove_suffix(6);
+  }
   if (!ParseInt(text.substr(0, a), &rank) ||
       !ParseInt(text.substr(b + 1, c - b - 1), &end.value) ||
       (how != "signal" && how != "exit") || when.empty() ||
@@ -64,6 +70,25 @@ std::optional<std::pair<int, ExpectedEnd>> DecodeExpectedEnd(
     end.declared_ns = end.declared_ns * 10 + (digit - '0');
   end.signal = how == "signal";
   return std::make_pair(rank, end);
+}
+
+bool RankControl::HasEnded(int rank) const {
+  if (pids_ == nullptr) return false;
+  const pid_t pid = pids_->Pid(rank);
+  if (pid <= 0 || pid == getpid()) return false;
+  // The parent keeps an ended rank as a zombie until the test ends: its
+  // state says it has ended ("Z"), even before the parent has seen it.
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return errno == ENOENT;
+  char line[512] = {};
+  const std::size_t n = std::fread(line, 1, sizeof line - 1, f);
+  std::fclose(f);
+  // "pid (comm) S ...": the state follows the last ')'.
+  const char* close = std::strrchr(line, ')');
+  if (n == 0 || close == nullptr || close[1] != ' ') return false;
+  return close[2] == 'Z' || close[2] == 'X' || close[2] == 'x';
 }
 
 void RankControl::CheckRank(const char* what, int rank) const {
@@ -99,6 +124,7 @@ void RankControl::Expect(int rank, const ExpectedEnd& end) const {
   }
   ExpectedEnd declared = end;
   declared.declared_ns = MonotonicNs();
+  declared.after_end = HasEnded(rank);
   report_({RankMessage::Kind::kExpectEnd, "", -1,
            EncodeExpectedEnd(rank, declared)});
 }

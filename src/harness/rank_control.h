@@ -37,6 +37,8 @@ struct ExpectedEnd {
   // When it was declared, CLOCK_MONOTONIC in ns (0: not known), so that the
   // parent can tell a declaration that came after the end it names.
   std::int64_t declared_ns = 0;
+  // The declaring rank saw the rank ended already when it declared.
+  bool after_end = false;
 
   // "be killed by signal 9 (SIGKILL)", "exit with status 3".
   std::string str() const;
@@ -47,8 +49,9 @@ struct ExpectedEnd {
 };
 
 // A kExpectEnd message's text: "2 signal 9 <declared_ns>", "1 exit 3
-// <declared_ns>". Decode gives the rank and the end back, or nullopt for
-// anything else.
+// <declared_ns>", with " ended" when the declaring rank saw it ended
+// already. Decode gives the rank and the end back, or nullopt for anything
+// else.
 std::string EncodeExpectedEnd(int rank, const ExpectedEnd& end);
 std::optional<std::pair<int, ExpectedEnd>> DecodeExpectedEnd(
     std::string_view text);
@@ -73,6 +76,9 @@ class RankControl {
 
  private:
   void CheckRank(const char* what, int rank) const;
+  // Whether rank `rank`'s process has ended (a zombie or gone), by its pid
+  // in the ledger; false when that cannot be told, or for this rank.
+  bool HasEnded(int rank) const;
 
   int rank_;
   int world_size_;

@@ -391,14 +391,24 @@ void RankGroup::ExpectEnd(Rank& from, const std::string& text) {
   // Other ranks may declare the same end after it came, once one declared
   // it in time: that one counts (the queues are read in rank order, so a
   // late one may be read first).
-  if (ended_ns != 0 && end.declared_ns > ended_ns) {
+  // The declaring rank may have seen it ended before this process did.
+  if (end.after_end || (ended_ns != 0 && end.declared_ns > ended_ns)) {
     if (rank.late_expectation.empty()) {
-      rank.late_expectation = fmt::format(
-          "had already ended ({}) when rank {} declared ExpectRankToEnd({}, "
-          "...), {} ms later: declare an end before it can come",
-          target.outcome ? target.outcome->str() : std::string("ended"),
-          end.declared_by, expected->first,
-          (end.declared_ns - ended_ns) / 1000000);
+      rank.late_expectation =
+          ended_ns != 0 && end.declared_ns > ended_ns
+              ? fmt::format(
+                    "had already ended ({}) when rank {} declared "
+                    "ExpectRankToEnd({}, ...), {} ms later: declare an end "
+                    "before it can come",
+                    target.outcome ? target.outcome->str()
+                                   : std::string("ended"),
+                    end.declared_by, expected->first,
+                    (end.declared_ns - ended_ns) / 1000000)
+              : fmt::format(
+                    "had already ended when rank {} declared "
+                    "ExpectRankToEnd({}, ...): declare an end before it can "
+                    "come",
+                    end.declared_by, expected->first);
     }
     return;
   }

@@ -145,6 +145,13 @@ TEST(ExpectedEndTest, TextRoundTripsAndAnythingElseIsRefused) {
   EXPECT_FALSE(back->second.signal);
   EXPECT_EQ(back->second.value, 7);
   EXPECT_EQ(back->second.declared_ns, 123456789012);
+  EXPECT_FALSE(back->second.after_end);
+  ExpectedEnd late{true, 9, -1, 42};
+  late.after_end = true;
+  const auto ended = DecodeExpectedEnd(EncodeExpectedEnd(1, late));
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_TRUE(ended->second.after_end);
+  EXPECT_EQ(ended->second.declared_ns, 42);
   EXPECT_TRUE(DecodeExpectedEnd("1 signal 9 0").has_value());
   for (const char* bad :
        {"", "1", "1 signal", "x signal 9 0", "1 kill 9 0", "1 signal 9x 0",

@@ -297,6 +297,17 @@ TEST_P(NoFalsePassTest, EndDeclaredAfterItCameFailsTheTest) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("as the test expected")));
 }
 
+TEST_P(NoFalsePassTest, EndDeclaredOnHearingOfItFailsTheTest) {
+  for (const char* arena : {"0", "1"}) {
+    Verdict v = Run("EndExpectedJustAfterItCame/2ranks",
+                    {{"DISTTEST_NO_HOST_ARENA", arena}});
+    EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+    EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] had already ended"))
+        << v.run.out;
+    EXPECT_THAT(v.run.out, Not(HasSubstr("as the test expected")));
+  }
+}
+
 // --- Timeouts. ---
 
 TEST_P(NoFalsePassTest, TimeoutOfMillisecondsMaxMeansNoLimit) {

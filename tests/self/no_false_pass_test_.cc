@@ -323,6 +323,17 @@ DIST_TEST_F(NoFalsePassPatient, EndExpectedAfterItCame, 2) {
   ExpectRankToEnd(1, disttest::RankEnd::KilledBy(SIGKILL));  // marker-late
 }
 
+// Rank 0 learns of rank 1's death from its collective and declares that
+// end at once, likely before the parent has seen it.
+DIST_TEST_F(NoFalsePassPatient, EndExpectedJustAfterItCame, 2) {
+  if (rank() == 1) std::raise(SIGKILL);
+  try {
+    comm().barrier();
+  } catch (const disttest::CommError&) {
+    ExpectRankToEnd(1, disttest::RankEnd::KilledBy(SIGKILL));
+  }
+}
+
 // --- Timeouts beyond what a clock can hold mean no limit. ---
 
 class NoFalsePassEndless : public NoFalsePass {
