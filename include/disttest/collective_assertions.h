@@ -18,8 +18,9 @@
 // with every digit it needs, and a container or a string as a window
 // around the first index where the ranks differ. The types that can be
 // compared are those of disttest/internal/compared_value.h (numbers,
-// enums, strings, pairs, containers of those, trivially copyable types
-// with ==); another is a compile error that says what to compare instead.
+// enums, strings, pairs, optionals, the standard containers of those, C
+// arrays, and types marked disttest::ComparableAcrossRanks<T>); another is
+// a compile error that says what to compare instead.
 //
 // These are collectives: every rank must reach the same assertion, in the
 // same order, as for any comm() call. In return the fatal forms
