@@ -212,17 +212,18 @@ TEST_P(NoFalsePassTest, PointToPointMismatchesFailOnEveryCommunicator) {
         EXPECT_EQ(v.run.exit_code, 1)
             << what << " on " << comm << " (no arena: " << arena << ")\n"
             << v.run.out;
-        // Both sides, each saying why: the arena compares the calls; Gloo
-        // never pairs them, and its timeout says what would.
+        // The test fails, and a rank says why: the arena compares the calls;
+        // Gloo never pairs them, and the timeout of the rank that gives up
+        // first says what would (its peer may then see the connection close,
+        // or be ended after the grace, instead).
         const bool arena_on =
             std::string(comm) == "TheWorld" && std::string(arena) == "0";
-        // (Once per rank; the streamed first-failure line may add one.)
         EXPECT_GE(Occurrences(v.run.out,
                               arena_on ? "with tag 1; rank 1 expected "
                                        : "(a message pairs only with a "
                                          "receive of the same tag, element "
                                          "type and count: did rank "),
-                  2u)
+                  1u)
             << what << " on " << comm << " (no arena: " << arena << ")\n"
             << v.run.out;
       }
