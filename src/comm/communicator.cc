@@ -590,22 +590,27 @@ Request& Request::operator=(Request&& other) noexcept {
 Request::~Request() { Finish(); }
 
 // Whether the communicator of a request in flight is gone: its state is
-// then left as it is (its backend went with it) and the test is told.
+// then left as it is (its backend went with it), out of the account.
 bool Request::Orphaned() noexcept {
   if (state_ == nullptr || comm_alive_ == nullptr || *comm_alive_) {
     return false;
   }
   internal::RequestWaited(std::exchange(id_, 0));
-  internal::RequestDroppedAndFailed(
-      DescribeRequest(send_, count_, type_, peer_, tag_,
-                      "a communicator destroyed before it"),
-      file_, line_, "its communicator was destroyed first");
   (void)state_.release();  // Its backend's memory went with the communicator.
   return true;
 }
 
 void Request::Finish() noexcept {
-  if (state_ == nullptr || comm_ == nullptr || Orphaned()) return;
+  if (state_ == nullptr || comm_ == nullptr) return;
+  if (Orphaned()) {
+    // Destroyed without wait() after its communicator: the test is told
+    // here (wait() throws instead).
+    internal::RequestDroppedAndFailed(
+        DescribeRequest(send_, count_, type_, peer_, tag_,
+                        "a communicator destroyed before it"),
+        file_, line_, "its communicator was destroyed first");
+    return;
+  }
   try {
     comm_->WaitFor(*this);
   } catch (const std::exception& e) {

@@ -211,6 +211,7 @@ void AdoptFixtureDirsFromEnvironment(DistributedTest& test) {
 void PrintLogTails(const std::vector<RankReport>& ranks) {
   constexpr std::size_t kTailLines = 20;
   std::vector<int> silent;
+  std::filesystem::path silent_dir;
   for (const RankReport& r : ranks) {
     if (r.log_path.empty() || !RankFailed(r)) continue;
     std::ifstream in(r.log_path);
@@ -221,6 +222,7 @@ void PrintLogTails(const std::vector<RankReport>& ranks) {
     }
     if (tail.empty()) {
       silent.push_back(r.rank);
+      silent_dir = std::filesystem::path(r.log_path).parent_path();
       continue;
     }
     std::printf(
@@ -230,10 +232,8 @@ void PrintLogTails(const std::vector<RankReport>& ranks) {
     for (const std::string& line : tail) std::printf("  %s\n", line.c_str());
   }
   if (!silent.empty()) {
-    std::printf(
-        "[ disttest ] %s printed nothing (their logs: %s)\n",
-        RanksText(silent).c_str(),
-        std::filesystem::path(ranks.front().log_path).parent_path().c_str());
+    std::printf("[ disttest ] %s printed nothing (their logs: %s)\n",
+                RanksText(silent).c_str(), silent_dir.c_str());
   }
   std::fflush(stdout);
 }
