@@ -124,12 +124,14 @@ class Communicator::Recorded {
       index_ = entry;
       comm_ = comm.ledger_id_;
       call_ = call;
+      timeout_ = comm.timeout();
       return;
     }
     if (comm.ledger_ != ledger_) {
       // The first operation, or a ledger installed since: the communicator
       // gets its id there (a key is one communicator's: SetName()).
-      comm.ledger_id_ = ledger_->AddCommunicator(comm.name_, comm.key_);
+      comm.ledger_id_ = ledger_->AddCommunicator(comm.name_, comm.key_,
+                                                 comm.rank(), comm.size());
       comm.ledger_ = ledger_;
     }
     if (comm.ledger_id_ >= internal::LedgerMemory::kComms) {
@@ -156,6 +158,7 @@ class Communicator::Recorded {
     seq_ = seq;
     collective_ = collective;
     size_ = comm.size();
+    timeout_ = comm.timeout();
   }
   static constexpr std::uint64_t kNoEntry = UINT64_MAX;
 
@@ -173,15 +176,30 @@ class Communicator::Recorded {
   // timed out without saying for whom (Gloo's "Timed out waiting 2700ms for
   // recv operation to complete") says it, as the host arena does, from the
   // ranks' ledgers: a rank spawned on this host can read its peers'.
+  // `blocks`: the call waits for its peers (all but posting a request), so
+  // that while it is in it the ledger says it waits.
   template <typename Op>
-  void Run(Op&& op) {
+  void Run(Op&& op, bool blocks = true) {
+    struct Blocked {
+      internal::Ledger* ledger;
+      Blocked(internal::Ledger* l, std::uint64_t index,
+              std::chrono::milliseconds timeout)
+          : ledger(l) {
+        if (ledger != nullptr) ledger->Block(index, timeout);
+      }
+      ~Blocked() {
+        if (ledger != nullptr) ledger->Unblock();
+      }
+      Blocked(const Blocked&) = delete;
+      Blocked& operator=(const Blocked&) = delete;
+    } blocked(blocks ? ledger_ : nullptr, index_, timeout_);
     try {
       op();
     } catch (const CommError& e) {
       const std::string missing = Missing(e.what());
       if (missing.empty()) throw;
-      throw CommError(fmt::format("{}; by the ranks' ledgers it was {}",
-                                  e.what(), missing));
+      throw CommError(
+          fmt::format("{}; by the ranks' ledgers {}", e.what(), missing));
     }
     completed_ = true;
   }
@@ -193,8 +211,8 @@ class Communicator::Recorded {
 
  private:
   std::string Missing(std::string_view what) const {
-    if (ledger_ == nullptr || !collective_ ||
-        seq_ == internal::Ledger::kNoSeq || ledger_->memory().ranks() < 2) {
+    if (ledger_ == nullptr || seq_ == internal::Ledger::kNoSeq ||
+        ledger_->memory().ranks() < 2) {
       return "";
     }
     const bool timed_out = what.find("Timed out") != std::string_view::npos ||
@@ -203,9 +221,18 @@ class Communicator::Recorded {
       return "";
     }
     const internal::LedgerMemory& memory = ledger_->memory();
-    return internal::MissingFromCollective(memory, ledger_->slot(),
-                                           ledger_->comm_key(comm_), seq_,
-                                           size_ == memory.ranks());
+    if (!collective_) {
+      // Gloo's "Timed out waiting 1000ms for recv operation to complete":
+      // what its peer does meanwhile.
+      if (what.find("same-host arena") != std::string_view::npos) return "";
+      const std::string peer = internal::WhereIsPeer(
+          memory, ledger_->slot(), ledger_->comm_key(comm_), call_.peer);
+      return peer;
+    }
+    const std::string missing = internal::MissingFromCollective(
+        memory, ledger_->slot(), ledger_->comm_key(comm_), seq_,
+        size_ == memory.ranks());
+    return missing.empty() ? "" : "it was " + missing;
   }
 
   internal::Ledger* ledger_;
@@ -215,6 +242,7 @@ class Communicator::Recorded {
   std::uint64_t seq_ = internal::Ledger::kNoSeq;
   bool collective_ = false;
   int size_ = 0;
+  std::chrono::milliseconds timeout_{0};
   bool completed_ = false;
   bool pending_ = false;
 };
@@ -252,6 +280,13 @@ void Communicator::SetName(const std::string& name, const std::string& prefix,
     before = (*made)[identity]++;
   }
   key_ = internal::LedgerKey(fmt::format("{}\n{}", identity, before));
+  // In the ledger from now on, before its first operation: a reader then
+  // knows this rank's rank in it even if it never calls it (its peers' sends
+  // to this rank wait for ever).
+  if (internal::Ledger* ledger = internal::Ledger::Current()) {
+    ledger_id_ = ledger->AddCommunicator(name_, key_, rank(), size());
+    ledger_ = ledger;
+  }
 }
 
 Communicator::~Communicator() {
@@ -449,7 +484,8 @@ Request Communicator::isend(const void* data, std::size_t count, DataType type,
   // Posting is recorded as the send itself: what a hang shows is its wait.
   Recorded r(*this, false,
              {LedgerOp::kSend, type, ReduceOp::kSum, count, peer, tag}, where);
-  r.Run([&] { request.state_ = DoISend(data, count, type, peer, tag); });
+  r.Run([&] { request.state_ = DoISend(data, count, type, peer, tag); },
+        /*blocks=*/false);
   r.Pending();
   request.comm_ = this;
   request.send_ = true;
@@ -472,7 +508,8 @@ Request Communicator::irecv(void* data, std::size_t count, DataType type,
   Request request;
   Recorded r(*this, false,
              {LedgerOp::kRecv, type, ReduceOp::kSum, count, peer, tag}, where);
-  r.Run([&] { request.state_ = DoIRecv(data, count, type, peer, tag); });
+  r.Run([&] { request.state_ = DoIRecv(data, count, type, peer, tag); },
+        /*blocks=*/false);
   r.Pending();
   request.comm_ = this;
   request.send_ = false;

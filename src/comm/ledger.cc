@@ -61,6 +61,20 @@ struct LedgerMemory::Area {
   std::atomic<std::uint64_t> digest[kComms] = {};
   // The process that installed this area (0: none yet), for SignalRank.
   std::atomic<std::int32_t> pid{0};
+  // Per communicator: this rank's rank in it, and its size, so that a
+  // reader can tell which rank a peer of a send is.
+  std::int32_t comm_rank[kComms] = {};
+  std::int32_t comm_size[kComms] = {};
+  // The entry (index + 1) of the blocking call the rank's thread is in now
+  // (a send, a receive, a wait, a collective); 0 in none.
+  std::atomic<std::uint64_t> blocked{0};
+  // That call's timeout (ms): it gives up by itself that long after it
+  // began.
+  std::atomic<std::int64_t> blocked_timeout_ms{0};
+  // The thread that made the test's calls; `threads` is set once another
+  // did too (then a blocked call may wait for a thread that runs).
+  std::atomic<std::int32_t> caller{0};
+  std::atomic<std::uint8_t> threads{0};
 };
 static_assert(sizeof(LedgerMemory::Area) % alignof(Entry) == 0);
 
@@ -285,6 +299,41 @@ std::string MissingFromCollective(const LedgerMemory& memory, int self,
                 : fmt::format("{}'s last collective was {}", who, what);
   }
   return text;
+}
+
+std::string WhereIsPeer(const LedgerMemory& memory, int self, std::uint64_t key,
+                        int peer) {
+  if (key == 0) return "";
+  for (int q = 0; q < memory.ranks(); ++q) {
+    if (q == self) continue;
+    const RankLedgerView v = memory.Read(q);
+    bool member = false;
+    for (std::size_t id = 0; id < v.keys.size() && id < v.comm_ranks.size();
+         ++id) {
+      member = member || (v.keys[id] == key && v.comm_ranks[id] == peer);
+    }
+    if (!member) continue;
+    const std::string who =
+        q == peer ? fmt::format("rank {}", q)
+                  : fmt::format("rank {} (rank {} there)", q, peer);
+    const LedgerRecord* newest =
+        v.records.empty() ? nullptr : &v.records.back();
+    for (const LedgerRecord& r : v.records) {
+      if (r.index + 1 != v.blocked) continue;
+      return fmt::format("{} is in {} {}, for {} ms", who, r.str(), r.where(),
+                         (v.read_ns - r.entered_ns) / 1000000);
+    }
+    if (v.phase() == RankPhase::kFinished) {
+      return fmt::format("{} has finished its test", who);
+    }
+    if (newest == nullptr) {
+      return fmt::format("{} has made no call of a communicator in this test",
+                         who);
+    }
+    return fmt::format("{} is in no call of a communicator; its last was {} {}",
+                       who, newest->str(), newest->where());
+  }
+  return "";
 }
 
 std::uint64_t LedgerKey(std::string_view identity) {
@@ -720,12 +769,17 @@ RankLedgerView LedgerMemory::Read(int rank, int as_rank) const {
   for (std::uint32_t i = 0; i < named; ++i) {
     view.comms.emplace_back(a.names[i], strnlen(a.names[i], kNameBytes));
     view.keys.push_back(a.keys[i]);
+    view.comm_ranks.push_back(a.comm_rank[i]);
+    view.comm_sizes.push_back(a.comm_size[i]);
     // The count first: a digest read after it covers at least that many.
     const std::uint64_t calls = a.calls[i].load(std::memory_order_acquire);
     view.digests.push_back(
         {calls, a.digest[i].load(std::memory_order_relaxed)});
   }
+  view.blocked = a.blocked.load(std::memory_order_acquire);
+  view.threads = a.threads.load(std::memory_order_relaxed) != 0;
   const std::uint64_t written = a.written.load(std::memory_order_acquire);
+  view.written = written;
   const std::uint64_t first =
       std::min(written, a.test_first.load(std::memory_order_acquire));
   const std::uint64_t from =
@@ -804,6 +858,9 @@ void Ledger::BeginTest() {
   area_->test_first.store(area_->written.load(std::memory_order_relaxed),
                           std::memory_order_release);
   for (auto& p : area_->phase_ns) p.store(0, std::memory_order_relaxed);
+  area_->blocked.store(0, std::memory_order_relaxed);
+  area_->caller.store(0, std::memory_order_relaxed);
+  area_->threads.store(0, std::memory_order_relaxed);
   // Only the ids ever named can hold a count (a few pages at most).
   const std::uint32_t named = std::min<std::uint32_t>(
       area_->named.load(std::memory_order_relaxed), LedgerMemory::kComms);
@@ -821,8 +878,8 @@ void Ledger::Enter(RankPhase phase) {
       MonotonicNs(), std::memory_order_release);
 }
 
-std::uint32_t Ledger::AddCommunicator(std::string_view name,
-                                      std::uint64_t key) {
+std::uint32_t Ledger::AddCommunicator(std::string_view name, std::uint64_t key,
+                                      int rank, int size) {
   std::lock_guard<std::mutex> lock(add_mu_);
   LedgerMemory::Area& a = *area_;
   const std::uint32_t known = comms_.load(std::memory_order_relaxed);
@@ -847,6 +904,8 @@ std::uint32_t Ledger::AddCommunicator(std::string_view name,
       if (out[i] == '\n' || out[i] == '\r') out[i] = ' ';  // One line of text.
     }
     a.keys[id] = key;
+    a.comm_rank[id] = rank;
+    a.comm_size[id] = size;
     if (id >= a.named.load(std::memory_order_relaxed)) {
       a.named.store(id + 1, std::memory_order_release);
     }
@@ -880,6 +939,30 @@ std::uint64_t Ledger::comm_key(std::uint32_t id) const {
              : 0;
 }
 
+namespace {
+// A number of the calling thread's own, never 0, distinct from every other
+// thread's of the process (a forked child's go on from its parent's).
+std::int32_t ThisThread() {
+  static std::atomic<std::int32_t> threads{0};
+  thread_local const std::int32_t id =
+      threads.fetch_add(1, std::memory_order_relaxed) + 1;
+  return id;
+}
+}  // namespace
+
+// The first thread to call in a test is its caller; another one marks the
+// rank as calling from several threads. A load and a compare a call.
+void Ledger::NoteCaller(LedgerMemory::Area& a) {
+  const std::int32_t me = ThisThread();
+  std::int32_t caller = a.caller.load(std::memory_order_relaxed);
+  if (caller == me) return;
+  if (caller == 0 &&
+      a.caller.compare_exchange_strong(caller, me, std::memory_order_relaxed)) {
+    return;
+  }
+  if (caller != me) a.threads.store(1, std::memory_order_relaxed);
+}
+
 std::uint64_t Ledger::Begin(std::uint32_t comm, std::uint64_t seq,
                             const Call& call, const CallSite& where) {
   LedgerMemory::Area& a = *area_;
@@ -898,6 +981,7 @@ std::uint64_t Ledger::Begin(std::uint32_t comm, std::uint64_t seq,
   const auto phase =
       static_cast<RankPhase>(phase_.load(std::memory_order_relaxed));
   e.harness = phase < RankPhase::kSetUp || phase == RankPhase::kFinished;
+  if (e.harness == 0) NoteCaller(a);
   e.line = where.line();
   const char* file = where.file_name();
   std::size_t n = std::strlen(file);
@@ -913,6 +997,25 @@ std::uint64_t Ledger::Begin(std::uint32_t comm, std::uint64_t seq,
   e.entered_ns = MonotonicNs();
   e.stamp.store(index + 1, std::memory_order_release);
   return index;
+}
+
+void Ledger::Block(std::uint64_t index, std::chrono::milliseconds timeout) {
+  // No clock read: the reader bounds when the call began by its looks.
+  area_->blocked_timeout_ms.store(timeout.count(), std::memory_order_relaxed);
+  area_->blocked.store(index + 1, std::memory_order_release);
+}
+
+void Ledger::Unblock() { area_->blocked.store(0, std::memory_order_release); }
+
+Progress LedgerMemory::ProgressOf(int rank) const {
+  if (rank < 0 || rank >= ranks_) return {};
+  const Area& a = area(rank);
+  Progress p;
+  p.written = a.written.load(std::memory_order_acquire);
+  p.blocked = a.blocked.load(std::memory_order_acquire);
+  p.timeout_ms = a.blocked_timeout_ms.load(std::memory_order_relaxed);
+  p.threads = a.threads.load(std::memory_order_relaxed) != 0;
+  return p;
 }
 
 void Ledger::Digest(std::uint32_t comm, const Call& call) {

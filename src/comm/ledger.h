@@ -44,6 +44,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -149,6 +150,12 @@ struct RankLedgerView {
   std::vector<std::string> comms;                // Communicator names, by id.
   std::vector<std::uint64_t> keys;               // Their LedgerKey()s.
   std::vector<CommDigest> digests;               // The test's, by id.
+  std::vector<int> comm_ranks;  // This rank's rank in each, by id.
+  std::vector<int> comm_sizes;  // Their sizes, by id.
+  std::uint64_t written = 0;    // Entries the rank ever began.
+  // The entry (index + 1) of the blocking call it is in; 0: none.
+  std::uint64_t blocked = 0;
+  bool threads = false;  // Its test's calls came from several threads.
   // The phase it reached last (kStarted when none).
   RankPhase phase() const;
   // The name of communicator `id`, and its key (0: not known).
@@ -157,6 +164,16 @@ struct RankLedgerView {
   // The test's digest of the communicators of key `key`: several when one
   // was made again (a launched rank's world, made per world size).
   CommDigest digest_of(std::uint64_t key) const;
+};
+
+// Whether a rank moves: read over time, the same values mean that it has
+// made no call since and is still in the same blocking one.
+struct Progress {
+  std::uint64_t written = 0;    // Entries begun.
+  std::uint64_t blocked = 0;    // The blocking call's entry + 1; 0: none.
+  std::int64_t timeout_ms = 0;  // Its timeout, from when it began.
+  bool threads = false;         // The test's calls came from several threads.
+  bool operator==(const Progress&) const = default;
 };
 
 // The ledgers of `ranks` ranks, in a memfd ("disttest-ledger",
@@ -205,6 +222,8 @@ class LedgerMemory {
   pid_t Pid(int rank) const;
   // The phase rank `rank` last entered in this test: a few loads.
   RankPhase Phase(int rank) const;
+  // Rank `rank`'s progress: three loads.
+  Progress ProgressOf(int rank) const;
   // Rank `rank`'s ledger now (`as_rank` labels it).
   RankLedgerView Read(int rank, int as_rank) const;
   RankLedgerView Read(int rank) const { return Read(rank, rank); }
@@ -240,10 +259,13 @@ class Ledger {
   void Enter(RankPhase phase);
   // A communicator's id: the one of an earlier communicator with the same
   // `key` (LedgerKey of its rendezvous keys, name and instance), else a
-  // free one, with `name` for reports. Key 0 (a backend that gave none) is
-  // never matched nor compared. After kComms ids in use, ids go on without
-  // a name ("communicator <id + 1>"); the Communicator refuses to use them.
-  std::uint32_t AddCommunicator(std::string_view name, std::uint64_t key);
+  // free one, with `name` for reports, and this rank's `rank` in it of
+  // `size` (which rank is a send's peer, for a reader). Key 0 (a backend that
+  // gave none) is never matched nor compared. After kComms ids in use, ids go
+  // on without a name ("communicator <id + 1>"); the Communicator refuses to
+  // use them.
+  std::uint32_t AddCommunicator(std::string_view name, std::uint64_t key,
+                                int rank, int size);
   // Communicator `id` is gone: its id is free from the next BeginTest()
   // on (this test's entries still name it).
   void Release(std::uint32_t id);
@@ -270,6 +292,12 @@ class Ledger {
   std::uint64_t Begin(std::uint32_t comm, std::uint64_t seq, const Call& call,
                       const CallSite& where);
   void End(std::uint64_t index, LedgerState state);
+  // The calling thread waits in the call of entry `index` (a blocking
+  // send, receive, wait or collective), for at most `timeout`, until
+  // Unblock(): a reader that sees ranks wait on each other so, and none
+  // move, sees a deadlock.
+  void Block(std::uint64_t index, std::chrono::milliseconds timeout);
+  void Unblock();
   // Adds a collective that returned to its communicator's digest.
   void Digest(std::uint32_t comm, const Call& call);
   // This process's newest operation, when it is a collective it is in.
@@ -289,6 +317,7 @@ class Ledger {
 
  private:
   Ledger(std::shared_ptr<LedgerMemory> memory, int slot);
+  static void NoteCaller(LedgerMemory::Area& a);
   static std::atomic<Ledger*> current_;
 
   std::shared_ptr<LedgerMemory> memory_;
@@ -314,6 +343,13 @@ class Ledger {
 std::string MissingFromCollective(const LedgerMemory& memory, int self,
                                   std::uint64_t key, std::uint64_t seq,
                                   bool every_rank);
+
+// Where the rank that is rank `peer` of the communicator of key `key` is,
+// for a send or receive of rank `self` that timed out: "rank 3 (rank 1
+// there) is in allreduce(8 x float32, sum) at model_test.cc:42, for 2700
+// ms", "rank 1 has finished its test", ...; "" when no ledger names it.
+std::string WhereIsPeer(const LedgerMemory& memory, int self, std::uint64_t key,
+                        int peer);
 
 // `name` cut to at most `most` bytes at a word's end, with " ..." (a
 // communicator's name as the ledger keeps it).

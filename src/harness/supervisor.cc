@@ -12,6 +12,7 @@
 #include "env/knobs.h"
 #include "env/text.h"
 #include "harness/collective_report.h"
+#include "harness/deadlock.h"
 #include "harness/descendants.h"
 #include "harness/resources.h"
 #include "harness/stack_dump.h"
@@ -42,6 +43,11 @@ constexpr std::chrono::milliseconds kMatchEvery(250);
 constexpr std::chrono::milliseconds kMatchAfter(200);
 // After a look that found the calls alike, the next one waits this long.
 constexpr std::chrono::milliseconds kMatchAgain(1000);
+// Ranks that wait for each other are a deadlock once none of them has
+// moved for this long, unless one's call gives up by itself within
+// kGivesUpSoon (a test that waits for a timeout on purpose gets it).
+constexpr std::chrono::milliseconds kStillFor(500);
+constexpr std::chrono::milliseconds kGivesUpSoon(2000);
 
 }  // namespace
 
@@ -92,6 +98,7 @@ Supervisor::Supervisor(RankGroup& group)
       group_.spec().options.compare_calls && CompareCallsWhileWaiting()
           ? start_ + kMatchEvery
           : Clock::time_point::max();
+  next_deadlock_ = next_match_;
   heartbeat_ = HeartbeatInterval();
   next_heartbeat_ = start_ + heartbeat_;
   std::optional<int> debug_rank = DebugRankVariable();
@@ -230,7 +237,9 @@ void Supervisor::OnExit(RankGroup::Rank& rank) {
                                     o.exit_code() == kExitSkipped);
   // A rank that died (a signal, an exit of its own) is a failure that no
   // message of its own announced.
-  if (!passed && !known && rank.report.killed_because.empty()) {
+  // One that disttest ended after its verdict came had finished.
+  if (!passed && !known && rank.report.killed_because.empty() &&
+      !rank.report.killed_after_done) {
     StreamFirstFailure(rank, o.str());
   }
   if (passed || grace_deadline_ || !rank.report.killed_because.empty()) return;
@@ -268,6 +277,12 @@ void Supervisor::Run() {
         next_match_ = Clock::time_point::max();  // Once: now they are ended.
         KillStuck(fmt::format("{}, and ranks wait in it", differ),
                   /*deadline=*/false, kStackDeadline);
+      }
+    } else if (!grace_deadline_ && now >= next_deadlock_) {
+      next_deadlock_ = now + kMatchEvery;
+      if (const std::string cycle = Deadlock(now); !cycle.empty()) {
+        next_deadlock_ = next_match_ = Clock::time_point::max();
+        KillStuck(cycle, /*deadline=*/false, kStackDeadline);
       }
     }
     if (!group_.accept_trouble().empty() && !resource_trouble_) {
@@ -309,6 +324,57 @@ std::string Supervisor::CallsThatDiffer(Clock::time_point now) {
   std::string differ = OpenMismatch(views);
   if (differ.empty()) next_match_ = now + kMatchAgain;
   return differ;
+}
+
+std::string Supervisor::Deadlock(Clock::time_point now) {
+  const LedgerMemory* ledger = group_.ledger();
+  if (ledger == nullptr) return "";
+  const std::vector<RankGroup::Rank>& ranks = group_.ranks();
+  progress_.resize(ranks.size());
+  progress_since_.resize(ranks.size(), now);
+  gives_up_.resize(ranks.size(), now);
+  if (last_look_ == Clock::time_point()) last_look_ = start_;
+  std::vector<bool> still(ranks.size(), false);
+  std::vector<bool> finished(ranks.size(), false);
+  bool any = false;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    // Its verdict came: it calls nothing more in this test.
+    finished[i] = ranks[i].report.done.has_value();
+    const Progress p =
+        Ended(ranks[i]) ? Progress{} : ledger->ProgressOf(ranks[i].report.rank);
+    if (!(p == progress_[i])) {
+      progress_[i] = p;
+      progress_since_[i] = now;
+      // Its call began after the last look: it gives up no sooner than
+      // its timeout after that.
+      gives_up_[i] = last_look_ + std::chrono::milliseconds(p.timeout_ms);
+      continue;
+    }
+    still[i] = p.blocked != 0 && !p.threads &&
+               now - progress_since_[i] >= kStillFor &&
+               gives_up_[i] - now > kGivesUpSoon;
+    any = any || still[i];
+  }
+  last_look_ = now;
+  // The same ranks still and finished as at the last look: what was no
+  // deadlock then is none now.
+  std::vector<bool> looked_at = still;
+  looked_at.insert(looked_at.end(), finished.begin(), finished.end());
+  if (!any || looked_at == still_looked_at_) return "";
+  still_looked_at_ = std::move(looked_at);
+  std::vector<RankLedgerView> views;
+  views.reserve(ranks.size());
+  for (const RankGroup::Rank& rank : ranks) {
+    views.push_back(ledger->Read(rank.report.rank));
+  }
+  // Read after the progress: a rank that moved meanwhile is not still.
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (still[i] && (views[i].written != progress_[i].written ||
+                     views[i].blocked != progress_[i].blocked)) {
+      still[i] = false;
+    }
+  }
+  return FindDeadlock(views, still, finished);
 }
 
 void Supervisor::KillStuck(const std::string& reason, bool deadline,

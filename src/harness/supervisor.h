@@ -26,7 +26,9 @@
 // Ranks that wait in a collective that others entered with another call
 // (operation, count, type, reduce op or root; read from their ledgers every
 // kMatchEvery) cannot go on: their stacks are taken and they are killed at
-// once, with the calls in the report.
+// once, with the calls in the report; so do ranks that wait for each other
+// in sends, receives and collectives none of which can complete (a
+// deadlock, deadlock.h), once none of them has moved for kStillFor.
 // SIGTERM or SIGINT while it runs (interrupt.h) is a deadline too: the
 // stacks (at most kInterruptStacks) and ledgers are taken, the ranks killed,
 // and the test fails saying which signal ended it.
@@ -90,6 +92,9 @@ class Supervisor {
   // of one host that disagree fail at once in the host arena; this catches
   // the communicators without one (made by the test, launch()'s groups).
   std::string CallsThatDiffer(Clock::time_point now);
+  // Ranks that wait for each other, none of them moving for kStillFor
+  // (deadlock.h): the cycle, or "".
+  std::string Deadlock(Clock::time_point now);
   // Prints which collective the `stuck` ranks are in, and who is not
   // (collective_report.h), before they are killed.
   void PrintParagraph(const std::vector<RankGroup::Rank*>& stuck,
@@ -117,7 +122,16 @@ class Supervisor {
   std::optional<Clock::time_point> leak_wait_until_;
   bool resource_trouble_ = false;  // Ranks ended: the store could not accept.
   bool failure_streamed_ = false;
-  Clock::time_point next_match_;  // The next look at the ranks' calls.
+  Clock::time_point next_match_;     // The next look at the ranks' calls.
+  Clock::time_point next_deadlock_;  // The next look for a deadlock.
+  // Each rank's progress (ledger.h) as last seen, and since when.
+  std::vector<Progress> progress_;
+  std::vector<Clock::time_point> progress_since_;
+  // The soonest each rank's blocking call can give up by itself.
+  std::vector<Clock::time_point> gives_up_;
+  Clock::time_point last_look_;  // The last look at their progress.
+  std::vector<bool>
+      still_looked_at_;  // Still, then finished, at the last look.
 };
 
 // Checks what a test asks for; throws ConfigError naming the problem

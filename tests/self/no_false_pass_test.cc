@@ -231,6 +231,81 @@ TEST_P(NoFalsePassTest, PointToPointMismatchesFailOnEveryCommunicator) {
   }
 }
 
+// --- Deadlocks: named within about a second, on every communicator. ---
+
+// The cycle's message, from the parent's look at the ledgers (not the
+// 60 s timeout, nor a communicator's 54 s one).
+void ExpectDeadlock(const Verdict& v, const std::string& cycle) {
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr(cycle)) << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("timed out"))) << v.run.out;
+}
+
+std::string Line(const std::string& marker) {
+  return "no_false_pass_test_.cc:" +
+         std::to_string(LineIn(DISTTEST_NO_FALSE_PASS_CHILD_SOURCE, marker));
+}
+
+TEST_P(NoFalsePassTest, DeadlockOfTwoTagsEndsNamingBothCalls) {
+  for (const char* arena : {"0", "1"}) {
+    ExpectDeadlock(
+        Run("DeadlockOfTwoTags/2ranks", {{"DISTTEST_NO_HOST_ARENA", arena}}),
+        "ranks 0-1 wait for each other and none can go on (a deadlock): rank "
+        "0 waits in send(1 x int32 to rank 1, tag 1) at " +
+            Line("marker-deadlock-send") +
+            ", which rank 1 has posted no receive for; rank 1 waits in recv(1 "
+            "x int32 from rank 0, tag 2) at " +
+            Line("marker-deadlock-recv") + ", which rank 0 has not sent");
+  }
+}
+
+TEST_P(NoFalsePassTest, DeadlockInARingEndsNamingTheCycle) {
+  ExpectDeadlock(Run("DeadlockInARing/4ranks"),
+                 "ranks 0-3 wait for each other and none can go on (a "
+                 "deadlock): rank 0 waits in recv(1 x int32 from rank 3, tag "
+                 "0) at " +
+                     Line("marker-ring-recv") +
+                     ", which rank 3 has not sent; rank 3 waits in recv(1 x "
+                     "int32 from rank 2, tag 0)");
+}
+
+TEST_P(NoFalsePassTest, DeadlockOnASplitCommunicatorNamesItsRanks) {
+  ExpectDeadlock(Run("DeadlockOnASplitCommunicator/4ranks"),
+                 "ranks 0, 2 wait for each other and none can go on (a "
+                 "deadlock): rank 0 waits in recv(1 x int32 from rank 1, tag "
+                 "4) on world split 0 (color 0) at " +
+                     Line("marker-split-recv") +
+                     ", which rank 2 (rank 1 there) has not sent; rank 2 "
+                     "waits in recv(1 x int32 from rank 0, tag 4) on world "
+                     "split 0 (color 0)");
+}
+
+TEST_P(NoFalsePassTest, DeadlockOfASendAndACollectiveEnds) {
+  ExpectDeadlock(Run("DeadlockOfASendAndACollective/2ranks"),
+                 "rank 1 waits in allreduce(1 x int32, sum) at " +
+                     Line("marker-collective") +
+                     ", which rank 0 has not entered");
+}
+
+TEST_P(NoFalsePassTest, ReceiveFromARankThatFinishedEnds) {
+  Verdict v = Run("ReceiveFromARankThatFinished/2ranks");
+  ExpectDeadlock(v,
+                 "rank 1 waits for rank 0, which has finished its test, and "
+                 "cannot go on (a deadlock): rank 1 waits in recv(1 x int32 "
+                 "from rank 0, tag 9) on world split 0 (color 0) at " +
+                     Line("marker-recv-from-finished"));
+  // Rank 0 had passed: ending it is no failure of its own.
+  EXPECT_THAT(v.run.out, Not(HasSubstr("first failure, rank 0"))) << v.run.out;
+}
+
+TEST_P(NoFalsePassTest, ASlowSenderAndATimeoutOnPurposeAreNoDeadlock) {
+  Verdict v =
+      Run("SlowSenderIsNoDeadlock/2ranks:NoFalsePass."
+          "ReceiveThatTimesOutOnPurpose/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("deadlock")));
+}
+
 // --- Names. ---
 
 TEST_P(NoFalsePassTest, CommunicatorNamedDifferentlyOnEachRankIsCompared) {

@@ -251,6 +251,79 @@ DIST_TEST_F(NoFalsePass, PointToPointMismatchOnTheWorld, 2) {
   SendOneWayReceiveAnother(comm(), Mismatch());  // marker-world-p2p
 }
 
+// --- Deadlocks end within about a second, not at the timeout (60 s). ---
+
+// Rank 0 sends tag 1; rank 1 waits for tag 2.
+DIST_TEST_F(NoFalsePass, DeadlockOfTwoTags, 2) {
+  int x = 7;
+  if (rank() == 0) {
+    comm().send(&x, 1, 1, 1);  // marker-deadlock-send
+  } else {
+    comm().recv(&x, 1, 0, 2);  // marker-deadlock-recv
+  }
+}
+
+// Every rank receives from the one before it first.
+DIST_TEST_F(NoFalsePass, DeadlockInARing, 4) {
+  const int n = world_size();
+  int x = rank();
+  comm().recv(&x, 1, (rank() + n - 1) % n, 0);  // marker-ring-recv
+  comm().send(&x, 1, (rank() + 1) % n, 0);
+}
+
+// Pairs {0, 2} and {1, 3}: each receives from the other first.
+DIST_TEST_F(NoFalsePass, DeadlockOnASplitCommunicator, 4) {
+  std::unique_ptr<disttest::Communicator> pair = comm().split(rank() % 2);
+  int x = rank();
+  pair->recv(&x, 1, 1 - pair->rank(), 4);  // marker-split-recv
+  pair->send(&x, 1, 1 - pair->rank(), 4);
+  KeepUntilExit(std::move(pair));
+}
+
+// Rank 0 sends; rank 1 is in an allreduce that rank 0 never enters.
+DIST_TEST_F(NoFalsePass, DeadlockOfASendAndACollective, 2) {
+  int x = 1;
+  if (rank() == 0) {
+    comm().send(&x, 1, 1, 3);  // marker-send-vs-collective
+  } else {
+    comm().allreduce(&x, 1, disttest::ReduceOp::kSum);  // marker-collective
+  }
+}
+
+// Rank 1 waits for a message that rank 0, which passed, never sent.
+DIST_TEST_F(NoFalsePass, ReceiveFromARankThatFinished, 2) {
+  std::unique_ptr<disttest::Communicator> all = comm().split(0);
+  int x = 0;
+  if (rank() == 1) all->recv(&x, 1, 0, 9);  // marker-recv-from-finished
+  KeepUntilExit(std::move(all));
+}
+
+// Controls: a slow sender, and a receive that times out on purpose, are
+// no deadlock.
+DIST_TEST_F(NoFalsePass, SlowSenderIsNoDeadlock, 2) {
+  int x = 5;
+  if (rank() == 0) {
+    std::this_thread::sleep_for(milliseconds(1500));
+    comm().send(&x, 1, 1, 1);
+  } else {
+    x = 0;
+    comm().recv(&x, 1, 0, 1);
+    EXPECT_EQ(x, 5);
+  }
+}
+
+DIST_TEST_F(NoFalsePass, ReceiveThatTimesOutOnPurpose, 2) {
+  std::unique_ptr<disttest::Communicator> all = comm().split(0);
+  int x = 0;
+  if (rank() == 0) {
+    disttest::ScopedTimeout quick(*all, milliseconds(1500));
+    EXPECT_THROW(all->recv(&x, 1, 1, 1), disttest::CommError);
+  }
+  // Rank 1 waits in the barrier meanwhile, for rank 0's receive to give up.
+  comm().barrier();
+  KeepUntilExit(std::move(all));
+}
+
 // --- What is compared is the communicator, not its name. ---
 
 DIST_TEST_F(NoFalsePass, CommunicatorNamedDifferentlyOnEachRank, 2) {
