@@ -26,6 +26,9 @@
 //     DistributedFixtures (or parameters that print alike) runs a forked
 //     rank on a copy of the parent's fixture after SetUp(), never
 //     destroyed there.
+//   a ::testing::Environment: SetUp() has run for every rank (a re-executed
+//     one runs it at its start), TearDown() runs in the parent only: see
+//     InRank() below.
 // Every gtest assertion and GTEST_SKIP() works in a rank; results are
 // re-raised in the parent at their file:line as "[rank r/N] ...".
 //
@@ -193,6 +196,21 @@ class DistributedTest : public ::testing::Test {
 template <typename T>
 class DistributedTestWithParam : public DistributedTest,
                                  public ::testing::WithParamInterface<T> {};
+
+// Whether this process is a rank that disttest started for a test (forked,
+// re-executed or pooled); false in the test process, and in a process that
+// a launcher (torchrun, srun, mpirun) started. For a ::testing::Environment:
+// its SetUp() has run for every rank, in every mode (a re-executed rank is a
+// process of its own and runs it at its start, as gtest does in any test
+// process; forked and pooled ranks are copies of the test process, made
+// after it), and its TearDown() runs in the test process only, never in a
+// rank. One whose SetUp() makes something outside the process (a file, a
+// server) makes it once per re-executed rank, and nothing ends it there:
+//   void SetUp() override {
+//     if (disttest::InRank()) return;  // the test process's is enough
+//     ...
+//   }
+bool InRank();
 
 }  // namespace disttest
 

@@ -412,6 +412,13 @@ void SetCurrentCommunicator(Communicator* comm) { g_current_comm = comm; }
 
 }  // namespace internal
 
+bool InRank() {
+  // A re-executed rank, before its test starts (its Environments' SetUp()):
+  // the variable it was started with.
+  return internal::InSpawnedRank() ||
+         std::getenv(env::kInternalChildTest) != nullptr;
+}
+
 void DistributedTest::TestBody() {
   if (!registration_error_.empty()) {
     GTEST_MESSAGE_AT_(file_, line_, registration_error_.c_str(),

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -390,8 +391,15 @@ void EndLeftovers(const char* whose) {
   std::fflush(stderr);
 }
 
+namespace {
+std::atomic<bool> g_in_rank{false};
+}  // namespace
+
+bool InSpawnedRank() { return g_in_rank.load(std::memory_order_relaxed); }
+
 void RunSpawnedRank(RankProgram& program, const Options& options,
                     std::shared_ptr<HostArena> forked_arena) {
+  g_in_rank.store(true, std::memory_order_relaxed);
   ResetCoverage();
   SpawnedRankHost host(program, options, std::move(forked_arena));
   host.Exit(RunRank(program, options, host));

@@ -28,6 +28,9 @@ namespace disttest::internal {
 [[noreturn]] void RunSpawnedRank(RankProgram& program, const Options& options,
                                  std::shared_ptr<HostArena> forked_arena);
 
+// Whether RunSpawnedRank has started in this process (it is a rank).
+bool InSpawnedRank();
+
 // In the parent, before it forks ranks: the TCP sockets among `fds` (its
 // open descriptors) that they will inherit (a forked rank then need not list
 // them itself; a re-executed one does).

@@ -395,6 +395,26 @@ TEST_P(NoFalsePassTest, EndDeclaredOnHearingOfItFailsTheTest) {
   }
 }
 
+// --- A ::testing::Environment: set up for every rank, torn down once. ---
+
+TEST_P(NoFalsePassTest, EnvironmentSetUpRunsForEveryRankTearDownOnlyInTheTest) {
+  Verdict v =
+      Run("EnvironmentIsSetUpInEveryRank/2ranks", {{"VERDICTS_ENV", "1"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  // The test process: once each.
+  EXPECT_EQ(Occurrences(v.run.out, "marker-env-setup in_rank=0"), 1)
+      << v.run.out;
+  EXPECT_EQ(Occurrences(v.run.out, "marker-env-teardown in_rank=0"), 1)
+      << v.run.out;
+  // A re-executed rank sets it up itself; a forked or pooled one is a copy
+  // of the test process made after it. No rank tears it down.
+  const bool exec = std::string(GetParam().setup.name) == "exec";
+  EXPECT_EQ(Occurrences(v.run.out, "marker-env-setup in_rank=1"), exec ? 2 : 0)
+      << v.run.out;
+  EXPECT_EQ(Occurrences(v.run.out, "marker-env-teardown in_rank=1"), 0)
+      << v.run.out;
+}
+
 // --- Timeouts. ---
 
 TEST_P(NoFalsePassTest, TimeoutOfMillisecondsMaxMeansNoLimit) {

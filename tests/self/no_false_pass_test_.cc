@@ -45,6 +45,29 @@ class NoFalsePass : public disttest::DistributedTest {
   }
 };
 
+// A ::testing::Environment that says, with VERDICTS_ENV=1, where its
+// SetUp() and TearDown() run: SetUp() for every rank (a re-executed rank
+// runs it itself), TearDown() in the test process only.
+bool g_environment_set_up = false;
+
+class SaysWhereItRuns : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    g_environment_set_up = true;
+    Say("setup");
+  }
+  void TearDown() override { Say("teardown"); }
+
+ private:
+  static void Say(const char* what) {
+    if (std::getenv("VERDICTS_ENV") == nullptr) return;
+    std::printf("marker-env-%s in_rank=%d\n", what, disttest::InRank() ? 1 : 0);
+    std::fflush(stdout);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kSaysWhereItRuns =
+    ::testing::AddGlobalTestEnvironment(new SaysWhereItRuns);
+
 // A communicator of the test's own, kept until the rank's _exit (Gloo's
 // destructor would wait on its event loop); held, not leaked.
 void KeepUntilExit(std::unique_ptr<disttest::Communicator> comm) {
@@ -405,6 +428,13 @@ DIST_TEST_F(NoFalsePassPatient, EndExpectedJustAfterItCame, 2) {
   } catch (const disttest::CommError&) {
     ExpectRankToEnd(1, disttest::RankEnd::KilledBy(SIGKILL));
   }
+}
+
+// --- A ::testing::Environment in ranks. ---
+
+DIST_TEST_F(NoFalsePass, EnvironmentIsSetUpInEveryRank, 2) {
+  EXPECT_TRUE(g_environment_set_up);
+  EXPECT_TRUE(disttest::InRank());
 }
 
 // --- Timeouts beyond what a clock can hold mean no limit. ---
