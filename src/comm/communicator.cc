@@ -418,7 +418,8 @@ void Communicator::allgatherv(const void* in, void* out,
       CollectiveCall::CountsHash(counts.data(), counts.size());
   Recorded r(*this, true,
              {LedgerOp::kAllGatherV, type, ReduceOp::kSum, total, -1,
-              static_cast<std::uint32_t>(hash ^ (hash >> 32))},
+              static_cast<std::uint32_t>(hash ^ (hash >> 32)), counts.data(),
+              counts.size()},
              where);
   r.Run([&] { DoAllGatherV(in, out, counts, type); });
 }
@@ -717,9 +718,10 @@ std::string CollectiveCall::str() const {
     case Op::kAllToAll:
       return fmt::format("alltoall({} x {})", count, Name(type));
     case Op::kAllGatherV:
-      return fmt::format("allgatherv({} x {}, counts #{:08x})", count,
-                         Name(type),
-                         static_cast<std::uint32_t>(shape ^ (shape >> 32)));
+      return fmt::format("allgatherv({} x {}, counts {})", count, Name(type),
+                         internal::CountsText(first_counts.data(), ranks,
+                                              static_cast<std::uint32_t>(
+                                                  shape ^ (shape >> 32))));
     case Op::kAllToAllV:
       return fmt::format("alltoallv({})", Name(type));
     case Op::kSplit:

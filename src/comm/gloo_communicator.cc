@@ -629,8 +629,8 @@ void GlooCommunicator::DoAllGatherV(const void* in, void* out,
     total += c;
     most = std::max(most, c);
   }
-  const CollectiveCall call = CollectiveCall::AllGatherV(
-      total, type, CollectiveCall::CountsHash(counts.data(), counts.size()));
+  const CollectiveCall call =
+      CollectiveCall::AllGatherV(type, counts.data(), counts.size());
   const std::string what = impl_->Describe("allgatherv", total, type);
   if (counts.size() != static_cast<std::size_t>(impl_->size)) {
     // The peers' counts differ from these (they have size() of them): the

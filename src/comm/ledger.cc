@@ -40,6 +40,8 @@ struct alignas(64) Entry {
   std::uint8_t reduce = 0;
   std::uint8_t harness = 0;
   std::atomic<std::uint8_t> state{0};
+  std::uint16_t ranks = 0;  // An allgatherv's (kept to 65535).
+  std::uint32_t counts[LedgerMemory::kCountsKept] = {};  // Its first counts.
   char file[LedgerMemory::kFileBytes] = {};
 };
 static_assert(sizeof(Entry) == 128, "a ledger entry is two cache lines");
@@ -200,8 +202,9 @@ std::string LedgerRecord::str() const {
     case LedgerOp::kAllToAll:
       return fmt::format("alltoall({} x {})", count, Name(type));
     case LedgerOp::kAllGatherV:
-      return fmt::format("allgatherv({} x {}, counts #{:08x})", count,
-                         Name(type), tag);
+      return fmt::format(
+          "allgatherv({} x {}, counts {})", count, Name(type),
+          CountsText(counts.data(), counts.empty() ? 0 : ranks, tag));
     case LedgerOp::kAllToAllV:
       return fmt::format("alltoallv({} x {} sent)", count, Name(type));
     case LedgerOp::kSplit:
@@ -299,6 +302,17 @@ std::string MissingFromCollective(const LedgerMemory& memory, int self,
                 : fmt::format("{}'s last collective was {}", who, what);
   }
   return text;
+}
+
+std::string CountsText(const std::uint64_t* first, std::uint64_t ranks,
+                       std::uint32_t hash) {
+  if (ranks == 0) return fmt::format("#{:08x}", hash);
+  std::string text = "{";
+  for (std::uint64_t i = 0; i < ranks && i < 4; ++i) {
+    text += fmt::format("{}{}", i == 0 ? "" : ", ", first[i]);
+  }
+  if (ranks <= 4) return text + "}";
+  return fmt::format("{}, ...}} ({} ranks, #{:08x})", text, ranks, hash);
 }
 
 std::string WhereIsPeer(const LedgerMemory& memory, int self, std::uint64_t key,
@@ -712,6 +726,12 @@ bool Copy(const Entry& e, std::uint64_t i, LedgerRecord* out) {
   r.reduce = static_cast<ReduceOp>(e.reduce);
   r.harness = e.harness != 0;
   r.file.assign(e.file, strnlen(e.file, LedgerMemory::kFileBytes));
+  if (r.op == LedgerOp::kAllGatherV) {
+    r.ranks = e.ranks;
+    r.counts.assign(
+        e.counts,
+        e.counts + std::min<std::size_t>(e.ranks, LedgerMemory::kCountsKept));
+  }
   std::atomic_thread_fence(std::memory_order_acquire);
   if (e.stamp.load(std::memory_order_relaxed) != stamp) return false;
   return r.state == LedgerState::kEntered ||
@@ -983,6 +1003,14 @@ std::uint64_t Ledger::Begin(std::uint32_t comm, std::uint64_t seq,
   e.harness = phase < RankPhase::kSetUp || phase == RankPhase::kFinished;
   if (e.harness == 0) NoteCaller(a);
   e.line = where.line();
+  e.ranks =
+      static_cast<std::uint16_t>(std::min<std::size_t>(call.ranks, 65535));
+  for (std::size_t i = 0; i < LedgerMemory::kCountsKept; ++i) {
+    e.counts[i] = i < call.ranks && call.counts != nullptr
+                      ? static_cast<std::uint32_t>(
+                            std::min<std::size_t>(call.counts[i], UINT32_MAX))
+                      : 0;
+  }
   const char* file = where.file_name();
   std::size_t n = std::strlen(file);
   if (n >= LedgerMemory::kFileBytes) {

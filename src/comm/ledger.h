@@ -112,6 +112,9 @@ struct LedgerRecord {
   std::int64_t ended_ns = 0;    // 0 while it is in it.
   std::string file;             // The path's last bytes.
   std::uint32_t line = 0;
+  // Allgatherv: the first counts (at most kCountsKept) and how many ranks.
+  std::vector<std::uint64_t> counts;
+  std::uint64_t ranks = 0;
 
   bool collective() const {
     return op != LedgerOp::kSend && op != LedgerOp::kRecv;
@@ -183,7 +186,8 @@ class LedgerMemory {
  public:
   static constexpr std::size_t kRing = 64;  // Entries kept per rank.
   static constexpr std::size_t kMaxRing = 1 << 16;
-  static constexpr std::size_t kFileBytes = 56;  // Of each entry's path.
+  static constexpr std::size_t kFileBytes = 40;  // Of each entry's path.
+  static constexpr std::size_t kCountsKept = 4;  // Of an allgatherv's.
   // Communicators told apart per rank process (by key; one made again,
   // in a pooled rank's next test, is the same). Their calls are compared
   // across the ranks; a rank that makes more in one test gets CommError at
@@ -288,6 +292,9 @@ class Ledger {
     std::uint64_t count;
     std::int32_t peer;
     std::uint32_t tag;
+    // Allgatherv: every rank's count (read in Begin only).
+    const std::size_t* counts = nullptr;
+    std::size_t ranks = 0;
   };
   std::uint64_t Begin(std::uint32_t comm, std::uint64_t seq, const Call& call,
                       const CallSite& where);
@@ -350,6 +357,12 @@ std::string MissingFromCollective(const LedgerMemory& memory, int self,
 // ms", "rank 1 has finished its test", ...; "" when no ledger names it.
 std::string WhereIsPeer(const LedgerMemory& memory, int self, std::uint64_t key,
                         int peer);
+
+// An allgatherv's counts, from the first of `ranks` (at most four of
+// them): "{8, 8, 4, 4}", "{8, 8, 4, 4, ...} (16 ranks, #1f2e3d4c)"; only
+// "#1f2e3d4c" (their hash) when none is known.
+std::string CountsText(const std::uint64_t* first, std::uint64_t ranks,
+                       std::uint32_t hash);
 
 // `name` cut to at most `most` bytes at a word's end, with " ..." (a
 // communicator's name as the ledger keeps it).

@@ -374,8 +374,8 @@ void NcclCommunicator::Impl::allgatherv(const void* in, void* out,
                                         DataType type) {
   std::size_t total = 0;
   for (std::size_t c : counts) total += c;
-  const CollectiveCall call = CollectiveCall::AllGatherV(
-      total, type, CollectiveCall::CountsHash(counts.data(), counts.size()));
+  const CollectiveCall call =
+      CollectiveCall::AllGatherV(type, counts.data(), counts.size());
   const std::string what =
       fmt::format("{} failed", DescribeNcclOp("allgatherv", total, type));
   if (counts.size() != static_cast<std::size_t>(size_)) {

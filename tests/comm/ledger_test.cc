@@ -104,6 +104,23 @@ TEST_F(LedgerTest, RecordsEachOperationWithItsCallerAndItsNumber) {
 
 // A collective whose backend timed out without naming anyone (Gloo's text)
 // says for whom it waited, from the peers' ledgers, as the host arena does.
+TEST_F(LedgerTest, AnAllGatherVShowsItsFirstCounts) {
+  FakeCommunicator world("world");
+  std::vector<float> in(8), out(64);
+  const std::vector<std::size_t> few = {8, 8, 4, 4};
+  const std::vector<std::size_t> many = {8, 8, 4, 4, 1, 1};
+  // The fake has no allgatherv: each call fails, recorded all the same.
+  EXPECT_THROW(world.allgatherv(in.data(), out.data(), few), CommError);
+  EXPECT_THROW(world.allgatherv(in.data(), out.data(), many), CommError);
+  const RankLedgerView view = memory_->Read(1);
+  ASSERT_EQ(view.records.size(), 2u);
+  EXPECT_EQ(view.records[0].str(),
+            "allgatherv(24 x float32, counts {8, 8, 4, 4})");
+  EXPECT_THAT(view.records[1].str(),
+              HasSubstr("allgatherv(26 x float32, counts {8, 8, 4, 4, ...} "
+                        "(6 ranks, #"));
+}
+
 TEST_F(LedgerTest, ATimeoutNamesThePeersThatDidNotArrive) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);

@@ -151,7 +151,9 @@ TEST_P(VerdictsTest, RanksThatDisagreeAboutACollectiveAllFail) {
       {"EachRankScattersFromItself", 2,
        "rank 0: scatter(8 x int32, root 0); rank 1: scatter(8 x int32, root "
        "1)"},
-      {"AllGatherVCountsDiffer", 2, "rank 0: allgatherv(4 x float32, counts #"},
+      {"AllGatherVCountsDiffer", 2,
+       "rank 0: allgatherv(4 x float32, counts {1, 3}); rank 1: "
+       "allgatherv(4 x float32, counts {3, 1})"},
       {"AllGatherAgainstAllReduce", 2,
        "rank 0: allgather(8 x float32); rank 1: allreduce(8 x float32, sum)"},
       {"OneAllGathersWhileThreeBarrier", 4,

@@ -14,6 +14,7 @@
 #ifndef DISTTEST_COMM_COLLECTIVE_CALL_H_
 #define DISTTEST_COMM_COLLECTIVE_CALL_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -49,8 +50,11 @@ struct CollectiveCall {
   ReduceOp reduce = ReduceOp::kSum;  // Allreduce only.
   std::int32_t root = 0;             // Broadcast, reduce, gather, scatter.
   // Allgatherv: the counts of every rank, hashed (CountsHash); count is
-  // their sum.
+  // their sum; the first kCountsShown of them, and how many there are.
   std::uint64_t shape = 0;
+  static constexpr std::size_t kCountsShown = 4;
+  std::array<std::uint64_t, kCountsShown> first_counts{};
+  std::uint64_t ranks = 0;
 
   static CollectiveCall Barrier() { return {}; }
   static CollectiveCall AllReduce(std::size_t count, DataType type,
@@ -81,9 +85,17 @@ struct CollectiveCall {
   static CollectiveCall AllToAll(std::size_t count, DataType type) {
     return {Op::kAllToAll, type, count, ReduceOp::kSum, 0};
   }
-  static CollectiveCall AllGatherV(std::size_t total, DataType type,
-                                   std::uint64_t counts_hash) {
-    return {Op::kAllGatherV, type, total, ReduceOp::kSum, 0, counts_hash};
+  // `counts`: every rank's, in rank order.
+  static CollectiveCall AllGatherV(DataType type, const std::size_t* counts,
+                                   std::size_t n) {
+    CollectiveCall call{Op::kAllGatherV, type, 0,
+                        ReduceOp::kSum,  0,    CountsHash(counts, n)};
+    for (std::size_t i = 0; i < n; ++i) {
+      call.count += counts[i];
+      if (i < kCountsShown) call.first_counts[i] = counts[i];
+    }
+    call.ranks = n;
+    return call;
   }
   static CollectiveCall AllToAllV(DataType type) {
     return {Op::kAllToAllV, type, 0, ReduceOp::kSum, 0};
@@ -103,7 +115,7 @@ struct CollectiveCall {
 
   // "barrier()", "allreduce(8 x float32, sum)", "broadcast(8 x float32,
   // root 0)", "allgather(8 x float32)", "reduce(8 x float32, sum, root 0)",
-  // "allgatherv(24 x float32, counts #1f2e3d4c)", "no collective (its body
+  // "allgatherv(24 x float32, counts {8, 8, 4, 4})", "no collective (its body
   // has returned)".
   std::string str() const;
 };
