@@ -539,7 +539,10 @@ std::vector<RankState> RankStates(const TestSpec& spec,
     if (r.killed_because.empty() && r.overran.empty() && !hung && r.outcome) {
       const bool exited = r.outcome->exited();
       const int code = exited ? r.outcome->exit_code() : -1;
-      s.ended = code == kExitPassed    ? "passed"
+      // An exit before its report came is no pass, whatever its status
+      // (exit(0) in the body): said as its failure says it.
+      s.ended = exited && !r.done      ? EndWithoutReport(*r.outcome)
+                : code == kExitPassed  ? "passed"
                 : code == kExitFailed  ? "failed"
                 : code == kExitSkipped ? "skipped"
                                        : r.outcome->str();

@@ -371,6 +371,22 @@ TEST_P(NoFalsePassTest, RanksThatPrintedNothingAreOneLine) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("the last 0 lines")));
 }
 
+TEST_P(NoFalsePassTest, ExitZeroMidBodyIsSaidOneWay) {
+  Verdict v = Run("ExitZeroMidBody/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] (first failure) exited with "
+                                   "status 0 before the test body finished"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("rank 1 is not in it: its last collective, "
+                                   "#0 barrier() (disttest's, before the "
+                                   "body), completed"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("; it ended: exited with status 0 before "
+                                   "the test body finished"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("it ended: passed"))) << v.run.out;
+}
+
 // --- Expected ends. ---
 
 TEST_P(NoFalsePassTest, EndDeclaredAfterItCameFailsTheTest) {

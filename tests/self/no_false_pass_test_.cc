@@ -430,6 +430,15 @@ DIST_TEST_F(NoFalsePassPatient, EndExpectedJustAfterItCame, 2) {
   }
 }
 
+// --- Messages. ---
+
+// Rank 1 leaves with exit(0) in the middle of its body; rank 0 waits for
+// it in a collective.
+DIST_TEST_F(NoFalsePass, ExitZeroMidBody, 2) {
+  if (rank() == 1) std::exit(0);  // marker-exit-zero
+  comm().barrier();
+}
+
 // --- A ::testing::Environment in ranks. ---
 
 DIST_TEST_F(NoFalsePass, EnvironmentIsSetUpInEveryRank, 2) {
