@@ -17,6 +17,8 @@
 #include <set>
 #include <sstream>
 
+#include "harness/zygote.h"
+
 namespace disttest::internal {
 namespace {
 
@@ -89,6 +91,15 @@ std::string DescribeProcess(pid_t pid) {
   if (cmdline.empty()) {
     cmdline = Slurp(fmt::format("/proc/{}/comm", pid));
     while (!cmdline.empty() && cmdline.back() == '\n') cmdline.pop_back();
+  }
+  // A kExec rank is a fork of the zygote, and so is what it forks without
+  // exec: their command line is the zygote's, whose filter names no test.
+  const std::string placeholder = std::string(" ") + Zygote::kPlaceholderFilter;
+  if (const std::size_t at = cmdline.find(placeholder);
+      at != std::string::npos) {
+    cmdline.erase(at, placeholder.size());
+    if (cmdline.size() > 70) cmdline = cmdline.substr(0, 67) + "...";
+    return cmdline + ", a fork of a kExec rank";
   }
   if (cmdline.size() > 100) cmdline = cmdline.substr(0, 97) + "...";
   return cmdline;

@@ -387,6 +387,19 @@ TEST_P(NoFalsePassTest, ExitZeroMidBodyIsSaidOneWay) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("it ended: passed"))) << v.run.out;
 }
 
+TEST_P(NoFalsePassTest, AForkOfARankIsNamedByItsBinaryNotTheZygote) {
+  Verdict v = Run("LeavesAForkRunning/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  // The rank's note, on its stderr.
+  const bool exec = std::string(GetParam().setup.name) == "exec";
+  EXPECT_THAT(v.run.err, HasSubstr(exec ? ", a fork of a kExec rank), which "
+                                          "the test started and left running"
+                                        : "), which the test started and left "
+                                          "running"))
+      << v.run.err;
+  EXPECT_THAT(v.run.err, Not(HasSubstr("disttest-zygote"))) << v.run.err;
+}
+
 // --- Expected ends. ---
 
 TEST_P(NoFalsePassTest, EndDeclaredAfterItCameFailsTheTest) {

@@ -8,6 +8,7 @@
 //   VERDICTS_REUSE=1            pooled ranks (options().reuse_workers)
 #include <disttest/comm/create.h>
 #include <disttest/disttest.h>
+#include <unistd.h>
 
 #include <array>
 #include <chrono>
@@ -437,6 +438,14 @@ DIST_TEST_F(NoFalsePassPatient, EndExpectedJustAfterItCame, 2) {
 DIST_TEST_F(NoFalsePass, ExitZeroMidBody, 2) {
   if (rank() == 1) std::exit(0);  // marker-exit-zero
   comm().barrier();
+}
+
+// Rank 1 forks a child (no exec) and leaves it running.
+DIST_TEST_F(NoFalsePass, LeavesAForkRunning, 2) {
+  if (rank() == 1 && fork() == 0) {
+    pause();
+    _exit(0);
+  }
 }
 
 // --- A ::testing::Environment in ranks. ---
