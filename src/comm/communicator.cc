@@ -469,13 +469,15 @@ void Communicator::InitTimeout(std::chrono::milliseconds timeout) {
 }
 
 namespace {
-// "isend(8 x float32 to rank 1, tag 7) on communicator \"grads\"".
+// "isend(8 x float32 to rank 1, tag 7) on communicator \"grads\"" (without
+// " on ..." for an empty `comm`).
 std::string DescribeRequest(bool send, std::size_t count, DataType type,
                             int peer, std::uint32_t tag,
                             const std::string& comm) {
-  return fmt::format("{}({} x {} {} rank {}, tag {}) on {}",
+  return fmt::format("{}({} x {} {} rank {}, tag {}){}{}",
                      send ? "isend" : "irecv", count, Name(type),
-                     send ? "to" : "from", peer, tag, comm);
+                     send ? "to" : "from", peer, tag,
+                     comm.empty() ? "" : " on ", comm);
 }
 }  // namespace
 
@@ -644,9 +646,9 @@ void Request::Finish() noexcept {
     // Destroyed without wait() after its communicator: the test is told
     // here (wait() throws instead).
     internal::RequestDroppedAndFailed(
-        DescribeRequest(send_, count_, type_, peer_, tag_,
-                        "a communicator destroyed before it"),
-        file_, line_, "its communicator was destroyed first");
+        DescribeRequest(send_, count_, type_, peer_, tag_, ""), file_, line_,
+        "its communicator was destroyed first (wait for a Request before "
+        "its communicator goes)");
     return;
   }
   try {
@@ -664,9 +666,9 @@ void Request::Finish() noexcept {
 void Request::wait() {
   if (state_ == nullptr) return;
   if (Orphaned()) {
-    throw CommError(fmt::format(
-        "wait() of {}: its communicator was destroyed first",
-        DescribeRequest(send_, count_, type_, peer_, tag_, "a communicator")));
+    throw CommError(
+        fmt::format("wait() of {}: its communicator was destroyed first",
+                    DescribeRequest(send_, count_, type_, peer_, tag_, "")));
   }
   comm_->WaitFor(*this);
 }

@@ -36,6 +36,12 @@ std::string At(const std::string& marker, const std::string& label) {
          ": Failure\n" + label + " ";
 }
 
+// "no_false_pass_test_.cc:42"
+std::string Line(const std::string& marker) {
+  return "no_false_pass_test_.cc:" +
+         std::to_string(LineIn(DISTTEST_NO_FALSE_PASS_CHILD_SOURCE, marker));
+}
+
 class NoFalsePassTest : public ::testing::TestWithParam<Mode> {
  protected:
   Verdict Run(const std::string& filter,
@@ -169,6 +175,40 @@ TEST_P(NoFalsePassTest, RequestDroppedWithoutWaitFailsAtItsLine) {
                                    "operation failed: "));
 }
 
+// At the default timeout (54 s): fails at once (the arena: its peer's body
+// returned; Gloo: its connection), or, pooled, within a second (its peer
+// finished its test: nothing can receive it).
+TEST_P(NoFalsePassTest, RequestDroppedWithoutWaitEndsLongBeforeTheTimeout) {
+  Verdict v = Run("RequestDroppedWithoutWaitAtTheDefaultTimeout/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("timed out"))) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(GetParam().pooled
+                            ? "rank 0 waits for rank 1, which has finished "
+                              "its test, and cannot go on (a deadlock): rank "
+                              "0 waits in send(1 x int32 to rank 1, tag 7) "
+                              "at " +
+                                  Line("marker-dropped-long")
+                            : At("marker-dropped-long", "[rank 0/2]") +
+                                  "the Request of isend(1 x int32 to rank 1, "
+                                  "tag 7) on world made here was destroyed "
+                                  "without wait()"))
+      << v.run.out;
+}
+
+TEST_P(NoFalsePassTest, RequestThatOutlivesItsCommunicatorFailsAtItsLine) {
+  Verdict v = Run("RequestOutlivesItsCommunicator/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(At("marker-outlives", "[rank 0/2]") +
+                        "the Request of isend(1 x int32 to rank 1, tag 8) "
+                        "made here was destroyed without wait(), and its "
+                        "operation failed: its communicator was destroyed "
+                        "first (wait for a Request before its communicator "
+                        "goes)"))
+      << v.run.out;
+}
+
 TEST_P(NoFalsePassTest, IsendLeftInFlightFailsAndItsMessageReachesNoLaterTest) {
   Verdict v = Run("IsendLeftInFlight/2ranks:NoFalsePass.ReceivesOnlyWhat*");
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
@@ -239,11 +279,6 @@ void ExpectDeadlock(const Verdict& v, const std::string& cycle) {
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
   EXPECT_THAT(v.run.out, HasSubstr(cycle)) << v.run.out;
   EXPECT_THAT(v.run.out, Not(HasSubstr("timed out"))) << v.run.out;
-}
-
-std::string Line(const std::string& marker) {
-  return "no_false_pass_test_.cc:" +
-         std::to_string(LineIn(DISTTEST_NO_FALSE_PASS_CHILD_SOURCE, marker));
 }
 
 TEST_P(NoFalsePassTest, DeadlockOfTwoTagsEndsNamingBothCalls) {

@@ -185,6 +185,26 @@ DIST_TEST_F(NoFalsePass, RequestDroppedWithoutWait, 2) {
   }
 }
 
+// The same at the default timeout (54 s): rank 1 has finished, so rank 0's
+// wait in the destructor can never end; it is ended within a second.
+DIST_TEST_F(NoFalsePass, RequestDroppedWithoutWaitAtTheDefaultTimeout, 2) {
+  int x = 1234;
+  if (rank() == 0) {
+    disttest::Request r = comm().isend(&x, 1, 1, 7);  // marker-dropped-long
+  }
+}
+
+// A Request that outlives its communicator: reported, never waited on
+// through the communicator's freed memory.
+DIST_TEST_F(NoFalsePass, RequestOutlivesItsCommunicator, 2) {
+  static int x = 1234;
+  std::optional<disttest::Request> r;
+  {
+    std::unique_ptr<disttest::Communicator> sub = comm().split(0);
+    if (rank() == 0) r = sub->isend(&x, 1, 1, 8);  // marker-outlives
+  }
+}
+
 // A Request kept past the test (in a static): its message to rank 1, which
 // nobody receives, stays in flight; the account at the test's end fails it.
 DIST_TEST_F(NoFalsePass, IsendLeftInFlight, 2) {
