@@ -118,17 +118,52 @@ Supervisor::~Supervisor() {
 
 void Supervisor::StreamFirstFailure(const RankGroup::Rank& rank,
                                     const std::string& what) {
-  if (failure_streamed_ || FollowsFromAnother(what)) return;
+  if (failure_streamed_ || pending_failure_ || FollowsFromAnother(what)) {
+    return;
+  }
+  // Printed once the poll loop has read every rank's results this turn
+  // (FlushFirstFailure): one that came in the same turn may be its cause.
+  pending_failure_ =
+      PendingFailure{&rank, what,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(
+                         Clock::now() - start_)};
+}
+
+void Supervisor::FlushFirstFailure() {
+  if (!pending_failure_) return;
+  PendingFailure first = std::move(*pending_failure_);
+  pending_failure_.reset();
+  if (failure_streamed_) return;
   failure_streamed_ = true;
+  // A rank that skipped while this one ran, where the test allows no
+  // partial skip, came first: its skip is the failure, this one follows
+  // (its collective found that rank's body gone).
+  if (group_.spec().options.skip_policy != SkipPolicy::kAllowPartial) {
+    for (const RankGroup::Rank& other : group_.ranks()) {
+      if (&other == first.rank || other.report.done != RankVerdict::kSkipped) {
+        continue;
+      }
+      std::string reason;
+      for (const RankMessage& m : other.report.results) {
+        if (m.kind == RankMessage::Kind::kSkip) reason = m.message;
+      }
+      first.rank = &other;
+      first.what = reason.empty()
+                       ? std::string("it skipped while the other ranks ran")
+                       : fmt::format(
+                             "it skipped (\"{}\") while the other "
+                             "ranks ran",
+                             reason);
+      break;
+    }
+  }
   // One line of it: the whole message comes with the verdict.
   constexpr std::size_t kMaxText = 300;
-  std::string text = what.substr(0, what.find('\n'));
+  std::string text = first.what.substr(0, first.what.find('\n'));
   if (text.size() > kMaxText) text = text.substr(0, kMaxText) + " ...";
-  const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(
-      Clock::now() - start_);
   std::printf("[ disttest ] %s: first failure, rank %d after %lld ms: %s\n",
-              group_.Subject().c_str(), rank.report.rank,
-              static_cast<long long>(after.count()), text.c_str());
+              group_.Subject().c_str(), first.rank->report.rank,
+              static_cast<long long>(first.after.count()), text.c_str());
   std::fflush(stdout);
 }
 
@@ -298,7 +333,9 @@ void Supervisor::Run() {
       next_heartbeat_ = now + heartbeat_;
     }
     group_.Serve(PollTimeoutMs(now));
+    FlushFirstFailure();
   }
+  FlushFirstFailure();
 }
 
 std::string Supervisor::CallsThatDiffer(Clock::time_point now) {
@@ -412,6 +449,7 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline,
   // The deadline is the test's failure, printed below: a rank that gives
   // up a collective while its stack is taken only follows from it, and is
   // not streamed as the first failure.
+  FlushFirstFailure();  // What came before this.
   if (deadline) failure_streamed_ = true;
   // Where each rank's communicators are now, before stacks and kills
   // change anything.

@@ -81,6 +81,10 @@ class Supervisor {
   // Prints the test's first failure when it happens, once: at 2 a.m. the
   // root cause is on the terminal before the consequences and the kills.
   void StreamFirstFailure(const RankGroup::Rank& rank, const std::string& what);
+  // Prints the failure StreamFirstFailure() kept, once every rank's results
+  // of the poll loop's turn are read (a partial skip read in the same turn
+  // is then printed as the cause).
+  void FlushFirstFailure();
   // Takes the stacks of the ranks still running, then kills them. At the
   // test's `deadline` the ranks still running have overrun it, whatever
   // they do while the stacks are taken, unless what they do is fail by
@@ -122,6 +126,12 @@ class Supervisor {
   std::optional<Clock::time_point> leak_wait_until_;
   bool resource_trouble_ = false;  // Ranks ended: the store could not accept.
   bool failure_streamed_ = false;
+  struct PendingFailure {
+    const RankGroup::Rank* rank;
+    std::string what;
+    std::chrono::milliseconds after;  // From the test's start.
+  };
+  std::optional<PendingFailure> pending_failure_;
   Clock::time_point next_match_;     // The next look at the ranks' calls.
   Clock::time_point next_deadlock_;  // The next look for a deadlock.
   // Each rank's progress (ledger.h) as last seen, and since when.

@@ -632,6 +632,7 @@ std::vector<Finding> Judge(const TestSpec& spec,
                                          {}});
     }
   }
+  const bool calls_first = !calls.empty();
   if (!calls.empty()) {
     findings.insert(findings.begin(), {Finding::Kind::kFatalFailure,
                                        spec.file,
@@ -667,7 +668,15 @@ std::vector<Finding> Judge(const TestSpec& spec,
   for (Finding& f : skips) {
     // A failure outranks a skip, as in gtest: report the skip as context.
     if (failed && f.kind == Finding::Kind::kSkip) f.kind = Finding::Kind::kNote;
-    findings.push_back(std::move(f));
+    if (f.kind == Finding::Kind::kFailure ||
+        f.kind == Finding::Kind::kFatalFailure) {
+      // A partial skip the test does not allow came before what it caused
+      // (its peers' collectives that found it gone): it goes first, after
+      // calls that differed.
+      findings.insert(findings.begin() + (calls_first ? 1 : 0), std::move(f));
+    } else {
+      findings.push_back(std::move(f));
+    }
   }
   return findings;
 }

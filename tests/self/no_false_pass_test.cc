@@ -422,6 +422,27 @@ TEST_P(NoFalsePassTest, ExitZeroMidBodyIsSaidOneWay) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("it ended: passed"))) << v.run.out;
 }
 
+// A partial skip is the cause: printed first, and streamed as the first
+// failure, before what its peer's collective then saw.
+TEST_P(NoFalsePassTest, PartialSkipComesBeforeWhatItCaused) {
+  Verdict v = Run("OneRankSkips/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  if (!GetParam().pooled) {
+    // (A pooled rank parks: its peer waits out the grace after a skip, and
+    // is ended, which is no failure of its own to stream.)
+    EXPECT_THAT(v.run.out, HasSubstr("first failure, rank 1 after "))
+        << v.run.out;
+    EXPECT_THAT(v.run.out, HasSubstr(": it skipped (\"marker-partial-skip\") "
+                                     "while the other ranks ran\n"))
+        << v.run.out;
+  }
+  const std::size_t skip = v.run.out.find("rank 1 of 2 skipped");
+  const std::size_t consequence = v.run.out.find("[rank 0/2] ");
+  ASSERT_NE(skip, std::string::npos) << v.run.out;
+  ASSERT_NE(consequence, std::string::npos) << v.run.out;
+  EXPECT_LT(skip, consequence) << v.run.out;
+}
+
 TEST_P(NoFalsePassTest, AForkOfARankIsNamedByItsBinaryNotTheZygote) {
   Verdict v = Run("LeavesAForkRunning/2ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
