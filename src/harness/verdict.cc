@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "comm/host_arena.h"
@@ -257,24 +260,134 @@ std::string WithoutOwnLabel(const TestSpec& spec, int rank, std::string text) {
   return text;
 }
 
+// Failures alike but for the rank: one group of ranks per text.
+struct FailureGroup {
+  Finding::Kind kind;
+  std::string file;
+  int line;
+  std::string key;         // The text without the rank's label.
+  std::string first_text;  // The first rank's own text.
+  std::vector<int> ranks;
+  std::optional<std::chrono::steady_clock::time_point> at;  // Earliest.
+  bool follows = false;  // FollowsFromAnother(key).
+};
+
+// Ranks that failed at one line with texts that differ only in some of
+// their lines (each rank's own value: `EXPECT_EQ(rank(), 0)` at 64 ranks)
+// become one group: the lines they share, each differing line cut where
+// they differ ("    Which is: (each rank's, below)"), and a table of what
+// differs, a row per text: "  rank 3: 3". Three texts or more, each of
+// other ranks; texts of other shapes stay as they are.
+void MergeRankSpecific(std::vector<FailureGroup>& groups) {
+  constexpr std::size_t kMinTexts = 3;
+  constexpr std::size_t kMaxRows = 128;
+  std::map<std::tuple<int, std::string, int, bool>, std::vector<std::size_t>>
+      at_line;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const FailureGroup& g = groups[i];
+    at_line[{static_cast<int>(g.kind), g.file, g.line, g.follows}].push_back(i);
+  }
+  std::vector<bool> merged_away(groups.size(), false);
+  for (const auto& [where, members] : at_line) {
+    if (members.size() < kMinTexts) continue;
+    // Each rank's own value: no rank in two of them (a rank that fails at
+    // one line again and again keeps each failure, as gtest does).
+    std::set<int> ranks;
+    std::size_t total = 0;
+    for (const std::size_t i : members) {
+      ranks.insert(groups[i].ranks.begin(), groups[i].ranks.end());
+      total += groups[i].ranks.size();
+    }
+    if (ranks.size() != total) continue;
+    std::vector<std::vector<std::string>> lines;
+    for (const std::size_t i : members) {
+      std::vector<std::string> l;
+      for (std::string_view part : SplitOn(groups[i].key, '\n')) {
+        l.emplace_back(part);
+      }
+      lines.push_back(std::move(l));
+    }
+    const std::size_t n = lines.front().size();
+    if (std::any_of(lines.begin(), lines.end(),
+                    [&](const auto& l) { return l.size() != n; })) {
+      continue;
+    }
+    // Each line: where its texts start to differ (npos: they do not).
+    std::vector<std::size_t> differs(n, std::string::npos);
+    std::size_t varying = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::string& a = lines.front()[k];
+      std::size_t common = std::string::npos;
+      for (const auto& l : lines) {
+        if (l[k] == a) continue;
+        std::size_t c = 0;
+        while (c < a.size() && c < l[k].size() && a[c] == l[k][c]) ++c;
+        common = std::min(common, c);
+      }
+      differs[k] = common;
+      if (common != std::string::npos) ++varying;
+    }
+    // Mostly different texts are no table.
+    if (varying == 0 || 2 * varying > n) continue;
+    std::string text;
+    for (std::size_t k = 0; k < n; ++k) {
+      if (k > 0) text += '\n';
+      const std::string& a = lines.front()[k];
+      text += differs[k] == std::string::npos
+                  ? a
+                  : a.substr(0, differs[k]) + "(each rank's, below)";
+    }
+    // The rows, by first rank.
+    std::vector<std::size_t> order(members.size());
+    for (std::size_t m = 0; m < members.size(); ++m) order[m] = m;
+    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+      return groups[members[x]].ranks.front() <
+             groups[members[y]].ranks.front();
+    });
+    FailureGroup all = groups[members.front()];
+    all.ranks.clear();
+    std::size_t rows = 0;
+    for (const std::size_t m : order) {
+      const FailureGroup& g = groups[members[m]];
+      all.ranks.insert(all.ranks.end(), g.ranks.begin(), g.ranks.end());
+      if (g.at && (!all.at || *g.at < *all.at)) all.at = g.at;
+      if (++rows > kMaxRows) continue;
+      std::string row;
+      for (std::size_t k = 0; k < n; ++k) {
+        if (differs[k] == std::string::npos) continue;
+        if (!row.empty()) row += "; ";
+        row += lines[m][k].substr(differs[k]);
+      }
+      text += fmt::format("\n  {}: {}", RanksText(g.ranks), row);
+    }
+    if (rows > kMaxRows) {
+      text += fmt::format("\n  ... and {} more", rows - kMaxRows);
+    }
+    std::sort(all.ranks.begin(), all.ranks.end());
+    all.key = text;
+    all.first_text = text;
+    groups[members.front()] = std::move(all);
+    for (std::size_t m = 1; m < members.size(); ++m) {
+      merged_away[members[m]] = true;
+    }
+  }
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    if (merged_away[i]) continue;
+    if (kept != i) groups[kept] = std::move(groups[i]);
+    ++kept;
+  }
+  groups.resize(kept);
+}
+
 // The failures of every rank: identical ones once with their ranks, in the
 // order they came where that is known, the first marked as the first.
 void AddFailures(const TestSpec& spec, std::vector<Item> items,
                  std::vector<Finding>* out) {
-  struct Group {
-    Finding::Kind kind;
-    std::string file;
-    int line;
-    std::string key;         // The text without the rank's label.
-    std::string first_text;  // The first rank's own text.
-    std::vector<int> ranks;
-    std::optional<std::chrono::steady_clock::time_point> at;  // Earliest.
-    bool follows = false;  // FollowsFromAnother(key).
-  };
-  std::vector<Group> groups;
+  std::vector<FailureGroup> groups;
   // Root causes first, in the order they came (unknown times last), then
   // what followed from them.
-  const auto rank_of = [](const Group& g) {
+  const auto rank_of = [](const FailureGroup& g) {
     return std::make_pair(g.follows, !g.at.has_value());
   };
   // The groups of each failure (kind, file, line and text without the
@@ -316,12 +429,13 @@ void AddFailures(const TestSpec& spec, std::vector<Item> items,
                         follows});
       continue;
     }
-    Group& group = groups[same[n]];
+    FailureGroup& group = groups[same[n]];
     group.ranks.push_back(item.rank);
     if (item.at && (!group.at || *item.at < *group.at)) group.at = item.at;
   }
+  MergeRankSpecific(groups);
   std::stable_sort(groups.begin(), groups.end(),
-                   [&](const Group& a, const Group& b) {
+                   [&](const FailureGroup& a, const FailureGroup& b) {
                      if (rank_of(a) != rank_of(b))
                        return rank_of(a) < rank_of(b);
                      return a.at && b.at && *a.at < *b.at;
@@ -332,9 +446,9 @@ void AddFailures(const TestSpec& spec, std::vector<Item> items,
   // some of them) failing at one line and then at the next is the
   // program's order, which the lines already show.
   constexpr std::chrono::milliseconds kSameMoment(10);
-  for (Group& g : groups) std::sort(g.ranks.begin(), g.ranks.end());
+  for (FailureGroup& g : groups) std::sort(g.ranks.begin(), g.ranks.end());
   const bool others =
-      std::any_of(groups.begin(), groups.end(), [&](const Group& g) {
+      std::any_of(groups.begin(), groups.end(), [&](const FailureGroup& g) {
         return !std::includes(groups.front().ranks.begin(),
                               groups.front().ranks.end(), g.ranks.begin(),
                               g.ranks.end());
@@ -345,7 +459,7 @@ void AddFailures(const TestSpec& spec, std::vector<Item> items,
       (groups[1].follows ||
        (groups[1].at && *groups[1].at - *groups.front().at >= kSameMoment));
   for (std::size_t i = 0; i < groups.size(); ++i) {
-    Group& g = groups[i];
+    FailureGroup& g = groups[i];
     const std::string when = ordered && i == 0 ? "(first failure) " : "";
     const std::string text = g.ranks.size() == 1 ? g.first_text : g.key;
     out->push_back(

@@ -443,6 +443,21 @@ TEST_P(NoFalsePassTest, PartialSkipComesBeforeWhatItCaused) {
   EXPECT_LT(skip, consequence) << v.run.out;
 }
 
+TEST_P(NoFalsePassTest, EachRanksOwnValueAtOneLineIsOneTable) {
+  Verdict v = Run("EachRankItsOwnValue/8ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(At("marker-own-value", "[ranks 1-7 of 8]") +
+                        "Expected equality of these values:\n  rank()\n    "
+                        "Which is: (each rank's, below)\n  0\n  rank 1: 1\n"
+                        "  rank 2: 2\n"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("\n  rank 7: 7\n")) << v.run.out;
+  // One finding, not seven.
+  EXPECT_EQ(Occurrences(v.run.out, " of 8] Expected equality of these"), 1)
+      << v.run.out;
+}
+
 TEST_P(NoFalsePassTest, AForkOfARankIsNamedByItsBinaryNotTheZygote) {
   Verdict v = Run("LeavesAForkRunning/2ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;

@@ -466,6 +466,11 @@ DIST_TEST_F(NoFalsePass, OneRankSkips, 2) {
   comm().barrier();
 }
 
+// Every rank but 0 fails at one line with its own value.
+DIST_TEST_F(NoFalsePass, EachRankItsOwnValue, 8) {
+  EXPECT_EQ(rank(), 0);  // marker-own-value
+}
+
 // Rank 1 forks a child (no exec) and leaves it running.
 DIST_TEST_F(NoFalsePass, LeavesAForkRunning, 2) {
   if (rank() == 1 && fork() == 0) {
