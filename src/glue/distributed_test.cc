@@ -270,6 +270,11 @@ bool Pooled(DistributedTest& test, const TestSpec& spec) {
 // re-raises its verdict; false when the test ends here (it failed or
 // skipped).
 bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
+  // SIGTERM or SIGINT from here until the step's verdict is reported (the
+  // supervisor's own guard ends with the ranks; re-raising 100,000
+  // failures takes a second) is noted, not fatal: the report is finished,
+  // then StopAfterInterrupt ends the run with gtest's files written.
+  InterruptGuard interrupts;
   std::vector<RankReport> ranks;
   bool pooled = false;
   try {

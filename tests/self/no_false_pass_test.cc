@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -469,6 +470,27 @@ TEST_P(NoFalsePassTest, AForkOfARankIsNamedByItsBinaryNotTheZygote) {
                                           "running"))
       << v.run.err;
   EXPECT_THAT(v.run.err, Not(HasSubstr("disttest-zygote"))) << v.run.err;
+}
+
+// SIGTERM while the parent reports a verdict of many failures: the report
+// is whole, the tests after it are skipped, gtest writes its XML, and the
+// process then ends by SIGTERM.
+TEST_P(NoFalsePassTest, SigtermWhileReportingFinishesTheReportAndTheXml) {
+  Verdict v = Run("ManyFailuresReported/2ranks:NoFalsePass.AfterManyFailures/*",
+                  {{"VERDICTS_TERM_WHILE_REPORTING", "1"}});
+  EXPECT_EQ(v.run.signal, SIGTERM) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("marker-sigterm-while-reporting"));
+  EXPECT_THAT(v.run.out, HasSubstr("the tests after it are skipped, gtest "
+                                   "writes its XML and JSON"))
+      << v.run.out;
+  // Each rank's 200 failures, the last too, in the output and the XML.
+  EXPECT_THAT(v.run.out, HasSubstr("marker-report-failure 199")) << v.run.out;
+  const std::string tc = TestCaseXml(v.xml, "ManyFailuresReported/2ranks");
+  EXPECT_EQ(Occurrences(tc, "<failure "), 200) << v.xml;
+  EXPECT_THAT(tc, HasSubstr("marker-report-failure 199"));
+  EXPECT_THAT(TestCaseXml(v.xml, "AfterManyFailures/2ranks"),
+              HasSubstr("result=\"skipped\""))
+      << v.xml;
 }
 
 // --- Expected ends. ---

@@ -69,6 +69,30 @@ class SaysWhereItRuns : public ::testing::Environment {
 [[maybe_unused]] ::testing::Environment* const kSaysWhereItRuns =
     ::testing::AddGlobalTestEnvironment(new SaysWhereItRuns);
 
+// With VERDICTS_TERM_WHILE_REPORTING=1: the test process sends itself
+// SIGTERM when the first of a rank's failures is re-raised in it (while the
+// verdict is reported: the ranks are done).
+class TermWhileReporting : public ::testing::EmptyTestEventListener {
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (sent_ || disttest::InRank() ||
+        std::getenv("VERDICTS_TERM_WHILE_REPORTING") == nullptr ||
+        std::string_view(r.message()).find("marker-report-failure") ==
+            std::string_view::npos) {
+      return;
+    }
+    sent_ = true;
+    std::printf("marker-sigterm-while-reporting\n");
+    std::fflush(stdout);
+    std::raise(SIGTERM);
+  }
+  bool sent_ = false;
+};
+[[maybe_unused]] const bool kTermWhileReporting = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(
+      new TermWhileReporting);
+  return true;
+}();
+
 // A communicator of the test's own, kept until the rank's _exit (Gloo's
 // destructor would wait on its event loop); held, not leaked.
 void KeepUntilExit(std::unique_ptr<disttest::Communicator> comm) {
@@ -470,6 +494,13 @@ DIST_TEST_F(NoFalsePass, OneRankSkips, 2) {
 DIST_TEST_F(NoFalsePass, EachRankItsOwnValue, 8) {
   EXPECT_EQ(rank(), 0);  // marker-own-value
 }
+
+// 200 failures on each rank, then a test after it.
+DIST_TEST_F(NoFalsePass, ManyFailuresReported, 2) {
+  for (int i = 0; i < 200; ++i) ADD_FAILURE() << "marker-report-failure " << i;
+}
+
+DIST_TEST_F(NoFalsePass, AfterManyFailures, 2) {}
 
 // Rank 1 forks a child (no exec) and leaves it running.
 DIST_TEST_F(NoFalsePass, LeavesAForkRunning, 2) {
