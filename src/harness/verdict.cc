@@ -397,6 +397,8 @@ void AddFailures(const TestSpec& spec, std::vector<Item> items,
   // distinct failures cost 100,000 look-ups, not 5 * 10^9 comparisons.
   std::unordered_map<std::string, std::vector<std::size_t>> groups_of;
   std::unordered_map<std::string, std::size_t> seen;  // This rank's, by id.
+  groups_of.reserve(items.size());
+  groups.reserve(items.size());
   int seen_rank = -1;
   for (Item& item : items) {
     if (item.kind == Finding::Kind::kProperty) {
