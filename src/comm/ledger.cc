@@ -308,10 +308,10 @@ std::string CountsText(const std::uint64_t* first, std::uint64_t ranks,
                        std::uint32_t hash) {
   if (ranks == 0) return fmt::format("#{:08x}", hash);
   std::string text = "{";
-  for (std::uint64_t i = 0; i < ranks && i < 4; ++i) {
+  for (std::uint64_t i = 0; i < ranks && i < LedgerMemory::kCountsKept; ++i) {
     text += fmt::format("{}{}", i == 0 ? "" : ", ", first[i]);
   }
-  if (ranks <= 4) return text + "}";
+  if (ranks <= LedgerMemory::kCountsKept) return text + "}";
   return fmt::format("{}, ...}} ({} ranks, #{:08x})", text, ranks, hash);
 }
 
@@ -1028,6 +1028,9 @@ std::uint64_t Ledger::Begin(std::uint32_t comm, std::uint64_t seq,
 }
 
 void Ledger::Block(std::uint64_t index, std::chrono::milliseconds timeout) {
+  // A thread that only waits (a Request's wait() or destructor makes no new
+  // entry) is a caller too.
+  NoteCaller(*area_);
   // No clock read: the reader bounds when the call began by its looks.
   area_->blocked_timeout_ms.store(timeout.count(), std::memory_order_relaxed);
   area_->blocked.store(index + 1, std::memory_order_release);

@@ -226,7 +226,7 @@ class LedgerMemory {
   pid_t Pid(int rank) const;
   // The phase rank `rank` last entered in this test: a few loads.
   RankPhase Phase(int rank) const;
-  // Rank `rank`'s progress: three loads.
+  // Rank `rank`'s progress: four loads.
   Progress ProgressOf(int rank) const;
   // Rank `rank`'s ledger now (`as_rank` labels it).
   RankLedgerView Read(int rank, int as_rank) const;

@@ -278,15 +278,41 @@ class Finder {
       text += fmt::format("; ... ({} ranks in the {})", steps.size(),
                           end ? "chain" : "cycle");
     }
-    std::vector<int> behind;
-    for (std::size_t at = 0; at < waits.size(); ++at) {
-      if (waits[at] && std::find(steps.begin(), steps.end(), at) == steps.end())
-        behind.push_back(RankOf(at));
+    // The other ranks that never go on: those whose waits lead here, and
+    // those in deadlocks of their own.
+    std::vector<bool> leads(waits.size(), false);
+    for (const std::size_t at : steps) leads[at] = true;
+    if (end) leads[*end] = true;
+    for (bool more = true; more;) {
+      more = false;
+      for (std::size_t at = 0; at < waits.size(); ++at) {
+        if (!waits[at] || leads[at]) continue;
+        for (const std::size_t on : waits[at]->on) {
+          if (leads[on]) {
+            leads[at] = more = true;
+            break;
+          }
+        }
+      }
     }
+    std::vector<int> behind, apart;
+    for (std::size_t at = 0; at < waits.size(); ++at) {
+      if (!waits[at] ||
+          std::find(steps.begin(), steps.end(), at) != steps.end()) {
+        continue;
+      }
+      (leads[at] ? behind : apart).push_back(RankOf(at));
+    }
+    std::sort(behind.begin(), behind.end());
+    std::sort(apart.begin(), apart.end());
     if (!behind.empty()) {
-      std::sort(behind.begin(), behind.end());
       text += fmt::format("; {} wait{} on them", RanksText(behind),
                           behind.size() == 1 ? "s" : "");
+    }
+    if (!apart.empty()) {
+      text += fmt::format("; {} {} in a deadlock of {} own", RanksText(apart),
+                          apart.size() == 1 ? "is" : "are",
+                          apart.size() == 1 ? "its" : "their");
     }
     return text;
   }

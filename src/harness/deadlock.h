@@ -24,10 +24,14 @@
 // since the reader's last look (`still`), never will. Every communicator,
 // whatever made it, is seen the same way: the ledger has them all.
 //
+// The supervisor declares one only when it finds it at two looks in a row
+// and the ranks' processes spent no CPU time in between (supervisor.h).
+//
 // Certain or nothing: a rank whose test's calls came from several threads
 // (another may yet call), whose ledger has dropped older entries of the
 // test that the counts need, or whose peer no ledger names, is taken as
-// one that may go on.
+// one that may go on (and so, by the supervisor, one whose call has a
+// timeout the test shortened or gives up by itself within 2 s).
 #ifndef DISTTEST_SRC_HARNESS_DEADLOCK_H_
 #define DISTTEST_SRC_HARNESS_DEADLOCK_H_
 

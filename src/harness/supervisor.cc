@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "disttest/env/rank_env.h"
 #include "disttest/error.h"
@@ -48,6 +49,33 @@ constexpr std::chrono::milliseconds kMatchAgain(1000);
 // kGivesUpSoon (a test that waits for a timeout on purpose gets it).
 constexpr std::chrono::milliseconds kStillFor(500);
 constexpr std::chrono::milliseconds kGivesUpSoon(2000);
+// The CPU time (clock ticks, 10 ms) a rank in a deadlock may spend between
+// two looks: its runtime's own threads waking now and then, not one that
+// computes.
+constexpr long long kIdleTicks = 2;
+
+// A process's CPU time so far, all threads, in clock ticks (utime + stime
+// of /proc/<pid>/stat); -1 when it cannot be read.
+long long CpuTicks(pid_t pid) {
+  if (pid <= 0) return -1;
+  std::FILE* f = std::fopen(fmt::format("/proc/{}/stat", pid).c_str(), "r");
+  if (f == nullptr) return -1;
+  char buf[1024];
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  // After the command's closing parenthesis: field 3 (state) on; utime and
+  // stime are fields 14 and 15.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return -1;
+  unsigned long long utime = 0, stime = 0;
+  if (std::sscanf(p + 1,
+                  " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                  &utime, &stime) != 2) {
+    return -1;
+  }
+  return static_cast<long long>(utime + stime);
+}
 
 }  // namespace
 
@@ -103,14 +131,18 @@ Supervisor::Supervisor(RankGroup& group)
   next_heartbeat_ = start_ + heartbeat_;
   std::optional<int> debug_rank = DebugRankVariable();
   if (debug_rank && *debug_rank < group_.spec().world_size) {
-    // Someone is at a debugger; the clock does not run meanwhile.
+    // Someone is at a debugger; the clock does not run meanwhile, and a
+    // rank stopped there in a call is no deadlock.
     deadline_ = Clock::time_point::max();
+    next_deadlock_ = Clock::time_point::max();
   } else {
     deadline_ = start_ + group_.spec().options.timeout;
   }
 }
 
 Supervisor::~Supervisor() {
+  // Failures read after Run() (the group's last drain) are streamed too.
+  FlushFirstFailure();
   group_.OnVerdict(nullptr);
   group_.OnExit(nullptr);
   group_.OnFailure(nullptr);
@@ -393,11 +425,15 @@ std::string Supervisor::Deadlock(Clock::time_point now) {
     any = any || still[i];
   }
   last_look_ = now;
+  if (!any) {
+    deadlock_seen_.reset();
+    return "";
+  }
   // The same ranks still and finished as at the last look: what was no
-  // deadlock then is none now.
+  // deadlock then is none now (unless one waits to be confirmed).
   std::vector<bool> looked_at = still;
   looked_at.insert(looked_at.end(), finished.begin(), finished.end());
-  if (!any || looked_at == still_looked_at_) return "";
+  if (!deadlock_seen_ && looked_at == still_looked_at_) return "";
   still_looked_at_ = std::move(looked_at);
   std::vector<RankLedgerView> views;
   views.reserve(ranks.size());
@@ -411,7 +447,30 @@ std::string Supervisor::Deadlock(Clock::time_point now) {
       still[i] = false;
     }
   }
-  return FindDeadlock(views, still, finished);
+  std::string found = FindDeadlock(views, still, finished);
+  if (found.empty()) {
+    deadlock_seen_.reset();
+    return "";
+  }
+  // Declared at the next look, when it is the same and none of the still
+  // ranks' processes ran meanwhile: a thread of theirs that computes (and
+  // has not called a communicator yet) may still send what they wait for.
+  std::vector<long long> cpu(ranks.size(), -1);
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (still[i]) cpu[i] = CpuTicks(ranks[i].pid);
+  }
+  if (deadlock_seen_ && deadlock_seen_->text == found) {
+    bool idle = true;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      if (!still[i]) continue;
+      const long long before = deadlock_seen_->cpu[i];
+      idle =
+          idle && before >= 0 && cpu[i] >= 0 && cpu[i] - before <= kIdleTicks;
+    }
+    if (idle) return found;
+  }
+  deadlock_seen_ = DeadlockSeen{std::move(found), std::move(cpu)};
+  return "";
 }
 
 void Supervisor::KillStuck(const std::string& reason, bool deadline,

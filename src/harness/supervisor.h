@@ -97,7 +97,8 @@ class Supervisor {
   // the communicators without one (made by the test, launch()'s groups).
   std::string CallsThatDiffer(Clock::time_point now);
   // Ranks that wait for each other, none of them moving for kStillFor
-  // (deadlock.h): the cycle, or "".
+  // (deadlock.h), found at two looks in a row with no CPU time spent by
+  // their processes between them: the cycle, or "".
   std::string Deadlock(Clock::time_point now);
   // Prints which collective the `stuck` ranks are in, and who is not
   // (collective_report.h), before they are killed.
@@ -140,8 +141,15 @@ class Supervisor {
   // The soonest each rank's blocking call can give up by itself.
   std::vector<Clock::time_point> gives_up_;
   Clock::time_point last_look_;  // The last look at their progress.
-  std::vector<bool>
-      still_looked_at_;  // Still, then finished, at the last look.
+  // Still, then finished, at the last look.
+  std::vector<bool> still_looked_at_;
+  // A deadlock found at the last look, to be confirmed at the next: its
+  // text, and each still rank's CPU time then (-1: not still).
+  struct DeadlockSeen {
+    std::string text;
+    std::vector<long long> cpu;
+  };
+  std::optional<DeadlockSeen> deadlock_seen_;
 };
 
 // Checks what a test asks for; throws ConfigError naming the problem

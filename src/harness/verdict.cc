@@ -324,6 +324,13 @@ void MergeRankSpecific(std::vector<FailureGroup>& groups) {
         while (c < a.size() && c < l[k].size() && a[c] == l[k][c]) ++c;
         common = std::min(common, c);
       }
+      // Cut at a token's start, not in its middle ("Which is: 0.12" of
+      // 0.1234 and 0.1256).
+      while (common != std::string::npos && common > 0 &&
+             std::string_view(" :=,([{").find(a[common - 1]) ==
+                 std::string_view::npos) {
+        --common;
+      }
       differs[k] = common;
       if (common != std::string::npos) ++varying;
     }

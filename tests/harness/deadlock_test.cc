@@ -174,7 +174,23 @@ TEST(DeadlockTest, ASplitCommunicatorNamesTheRanksBothWays) {
   EXPECT_THAT(found, HasSubstr("rank 0 waits in recv(1 x int32 from rank 1, "
                                "tag 4) on evens at t.cc:10, which rank 2 "
                                "(rank 1 there) has not sent"));
-  EXPECT_THAT(found, HasSubstr("ranks 1, 3 wait on them"));
+  EXPECT_THAT(found, HasSubstr("ranks 1, 3 are in a deadlock of their own"));
+}
+
+TEST(DeadlockTest, ARankThatWaitsOnACycleIsNamedBehindIt) {
+  std::vector<Rank> r{Rank(0, 3), Rank(1, 3), Rank(2, 3)};
+  r[0].Call(LedgerOp::kSend, 1, 1, true);
+  r[1].Call(LedgerOp::kRecv, 0, 2, true);
+  r[2].Call(LedgerOp::kRecv, 0, 5, true);  // Waits on rank 0.
+  EXPECT_THAT(Find(r), HasSubstr("; rank 2 waits on them"));
+}
+
+TEST(DeadlockTest, ACollectiveWithAMemberNoLedgerNamesIsNotGuessed) {
+  std::vector<Rank> r{Rank(0, 3), Rank(1, 3), Rank(2, 3)};
+  for (int i = 0; i < 2; ++i) r[i].Comm("trio", 40, i, 3);
+  r[0].Call(LedgerOp::kAllReduce, -1, 0, true, 1);
+  r[1].Call(LedgerOp::kRecv, 0, 1, true);
+  EXPECT_EQ(Find(r), "");  // Rank 2 never made "trio": who is its third?
 }
 
 TEST(DeadlockTest, ASendAgainstACollectiveOfTheWorld) {

@@ -380,11 +380,35 @@ DIST_TEST_F(NoFalsePass, SlowSenderIsNoDeadlock, 2) {
   }
 }
 
+// Rank 0's main thread waits for rank 1, which waits for rank 0's other
+// thread: that one computes for 1.2 s before its first call. No deadlock.
+DIST_TEST_F(NoFalsePass, ThreadThatComputesThenSendsIsNoDeadlock, 2) {
+  int x = 0;
+  if (rank() == 0) {
+    std::thread helper([this] {
+      const auto end = std::chrono::steady_clock::now() + milliseconds(1200);
+      volatile unsigned spin = 0;
+      while (std::chrono::steady_clock::now() < end) spin = spin + 1;
+      int y = 9;
+      comm().send(&y, 1, 1, 2);
+    });
+    comm().recv(&x, 1, 1, 1);
+    helper.join();
+    EXPECT_EQ(x, 10);
+  } else {
+    comm().recv(&x, 1, 0, 2);
+    ++x;
+    comm().send(&x, 1, 0, 1);
+  }
+}
+
 DIST_TEST_F(NoFalsePass, ReceiveThatTimesOutOnPurpose, 2) {
   std::unique_ptr<disttest::Communicator> all = comm().split(0);
   int x = 0;
   if (rank() == 0) {
-    disttest::ScopedTimeout quick(*all, milliseconds(1500));
+    // Past the 2 s within which a call's own end is awaited anyway: a
+    // shortened timeout is the test's choice, never taken for a deadlock.
+    disttest::ScopedTimeout quick(*all, milliseconds(3500));
     EXPECT_THROW(all->recv(&x, 1, 1, 1), disttest::CommError);
   }
   // Rank 1 waits in the barrier meanwhile, for rank 0's receive to give up.

@@ -507,6 +507,8 @@ class Communicator {
   class Recorded;  // communicator.cc
   void WaitFor(Request& request);
   std::chrono::milliseconds timeout_{std::chrono::minutes(5)};
+  // The timeout it was made with: a shorter one is the test's own choice.
+  std::chrono::milliseconds made_timeout_{std::chrono::minutes(5)};
   // The ledger this communicator records into, and its id there; found on
   // the first operation (the harness installs the ledger before).
   internal::Ledger* ledger_ = nullptr;
