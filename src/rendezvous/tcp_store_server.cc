@@ -8,10 +8,11 @@
 // answered in order. Connections are closed only at the end of a round
 // (ReapClosed), so no handler ever sees a connection vanish under it.
 //
-// A server with a token serves a connection only once its first frame is a
-// HELLO with that token. Until then the connection may send no frame larger
-// than a HELLO; any other first frame marks it dead, which stops the
-// processing of everything buffered behind it.
+// A server without a token serves only its own user (and root) on this
+// host (peer_user.h); one with a token serves a connection only once its
+// first frame is a HELLO with that token. Until then the connection may send no
+// frame larger than a HELLO; any other first frame marks it dead, which stops
+// the processing of everything buffered behind it.
 #include "disttest/rendezvous/tcp_store_server.h"
 
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -34,6 +36,7 @@
 #include "base/retry.h"
 #include "disttest/error.h"
 #include "rendezvous/bind.h"
+#include "rendezvous/peer_user.h"
 #include "rendezvous/tcp_store_server_impl.h"
 #include "rendezvous/wire.h"
 
@@ -208,6 +211,24 @@ void TcpStoreServer::Impl::Accept() {
         default:
           throw fmt::system_error(errno, "cannot accept store connection");
       }
+    }
+    // Without a token, another user of this host may not connect: it
+    // could read any key, or set a rank's verdict.
+    long uid = -1;
+    if (token_.empty() && !internal::LocalPeerMayConnect(fd, &uid)) {
+      ::close(fd);
+      if (!refused_stranger_) {
+        refused_stranger_ = true;
+        std::fprintf(stderr,
+                     "disttest: the store refused a connection from %s on "
+                     "this host: a store without a token serves only its "
+                     "own user (uid %d) and root\n",
+                     uid >= 0 ? fmt::format("uid {}", uid).c_str()
+                              : "a process whose user cannot be told",
+                     static_cast<int>(geteuid()));
+        std::fflush(stderr);
+      }
+      continue;
     }
     // Replies are small and latency-bound; Nagle would delay them.
     int one = 1;

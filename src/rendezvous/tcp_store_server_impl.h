@@ -77,7 +77,8 @@ class TcpStoreServer::Impl {
   std::string host_;
   std::string accept_trouble_;
   int port_ = 0;
-  std::string token_;  // empty: every connection is served
+  std::string token_;  // empty: every connection of this user is served
+  bool refused_stranger_ = false;  // Said once.
   int listen_fd_ = -1;
   std::map<int, std::unique_ptr<Connection>> connections_;
   std::map<std::string, std::vector<char>> data_;

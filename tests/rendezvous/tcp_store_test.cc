@@ -6,6 +6,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -346,6 +348,48 @@ TEST(WireTest, ForgedKeyCountIsRejectedWithoutAllocating) {
   EXPECT_FALSE(internal::DecodeRequest(short_payload, sizeof(short_payload),
                                        &out, &error));
   EXPECT_TRUE(out.keys.empty());
+}
+
+// A store without a token (a launched run's) on loopback: another user of
+// the machine connects and sends one well-formed SET of a rank's verdict.
+// It is refused; the key is never set. Root makes the stranger (uid 65534).
+TEST(StoreStrangerTest, AnotherUsersClientOnLoopbackIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to connect as another user";
+  ServerThread server;
+  const std::vector<char> set =
+      Frame(internal::Op::kSet, "external/0/0/done/1", "0 passed");
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<std::uint16_t>(server.port()));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Only system calls from here: this process has threads.
+    if (syscall(SYS_setgroups, 0, nullptr) != 0 ||
+        syscall(SYS_setresgid, 65534, 65534, 65534) != 0 ||
+        syscall(SYS_setresuid, 65534, 65534, 65534) != 0) {
+      _exit(2);
+    }
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 ||
+        connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+      _exit(3);
+    }
+    (void)!write(fd, set.data(), set.size());
+    char reply = 0;
+    // The server closes the connection: no reply byte comes.
+    _exit(recv(fd, &reply, 1, 0) <= 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the stranger got a reply";
+  TcpStore mine("127.0.0.1", server.port(), milliseconds(2000));
+  EXPECT_FALSE(mine.check({"external/0/0/done/1"}));
+  // This user's own client is served as ever.
+  mine.set("k", "v");
+  EXPECT_EQ(mine.get_string("k"), "v");
 }
 
 TEST(WireTest, HelloRoundTripsAndLongTokenIsRejected) {
