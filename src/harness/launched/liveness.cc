@@ -188,12 +188,19 @@ void Liveness::CheckHeartbeats(const std::vector<int>& from,
 std::string Liveness::Dead(int r, Clock::time_point now, TcpStore& store) {
   if (r == rank_) return "";
   const std::string key = AliveKey(r);
-  // A rank that has not sent its first heartbeat yet is starting (slow
-  // nodes, plain TEST()s before the first distributed one), not dead;
-  // the wait's own deadline covers one that never comes.
-  if (!store.check({key})) return "";
-  std::vector<char> v = store.get(key);
-  const std::string beat(v.begin(), v.end());
+  std::string beat;
+  if (store.check({key})) {
+    std::vector<char> v = store.get(key);
+    beat.assign(v.begin(), v.end());
+  } else if (!store.check({JoinedKey(r)})) {
+    // Not joined yet: starting (a slow node), not dead; the wait's own
+    // deadline covers one that never comes.
+    return "";
+  }
+  // Joined, and silent since (its watchdog beats from the moment it joins):
+  // its silence counts from this reader's first look, as a stopped beat's.
+  // (A rank whose first beat was lost with its link is not taken for one
+  // that is starting, and waited for until the timeout.)
   std::lock_guard<std::mutex> lock(beats_mu_);
   auto [it, fresh] = beats_.try_emplace(r, Seen{beat, now});
   if (fresh || it->second.value != beat) {
@@ -201,9 +208,17 @@ std::string Liveness::Dead(int r, Clock::time_point now, TcpStore& store) {
     return "";
   }
   if (now - it->second.since <= dead_after_) return "";
+  const auto silent =
+      std::chrono::duration_cast<milliseconds>(now - it->second.since).count();
+  if (beat.empty()) {
+    return fmt::format(
+        "sent no heartbeat in the {} ms since it joined: it died, or its "
+        "machine stalls",
+        silent);
+  }
   return fmt::format(
       "stopped its heartbeat {} ms ago: it died, or its machine stalls",
-      std::chrono::duration_cast<milliseconds>(now - it->second.since).count());
+      silent);
 }
 
 void WaitForTheEnd(TcpStore& store) {
