@@ -175,10 +175,8 @@ void Supervisor::FlushFirstFailure() {
       if (&other == first.rank || other.report.done != RankVerdict::kSkipped) {
         continue;
       }
-      std::string reason;
-      for (const RankMessage& m : other.report.results) {
-        if (m.kind == RankMessage::Kind::kSkip) reason = m.message;
-      }
+      const RankMessage* skip = FirstSkip(other.report);
+      const std::string reason = skip != nullptr ? skip->message : "";
       first.rank = &other;
       first.what = reason.empty()
                        ? std::string("it skipped while the other ranks ran")

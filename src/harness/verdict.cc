@@ -17,6 +17,14 @@
 #include "harness/stack_tree.h"
 
 namespace disttest::internal {
+
+const RankMessage* FirstSkip(const RankReport& r) {
+  for (const RankMessage& m : r.results) {
+    if (m.kind == RankMessage::Kind::kSkip) return &m;
+  }
+  return nullptr;
+}
+
 namespace {
 
 // Names the fixture in findings that concern all of its ranks.
@@ -478,13 +486,6 @@ void AddFailures(const TestSpec& spec, std::vector<Item> items,
          fmt::format("{} {}{}", GroupLabel(spec, g.ranks), when, text),
          {}});
   }
-}
-
-const RankMessage* FirstSkip(const RankReport& r) {
-  for (const RankMessage& m : r.results) {
-    if (m.kind == RankMessage::Kind::kSkip) return &m;
-  }
-  return nullptr;
 }
 
 void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,

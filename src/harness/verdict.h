@@ -136,6 +136,9 @@ inline constexpr std::string_view kWasStopped = "it was stopped, not running";
 // peer's failure. The verdict lists these after the failures they follow.
 bool FollowsFromAnother(std::string_view text);
 
+// A rank's first GTEST_SKIP(), or null when it skipped none.
+const RankMessage* FirstSkip(const RankReport& r);
+
 // When ranks were stuck, or a collective did not complete on every rank:
 // the paragraph that says which (collective_report.h), from the ranks'
 // ledgers and stacks; "" otherwise. The verdict of a failed test starts
