@@ -39,6 +39,7 @@
 #include "harness/gpu_placement.h"
 #include "harness/interrupt.h"
 #include "harness/launcher.h"
+#include "harness/process_hygiene.h"
 #include "harness/rank_control.h"
 #include "harness/rank_main.h"
 #include "harness/rank_outcome.h"
@@ -64,6 +65,13 @@ class OutsideBodyResultPrinter : public ::testing::EmptyTestEventListener {
                  r.message());
   }
 };
+
+// Before anything opens a descriptor: a closed stdout (`./tests >&-`) must
+// not become the store's socket (process_hygiene.h).
+const bool kStandardDescriptorsClaimed = [] {
+  ClaimStandardDescriptors();
+  return true;
+}();
 
 // In a re-executed rank, gtest's own printer would print the run's banner,
 // "[ RUN ]" lines and a summary into the rank's output. It is replaced before

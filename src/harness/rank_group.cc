@@ -20,6 +20,7 @@
 #include "env/internal_names.h"
 #include "env/text.h"
 #include "harness/descendants.h"
+#include "harness/process_hygiene.h"
 #include "harness/resources.h"
 #include "harness/trace.h"
 #include "harness/zygote.h"
@@ -146,6 +147,12 @@ void RankGroup::OpenLogs() {
 }
 
 void RankGroup::Start() {
+  // What a wrapper, or the test's own code, changed since the last test.
+  ClaimStandardDescriptors();
+  for (const std::string& note : PrepareSignals()) {
+    std::printf("[ disttest ] %s\n", note.c_str());
+    std::fflush(stdout);
+  }
   RemoveStaleQueuesOnce();
   // Processes that ranks start and that outlive a rank the harness kills
   // (a daemon that called setsid() leaves the group) come to this process,

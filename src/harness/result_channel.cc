@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/futex.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -30,9 +31,12 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/permissions.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
+#include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -428,8 +432,20 @@ std::optional<RankMessage> ResultChannel::TryReceive(std::string* error) {
   }
 }
 
+unsigned long long PidNamespace() {
+  static const unsigned long long ns = [] {
+    struct stat st {};
+    return stat("/proc/self/ns/pid", &st) == 0
+               ? static_cast<unsigned long long>(st.st_ino)
+               : 0ULL;
+  }();
+  return ns;
+}
+
 std::vector<std::string> RemoveQueuesOfDeadProcesses() {
   std::vector<std::string> removed;
+  const unsigned long long ours = PidNamespace();
+  if (ours == 0) return removed;
   std::error_code ec;
   for (const auto& entry :
        std::filesystem::directory_iterator("/dev/shm", ec)) {
@@ -437,8 +453,12 @@ std::vector<std::string> RemoveQueuesOfDeadProcesses() {
     constexpr std::string_view kPrefix = "disttest-";
     if (name.rfind(kPrefix, 0) != 0) continue;
     char* end = nullptr;
-    long pid = std::strtol(name.c_str() + kPrefix.size(), &end, 10);
-    if (pid <= 0 || end == nullptr || *end != '-') continue;
+    const long pid = std::strtol(name.c_str() + kPrefix.size(), &end, 10);
+    if (pid <= 0 || end == nullptr || std::strncmp(end, "-n", 2) != 0) {
+      continue;
+    }
+    const unsigned long long ns = std::strtoull(end + 2, &end, 10);
+    if (ns != ours || end == nullptr || *end != '-') continue;
     // EPERM means the process exists (another user's): leave it alone.
     if (pid == getpid() || kill(static_cast<pid_t>(pid), 0) == 0 ||
         errno != ESRCH) {
@@ -457,7 +477,17 @@ std::string ResultQueueName(int pid, int seq, const std::string& test,
               c == '.' || c == '-';
     clean.push_back(ok ? c : '_');
   }
-  return fmt::format("disttest-{}-{}-{}-r{}", pid, seq, clean, rank);
+  unsigned long long random = 0;
+  if (getrandom(&random, sizeof random, 0) != sizeof random) {
+    // No entropy source (a seccomp filter): still unique to this process.
+    static std::atomic<unsigned long long> counter{0};
+    random = (static_cast<unsigned long long>(
+                  std::chrono::steady_clock::now().time_since_epoch().count())
+              << 8) ^
+             ++counter;
+  }
+  return fmt::format("disttest-{}-n{}-{}-{:016x}-{}-r{}", pid, PidNamespace(),
+                     seq, random, clean, rank);
 }
 
 }  // namespace disttest::internal

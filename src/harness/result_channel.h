@@ -113,12 +113,21 @@ class ResultChannel {
 
 // Removes the result queues of test processes that no longer exist (a
 // parent killed by SIGKILL or by ctest's timeout cannot remove its own).
-// Only names of the form "disttest-<pid>-..." whose pid is not a live process
-// are touched. Returns the names removed.
+// Only names of the form "disttest-<pid>-n<pid namespace>-..." made in this
+// process's PID namespace, whose pid is not a live process there, are
+// touched: a pid means nothing in another namespace (a container run with
+// --ipc=host shares /dev/shm, not pids), and a queue of another namespace's
+// live run must never be taken from it. Returns the names removed.
 std::vector<std::string> RemoveQueuesOfDeadProcesses();
 
-// "disttest-<pid>-<seq>-<test>-r<rank>" with the test name reduced to
-// [A-Za-z0-9_.-] and bounded in length.
+// The inode of this process's PID namespace (/proc/self/ns/pid); 0 where it
+// cannot be read, and then no queue is judged dead.
+unsigned long long PidNamespace();
+
+// "disttest-<pid>-n<pid namespace>-<seq>-<random>-<test>-r<rank>", the test
+// name reduced to [A-Za-z0-9_.-] and bounded in length. The 64 random bits
+// make the name unguessable: another user cannot create it first and so
+// fail the test ("File exists").
 std::string ResultQueueName(int pid, int seq, const std::string& test,
                             int rank);
 

@@ -2,6 +2,7 @@
 #include "harness/result_channel.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -27,11 +28,52 @@ std::string UniqueName(const char* what) {
       ::testing::UnitTest::GetInstance()->current_test_info()->name(), what[0]);
 }
 
-TEST(ResultQueueNameTest, NamesPidTestAndRankAndCleansTheTestName) {
-  EXPECT_EQ(ResultQueueName(42, 7, "Suite.Name/2ranks", 1),
-            "disttest-42-7-Suite.Name_2ranks-r1");
+TEST(ResultQueueNameTest, NamesPidNamespaceTestAndRankAndCleansTheTestName) {
+  const std::string name = ResultQueueName(42, 7, "Suite.Name/2ranks", 1);
+  const std::string head =
+      "disttest-42-n" + std::to_string(PidNamespace()) + "-7-";
+  ASSERT_EQ(name.rfind(head, 0), 0u) << name;
+  // 16 hex digits of chance between the sequence number and the test.
+  EXPECT_EQ(name.substr(head.size() + 16), "-Suite.Name_2ranks-r1") << name;
   std::string long_name(500, 'x');
-  EXPECT_LT(ResultQueueName(1, 1, long_name, 0).size(), 120u);
+  EXPECT_LT(ResultQueueName(1, 1, long_name, 0).size(), 160u);
+}
+
+// Another user who knows the pid, the test and the sequence number cannot
+// create the name first: `touch /dev/shm/disttest-<pid>-1-<test>-r0` failed
+// that test with "File exists".
+TEST(ResultQueueNameTest, NamesCannotBeGuessed) {
+  EXPECT_NE(ResultQueueName(42, 7, "Suite.Name", 1),
+            ResultQueueName(42, 7, "Suite.Name", 1));
+}
+
+// A run in another PID namespace (a container with --ipc=host) shares
+// /dev/shm: a pid in its queues' names means nothing here, and its live
+// queues must stay. Those of this namespace whose process is gone go.
+TEST(RemoveQueuesOfDeadProcessesTest, OnlyThisNamespacesDeadProcessesQueues) {
+  ASSERT_NE(PidNamespace(), 0u);
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+  const std::string here = ResultQueueName(dead, 1, "Sweep.Here", 0);
+  const std::string there =
+      fmt::format("disttest-{}-n{}-1-0123456789abcdef-Sweep.There-r0", dead,
+                  PidNamespace() + 1);
+  // An older disttest's name says nothing of its namespace: left alone.
+  const std::string older = fmt::format("disttest-{}-1-Sweep.Older-r0", dead);
+  for (const std::string& name : {here, there, older}) {
+    ResultChannel::Create(name);
+  }
+  const std::vector<std::string> removed = RemoveQueuesOfDeadProcesses();
+  EXPECT_THAT(removed, ::testing::Contains(here));
+  EXPECT_THAT(removed, ::testing::Not(::testing::Contains(there)));
+  EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + there));
+  EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + older));
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + here));
+  for (const std::string& name : {here, there, older}) {
+    ResultChannel::Remove(name);
+  }
 }
 
 TEST(RankMessageTest, RoundTrips) {

@@ -15,6 +15,7 @@
 #include "env/knobs.h"
 #include "env/text.h"
 #include "harness/launched/keys.h"
+#include "harness/process_hygiene.h"
 #include "harness/stack_dump.h"
 #include "harness/trace.h"
 #include "launch/launch_internal.h"
@@ -68,7 +69,10 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
       communicators_(env_),
       watchdog_(env_.rank, liveness_, communicators_, side_) {
   // Writing to a peer that died must fail the operation (Gloo writes
-  // without MSG_NOSIGNAL), not kill this process with SIGPIPE.
+  // without MSG_NOSIGNAL), not kill this process with SIGPIPE; a launcher
+  // that blocked SIGTERM would keep the report from being written.
+  ClaimStandardDescriptors();
+  const std::vector<std::string> notes = PrepareSignals();
   std::signal(SIGPIPE, SIG_IGN);
   // Without a stack tool, a hung body's stack comes from SIGUSR2 (unless
   // the program handles SIGUSR2 itself).
@@ -88,6 +92,9 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
         "and reports for all\n",
         env_.launcher.c_str(), size(), env_.master_addr.c_str(),
         env_.master_port);
+    for (const std::string& note : notes) {
+      std::printf("[ disttest ] %s\n", note.c_str());
+    }
     if (env_.store_token.empty() && !IsLoopback(env_.master_addr)) {
       std::printf(
           "[ disttest ] the store takes any client that reaches %s:%d: %s "
