@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/own_files.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "disttest/launch/launcher_env.h"
@@ -119,14 +121,26 @@ const bool kQuietRank = [] {
   // stacks of a hang).
   const char* dir = std::getenv(env::kLogDir);
   if (dir != nullptr && *dir != '\0') {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
     std::string path =
         (std::filesystem::path(dir) / fmt::format("rank-{}.log", d.env.rank))
             .string();
-    if (std::freopen(path.c_str(), "a", stdout) != nullptr) {
+    std::string why = MakeOwnDirectory(dir);
+    const int fd =
+        why.empty() ? CreateOwnFile(path, /*append=*/true, &why) : -1;
+    if (fd >= 0) {
+      std::fflush(stdout);
+      (void)!dup2(fd, STDOUT_FILENO);
+      (void)!dup2(fd, STDERR_FILENO);
+      close(fd);
       std::setvbuf(stdout, nullptr, _IOLBF, 0);
-      (void)!dup2(fileno(stdout), STDERR_FILENO);
+    } else {
+      // Its output goes where it would without the variable, and why.
+      std::fprintf(stderr,
+                   "[ disttest ] %s=%s: %s; rank %d's output stays on "
+                   "stderr\n",
+                   env::kLogDir, dir, why.c_str(), d.env.rank);
+      delete listeners.Release(listeners.default_result_printer());
+      (void)!std::freopen("/dev/null", "w", stdout);
     }
     // The log keeps this rank's own view of each test.
   } else {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/own_files.h"
 #include "disttest/comm/create.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
@@ -98,11 +99,15 @@ bool ListResources(const std::string& name, int ranks, const Options& options) {
   if (path == nullptr || *path == '\0') return false;
   std::string line =
       fmt::format("{} {} {}\n", name, ranks, ListedGpusPerRank(options));
-  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0 || write(fd, line.data(), line.size()) !=
-                    static_cast<ssize_t>(line.size())) {
+  std::string why;
+  const int fd = CreateOwnFile(path, /*append=*/true, &why);
+  if (fd < 0) {
+    throw Error(fmt::format("{}={}: {}", env::kListResources, path, why));
+  }
+  if (write(fd, line.data(), line.size()) !=
+      static_cast<ssize_t>(line.size())) {
     int error = errno;
-    if (fd >= 0) close(fd);
+    close(fd);
     throw Error(fmt::format("cannot write {}={}: {}", env::kListResources, path,
                             std::strerror(error)));
   }

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <tuple>
 
+#include "base/own_files.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "env/internal_names.h"
@@ -127,20 +128,19 @@ void RankGroup::OpenLogs() {
   const char* dir = std::getenv(env::kLogDir);
   if (dir == nullptr || *dir == '\0') return;
   std::filesystem::path test_dir = std::filesystem::path(dir) / spec_.name;
-  std::error_code ec;
-  std::filesystem::create_directories(test_dir, ec);
-  if (ec) {
-    throw ConfigError(fmt::format("{}={}: cannot create {}: {}", env::kLogDir,
-                                  dir, test_dir.string(), ec.message()));
+  if (std::string why = MakeOwnDirectory(dir, spec_.name); !why.empty()) {
+    throw ConfigError(fmt::format("{}={}: {}", env::kLogDir, dir, why));
   }
   for (Rank& rank : ranks_) {
     std::string file = fmt::format("rank-{}.log", rank.report.rank);
     if (!spec_.fixture.empty()) file = spec_.fixture + "-" + file;
     std::string path = (test_dir / file).string();
-    rank.log = std::fopen(path.c_str(), "we");
+    std::string why;
+    const int fd = CreateOwnFile(path, /*append=*/false, &why);
+    rank.log = fd >= 0 ? fdopen(fd, "w") : nullptr;
     if (rank.log == nullptr) {
-      throw ConfigError(fmt::format("{}={}: cannot write {}: {}", env::kLogDir,
-                                    dir, path, std::strerror(errno)));
+      if (fd >= 0) close(fd);
+      throw ConfigError(fmt::format("{}={}: {}", env::kLogDir, dir, why));
     }
     rank.report.log_path = path;
   }

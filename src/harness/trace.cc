@@ -2,6 +2,7 @@
 #include "harness/trace.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,8 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
+#include "base/own_files.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 
@@ -208,16 +209,26 @@ std::string WriteTrace(const TestSpec& spec,
   if (!spec.fixture.empty()) name += "." + spec.fixture;
   const std::filesystem::path path =
       std::filesystem::path(dir) / (name + ".trace.json");
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  std::ofstream out(path);
-  out << TraceJson(spec, ranks);
-  out.close();
-  if (ec || !out) {
-    throw ConfigError(fmt::format("{}={}: cannot write {}: {}", env::kTrace,
-                                  dir, path.string(),
-                                  ec ? ec.message() : std::strerror(errno)));
+  std::string why = MakeOwnDirectory(dir);
+  const int fd =
+      why.empty() ? CreateOwnFile(path.string(), /*append=*/false, &why) : -1;
+  if (fd < 0) {
+    throw ConfigError(fmt::format("{}={}: {}", env::kTrace, dir, why));
   }
+  const std::string json = TraceJson(spec, ranks);
+  std::size_t done = 0;
+  while (done < json.size()) {
+    const ssize_t n = write(fd, json.data() + done, json.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = errno;
+      close(fd);
+      throw ConfigError(fmt::format("{}={}: cannot write {}: {}", env::kTrace,
+                                    dir, path.string(), std::strerror(e)));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  close(fd);
   return path.string();
 }
 

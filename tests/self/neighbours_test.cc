@@ -7,10 +7,13 @@
 // nothing behind.
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "driver.h"
@@ -102,6 +105,78 @@ TEST_P(NeighboursTest, ClosedStandardDescriptorsLoseNeitherTheVerdictNorXml) {
     EXPECT_THAT(TestCaseXml(v.xml, "Throws/2ranks"), HasSubstr("marker-throw"))
         << v.xml;
   }
+}
+
+// A neighbour plants a symbolic link where disttest will write a log or a
+// trace: it truncated a root-owned 0600 file and overwrote another with the
+// trace's JSON. Files are created, never followed; directories another user
+// owns or can write are refused.
+TEST(PlantedFilesTest, LogsAndTracesAreCreatedNeverFollowed) {
+  const std::string dir = TempPath(".planted");
+  const std::string victim = dir + "/victim";
+  std::filesystem::create_directories(dir + "/logs/Verdicts.Passes/1ranks");
+  std::filesystem::create_directories(dir + "/trace");
+  std::ofstream(victim) << "secret";
+  std::filesystem::permissions(victim, std::filesystem::perms::owner_read |
+                                           std::filesystem::perms::owner_write);
+  std::filesystem::create_symlink(
+      victim, dir + "/logs/Verdicts.Passes/1ranks/rank-0.log");
+  std::filesystem::create_symlink(
+      victim, dir + "/trace/Verdicts.Passes.1ranks.trace.json");
+  for (const auto& [variable, where] :
+       {std::pair{"DISTTEST_LOG_DIR", "/logs"}, {"DISTTEST_TRACE", "/trace"}}) {
+    SCOPED_TRACE(variable);
+    Verdict v = RunVerdicts(kForkSetup, "Verdicts.Passes/1ranks",
+                            {{variable, dir + where}});
+    EXPECT_EQ(v.run.exit_code, 1) << v.run.out << v.run.err;
+    EXPECT_THAT(v.run.out, HasSubstr("it is a symbolic link, which disttest "
+                                     "does not follow"))
+        << v.run.out;
+    EXPECT_EQ(ReadFile(victim), "secret");
+  }
+
+  // A link planted for a directory below the one named.
+  std::filesystem::create_directories(dir + "/elsewhere");
+  std::filesystem::create_directory_symlink(dir + "/elsewhere",
+                                            dir + "/logs/Verdicts.Throws");
+  Verdict link = RunVerdicts(kForkSetup, "Verdicts.Throws/2ranks",
+                             {{"DISTTEST_LOG_DIR", dir + "/logs"}});
+  EXPECT_THAT(link.run.out, HasSubstr("logs/Verdicts.Throws: it is a symbolic "
+                                      "link"))
+      << link.run.out;
+  EXPECT_TRUE(std::filesystem::is_empty(dir + "/elsewhere"));
+
+  // A directory that others can write to, and one another user owns.
+  std::filesystem::create_directories(dir + "/open");
+  std::filesystem::permissions(dir + "/open", std::filesystem::perms::all);
+  Verdict open = RunVerdicts(kForkSetup, "Verdicts.Passes/1ranks",
+                             {{"DISTTEST_LOG_DIR", dir + "/open"}});
+  EXPECT_EQ(open.run.exit_code, 1);
+  EXPECT_THAT(open.run.out,
+              HasSubstr("other users can write to it (mode 777) and it is not "
+                        "sticky"))
+      << open.run.out;
+  if (geteuid() == 0) {
+    std::filesystem::create_directories(dir + "/theirs");
+    ASSERT_EQ(chown((dir + "/theirs").c_str(), 65534, 65534), 0);
+    Verdict theirs = RunVerdicts(kForkSetup, "Verdicts.Passes/1ranks",
+                                 {{"DISTTEST_LOG_DIR", dir + "/theirs"}});
+    EXPECT_EQ(theirs.run.exit_code, 1);
+    EXPECT_THAT(theirs.run.out, HasSubstr("it is owned by uid 65534, not by "
+                                          "this user (uid 0)"))
+        << theirs.run.out;
+  }
+  // Without a plant, the same run writes its log, readable by its user alone.
+  Verdict clean = RunVerdicts(kForkSetup, "Verdicts.Passes/1ranks",
+                              {{"DISTTEST_LOG_DIR", dir + "/fresh/logs"}});
+  EXPECT_EQ(clean.run.exit_code, 0) << clean.run.out;
+  struct stat st {};
+  ASSERT_EQ(
+      stat((dir + "/fresh/logs/Verdicts.Passes/1ranks/rank-0.log").c_str(),
+           &st),
+      0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(LaunchModes, NeighboursTest,
