@@ -116,7 +116,9 @@ bool RankGroup::parks() const {
 }
 
 std::string RankGroup::accept_trouble() const {
-  return server_ ? server_->accept_trouble() : "";
+  if (!server_ || server_->accept_trouble().empty()) return "";
+  if (server_->flood().empty()) return server_->accept_trouble();
+  return server_->accept_trouble() + "; " + server_->flood();
 }
 
 std::string RankGroup::Subject() const {
@@ -315,8 +317,10 @@ void RankGroup::Serve(int timeout_ms) {
   if (n < 0 && errno != EINTR) {
     throw Error(fmt::format("poll failed: {}", std::strerror(errno)));
   }
+  // Also without events: connections that never presented the token are
+  // closed at their deadline.
+  if (n >= 0) server_->HandlePollFds(fds_.data(), server_count);
   if (n > 0) {
-    server_->HandlePollFds(fds_.data(), server_count);
     for (Rank& rank : ranks_) {
       for (OutputRelay* relay : {rank.out.get(), rank.err.get()}) {
         if (relay == nullptr || !relay->open()) continue;

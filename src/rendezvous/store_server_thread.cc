@@ -39,7 +39,8 @@ void StoreServerThread::Loop() {
     server_.AppendPollFds(&fds);
     const std::size_t served = fds.size();
     fds.push_back({wake_, POLLIN, 0});
-    if (poll(fds.data(), fds.size(), -1) < 0) {
+    // Until the next connection's deadline to present the token, if any.
+    if (poll(fds.data(), fds.size(), server_.poll_timeout_ms()) < 0) {
       if (errno == EINTR) continue;
       return;
     }

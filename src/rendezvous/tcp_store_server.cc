@@ -24,8 +24,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -93,7 +95,9 @@ void ReleaseIfLarge(std::vector<char>& buffer) {
 
 struct TcpStoreServer::Impl::Connection {
   Connection(int fd, bool authenticated)
-      : fd(fd), authenticated(authenticated) {}
+      : fd(fd),
+        authenticated(authenticated),
+        accepted_at(std::chrono::steady_clock::now()) {}
 
   std::size_t pending_output() const { return out.size() - out_pos; }
   // True while the connection must not start its next request.
@@ -102,6 +106,7 @@ struct TcpStoreServer::Impl::Connection {
   int fd;
   bool dead = false;   // closed by ReapClosed() at the end of the round
   bool authenticated;  // it presented the token, or the server has none
+  std::chrono::steady_clock::time_point accepted_at;
   std::vector<char> in;
   std::size_t in_pos = 0;  // start of the first unprocessed byte of `in`
   std::vector<char> out;
@@ -146,11 +151,12 @@ void TcpStoreServer::Impl::AppendPollFds(std::vector<pollfd>* fds) const {
 }
 
 void TcpStoreServer::Impl::HandlePollFds(const pollfd* fds, std::size_t count) {
+  bool listen_ready = false;
   for (std::size_t i = 0; i < count; ++i) {
     const pollfd& p = fds[i];
     if (p.revents == 0) continue;
     if (p.fd == listen_fd_) {
-      Accept();
+      listen_ready = true;
       continue;
     }
     auto it = connections_.find(p.fd);
@@ -161,6 +167,9 @@ void TcpStoreServer::Impl::HandlePollFds(const pollfd* fds, std::size_t count) {
     // POLLHUP and POLLERR are handled by the read, which reports them.
     if (!c.dead && (p.revents & (POLLIN | POLLHUP | POLLERR))) OnReadable(c);
   }
+  // New connections after the known ones were read: one that presented the
+  // token is no longer among those waiting to (MakeRoomForHello).
+  if (listen_ready) Accept();
   ProcessReady();
 }
 
@@ -182,11 +191,15 @@ void TcpStoreServer::Impl::PollOnce(int timeout_ms) {
   int n = internal::RetryOnEintr(
       [&] { return ::poll(fds.data(), fds.size(), timeout_ms); });
   if (n < 0) throw fmt::system_error(errno, "cannot poll store sockets");
-  if (n > 0) HandlePollFds(fds.data(), fds.size());
+  HandlePollFds(fds.data(), fds.size());  // Deadlines pass without events.
 }
 
 void TcpStoreServer::Impl::Accept() {
-  for (;;) {
+  // At most half the connections that may wait for their token are taken in
+  // one round; the rest stay in the backlog until the next, after these
+  // were read.
+  for (std::size_t accepted = 0;
+       accepted < TcpStoreServer::kMaxUnauthenticated / 2; ++accepted) {
     int fd =
         ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
@@ -233,8 +246,78 @@ void TcpStoreServer::Impl::Accept() {
     // Replies are small and latency-bound; Nagle would delay them.
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (!token_.empty()) {
+      MakeRoomForHello();
+      ++unauthenticated_;
+    }
     connections_[fd] = std::make_unique<Connection>(fd, token_.empty());
   }
+}
+
+void TcpStoreServer::Impl::MakeRoomForHello() {
+  if (unauthenticated_ < TcpStoreServer::kMaxUnauthenticated) return;
+  // The oldest: a rank presents the token with its first frame, and every
+  // connection of an earlier round was read before this round's accepts
+  // (HandlePollFds), so the longest waiting is idle.
+  Connection* oldest = nullptr;
+  std::size_t waiting = 0;
+  for (auto& [fd, c] : connections_) {
+    if (c->authenticated || c->dead) continue;
+    ++waiting;
+    if (oldest == nullptr || c->accepted_at < oldest->accepted_at) {
+      oldest = c.get();
+    }
+  }
+  if (oldest != nullptr && waiting >= TcpStoreServer::kMaxUnauthenticated) {
+    oldest->dead = true;
+    NoteFlood(*oldest);
+  }
+}
+
+void TcpStoreServer::Impl::CloseLateHellos() {
+  if (unauthenticated_ == 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& [fd, c] : connections_) {
+    if (c->authenticated || c->dead) continue;
+    if (now - c->accepted_at >= hello_deadline_) {
+      c->dead = true;
+      NoteFlood(*c);
+    }
+  }
+}
+
+void TcpStoreServer::Impl::NoteFlood(Connection& c) {
+  if (flood_uid_ == -2) {
+    // Looked up once: /proc/net/tcp lists every socket of the host.
+    flood_uid_ = -1;
+    internal::LocalPeerMayConnect(c.fd, &flood_uid_);
+  }
+  ++flood_closed_;
+  flood_ = fmt::format(
+      "the store closed {} connection{} that did not present its token "
+      "within {} ms or came beyond the {} that may wait at once (the first "
+      "from {}): another process floods it",
+      flood_closed_, flood_closed_ == 1 ? "" : "s", hello_deadline_.count(),
+      TcpStoreServer::kMaxUnauthenticated,
+      flood_uid_ >= 0 ? fmt::format("uid {}", flood_uid_)
+                      : std::string("a peer whose user cannot be told"));
+  if (flood_closed_ == 1) {
+    std::fprintf(stderr, "disttest: %s:%d: %s\n", host_.c_str(), port_,
+                 flood_.c_str());
+    std::fflush(stderr);
+  }
+}
+
+int TcpStoreServer::Impl::poll_timeout_ms() const {
+  if (unauthenticated_ == 0) return -1;
+  auto first = std::chrono::steady_clock::time_point::max();
+  for (const auto& [fd, c] : connections_) {
+    if (!c->authenticated && !c->dead) first = std::min(first, c->accepted_at);
+  }
+  if (first == std::chrono::steady_clock::time_point::max()) return -1;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      first + hello_deadline_ - std::chrono::steady_clock::now());
+  return static_cast<int>(std::max<long long>(left.count(), 0) + 1);
 }
 
 void TcpStoreServer::Impl::OnReadable(Connection& c) {
@@ -308,6 +391,7 @@ void TcpStoreServer::Impl::HandleFrame(Connection& c, const char* data,
       return;
     }
     c.authenticated = true;
+    if (unauthenticated_ > 0) --unauthenticated_;
     return;
   }
   switch (request.op) {
@@ -448,12 +532,14 @@ void TcpStoreServer::Impl::Flush(Connection& c) {
 }
 
 void TcpStoreServer::Impl::ReapClosed() {
+  CloseLateHellos();
   for (auto it = connections_.begin(); it != connections_.end();) {
     Connection& c = *it->second;
     if (!c.dead) {
       ++it;
       continue;
     }
+    if (!c.authenticated && unauthenticated_ > 0) --unauthenticated_;
     // A parked connection is registered under waiting_on (possibly "").
     auto waiting = c.parked ? waiters_.find(c.waiting_on) : waiters_.end();
     if (waiting != waiters_.end()) {
@@ -482,6 +568,11 @@ void TcpStoreServer::HandlePollFds(const pollfd* fds, std::size_t count) {
   impl_->HandlePollFds(fds, count);
 }
 void TcpStoreServer::PollOnce(int timeout_ms) { impl_->PollOnce(timeout_ms); }
+void TcpStoreServer::set_hello_deadline(std::chrono::milliseconds deadline) {
+  impl_->set_hello_deadline(deadline);
+}
+int TcpStoreServer::poll_timeout_ms() const { return impl_->poll_timeout_ms(); }
+const std::string& TcpStoreServer::flood() const { return impl_->flood(); }
 void TcpStoreServer::Set(const std::string& key, std::vector<char> value) {
   impl_->Set(key, std::move(value));
 }

@@ -7,6 +7,7 @@
 
 #include <poll.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -56,6 +57,10 @@ class TcpStoreServer::Impl {
   // Number of open client connections (for tests and diagnostics).
   std::size_t connection_count() const { return connections_.size(); }
 
+  void set_hello_deadline(std::chrono::milliseconds d) { hello_deadline_ = d; }
+  int poll_timeout_ms() const;
+  const std::string& flood() const { return flood_; }
+
  private:
   struct Connection;
   void Accept();
@@ -73,12 +78,25 @@ class TcpStoreServer::Impl {
   // Serves the connections that wake-ups unparked, then drops dead ones.
   void ProcessReady();
   void ReapClosed();
+  // Closes the connections that did not present the token in time.
+  void CloseLateHellos();
+  // Closes the oldest connection still to present the token, if as many as
+  // kMaxUnauthenticated wait.
+  void MakeRoomForHello();
+  // Notes `c`, closed unauthenticated, for flood().
+  void NoteFlood(Connection& c);
 
   std::string host_;
   std::string accept_trouble_;
   int port_ = 0;
   std::string token_;  // empty: every connection of this user is served
   bool refused_stranger_ = false;  // Said once.
+  std::chrono::milliseconds hello_deadline_{
+      TcpStoreServer::kDefaultHelloDeadlineMs};
+  std::size_t unauthenticated_ = 0;  // connections still to present it
+  std::size_t flood_closed_ = 0;
+  long flood_uid_ = -2;  // -2: not looked up yet; -1: cannot be told
+  std::string flood_;
   int listen_fd_ = -1;
   std::map<int, std::unique_ptr<Connection>> connections_;
   std::map<std::string, std::vector<char>> data_;

@@ -48,6 +48,18 @@ class ServerThread {
     return result.get();
   }
 
+  // Runs `task` on the server's thread between polls and returns its result.
+  template <typename T>
+  T OnServer(std::function<T(TcpStoreServer&)> task) {
+    std::promise<T> value;
+    std::future<T> result = value.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back([&] { value.set_value(task(server_)); });
+    }
+    return result.get();
+  }
+
   // Clients parked on `key` (a get or wait that cannot complete yet).
   std::size_t WaitingOn(const std::string& key) {
     std::promise<std::size_t> count;

@@ -2,6 +2,7 @@
 #include "disttest/rendezvous/tcp_store.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -501,6 +502,40 @@ TEST_F(TokenStoreTest, RawFramesBeforeHelloAreNeverExecuted) {
     EXPECT_TRUE(server_.WaitForConnectionCount(1));
   }
   EXPECT_FALSE(good_.check({"raw"}));
+}
+
+// 1,100 idle connections (another user's, found by uid in /proc/net/tcp) ran
+// the test process out of descriptors, and the message blamed its ulimit.
+// Those that wait to present the token are capped, the oldest going first,
+// and closed at a deadline; a rank connecting mid-flood is served at once.
+TEST_F(TokenStoreTest, IdleConnectionsWithoutTheTokenAreCappedAndClosed) {
+  server_.OnServer<bool>([](TcpStoreServer& s) {
+    s.set_hello_deadline(milliseconds(1000));
+    return true;
+  });
+  constexpr std::size_t kFlood = 300;
+  std::vector<std::unique_ptr<RawClient>> flood;
+  for (std::size_t i = 0; i < kFlood; ++i) {
+    flood.push_back(std::make_unique<RawClient>(server_.port()));
+  }
+  good_.set("k", "v");
+  TcpStore mid_flood("127.0.0.1", server_.port(), milliseconds(5000), token_);
+  EXPECT_EQ(mid_flood.get_string("k"), "v");
+  EXPECT_LE(server_.ConnectionCount(), TcpStoreServer::kMaxUnauthenticated + 2);
+  // The first ones went to make room: the server closed them.
+  EXPECT_TRUE(flood.front()->ClosedByServer());
+  // At the deadline the rest go; the ranks' connections stay.
+  for (auto& idle : flood) EXPECT_TRUE(idle->ClosedByServer());
+  EXPECT_TRUE(server_.WaitForConnectionCount(2));
+  EXPECT_EQ(
+      server_.OnServer<std::string>(
+          [](TcpStoreServer& s) { return s.flood(); }),
+      fmt::format("the store closed {} connections that did not present "
+                  "its token within 1000 ms or came beyond the {} that "
+                  "may wait at once (the first from uid {}): another "
+                  "process floods it",
+                  kFlood, TcpStoreServer::kMaxUnauthenticated, geteuid()));
+  EXPECT_EQ(mid_flood.get_string("k"), "v");
 }
 
 TEST_F(TokenStoreTest, ClientPresentsTokenAgainAfterReconnect) {

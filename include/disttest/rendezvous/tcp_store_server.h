@@ -20,6 +20,7 @@
 #ifndef DISTTEST_RENDEZVOUS_TCP_STORE_SERVER_H_
 #define DISTTEST_RENDEZVOUS_TCP_STORE_SERVER_H_
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -67,6 +68,25 @@ class TcpStoreServer {
   // clients waiting for it are answered (their replies go out as the
   // sockets allow, on the next polls).
   void Set(const std::string& key, std::vector<char> value);
+
+  // A connection of a server with a token that has not presented it after
+  // this long is closed, and at most this many may wait to present it at
+  // once (a newer one closes the oldest): a flood of idle connections (from
+  // another user of the host, or another host) cannot run the serving
+  // process out of descriptors. Ranks present the token with their first
+  // frame, right after connecting.
+  static constexpr int kDefaultHelloDeadlineMs = 10000;
+  static constexpr std::size_t kMaxUnauthenticated = 128;
+  void set_hello_deadline(std::chrono::milliseconds deadline);
+  // How long the owner's poll may wait before the server needs a round (the
+  // next connection's deadline to present the token); -1: no limit.
+  int poll_timeout_ms() const;
+  // "" or, once connections were closed for not presenting the token in
+  // time or for coming beyond the limit: "the store closed 300 connections
+  // that did not present its token within 10000 ms or came beyond the 128
+  // that may wait at once (the first from uid 65534): another process
+  // floods it".
+  const std::string& flood() const;
 
   // Number of clients blocked in a get or wait for `key`.
   std::size_t waiting_on(const std::string& key) const;
