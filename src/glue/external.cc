@@ -356,6 +356,44 @@ bool RunStep(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
   return verdict == RankVerdict::kPassed;
 }
 
+// The tests this process will run, in order, with its world size and
+// repeat count: compared across the ranks before the first test.
+launched::RunPlan ThisRunPlan(const LaunchedJob& job) {
+  launched::RunPlan plan;
+  plan.world_size = job.size();
+  plan.repeat = GTEST_FLAG_GET(repeat);
+  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
+  for (int i = 0; i < unit.total_test_suite_count(); ++i) {
+    const ::testing::TestSuite& suite = *unit.GetTestSuite(i);
+    for (int j = 0; j < suite.total_test_count(); ++j) {
+      const ::testing::TestInfo& info = *suite.GetTestInfo(j);
+      if (info.should_run()) {
+        plan.tests.push_back(fmt::format("{}.{}", suite.name(), info.name()));
+      }
+    }
+  }
+  return plan;
+}
+
+// Why the ranks cannot run this run's tests together (rank 1 given fewer
+// tests, another WORLD_SIZE), found at the first test and said by every
+// test; "" when they can.
+std::string PlansDiffer(LaunchedJob& job, const TestSpec& spec) {
+  static bool compared = false;
+  static std::string differ;
+  if (!compared) {
+    compared = true;
+    try {
+      launched::ComparePlans(job, ThisRunPlan(job),
+                             Clock::now() + spec.options.timeout);
+    } catch (const std::exception& e) {
+      differ = e.what();
+      job.liveness().Break(differ);
+    }
+  }
+  return differ;
+}
+
 }  // namespace
 
 bool ExternalLaunch() { return Detect().external; }
@@ -380,6 +418,9 @@ void RunExternal(DistributedTest& test) {
     return;
   }
   ::testing::Test::RecordProperty("disttest_launcher", job->env().launcher);
+  if (std::string differ = PlansDiffer(*job, spec); !differ.empty()) {
+    return Fatal(spec, "not run: " + differ);
+  }
   const int seq = job->NextSeq();
   if (std::string broken = job->liveness().broken(); !broken.empty()) {
     Fatal(spec, fmt::format("not run: the launched ranks stopped working "

@@ -482,10 +482,57 @@ TEST_P(ExternalTest, RanksAtDifferentTestsFailLoudly) {
                     {{"EXTERNAL_OUT_OF_STEP", "1"}});
   EXPECT_NE(r.run.exit_code, 0) << r.all;
   EXPECT_THAT(r.run.out,
-              HasSubstr("the ranks are not at the same test: rank 0 at "
-                        "External.Passes/4ranks, rank 1 at "
-                        "External.AOnlyOnRankOne/4ranks"))
+              HasSubstr("the launched ranks would not run the same tests: "
+                        "rank 1 runs 1 test rank 0 does not "
+                        "(External.AOnlyOnRankOne/4ranks)"))
       << r.all;
+}
+
+// Ranks given other tests or another WORLD_SIZE than rank 0: every test
+// fails at once, naming the rank and the difference. Before, rank 1 with
+// fewer tests exited 0 while rank 0 waited out the timeout; with extra
+// tests, rank 0's report was clean; WORLD_SIZE=8 on one of 4 ranks was
+// never noticed.
+TEST(ExternalPlans, RanksThatWouldRunOtherTestsEndAtOnceNamingTheDifference) {
+  struct Case {
+    const char* name;
+    const char* rank;   // the rank that differs
+    const char* extra;  // what it gets beyond the others' command line
+    const char* said;
+  };
+  for (const Case& c : {
+           Case{"fewer", "1", "--gtest_filter=External.Passes/1ranks",
+                "rank 1 lacks 1 of rank 0's 2 tests (External.Passes/4ranks)"},
+           Case{"more", "2",
+                "--gtest_filter=External.Passes/*:External.SkipsEverywhere/*",
+                "rank 2 runs 2 tests rank 0 does not "
+                "(External.Passes/2ranks, External.SkipsEverywhere/4ranks)"},
+           Case{"world", "3", "WORLD_SIZE=8",
+                "rank 3 says WORLD_SIZE=8 (rank 0: 4)"},
+       }) {
+    SCOPED_TRACE(c.name);
+    const bool env = std::string(c.extra).rfind("WORLD_SIZE", 0) == 0;
+    // On the differing rank only: a variable, or a later --gtest_filter
+    // (the last one wins).
+    const std::string script = fmt::format(
+        "if [ \"$RANK\" = {} ]; then {} exec \"$@\" {}; fi; exec \"$@\"",
+        c.rank, env ? std::string("export ") + c.extra + ";" : "",
+        env ? "" : c.extra);
+    ChildRun run = RunChild(
+        {DISTTEST_LOCAL_LAUNCHER, "torchrun", "4", "/bin/sh", "-c", script,
+         "sh", DISTTEST_EXTERNAL_CHILD,
+         "--gtest_filter=External.Passes/1ranks:External.Passes/4ranks"},
+        {{"DISTTEST_TIMEOUT", "60"}}, std::chrono::seconds(120));
+    EXPECT_FALSE(run.timed_out);
+    EXPECT_NE(run.exit_code, 0) << run.out << run.err;
+    EXPECT_THAT(run.out, HasSubstr("not run: the launched ranks would not run "
+                                   "the same tests: " +
+                                   std::string(c.said)))
+        << run.out << run.err;
+    // At once: not at the 60 s timeout.
+    EXPECT_LT(run.elapsed, std::chrono::seconds(30)) << run.out << run.err;
+    EXPECT_THAT(KillOrphans(), ::testing::IsEmpty());
+  }
 }
 
 // A launcher environment without a launcher (inherited from an enclosing

@@ -10,6 +10,11 @@
 //                                                     over, and why
 //   external/stuck/<r>                     r          rank 0: r's body hangs
 //   external/bye/<r>, external/end         r; 0       0; everyone (Goodbye)
+//   external/plan                          rank 0     everyone: its run
+//   external/plan/<r>                      r          rank 0: "ok" or how
+//                                                     r's run differs
+//   external/plans                         rank 0     everyone ("ok" or
+//                                                     the differences)
 //   external/<seq>/at/<r>                  r          rank 0 (the meeting)
 //   external/<seq>/start                   rank 0     everyone ("ok" or why
 //                                                     not)
@@ -31,6 +36,12 @@ namespace disttest::internal::launched {
 
 inline constexpr char kAbortKey[] = "external/abort";
 inline constexpr char kEndKey[] = "external/end";
+
+inline constexpr char kPlanKey[] = "external/plan";
+inline constexpr char kPlansKey[] = "external/plans";
+inline std::string PlanSeenKey(int rank) {
+  return fmt::format("external/plan/{}", rank);
+}
 
 // Set by each rank once it has connected to the store (its hostname).
 inline std::string JoinedKey(int rank) {

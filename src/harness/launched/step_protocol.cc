@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -84,6 +85,114 @@ RankReport Reported(LaunchedJob& job, const StepKeys& keys, int r) {
 }
 
 }  // namespace
+
+std::string RunPlan::Encode() const {
+  std::string text = fmt::format("{}\n{}\n", world_size, repeat);
+  for (const std::string& test : tests) text += test + "\n";
+  return text;
+}
+
+RunPlan RunPlan::Decode(const std::string& text) {
+  RunPlan plan;
+  std::istringstream in(text);
+  std::string line;
+  if (std::getline(in, line)) plan.world_size = std::atoi(line.c_str());
+  if (std::getline(in, line)) plan.repeat = std::atoi(line.c_str());
+  while (std::getline(in, line)) plan.tests.push_back(line);
+  return plan;
+}
+
+namespace {
+
+// "A.B/2ranks, A.C/2ranks and 3 more"
+std::string SomeNames(const std::vector<std::string>& names) {
+  constexpr std::size_t kShown = 3;
+  std::vector<std::string> shown(
+      names.begin(), names.begin() + std::min(names.size(), kShown));
+  std::string text = fmt::format("{}", fmt::join(shown, ", "));
+  if (names.size() > kShown) {
+    text += fmt::format(" and {} more", names.size() - kShown);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string PlanDifference(const RunPlan& mine, const RunPlan& zero) {
+  std::vector<std::string> how;
+  if (mine.world_size != zero.world_size) {
+    how.push_back(fmt::format("says WORLD_SIZE={} (rank 0: {})",
+                              mine.world_size, zero.world_size));
+  }
+  if (mine.repeat != zero.repeat) {
+    how.push_back(fmt::format("runs --gtest_repeat={} (rank 0: {})",
+                              mine.repeat, zero.repeat));
+  }
+  std::vector<std::string> a = mine.tests, b = zero.tests;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  std::vector<std::string> lacks, extra;
+  std::set_difference(b.begin(), b.end(), a.begin(), a.end(),
+                      std::back_inserter(lacks));
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(),
+                      std::back_inserter(extra));
+  if (!lacks.empty()) {
+    how.push_back(fmt::format(
+        "lacks {} of rank 0's {} test{} ({})", lacks.size(), zero.tests.size(),
+        zero.tests.size() == 1 ? "" : "s", SomeNames(lacks)));
+  }
+  if (!extra.empty()) {
+    how.push_back(fmt::format("runs {} test{} rank 0 does not ({})",
+                              extra.size(), extra.size() == 1 ? "" : "s",
+                              SomeNames(extra)));
+  }
+  if (lacks.empty() && extra.empty() && mine.tests != zero.tests) {
+    std::size_t i = 0;
+    while (mine.tests[i] == zero.tests[i]) ++i;
+    how.push_back(fmt::format(
+        "runs the same tests in another order (test {}: {}, rank 0's: {})",
+        i + 1, mine.tests[i], zero.tests[i]));
+  }
+  return fmt::format("{}", fmt::join(how, "; "));
+}
+
+void ComparePlans(LaunchedJob& job, const RunPlan& plan,
+                  Clock::time_point deadline) {
+  const std::string what = "the comparison of the ranks' test lists";
+  std::string finding = "ok";
+  if (job.rank() == 0) {
+    job.store().set(kPlanKey, plan.Encode());
+    std::vector<std::string> keys;
+    std::vector<int> from;
+    for (int r = 1; r < job.size(); ++r) {
+      keys.push_back(PlanSeenKey(r));
+      from.push_back(r);
+    }
+    job.NoteStartWaited();  // As a test's start: it waited for all.
+    job.liveness().Await(keys, deadline, from, what);
+    std::vector<std::string> differ;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const std::string said = Text(job.store().get(keys[i]));
+      if (said != "ok")
+        differ.push_back(fmt::format("rank {} {}", from[i], said));
+    }
+    if (!differ.empty()) {
+      finding = fmt::format(
+          "the launched ranks would not run the same tests: {}; every rank "
+          "must run the same binary with the same --gtest_filter, "
+          "--gtest_repeat, --gtest_shuffle and --gtest_random_seed, and the "
+          "same WORLD_SIZE",
+          fmt::join(differ, "; "));
+    }
+  } else {
+    job.liveness().Await({kPlanKey}, deadline, {0}, what);
+    const std::string how =
+        PlanDifference(plan, RunPlan::Decode(Text(job.store().get(kPlanKey))));
+    job.store().set(PlanSeenKey(job.rank()), how.empty() ? "ok" : how);
+  }
+  finding = ShareFromRankZero(job, kPlansKey, finding, deadline, what);
+  if (finding != "ok") throw Error(finding);
+}
 
 // How long past a start's deadline the ranks other than 0 wait for it.
 constexpr std::chrono::milliseconds kSayWhyFirst{2000};

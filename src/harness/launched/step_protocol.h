@@ -34,6 +34,32 @@
 
 namespace disttest::internal::launched {
 
+// What a rank will run, compared across ranks before the first test:
+// `world_size` as its environment says, gtest's repeat count, and the
+// names of the tests it will run, in order.
+struct RunPlan {
+  int world_size = 0;
+  int repeat = 1;
+  std::vector<std::string> tests;
+
+  std::string Encode() const;
+  static RunPlan Decode(const std::string& text);
+};
+
+// How `mine` differs from rank 0's `zero`: "" when it does not, else
+// "says WORLD_SIZE=8 (rank 0: 4)", "lacks 2 of rank 0's tests (A.B/2ranks,
+// A.C/2ranks)", "runs 1 test rank 0 does not (A.D/2ranks)", "runs them in
+// another order (...)", joined by "; ".
+std::string PlanDifference(const RunPlan& mine, const RunPlan& zero);
+
+// Before the first test, once: rank 0 publishes its plan, every other rank
+// compares its own with it and says how it differs, and rank 0 shares what
+// all said. Throws Error on every rank naming each rank that differs and
+// how, so that ranks given other tests, another filter or another
+// WORLD_SIZE end at once instead of at a test's timeout.
+void ComparePlans(LaunchedJob& job, const RunPlan& plan,
+                  Clock::time_point deadline);
+
 // Every rank meets at test number `seq`, named `name`; throws Error on
 // every rank when they are not at the same test, or when one does not
 // come before `deadline`.
