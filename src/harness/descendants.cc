@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -36,7 +37,41 @@ char State(pid_t pid) {
   return stat[close + 2];
 }
 
+// The parent of `pid` from /proc/<pid>/stat; 0 when it is gone.
+pid_t ParentOf(pid_t pid) {
+  const std::string stat = Slurp(fmt::format("/proc/{}/stat", pid));
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 4 >= stat.size()) return 0;
+  return static_cast<pid_t>(std::strtol(stat.c_str() + close + 4, nullptr, 10));
+}
+
 }  // namespace
+
+std::set<pid_t> DescendantsOf(const std::set<pid_t>& roots) {
+  std::multimap<pid_t, pid_t> children;  // parent -> child
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != name.npos) {
+      continue;
+    }
+    const pid_t pid = static_cast<pid_t>(std::atol(name.c_str()));
+    if (const pid_t parent = ParentOf(pid); parent > 0) {
+      children.emplace(parent, pid);
+    }
+  }
+  std::set<pid_t> found;
+  std::vector<pid_t> next(roots.begin(), roots.end());
+  while (!next.empty()) {
+    const pid_t pid = next.back();
+    next.pop_back();
+    auto [first, last] = children.equal_range(pid);
+    for (auto it = first; it != last; ++it) {
+      if (found.insert(it->second).second) next.push_back(it->second);
+    }
+  }
+  return found;
+}
 
 std::vector<pid_t> Children() {
   // No child at all, alive or a zombie, of any thread: one call instead of

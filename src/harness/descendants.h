@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,12 @@ std::string DescribeProcess(pid_t pid);
 // running. Children that had already exited are reaped without a word.
 std::vector<std::string> EndChildren(
     const std::function<bool(pid_t)>& pick = nullptr);
+
+// Every process descended from one of `roots` (not the roots), from the
+// parent links in /proc: taken just before the harness kills ranks, whose
+// orphans (a daemon that cleared its environment included) then come to
+// this process and are known as theirs.
+std::set<pid_t> DescendantsOf(const std::set<pid_t>& roots);
 
 // Whether `pid` is stopped (SIGSTOP, SIGTSTP, or held by a tracer).
 bool Stopped(pid_t pid);

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "base/own_files.h"
+#include "base/threads.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "env/internal_names.h"
@@ -164,6 +165,7 @@ void RankGroup::Start() {
     if (LiveGroups().empty()) prctl(PR_SET_CHILD_SUBREAPER, 1);
     LiveGroups().insert(this);
     children_before_.clear();
+    descendants_of_killed_.clear();
     for (pid_t pid : Children()) children_before_.insert(pid);
   }
   // Limits that would otherwise hang the ranks (no descriptor for a peer's
@@ -482,6 +484,13 @@ void RankGroup::OnRankEnded(Rank& rank) {
 }
 
 void RankGroup::Kill(const std::string& reason) {
+  std::set<pid_t> alive;
+  for (const Rank& rank : ranks_) {
+    if (rank.pid > 0 && !rank.exited) alive.insert(rank.pid);
+  }
+  if (!alive.empty()) {
+    for (pid_t pid : DescendantsOf(alive)) descendants_of_killed_.insert(pid);
+  }
   for (Rank& rank : ranks_) {
     if (rank.pid <= 0 || rank.exited) continue;
     if (rank.report.done) {
@@ -531,7 +540,11 @@ void RankGroup::EndOrphans() {
   const std::string mine = fmt::format("{}={}", env::kMasterPort, master_port_);
   const std::string zygote_child =
       fmt::format("{}={}", env::kInternalZygoteParent, getpid());
-  const bool forked = spec_.options.launch == LaunchMode::kFork;
+  // A parent that runs no thread but this one started no process during
+  // the test: every new child is an orphan of the ranks (a daemon that
+  // cleared its environment too).
+  const bool only_ranks_start_processes =
+      spec_.options.launch == LaunchMode::kFork || ThreadCount() == 1;
   const auto pick = [&](pid_t pid) {
     if (children_before_.count(pid) != 0 || LiveRanks().count(pid) != 0 ||
         pid == Zygote::Get().pid()) {
@@ -539,8 +552,9 @@ void RankGroup::EndOrphans() {
     }
     // A process a rank forked without exec started with the environment
     // of what the rank was forked from: a kExec rank's is the zygote's.
-    return forked || EnvironmentHas(pid, mine) ||
-           EnvironmentHas(pid, zygote_child);
+    return only_ranks_start_processes ||
+           descendants_of_killed_.count(pid) != 0 ||
+           EnvironmentHas(pid, mine) || EnvironmentHas(pid, zygote_child);
   };
   for (const std::string& process : EndChildren(pick)) {
     std::printf(

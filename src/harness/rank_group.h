@@ -173,6 +173,9 @@ class RankGroup {
   // Between Start and CleanUp; the parent's children before the ranks.
   bool started_ = false;
   std::set<pid_t> children_before_;
+  // The descendants of ranks the harness killed, taken just before: their
+  // orphans are this test's whatever their environment says.
+  std::set<pid_t> descendants_of_killed_;
   RankEvent on_verdict_;
   RankEvent on_exit_;
   ResultEvent on_failure_;

@@ -375,6 +375,25 @@ TEST_P(VerdictsTest, DaemonOfAKilledRankEndsWithTheTest) {
                   "left running\n"));
 }
 
+// The same with a daemon started with an empty environment, which names no
+// test, by a rank that dies or hangs (the harness kills it at the timeout):
+// it outlived the test in exec mode. Run() fails if it is still alive.
+TEST_P(VerdictsTest, BareDaemonOfAKilledOrHungRankEndsWithTheTest) {
+  for (const char* test : {"Verdicts.StartsABareDaemonAndIsKilled/2ranks",
+                           "VerdictsShortTimeout.StartsABareDaemonAndHangs/"
+                           "2ranks"}) {
+    SCOPED_TRACE(test);
+    Verdict v = Run(test);
+    EXPECT_EQ(v.run.exit_code, 1);
+    EXPECT_THAT(v.run.out,
+                ::testing::ContainsRegex(
+                    "\\[ disttest \\] note: " + std::string(test) +
+                    ": ended process [0-9]+ \\(sleep 1000\\), which its "
+                    "ranks started and left running\n"))
+        << v.run.out;
+  }
+}
+
 TEST_P(VerdictsTest, SkipOnOneRankIsAFailureNamingIt) {
   Verdict v = Run("Verdicts.SkipsOnOneRank/2ranks");
   EXPECT_EQ(v.run.exit_code, 1);

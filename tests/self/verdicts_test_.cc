@@ -196,8 +196,9 @@ DIST_TEST_F(Verdicts, StartsAProcessThatOutlivesTheRank) {
 // Starts `sleep 1000` as a daemon: fork, fork, setsid, exec; the middle
 // process exits at once, so the daemon has left the rank's process group
 // and lost its parent. Only async-signal-safe calls after fork (the rank
-// runs Gloo's thread).
-void StartDaemon() {
+// runs Gloo's thread). `bare`: with an empty environment, so that nothing
+// in it says which test it came from.
+void StartDaemon(bool bare = false) {
   // Read to its end once the daemon has exec'd (close-on-exec).
   int started[2];
   ASSERT_EQ(pipe2(started, O_CLOEXEC), 0);
@@ -209,7 +210,8 @@ void StartDaemon() {
       char sleep[] = "sleep";
       char seconds[] = "1000";
       char* argv[] = {sleep, seconds, nullptr};
-      execve("/bin/sleep", argv, environ);
+      char* nothing[] = {nullptr};
+      execve("/bin/sleep", argv, bare ? nothing : environ);
       _exit(127);
     }
     _exit(0);
@@ -252,6 +254,20 @@ DIST_TEST_F(Verdicts, StartsADaemonAndIsKilled) {
   if (rank() == 1) {
     StartDaemon();
     raise(SIGKILL);
+  }
+}
+
+DIST_TEST_F(Verdicts, StartsABareDaemonAndIsKilled) {
+  if (rank() == 1) {
+    StartDaemon(/*bare=*/true);
+    raise(SIGKILL);
+  }
+}
+
+DIST_TEST_F(VerdictsShortTimeout, StartsABareDaemonAndHangs) {
+  if (rank() == 1) {
+    StartDaemon(/*bare=*/true);
+    for (;;) pause();
   }
 }
 
