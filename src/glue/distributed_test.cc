@@ -293,6 +293,8 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
       ranks = WorkerPools::Get().Run(spec, std::move(entry));
       pooled = true;
     } else {
+      // Parked pools must not make this test fail for want of processes.
+      WorkerPools::Get().MakeRoomForProcesses(spec.world_size);
       ranks =
           RunTest(spec, MakeLauncher(spec.options.launch, std::move(entry)));
     }

@@ -110,6 +110,7 @@ class RankGroup {
   // (a worker pool's: started with DISTTEST_INTERNAL_POOL).
   bool parks() const;
   std::vector<Rank>& ranks() { return ranks_; }
+  const std::vector<Rank>& ranks() const { return ranks_; }
   TcpStoreServer& server() { return *server_; }
   // The ranks' host arena (null: none).
   HostArena* arena() const { return arena_.get(); }

@@ -69,19 +69,18 @@ std::optional<std::filesystem::path> PidsCgroup() {
 
 }  // namespace
 
-void EnsureProcesses(int world) {
+std::string ProcessShortage(int world) {
   // Every cgroup from this process's up to the root limits it.
   if (std::optional<std::filesystem::path> cgroup = PidsCgroup()) {
     for (std::filesystem::path dir = *cgroup;; dir = dir.parent_path()) {
       const std::optional<long long> max = NumberIn(dir / "pids.max");
       const std::optional<long long> now = NumberIn(dir / "pids.current");
       if (max && now && *max - *now < world) {
-        throw ConfigError(fmt::format(
+        return fmt::format(
             "needs {} processes for {} ranks, and the cgroup {} allows {} "
             "more (pids.max {}, pids.current {}): raise pids.max or run fewer "
             "ranks",
-            world, world, dir.string(), std::max(0LL, *max - *now), *max,
-            *now));
+            world, world, dir.string(), std::max(0LL, *max - *now), *max, *now);
       }
       if (dir == dir.root_path() || !dir.has_relative_path() ||
           dir.filename() == "cgroup" || dir.filename() == "pids") {
@@ -96,10 +95,17 @@ void EnsureProcesses(int world) {
   if (geteuid() != 0 && getrlimit(RLIMIT_NPROC, &limit) == 0 &&
       limit.rlim_cur != RLIM_INFINITY &&
       static_cast<long long>(limit.rlim_cur) < world) {
-    throw ConfigError(fmt::format(
+    return fmt::format(
         "needs {} processes for {} ranks, and RLIMIT_NPROC is {}: raise it "
         "(ulimit -u) or run fewer ranks",
-        world, world, Limit(limit.rlim_cur)));
+        world, world, Limit(limit.rlim_cur));
+  }
+  return "";
+}
+
+void EnsureProcesses(int world) {
+  if (std::string shortage = ProcessShortage(world); !shortage.empty()) {
+    throw ConfigError(shortage);
   }
 }
 

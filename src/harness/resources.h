@@ -37,6 +37,9 @@ void EnsureSharedMemory(int world, std::size_t bytes);
 // allows 100 more (pids.max 120, pids.current 20): raise pids.max or run
 // fewer ranks".
 void EnsureProcesses(int world);
+// The sentence EnsureProcesses would throw for `world` ranks; "" when they
+// fit.
+std::string ProcessShortage(int world);
 
 // " (RLIMIT_NPROC is 100; the cgroup ... has pids.max 120, pids.current
 // 120)": for messages about a fork that failed with EAGAIN.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
 #include "env/internal_names.h"
+#include "harness/resources.h"
 #include "harness/spawned_rank_host.h"
 #include "harness/supervisor.h"
 #include "harness/trace.h"
@@ -101,6 +103,7 @@ class WorkerPools::Pool {
   // alive() turns false.
   std::vector<RankReport> RunTest(const TestSpec& spec, RankEntry entry);
   bool alive() const { return alive_; }
+  std::size_t size() const { return group_.ranks().size(); }
   // Tells parked ranks to leave (they reset their connections, so that no
   // TIME_WAIT is left); FinishShutdown() then serves the store while they
   // meet, for 2 s at most, ends and reaps them and removes the queues.
@@ -301,6 +304,7 @@ std::vector<RankReport> WorkerPools::Run(TestSpec spec, RankEntry entry) {
     pools_[key] = std::make_unique<Pool>(spec);
   }
   Pool& pool = *pools_[key];
+  if (!pool.alive()) MakeRoomForProcesses(spec.world_size, key);
   pool.used = ++clock_;
   last_ = key;
   last_history_ = pool.history;
@@ -351,6 +355,27 @@ void WorkerPools::MakeRoomFor(const TestSpec& spec) {
     ending.push_back(oldest->first);
   }
   End(ending);
+}
+
+void WorkerPools::MakeRoomForProcesses(int world, const std::string& except) {
+  if (getpid() != owner_) return;  // The pools are the owner's.
+  std::vector<std::string> idle;
+  int ranks = 0;
+  for (const auto& [key, pool] : pools_) {
+    if (key == except || !pool->alive()) continue;
+    idle.push_back(key);
+    ranks += static_cast<int>(pool->size());
+  }
+  if (idle.empty()) return;
+  const std::string shortage = ProcessShortage(world);
+  if (shortage.empty()) return;
+  End(idle);
+  std::printf(
+      "[ disttest ] ended %zu idle pool%s of reused ranks (%d process%s) to "
+      "make room for %d ranks: %s\n",
+      idle.size(), idle.size() == 1 ? "" : "s", ranks, ranks == 1 ? "" : "es",
+      world, shortage.c_str());
+  std::fflush(stdout);
 }
 
 void WorkerPools::End(const std::vector<std::string>& keys) {

@@ -87,6 +87,11 @@ class WorkerPools {
   // The last test failed in the parent's judgement (a skip on some ranks
   // only, say) though no rank failed: its ranks are not reused either.
   void EndLast() { End({last_}); }
+  // When `world` more ranks would not fit the process limits (a cgroup's
+  // pids.max, RLIMIT_NPROC), ends the parked pools other than the one with
+  // key `except` ("": all), so that disttest's own idle ranks never make a
+  // test fail for want of processes. Says so when it ended any.
+  void MakeRoomForProcesses(int world, const std::string& except = "");
   void ShutdownAll();
 
  private:

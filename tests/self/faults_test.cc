@@ -220,6 +220,26 @@ TEST_P(FaultsTest, WorldAboveTheProcessLimitIsAClearErrorBeforeAnyRankStarts) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/256]")));
 }
 
+// disttest's own parked pool of 8 ranks made a later test of 16 fail
+// ("allows 12 more") under a pids.max that fits the 16: idle pools are
+// ended first, and that is said.
+TEST_P(FaultsTest, ParkedPoolsMakeRoomForATestUnderAProcessLimit) {
+  PidsCgroup cgroup(24);
+  if (cgroup.dir().empty()) {
+    GTEST_SKIP() << "cannot make a pids cgroup here (needs root, and cgroup "
+                    "v1's pids controller or a v2 hierarchy that allows it)";
+  }
+  Verdict v = RunVerdicts(
+      GetParam(), "VerdictsPooled.OnEight/*:VerdictsAfterAPool.OnSixteen/*",
+      {{"VERDICTS_PIDS_CGROUP", cgroup.dir().string()}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  if (std::string(GetParam().launch) != "fork") return;  // Pools are fork's.
+  EXPECT_THAT(v.run.out, HasSubstr("[ disttest ] ended 1 idle pool of reused "
+                                   "ranks (8 processes) to make room for 16 "
+                                   "ranks: needs 16 processes"))
+      << v.run.out;
+}
+
 TEST_P(FaultsTest, RankKilledWhileReportingDoesNotWedgeTheParent) {
   Verdict v = RunVerdicts(GetParam(), "Verdicts.KilledWhileReporting/2ranks");
   EXPECT_EQ(v.run.exit_code, 1);
