@@ -111,6 +111,10 @@ ResultChannel* OpenChannel(std::unique_ptr<ResultChannel>* opened) {
       *opened = ResultChannel::Open(name);
       channel = opened->get();
     }
+    // Held (mapped) by this rank and the parent, the queue needs its name
+    // no more: without it, nothing is left in /dev/shm whoever is killed
+    // from here on, and no later run has a queue of this one to sweep.
+    ResultChannel::Remove(name);
     if (const char* ready = std::getenv(env::kInternalResultsReadyFd)) {
       if (IsDigits(ready) && std::strlen(ready) < 10) {
         const int fd = std::atoi(ready);

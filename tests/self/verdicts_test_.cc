@@ -1158,7 +1158,8 @@ DIST_TEST_F(VerdictsPooled, AfterThePartialSkip) {
 // Eight parked ranks, then a test of sixteen without a communicator (one
 // process each) under a pids.max that fits the sixteen but not the pool
 // besides (VERDICTS_PIDS_CGROUP).
-DIST_TEST_F(VerdictsPooled, OnEight, 8) { PrintProcess("OnEight"); }
+class VerdictsPooledWide : public VerdictsPooled {};
+DIST_TEST_F(VerdictsPooledWide, OnEight, 8) { PrintProcess("OnEight"); }
 class VerdictsAfterAPool : public VerdictsNoComm {};
 DIST_TEST_F(VerdictsAfterAPool, OnSixteen, 16) { EXPECT_EQ(world_size(), 16); }
 
