@@ -341,6 +341,16 @@ LauncherEnv DetectLauncherEnv(const EnvLookup& lookup) {
         }
       }
       env.master_port = 15000 + port;
+    } else if (const char* secret =
+                   get("OMPI_MCA_orte_precondition_transports");
+               IsSet(secret)) {
+      // Two mpirun jobs at once must not both take 29500: a port from the
+      // job's secret, the same on every rank, below the kernel's ephemeral
+      // range (32768 and up), where no bind(0) or connect() takes it.
+      env.master_port =
+          20000 + static_cast<int>(Fnv1a(std::string("disttest port:") + secret,
+                                         0xcbf29ce484222325ULL) %
+                                   10000);
     } else {
       env.master_port = 29500;
     }

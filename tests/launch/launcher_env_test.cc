@@ -230,6 +230,30 @@ TEST(LauncherEnvTest, StoreTokenComesFromTheUserOrOpenMpisJobSecret) {
             "bytes");
 }
 
+// Two mpirun jobs at once both took 29500 (neither sets MASTER_PORT): the
+// port comes from Open MPI's job secret, the same on every rank of a job.
+TEST(LauncherEnvTest, OpenMpiJobsWithoutMasterPortGetAPortOfTheirOwn) {
+  Vars job = {
+      {"OMPI_COMM_WORLD_RANK", "1"},
+      {"OMPI_COMM_WORLD_SIZE", "4"},
+      {"MASTER_ADDR", "node1"},
+      {"OMPI_MCA_orte_precondition_transports", "d1587a7a752c80ab-1a20"}};
+  const int port = Detect(job).master_port;
+  EXPECT_GE(port, 20000);
+  EXPECT_LT(port, 30000);
+  Vars rank0 = job;
+  rank0["OMPI_COMM_WORLD_RANK"] = "0";
+  EXPECT_EQ(Detect(rank0).master_port, port);
+  Vars other = job;
+  other["OMPI_MCA_orte_precondition_transports"] = "77c0ffee00000000-1a21";
+  EXPECT_NE(Detect(other).master_port, port);
+  Vars given = job;
+  given["MASTER_PORT"] = "29400";
+  EXPECT_EQ(Detect(given).master_port, 29400);
+  job.erase("OMPI_MCA_orte_precondition_transports");
+  EXPECT_EQ(Detect(job).master_port, 29500);
+}
+
 TEST(SlurmNodelistTest, Expands) {
   EXPECT_THAT(ExpandSlurmNodelist("node1"), ElementsAre("node1"));
   EXPECT_THAT(ExpandSlurmNodelist("gnode[10,20,25,37]"),
