@@ -172,6 +172,7 @@ void RankGroup::Start() {
   // connection), kill them (SIGBUS on a full /dev/shm) or start only some
   // of them fail the test now, before any rank starts.
   EnsureProcesses(spec_.world_size);
+  oom_at_start_ = ReadOomCounts();
   EnsureOpenFiles(spec_.world_size, spec_.options.init_distributed);
   EnsureSharedMemory(spec_.world_size,
                      spec_.world_size * ResultChannel::kQueueBytes);
@@ -444,6 +445,11 @@ void RankGroup::ObserveExits() {
     if (std::optional<RankOutcome> outcome =
             launcher_->Ended(rank.pid, &error)) {
       rank.exited = true;
+      // A SIGKILL that the harness did not send: the OOM killer's?
+      if (outcome->signaled() && outcome->signal() == SIGKILL &&
+          rank.report.killed_because.empty()) {
+        outcome->set_sender(OomKillerText(oom_at_start_, ReadOomCounts()));
+      }
       rank.report.outcome = *outcome;
       rank.report.ended_at = std::chrono::steady_clock::now();
       ended.push_back(&rank);

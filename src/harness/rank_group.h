@@ -38,6 +38,7 @@
 #include "harness/emergency_cleanup.h"
 #include "harness/launcher.h"
 #include "harness/output_relay.h"
+#include "harness/resources.h"
 #include "harness/result_channel.h"
 #include "harness/verdict.h"
 
@@ -177,6 +178,8 @@ class RankGroup {
   // The descendants of ranks the harness killed, taken just before: their
   // orphans are this test's whatever their environment says.
   std::set<pid_t> descendants_of_killed_;
+  // The OOM kills counted when the ranks started (resources.h).
+  OomCounts oom_at_start_;
   RankEvent on_verdict_;
   RankEvent on_exit_;
   ResultEvent on_failure_;

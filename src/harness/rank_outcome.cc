@@ -43,8 +43,9 @@ std::string SignalName(int signal) {
 std::string RankOutcome::str() const {
   if (exited_) return fmt::format("exited with status {}", code_);
   if (signaled_) {
-    return fmt::format("killed by signal {} ({}{})", code_, SignalName(code_),
-                       core_dumped_ ? ", core dumped" : "");
+    return fmt::format("killed by signal {} ({}{}){}", code_, SignalName(code_),
+                       core_dumped_ ? ", core dumped" : "",
+                       sender_.empty() ? "" : " " + sender_);
   }
   return "still running";
 }

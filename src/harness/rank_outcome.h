@@ -14,6 +14,7 @@
 #include <signal.h>
 
 #include <string>
+#include <utility>
 
 namespace disttest::internal {
 
@@ -39,14 +40,20 @@ class RankOutcome {
   bool signaled() const { return signaled_; }
   int signal() const { return code_; }
 
-  // "exited with status 3", "killed by signal 11 (SIGSEGV, core dumped)".
+  // "exited with status 3", "killed by signal 11 (SIGSEGV, core dumped)",
+  // "killed by signal 9 (SIGKILL) by the kernel's OOM killer (...)".
   std::string str() const;
+
+  // Who sent the signal, when the harness found out: "by the kernel's OOM
+  // killer (...)".
+  void set_sender(std::string sender) { sender_ = std::move(sender); }
 
  private:
   bool exited_ = false;
   bool signaled_ = false;
   bool core_dumped_ = false;
   int code_ = 0;
+  std::string sender_;
 };
 
 // "SIGSEGV", or "signal 77" for one without a name.

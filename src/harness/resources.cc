@@ -109,6 +109,72 @@ void EnsureProcesses(int world) {
   }
 }
 
+namespace {
+
+// The number after "<key> " on a line of `path` ("oom_kill 3").
+std::optional<long long> CountIn(const std::filesystem::path& path,
+                                 const std::string& key) {
+  std::ifstream in(path);
+  std::string name;
+  long long value = 0;
+  while (in >> name >> value) {
+    if (name == key) return value;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+OomCounts ReadOomCounts() {
+  OomCounts counts;
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    const std::filesystem::path path =
+        std::filesystem::path(line.substr(b + 1)).relative_path();
+    std::stringstream list(controllers);
+    bool memory = false;
+    for (std::string c; std::getline(list, c, ',');) memory |= c == "memory";
+    const std::filesystem::path dir = memory ? "/sys/fs/cgroup/memory" / path
+                                      : controllers.empty()
+                                          ? "/sys/fs/cgroup" / path
+                                          : std::filesystem::path();
+    if (dir.empty()) continue;
+    const std::optional<long long> kills = CountIn(
+        dir / (memory ? "memory.oom_control" : "memory.events"), "oom_kill");
+    if (kills) {
+      counts.cgroup = dir.string();
+      counts.in_cgroup = kills;
+      if (memory) break;  // v1's memory controller wins over a v2 line.
+    }
+  }
+  counts.system = CountIn("/proc/vmstat", "oom_kill");
+  return counts;
+}
+
+std::string OomKillerText(const OomCounts& before, const OomCounts& after) {
+  if (before.in_cgroup && after.in_cgroup &&
+      *after.in_cgroup > *before.in_cgroup) {
+    const long long n = *after.in_cgroup - *before.in_cgroup;
+    return fmt::format(
+        "by the kernel's OOM killer (the memory cgroup {} counted {} OOM "
+        "kill{} during the test: the ranks together used more memory than it "
+        "allows)",
+        after.cgroup, n, n == 1 ? "" : "s");
+  }
+  if (before.system && after.system && *after.system > *before.system) {
+    const long long n = *after.system - *before.system;
+    return fmt::format(
+        "probably by the kernel's OOM killer (/proc/vmstat counted {} OOM "
+        "kill{} on this machine during the test: it ran out of memory)",
+        n, n == 1 ? "" : "s");
+  }
+  return "";
+}
+
 std::string ProcessLimitsText() {
   std::string text;
   rlimit limit{};

@@ -13,6 +13,7 @@
 #define DISTTEST_SRC_HARNESS_RESOURCES_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 namespace disttest::internal {
@@ -44,6 +45,22 @@ std::string ProcessShortage(int world);
 // " (RLIMIT_NPROC is 100; the cgroup ... has pids.max 120, pids.current
 // 120)": for messages about a fork that failed with EAGAIN.
 std::string ProcessLimitsText();
+
+// What tells an OOM kill from another SIGKILL: the OOM kills counted by
+// this process's memory cgroup (v2 memory.events, v1 memory.oom_control:
+// "oom_kill N"), which its ranks share, and by the kernel (/proc/vmstat).
+struct OomCounts {
+  std::string cgroup;  // The memory cgroup's directory; "" when unknown.
+  std::optional<long long> in_cgroup;
+  std::optional<long long> system;
+};
+OomCounts ReadOomCounts();
+
+// Why a rank that got SIGKILL from nobody in the harness got it, when the
+// counts grew between `before` and `after`: "by the kernel's OOM killer
+// (the memory cgroup /sys/fs/cgroup/memory/ci counted 1 OOM kill during the
+// test)"; "" when they did not.
+std::string OomKillerText(const OomCounts& before, const OomCounts& after);
 
 // " (RLIMIT_NOFILE is 64)": for messages about EMFILE.
 std::string OpenFilesLimitText();

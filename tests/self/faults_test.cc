@@ -240,6 +240,77 @@ TEST_P(FaultsTest, ParkedPoolsMakeRoomForATestUnderAProcessLimit) {
       << v.run.out;
 }
 
+// A memory cgroup below this process's, limited to `bytes` (and as much
+// swap: none); empty dir() where it cannot be made (no root, no memory
+// controller). Removed at the end, once its processes are gone.
+class MemoryCgroup {
+ public:
+  explicit MemoryCgroup(long long bytes) {
+    std::ifstream in("/proc/self/cgroup");
+    for (std::string line; std::getline(in, line);) {
+      const std::size_t a = line.find(':'), b = line.find(':', a + 1);
+      if (b == std::string::npos) continue;
+      const std::string controllers = line.substr(a + 1, b - a - 1);
+      const bool v1 = controllers.find("memory") != std::string::npos;
+      if (!v1 && !controllers.empty()) continue;
+      const std::filesystem::path dir =
+          std::filesystem::path(v1 ? "/sys/fs/cgroup/memory"
+                                   : "/sys/fs/cgroup") /
+          std::filesystem::path(line.substr(b + 1)).relative_path() /
+          fmt::format("disttest-oom-{}", getpid());
+      std::error_code ec;
+      if (!std::filesystem::create_directory(dir, ec)) continue;
+      const std::string limit = std::to_string(bytes);
+      if (v1) {
+        std::ofstream(dir / "memory.limit_in_bytes") << limit << "\n";
+        std::ofstream(dir / "memory.memsw.limit_in_bytes") << limit << "\n";
+      } else {
+        std::ofstream(dir / "memory.max") << limit << "\n";
+        std::ofstream(dir / "memory.swap.max") << "0\n";
+      }
+      std::string set;
+      std::ifstream(dir / (v1 ? "memory.limit_in_bytes" : "memory.max")) >> set;
+      if (set == limit) {
+        dir_ = dir;
+        return;
+      }
+      std::filesystem::remove(dir, ec);
+    }
+  }
+  ~MemoryCgroup() {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove(dir_, ec);
+  }
+  MemoryCgroup(const MemoryCgroup&) = delete;
+  MemoryCgroup& operator=(const MemoryCgroup&) = delete;
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+// An OOM kill was a plain "killed by signal 9 (SIGKILL)", as if someone had
+// sent it: the memory cgroup's count says who did.
+TEST_P(FaultsTest, OomKillIsNamedAsTheOomKillers) {
+  MemoryCgroup cgroup(512LL << 20);
+  if (cgroup.dir().empty()) {
+    GTEST_SKIP() << "cannot make a memory cgroup here (needs root and the "
+                    "memory controller)";
+  }
+  Verdict v =
+      RunVerdicts(GetParam(), "Verdicts.AllocatesUntilTheOomKiller/2ranks",
+                  {{"VERDICTS_MEMORY_CGROUP", cgroup.dir().string()}});
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[rank 1/2] killed by signal 9 (SIGKILL) by the "
+                        "kernel's OOM killer (the memory cgroup " +
+                        cgroup.dir().string() +
+                        " counted 1 OOM kill during "
+                        "the test: the ranks together used more memory than "
+                        "it allows)"))
+      << v.run.out;
+}
+
 TEST_P(FaultsTest, RankKilledWhileReportingDoesNotWedgeTheParent) {
   Verdict v = RunVerdicts(GetParam(), "Verdicts.KilledWhileReporting/2ranks");
   EXPECT_EQ(v.run.exit_code, 1);

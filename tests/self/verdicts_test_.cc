@@ -40,7 +40,8 @@ namespace {
 // re-executed rank inherits what its parent's process set up).
 //   VERDICTS_RLIMIT_NOFILE=64, VERDICTS_RLIMIT_NOFILE_SOFT=64: the limit.
 //   VERDICTS_PIDS_CGROUP=<dir>: moves this process into that cgroup (whose
-//   pids.max the driver set).
+//   pids.max the driver set); VERDICTS_MEMORY_CGROUP=<dir> the same for a
+//   memory cgroup.
 //   VERDICTS_TINY_DEV_SHM=1: a mount namespace whose /dev/shm is a 256 KiB
 //   tmpfs (needs CAP_SYS_ADMIN; prints marker-no-namespace otherwise).
 const bool g_limits_applied = [] {
@@ -55,8 +56,11 @@ const bool g_limits_applied = [] {
     files.rlim_cur = std::strtoul(n, nullptr, 10);
     setrlimit(RLIMIT_NOFILE, &files);
   }
-  if (const char* cgroup = std::getenv("VERDICTS_PIDS_CGROUP")) {
-    std::ofstream(std::string(cgroup) + "/cgroup.procs") << getpid() << "\n";
+  for (const char* variable :
+       {"VERDICTS_PIDS_CGROUP", "VERDICTS_MEMORY_CGROUP"}) {
+    if (const char* cgroup = std::getenv(variable)) {
+      std::ofstream(std::string(cgroup) + "/cgroup.procs") << getpid() << "\n";
+    }
   }
   if (std::getenv("VERDICTS_TINY_DEV_SHM") != nullptr) {
     if (unshare(CLONE_NEWNS) != 0 ||
@@ -268,6 +272,23 @@ DIST_TEST_F(VerdictsShortTimeout, StartsABareDaemonAndHangs) {
   if (rank() == 1) {
     StartDaemon(/*bare=*/true);
     for (;;) pause();
+  }
+}
+
+// Rank 1 touches memory until the OOM killer of its memory cgroup (which
+// the driver limits) ends it.
+DIST_TEST_F(Verdicts, AllocatesUntilTheOomKiller) {
+  if (std::getenv("VERDICTS_MEMORY_CGROUP") == nullptr) {
+    GTEST_SKIP() << "only in a memory cgroup that the driver limits";
+  }
+  if (rank() == 1) {
+    for (;;) {
+      constexpr std::size_t kChunk = 16 << 20;
+      char* chunk = static_cast<char*>(std::malloc(kChunk));
+      if (chunk == nullptr) break;
+      std::memset(chunk, 1, kChunk);
+    }
+    ADD_FAILURE() << "malloc failed before the OOM killer came";
   }
 }
 
