@@ -1,7 +1,11 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include "base/threads.h"
 
+#include <fmt/format.h>
+#include <sys/resource.h>
+
 #include <filesystem>
+#include <string>
 #include <system_error>
 
 namespace disttest::internal {
@@ -14,6 +18,26 @@ std::size_t ThreadCount() {
     ++threads;
   }
   return threads;
+}
+
+std::string AddressSpaceHint(const std::string& error,
+                             unsigned long long limit) {
+  if (limit == RLIM_INFINITY) return "";
+  const bool short_of_memory =
+      error.find("Resource temporarily unavailable") != std::string::npos ||
+      error.find("Cannot allocate memory") != std::string::npos ||
+      error.find("bad_alloc") != std::string::npos;
+  if (!short_of_memory) return "";
+  return fmt::format(
+      " (RLIMIT_AS is {} MiB (ulimit -v): a thread's stack or a buffer could "
+      "not be mapped; raise it)",
+      limit >> 20);
+}
+
+std::string AddressSpaceHint(const std::string& error) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) != 0) return "";
+  return AddressSpaceHint(error, limit.rlim_cur);
 }
 
 }  // namespace disttest::internal

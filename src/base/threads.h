@@ -8,11 +8,21 @@
 #define DISTTEST_SRC_BASE_THREADS_H_
 
 #include <cstddef>
+#include <string>
 
 namespace disttest::internal {
 
 // The entries of /proc/self/task; 0 when it cannot be read.
 std::size_t ThreadCount();
+
+// What to add to `error` (a thread or buffer that could not be made:
+// EAGAIN, ENOMEM) when the address space is limited: " (RLIMIT_AS is
+// 256 MiB (ulimit -v): a thread's stack or a buffer could not be mapped;
+// raise it)"; "" otherwise. The second form takes the limit (RLIM_INFINITY:
+// none) instead of reading it.
+std::string AddressSpaceHint(const std::string& error);
+std::string AddressSpaceHint(const std::string& error,
+                             unsigned long long limit);
 
 }  // namespace disttest::internal
 

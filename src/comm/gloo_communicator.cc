@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "base/sockets.h"
+#include "base/threads.h"
 #include "comm/communicator_sockets.h"
 #include "comm/gloo_store.h"
 #include "comm/host_arena.h"
@@ -256,8 +257,9 @@ struct GlooCommunicator::Impl {
       op();
     } catch (const std::exception& e) {
       failed = true;
-      throw CommError(fmt::format("[rank {}/{}] {}{}: {}", rank, size, what,
-                                  failed_suffix ? " failed" : "", e.what()));
+      throw CommError(fmt::format("[rank {}/{}] {}{}: {}{}", rank, size, what,
+                                  failed_suffix ? " failed" : "", e.what(),
+                                  internal::AddressSpaceHint(e.what())));
     }
   }
 
