@@ -91,9 +91,35 @@ void ResetInterruptsInChild() {
 
 int PendingInterrupt() { return g_signal; }
 
+namespace {
+std::string& InterruptLauncher() {
+  static std::string launcher;
+  return launcher;
+}
+}  // namespace
+
+void SetInterruptLauncher(const std::string& launcher) {
+  InterruptLauncher() = launcher;
+}
+
 std::string InterruptText(int sig) {
   if (sig == SIGINT) return "SIGINT (Ctrl-C)";
   if (sig == SIGTERM) {
+    const std::string& launcher = InterruptLauncher();
+    if (launcher == "openmpi" || launcher == "mpich" ||
+        launcher == "mvapich2") {
+      return "SIGTERM (mpirun ends every rank once one has exited or died; "
+             "or the job was cancelled, ctest's TIMEOUT)";
+    }
+    if (launcher == "slurm") {
+      return "SIGTERM (Slurm ends a step at its time limit, on scancel, or "
+             "with --kill-on-bad-exit once a task failed; or ctest's "
+             "TIMEOUT)";
+    }
+    if (launcher == "torchrun") {
+      return "SIGTERM (torchrun ends the other ranks once one failed; or "
+             "the job was cancelled, ctest's TIMEOUT)";
+    }
     return "SIGTERM (ctest's TIMEOUT, a CI job's cancellation or kill)";
   }
   return fmt::format("signal {}", sig);

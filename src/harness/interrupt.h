@@ -49,8 +49,13 @@ void ResetInterruptsInChild();
 bool NoteInterrupt(int sig);
 
 // "SIGTERM (a CI job's cancellation, ctest's TIMEOUT or kill)", "SIGINT
-// (Ctrl-C)": why the test in flight was ended.
+// (Ctrl-C)": why the test in flight was ended. Under a launcher (set by the
+// launched job), a SIGTERM is first the launcher's: "SIGTERM (mpirun ends
+// every rank once one has exited or died; or the job was cancelled)".
 std::string InterruptText(int sig);
+// The launcher that started this process ("openmpi", "slurm", "torchrun"),
+// for InterruptText.
+void SetInterruptLauncher(const std::string& launcher);
 
 // When a signal came: ends the process by it, as it would have ended
 // (after flushing stdio). Returns otherwise.

@@ -446,11 +446,21 @@ TEST_P(ExternalTest, TermDuringATestFailsItWithItsReportAndSkipsTheRest) {
     if (!mpirun) {
       EXPECT_EQ(r.run.exit_code, 128 + sig) << r.all;
     }
-    const std::string why = fmt::format(
-        "disttest got {} while External.WaitsForSignal/4ranks ran",
-        sig == SIGTERM ? "SIGTERM (ctest's TIMEOUT, a CI job's cancellation "
-                         "or kill)"
-                       : "SIGINT (Ctrl-C)");
+    // A SIGTERM is first the launcher's, and said so.
+    const std::string name = GetParam().name;
+    const std::string term =
+        name == "mpirun"
+            ? "SIGTERM (mpirun ends every rank once one has exited or died; "
+              "or the job was cancelled, ctest's TIMEOUT)"
+        : name == "slurm"
+            ? "SIGTERM (Slurm ends a step at its time limit, on scancel, or "
+              "with --kill-on-bad-exit once a task failed; or ctest's "
+              "TIMEOUT)"
+            : "SIGTERM (torchrun ends the other ranks once one failed; or the "
+              "job was cancelled, ctest's TIMEOUT)";
+    const std::string why =
+        fmt::format("disttest got {} while External.WaitsForSignal/4ranks ran",
+                    sig == SIGTERM ? term : "SIGINT (Ctrl-C)");
     EXPECT_THAT(r.run.out, HasSubstr(why)) << r.all;
     EXPECT_THAT(r.run.out, HasSubstr("recv of 8 float32 from rank 0 (tag 9)"))
         << r.all;

@@ -14,6 +14,7 @@
 #include "disttest/error.h"
 #include "env/knobs.h"
 #include "env/text.h"
+#include "harness/interrupt.h"
 #include "harness/launched/keys.h"
 #include "harness/process_hygiene.h"
 #include "harness/stack_dump.h"
@@ -73,6 +74,7 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
   // that blocked SIGTERM would keep the report from being written.
   ClaimStandardDescriptors();
   const std::vector<std::string> notes = PrepareSignals();
+  SetInterruptLauncher(env_.launcher);
   std::signal(SIGPIPE, SIG_IGN);
   // Without a stack tool, a hung body's stack comes from SIGUSR2 (unless
   // the program handles SIGUSR2 itself).
