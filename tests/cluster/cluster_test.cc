@@ -184,12 +184,15 @@ class ClusterTest : public ::testing::Test {
                    const OutputWatch& watch1 = nullptr,
                    const std::map<int, Env>& per_node = {}) {
     auto run = [&](int node, const OutputWatch& watch) {
+      // The store's token, where the launcher gives no secret, in the
+      // directory the nodes share (rather than this machine's $HOME).
       Env env = {{"NODE_RANK", std::to_string(node - 1)},
                  {"NNODES", "2"},
                  {"MASTER_ADDR", "node1"},
                  {"MASTER_PORT", std::to_string(kPort)},
                  {"NODELIST", "node[1-2]"},
-                 {"JOB_ID", "4242"}};
+                 {"JOB_ID", "4242"},
+                 {"DISTTEST_TOKEN_FILE", Shared("store-token")}};
       env.insert(env.end(), extra.begin(), extra.end());
       if (auto it = per_node.find(node); it != per_node.end()) {
         env.insert(env.end(), it->second.begin(), it->second.end());
@@ -487,8 +490,8 @@ TEST_F(ClusterTest, SuitePassesOverLatencyAndLoss) {
 
 // The job's store refuses a client from another namespace that has no
 // token, and the run goes on: under mpirun the token comes from Open MPI's
-// job secret; under torchrun from DISTTEST_STORE_TOKEN. Without either the
-// same probe is served (the control: the probe can get in).
+// job secret; under torchrun from DISTTEST_STORE_TOKEN, else from a file
+// that rank 0 writes and every rank reads (it was served there before).
 TEST_F(ClusterTest, StoreRefusesAClientWithoutTheJobsToken) {
   Up();
   struct Case {
@@ -517,7 +520,7 @@ TEST_F(ClusterTest, StoreRefusesAClientWithoutTheJobsToken) {
              r.node1.out + r.node1.err);
        },
        true},
-      {"torchrun without a token",
+      {"torchrun without a token: rank 0 makes one, in a file",
        [&](const OutputWatch& w, const Env& env) {
          TwoNodes r = PerNode("torchrun", filter, xml, env, w);
          // Both nodes' exit: node2's ranks must pass too.
@@ -525,7 +528,7 @@ TEST_F(ClusterTest, StoreRefusesAClientWithoutTheJobsToken) {
              r.node1.exit_code != 0 ? r.node1.exit_code : r.node2.exit_code,
              r.node1.out + r.node1.err);
        },
-       false},
+       true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -542,16 +545,42 @@ TEST_F(ClusterTest, StoreRefusesAClientWithoutTheJobsToken) {
     auto [exit_code, all] = c.run(watch, {{"EXTERNAL_PROBE_DONE", done}});
     std::filesystem::remove(done);
     EXPECT_EQ(exit_code, 0) << all;
-    if (c.refused) {
-      EXPECT_THAT(probe, HasSubstr("refused: store at node1:29500 closed the "
-                                   "connection"));
-      EXPECT_THAT(all, Not(HasSubstr("takes any client")));
-    } else {
-      EXPECT_EQ(probe, "served");
-      EXPECT_THAT(all, HasSubstr("the store takes any client that reaches "
-                                 "node1:29500: torchrun passes no secret"));
+    EXPECT_TRUE(c.refused);
+    EXPECT_THAT(probe, HasSubstr("refused: store at node1:29500 closed the "
+                                 "connection"));
+    if (std::string(c.name).find("file") != std::string::npos) {
+      EXPECT_THAT(all, HasSubstr("torchrun passes no secret: the store takes "
+                                 "only clients with the token rank 0 keeps "
+                                 "in " +
+                                 Shared("store-token")));
     }
   }
+  // Rank 0 removes the file at the end.
+  EXPECT_FALSE(std::filesystem::exists(Shared("store-token")));
+}
+
+// Where the nodes do not share the token's file, the other node's ranks are
+// refused, saying where the file is and what to do instead; the run fails
+// rather than let a client without the token in.
+TEST_F(ClusterTest, RanksThatCannotReadTheTokenFileAreRefusedSayingWhy) {
+  Up();
+  // Node1's TMPDIR, which node2 cannot see (cluster.sh).
+  const std::string file =
+      fmt::format("/run/disttest-cluster/{}/tmp-node1/store-token", id_);
+  TwoNodes r =
+      PerNode("torchrun", "External.Passes/4ranks", Shared("x.xml"),
+              {{"DISTTEST_TOKEN_FILE", file}, {"DISTTEST_TIMEOUT", "3"}});
+  EXPECT_NE(r.node1.exit_code, 0);
+  EXPECT_NE(r.node2.exit_code, 0);
+  EXPECT_THAT(
+      r.node2.err,
+      HasSubstr("cannot join the launched ranks: the store at "
+                "node1:29500 takes only clients with its token, and "
+                "torchrun passes no secret: rank 0 keeps one in " +
+                file + ", which this rank could not use (cannot read " + file +
+                ": No such file or directory); share that "
+                "directory between the nodes"))
+      << r.node2.err;
 }
 
 // A DistributedFixture across nodes: with a TMPDIR every node shares (the

@@ -76,6 +76,11 @@ inline constexpr char kLauncher[] = "DISTTEST_LAUNCHER";
 // none where the launcher gives no secret (torchrun, srun).
 inline constexpr char kStoreToken[] = "DISTTEST_STORE_TOKEN";
 
+// Under a launcher without a secret, with ranks on several hosts: the file
+// where rank 0 keeps the store's token for the other ranks to read (0600).
+// Unset: $HOME/.disttest/store-token-<MASTER_ADDR>-<port>.
+inline constexpr char kTokenFile[] = "DISTTEST_TOKEN_FILE";
+
 // GPUs the harness may hand to ranks, instead of asking the driver: a count
 // ("4": devices 0..3) or a comma list of CUDA_VISIBLE_DEVICES entries
 // ("0,2", "3," for GPU 3 alone, or "GPU-8f2e...,GPU-11aa..."). For tests of the

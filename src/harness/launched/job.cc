@@ -3,19 +3,24 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/ledger.h"
 #include "disttest/env/names.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/error.h"
+#include "disttest/rendezvous/tcp_store.h"
 #include "env/knobs.h"
 #include "env/text.h"
 #include "harness/interrupt.h"
 #include "harness/launched/keys.h"
+#include "harness/launched/token_file.h"
 #include "harness/process_hygiene.h"
 #include "harness/stack_dump.h"
 #include "harness/trace.h"
@@ -52,16 +57,82 @@ std::unique_ptr<StoreServerThread> ServeStore(const LauncherEnv& env) {
   }
 }
 
+// Where the launcher gives no secret and the ranks span hosts (loopback is
+// this host's, where the store serves only its own user): the file where
+// rank 0 keeps a token of its making for the others (token_file.h); ""
+// where none is needed.
+std::string ShareToken(LauncherEnv& env) {
+  if (!env.store_token.empty() || IsLoopback(env.master_addr)) return "";
+  const std::string path = TokenFilePath(env);
+  if (env.rank == 0) {
+    env.store_token = GenerateStoreToken();
+    WriteTokenFile(path, env.store_token);
+  }
+  return path;
+}
+
 // A connection to the store, made now (waiting for rank 0's store to come
-// up), with short requests from then on.
-std::unique_ptr<TcpStore> ConnectStore(const LauncherEnv& env) {
+// up), with short requests from then on. A rank other than 0 that reads the
+// token from `token_file` reads it again while the store refuses it (the
+// file of an earlier run, not yet replaced), until the connect deadline;
+// where it cannot read the file, it first reaches the store without a token
+// (a store that cannot be reached says so as it always did), and then,
+// since rank 0 writes the file before it serves, fails at once.
+std::unique_ptr<TcpStore> ConnectStore(LauncherEnv& env,
+                                       const std::string& token_file) {
   const milliseconds timeout =
       SecondsVariable(env::kTimeout).value_or(std::chrono::seconds(300));
-  auto store = std::make_unique<TcpStore>(env.master_addr, env.master_port,
-                                          timeout, env.store_token);
-  store->check({kAbortKey});  // Connects.
-  store->set_timeout(kRequestTimeout);
-  return store;
+  const Clock::time_point deadline = Clock::now() + timeout;
+  const bool reads_token = !token_file.empty() && env.rank != 0;
+  bool first = true;
+  const auto connect = [&](const std::string& token) {
+    // The whole timeout for the first attempt, as its message says.
+    const auto left = first ? timeout
+                            : std::max(milliseconds(1),
+                                       std::chrono::duration_cast<milliseconds>(
+                                           deadline - Clock::now()));
+    first = false;
+    auto store = std::make_unique<TcpStore>(env.master_addr, env.master_port,
+                                            left, token);
+    store->check({kAbortKey});  // Connects.
+    store->set_timeout(kRequestTimeout);
+    return store;
+  };
+  if (!reads_token) return connect(env.store_token);
+  bool probed = false;
+  for (;;) {
+    std::string why;
+    const std::string token = ReadTokenFile(token_file, &why);
+    if (!token.empty()) {
+      try {
+        auto store = connect(token);
+        env.store_token = token;
+        return store;
+      } catch (const StoreError& e) {
+        why = e.what();  // Refused: an earlier run's token, not yet replaced?
+      }
+      if (Clock::now() < deadline) {
+        std::this_thread::sleep_for(milliseconds(200));
+        continue;
+      }
+    } else if (!probed) {
+      probed = true;
+      try {
+        return connect("");  // Throws as ever if the store cannot be reached.
+      } catch (const StoreError&) {
+        // It is up, and takes only clients with its token: rank 0 wrote the
+        // file before it began to serve. Once more, then why not.
+      }
+      continue;
+    }
+    throw ConfigError(fmt::format(
+        "the store at {}:{} takes only clients with its token, and {} passes "
+        "no secret: rank 0 keeps one in {}, which this rank could not use "
+        "({}); share that directory between the nodes (or set {} to a file "
+        "every rank can read), or set {} to one secret on every rank",
+        env.master_addr, env.master_port, env.launcher, token_file, why,
+        env::kTokenFile, env::kStoreToken));
+  }
 }
 
 LaunchedJob::LaunchedJob(LauncherEnv env)
@@ -83,10 +154,11 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
   ledger_ =
       LedgerMemory::Create(1, TraceWanted() ? kTraceRing : LedgerMemory::kRing);
   Ledger::Install(ledger_, 0);
+  token_file_ = ShareToken(env_);
   server_ = ServeStore(env_);
-  store_ = ConnectStore(env_);
+  store_ = ConnectStore(env_, token_file_);
   store_->set(JoinedKey(rank()), Hostname());
-  side_.store = ConnectStore(env_);
+  side_.store = ConnectStore(env_, token_file_);
   if (rank() == 0) {
     std::printf(
         "[ disttest ] launched by %s with %d ranks: each runs the test "
@@ -97,13 +169,13 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
     for (const std::string& note : notes) {
       std::printf("[ disttest ] %s\n", note.c_str());
     }
-    if (env_.store_token.empty() && !IsLoopback(env_.master_addr)) {
+    if (!token_file_.empty()) {
       std::printf(
-          "[ disttest ] the store takes any client that reaches %s:%d: %s "
-          "passes no secret to derive a token from; set %s to one secret "
-          "on every rank\n",
-          env_.master_addr.c_str(), env_.master_port, env_.launcher.c_str(),
-          env::kStoreToken);
+          "[ disttest ] %s passes no secret: the store takes only clients "
+          "with the token rank 0 keeps in %s (readable by this user alone), "
+          "which every rank reads; set %s to one secret on every rank "
+          "instead where the nodes do not share that directory\n",
+          env_.launcher.c_str(), token_file_.c_str(), env::kStoreToken);
     }
     std::fflush(stdout);
   }
@@ -159,6 +231,7 @@ void LaunchedJob::Goodbye() {
   try {
     liveness_.AwaitResults(keys, from, Clock::now() + ScaledUp(kGoodbyeWait));
     store_->set(kEndKey, "1");
+    if (!token_file_.empty()) RemoveTokenFile(token_file_);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[ disttest ] rank 0 at the end: %s\n", e.what());
   }

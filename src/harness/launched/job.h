@@ -60,6 +60,9 @@ class LaunchedJob {
   explicit LaunchedJob(LauncherEnv env);
 
   LauncherEnv env_;
+  // Where rank 0 keeps the store's token for ranks on other hosts
+  // (token_file.h); "" where the launcher gave a secret, or on loopback.
+  std::string token_file_;
   std::shared_ptr<LedgerMemory> ledger_;
   std::unique_ptr<StoreServerThread> server_;
   std::unique_ptr<TcpStore> store_;
