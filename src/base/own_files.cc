@@ -42,7 +42,12 @@ std::string CheckDirectory(const std::string& dir, bool follow) {
   if (std::string why = NotOurs(st); !why.empty()) {
     return fmt::format("refused the directory {}: {}", dir, why);
   }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+  // Group-writable is this user's alone where the group is its own (the
+  // private group of a umask 002, Debian's default for users).
+  const bool others_write =
+      (st.st_mode & S_IWOTH) != 0 ||
+      ((st.st_mode & S_IWGRP) != 0 && st.st_gid != getegid());
+  if (others_write && (st.st_mode & S_ISVTX) == 0) {
     return fmt::format(
         "refused the directory {}: other users can write to it (mode {:o}) "
         "and it is not sticky, so they could replace a file in it",

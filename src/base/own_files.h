@@ -19,8 +19,9 @@ namespace disttest::internal {
 // Makes `root` and its missing parents, then each directory of the relative
 // path `below` under it (new ones 0700), and checks `root` and those below
 // it: each a directory owned by this user or root, which nobody else can
-// write to unless it is sticky (as /tmp is). Returns "" when the last may be
-// written in, else why not.
+// write to unless it is sticky (as /tmp is); group-writable is fine when the
+// group is this process's own (a user's private group). Returns "" when the
+// last may be written in, else why not.
 std::string MakeOwnDirectory(const std::string& root,
                              const std::string& below = "");
 

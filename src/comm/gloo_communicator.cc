@@ -38,6 +38,8 @@
 namespace disttest {
 namespace {
 
+constexpr const char* kConnectMesh = "cannot connect the gloo mesh";
+
 // Allreduces of up to this many bytes use Gloo's bcube algorithm (recursive
 // halving and doubling: 2 log2(W) steps) instead of its ring (2 (W - 1)
 // steps). On loopback a step is mostly latency, so small buffers gain; the
@@ -257,9 +259,13 @@ struct GlooCommunicator::Impl {
       op();
     } catch (const std::exception& e) {
       failed = true;
-      throw CommError(fmt::format("[rank {}/{}] {}{}: {}{}", rank, size, what,
-                                  failed_suffix ? " failed" : "", e.what(),
-                                  internal::AddressSpaceHint(e.what())));
+      // Only connecting starts threads and maps buffers up front; a later
+      // EAGAIN is a socket's.
+      const bool connecting = what == kConnectMesh;
+      throw CommError(
+          fmt::format("[rank {}/{}] {}{}: {}{}", rank, size, what,
+                      failed_suffix ? " failed" : "", e.what(),
+                      connecting ? internal::AddressSpaceHint(e.what()) : ""));
     }
   }
 
@@ -324,7 +330,7 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
     return comm;
   }
   impl->Guard(
-      "cannot connect the gloo mesh",
+      kConnectMesh,
       [&] {
         gloo::transport::tcp::attr attr;
         attr.hostname = options.hostname;

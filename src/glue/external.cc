@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/own_files.h"
@@ -26,6 +27,7 @@
 #include "harness/launched/launched_rank_host.h"
 #include "harness/launched/step_protocol.h"
 #include "harness/launcher.h"
+#include "harness/process_hygiene.h"
 #include "harness/verdict.h"
 #include "launch/launch_internal.h"
 
@@ -102,6 +104,9 @@ class DropXmlOutput : public ::testing::EmptyTestEventListener {
 };
 
 const bool kQuietRank = [] {
+  // Before any descriptor opens here (whichever static initialiser runs
+  // first): a log must not land on a closed stdout's number.
+  ClaimStandardDescriptors();
   const Detection& d = Detect();
   if (!d.external || !d.error.empty() || d.env.rank == 0) return false;
   // Said before it goes quiet: a rank started by an enclosing job's
@@ -356,8 +361,28 @@ bool RunStep(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
   return verdict == RankVerdict::kPassed;
 }
 
-// The tests this process will run, in order, with its world size and
-// repeat count: compared across the ranks before the first test.
+// Whether gtest's test name `name` is a distributed test's: a part of it
+// is "<N>ranks" or "invalid_world_size_..." (registration.h). Plain tests
+// may differ between ranks (parameters from the local devices); the ranks
+// must agree on the distributed ones.
+bool IsDistributedTestName(std::string_view name) {
+  while (!name.empty()) {
+    const std::size_t slash = name.find('/');
+    const std::string_view part = name.substr(0, slash);
+    const std::size_t digits = part.find_first_not_of("0123456789");
+    if ((digits > 0 && digits != std::string_view::npos &&
+         part.substr(digits) == "ranks") ||
+        part.rfind("invalid_world_size_", 0) == 0) {
+      return true;
+    }
+    if (slash == std::string_view::npos) break;
+    name.remove_prefix(slash + 1);
+  }
+  return false;
+}
+
+// The distributed tests this process will run, in order, with its world
+// size and repeat count: compared across the ranks before the first test.
 launched::RunPlan ThisRunPlan(const LaunchedJob& job) {
   launched::RunPlan plan;
   plan.world_size = job.size();
@@ -367,7 +392,7 @@ launched::RunPlan ThisRunPlan(const LaunchedJob& job) {
     const ::testing::TestSuite& suite = *unit.GetTestSuite(i);
     for (int j = 0; j < suite.total_test_count(); ++j) {
       const ::testing::TestInfo& info = *suite.GetTestInfo(j);
-      if (info.should_run()) {
+      if (info.should_run() && IsDistributedTestName(info.name())) {
         plan.tests.push_back(fmt::format("{}.{}", suite.name(), info.name()));
       }
     }

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +47,27 @@ pid_t ParentOf(pid_t pid) {
 }
 
 }  // namespace
+
+unsigned long long StartedAt(pid_t pid) {
+  const std::string stat = Slurp(fmt::format("/proc/{}/stat", pid));
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  // Fields after the command: state is field 3, starttime field 22.
+  std::istringstream fields(stat.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return 0;
+}
+
+unsigned long long NowInTicks() {
+  timespec now{};
+  clock_gettime(CLOCK_BOOTTIME, &now);
+  const long hz = sysconf(_SC_CLK_TCK);
+  return static_cast<unsigned long long>(now.tv_sec) * hz +
+         static_cast<unsigned long long>(now.tv_nsec) / (1000000000L / hz);
+}
 
 std::set<pid_t> DescendantsOf(const std::set<pid_t>& roots) {
   std::multimap<pid_t, pid_t> children;  // parent -> child

@@ -41,6 +41,11 @@ std::vector<std::string> EndChildren(
 // this process and are known as theirs.
 std::set<pid_t> DescendantsOf(const std::set<pid_t>& roots);
 
+// When `pid` started, in clock ticks since boot (/proc/<pid>/stat's
+// starttime); 0 when it is gone. NowInTicks() is the same clock now.
+unsigned long long StartedAt(pid_t pid);
+unsigned long long NowInTicks();
+
 // Whether `pid` is stopped (SIGSTOP, SIGTSTP, or held by a tracer).
 bool Stopped(pid_t pid);
 

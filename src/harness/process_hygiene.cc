@@ -53,15 +53,6 @@ std::vector<std::string> PrepareSignals() {
     }
   }
 
-  struct sigaction pipe {};
-  sigaction(SIGPIPE, nullptr, &pipe);
-  if ((pipe.sa_flags & SA_SIGINFO) == 0 && pipe.sa_handler == SIG_DFL) {
-    struct sigaction ign {};
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGPIPE, &ign, nullptr);
-  }
-
   sigset_t blocked;
   sigemptyset(&blocked);
   pthread_sigmask(SIG_SETMASK, nullptr, &blocked);

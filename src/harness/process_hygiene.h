@@ -26,11 +26,9 @@ void ClaimStandardDescriptors();
 // them):
 //   - SIGCHLD not ignored (SIG_IGN or SA_NOCLDWAIT reaps the ranks before
 //     they can be waited for);
-//   - SIGPIPE ignored when it was the default, so that a write to a closed
-//     pipe or socket fails with EPIPE instead of ending the run;
 //   - SIGTERM, SIGINT, SIGCHLD and SIGUSR2 (stacks of hung ranks) unblocked.
-// Returns one line for each change that the run's output should show
-// (SIGPIPE's is not one); each is returned once per process.
+// Returns one line for each change that the run's output should show; each
+// is returned once per process.
 std::vector<std::string> PrepareSignals();
 
 }  // namespace disttest::internal

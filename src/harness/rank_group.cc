@@ -152,6 +152,14 @@ void RankGroup::OpenLogs() {
 void RankGroup::Start() {
   // What a wrapper, or the test's own code, changed since the last test.
   ClaimStandardDescriptors();
+  // While ranks run, a write to one's closed pipe or socket fails with
+  // EPIPE instead of ending the run (put back at CleanUp).
+  if (!started_) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigpipe_saved_ = sigaction(SIGPIPE, &ignore, &sigpipe_before_) == 0;
+  }
   for (const std::string& note : PrepareSignals()) {
     std::printf("[ disttest ] %s\n", note.c_str());
     std::fflush(stdout);
@@ -166,6 +174,7 @@ void RankGroup::Start() {
     LiveGroups().insert(this);
     children_before_.clear();
     descendants_of_killed_.clear();
+    started_at_ticks_ = NowInTicks();
     for (pid_t pid : Children()) children_before_.insert(pid);
   }
   // Limits that would otherwise hang the ranks (no descriptor for a peer's
@@ -558,7 +567,10 @@ void RankGroup::EndOrphans() {
     }
     // A process a rank forked without exec started with the environment
     // of what the rank was forked from: a kExec rank's is the zygote's.
-    return only_ranks_start_processes ||
+    // Started during the test (a tick's slack): not a helper's child from
+    // before it that came to this subreaper meanwhile.
+    return (only_ranks_start_processes &&
+            StartedAt(pid) + 1 >= started_at_ticks_) ||
            descendants_of_killed_.count(pid) != 0 ||
            EnvironmentHas(pid, mine) || EnvironmentHas(pid, zygote_child);
   };
@@ -577,6 +589,8 @@ void RankGroup::CleanUp() {
   EndOrphans();
   if (started_) {
     started_ = false;
+    if (sigpipe_saved_) sigaction(SIGPIPE, &sigpipe_before_, nullptr);
+    sigpipe_saved_ = false;
     LiveGroups().erase(this);
     // The last one: orphans of other code go to init again, as before.
     if (LiveGroups().empty()) prctl(PR_SET_CHILD_SUBREAPER, 0);

@@ -22,6 +22,7 @@
 #define DISTTEST_SRC_HARNESS_RANK_GROUP_H_
 
 #include <poll.h>
+#include <signal.h>
 #include <sys/types.h>
 
 #include <cstdio>
@@ -178,6 +179,10 @@ class RankGroup {
   // The descendants of ranks the harness killed, taken just before: their
   // orphans are this test's whatever their environment says.
   std::set<pid_t> descendants_of_killed_;
+  unsigned long long started_at_ticks_ = 0;  // NowInTicks() at Start.
+  // SIGPIPE's disposition before Start, put back at CleanUp.
+  struct sigaction sigpipe_before_ {};
+  bool sigpipe_saved_ = false;
   // The OOM kills counted when the ranks started (resources.h).
   OomCounts oom_at_start_;
   RankEvent on_verdict_;

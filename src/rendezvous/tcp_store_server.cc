@@ -142,7 +142,13 @@ TcpStoreServer::Impl::~Impl() {
 }
 
 void TcpStoreServer::Impl::AppendPollFds(std::vector<pollfd>* fds) const {
-  fds->push_back(pollfd{listen_fd_, POLLIN, 0});
+  // While accepting is paused (MakeRoomForHello), no events: listed still,
+  // so that owners close it in the processes they fork.
+  // (Over once some of them presented the token: there is room.)
+  const bool paused = unauthenticated_ >= TcpStoreServer::kMaxUnauthenticated &&
+                      std::chrono::steady_clock::now() < accept_paused_until_;
+  fds->push_back(
+      pollfd{listen_fd_, static_cast<short>(paused ? 0 : POLLIN), 0});
   for (const auto& [fd, c] : connections_) {
     short events = POLLIN;
     if (c->pending_output() > 0) events |= POLLOUT;
@@ -200,6 +206,9 @@ void TcpStoreServer::Impl::Accept() {
   // were read.
   for (std::size_t accepted = 0;
        accepted < TcpStoreServer::kMaxUnauthenticated / 2; ++accepted) {
+    // Full of connections too young to call idle: the next ones wait in the
+    // kernel's backlog (the listening socket is not polled meanwhile).
+    if (!token_.empty() && !MakeRoomForHello()) return;
     int fd =
         ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
@@ -246,19 +255,13 @@ void TcpStoreServer::Impl::Accept() {
     // Replies are small and latency-bound; Nagle would delay them.
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (!token_.empty()) {
-      MakeRoomForHello();
-      ++unauthenticated_;
-    }
+    if (!token_.empty()) ++unauthenticated_;
     connections_[fd] = std::make_unique<Connection>(fd, token_.empty());
   }
 }
 
-void TcpStoreServer::Impl::MakeRoomForHello() {
-  if (unauthenticated_ < TcpStoreServer::kMaxUnauthenticated) return;
-  // The oldest: a rank presents the token with its first frame, and every
-  // connection of an earlier round was read before this round's accepts
-  // (HandlePollFds), so the longest waiting is idle.
+bool TcpStoreServer::Impl::MakeRoomForHello() {
+  if (unauthenticated_ < TcpStoreServer::kMaxUnauthenticated) return true;
   Connection* oldest = nullptr;
   std::size_t waiting = 0;
   for (auto& [fd, c] : connections_) {
@@ -268,10 +271,21 @@ void TcpStoreServer::Impl::MakeRoomForHello() {
       oldest = c.get();
     }
   }
-  if (oldest != nullptr && waiting >= TcpStoreServer::kMaxUnauthenticated) {
-    oldest->dead = true;
-    NoteFlood(*oldest);
+  if (oldest == nullptr || waiting < TcpStoreServer::kMaxUnauthenticated) {
+    return true;
   }
+  // A rank presents the token with its first frame, right after it
+  // connects: one that has sent nothing for a while (a fifth of the
+  // deadline) is idle. A younger one may be a rank the scheduler has not
+  // run yet (256 ranks starting on 2 cores): it is never closed for room.
+  const auto idle_after = oldest->accepted_at + hello_deadline_ / 5;
+  if (std::chrono::steady_clock::now() < idle_after) {
+    accept_paused_until_ = idle_after;
+    return false;
+  }
+  oldest->dead = true;
+  NoteFlood(*oldest);
+  return true;
 }
 
 void TcpStoreServer::Impl::CloseLateHellos() {
@@ -315,8 +329,12 @@ int TcpStoreServer::Impl::poll_timeout_ms() const {
     if (!c->authenticated && !c->dead) first = std::min(first, c->accepted_at);
   }
   if (first == std::chrono::steady_clock::time_point::max()) return -1;
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      first + hello_deadline_ - std::chrono::steady_clock::now());
+  // The next deadline, or the end of a pause in accepting.
+  auto next = first + hello_deadline_;
+  const auto now = std::chrono::steady_clock::now();
+  if (accept_paused_until_ > now) next = std::min(next, accept_paused_until_);
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(next - now);
   return static_cast<int>(std::max<long long>(left.count(), 0) + 1);
 }
 

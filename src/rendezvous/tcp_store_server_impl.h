@@ -80,9 +80,10 @@ class TcpStoreServer::Impl {
   void ReapClosed();
   // Closes the connections that did not present the token in time.
   void CloseLateHellos();
-  // Closes the oldest connection still to present the token, if as many as
-  // kMaxUnauthenticated wait.
-  void MakeRoomForHello();
+  // Whether one more connection may wait to present the token: below
+  // kMaxUnauthenticated, or once the oldest waiting one, idle, is closed.
+  // False (accepting pauses) while every waiting one is young.
+  bool MakeRoomForHello();
   // Notes `c`, closed unauthenticated, for flood().
   void NoteFlood(Connection& c);
 
@@ -94,6 +95,7 @@ class TcpStoreServer::Impl {
   std::chrono::milliseconds hello_deadline_{
       TcpStoreServer::kDefaultHelloDeadlineMs};
   std::size_t unauthenticated_ = 0;  // connections still to present it
+  std::chrono::steady_clock::time_point accept_paused_until_{};
   std::size_t flood_closed_ = 0;
   long flood_uid_ = -2;  // -2: not looked up yet; -1: cannot be told
   std::string flood_;

@@ -538,6 +538,34 @@ TEST_F(TokenStoreTest, IdleConnectionsWithoutTheTokenAreCappedAndClosed) {
   EXPECT_EQ(mid_flood.get_string("k"), "v");
 }
 
+// Ranks that connect at once and present the token late (256 ranks on 2
+// cores, run by the scheduler long after their connect) are not a flood:
+// beyond the 128 that may wait, new connections wait in the backlog; none
+// that has not been idle for a while is closed.
+TEST_F(TokenStoreTest, ManyRanksThatPresentTheTokenLateAreNotClosed) {
+  constexpr std::size_t kRanks = TcpStoreServer::kMaxUnauthenticated + 40;
+  std::vector<std::unique_ptr<RawClient>> ranks;
+  for (std::size_t i = 0; i < kRanks; ++i) {
+    ranks.push_back(std::make_unique<RawClient>(server_.port()));
+  }
+  internal::Request hello;
+  hello.op = internal::Op::kHello;
+  hello.token = token_;
+  for (std::size_t i = 0; i < kRanks; ++i) {
+    std::vector<char> bytes = internal::EncodeRequest(hello);
+    const std::vector<char> set =
+        Frame(internal::Op::kSet, "late/" + std::to_string(i), "1");
+    bytes.insert(bytes.end(), set.begin(), set.end());
+    ranks[i]->Send(bytes);
+  }
+  for (std::size_t i = 0; i < kRanks; ++i) {
+    good_.wait({"late/" + std::to_string(i)});
+  }
+  EXPECT_EQ(server_.OnServer<std::string>(
+                [](TcpStoreServer& s) { return s.flood(); }),
+            "");
+}
+
 TEST_F(TokenStoreTest, ClientPresentsTokenAgainAfterReconnect) {
   good_.set_timeout(milliseconds(50));
   EXPECT_THROW(good_.get("late"), TimeoutError);  // closes its connection

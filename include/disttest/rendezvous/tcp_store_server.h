@@ -71,10 +71,11 @@ class TcpStoreServer {
 
   // A connection of a server with a token that has not presented it after
   // this long is closed, and at most this many may wait to present it at
-  // once (a newer one closes the oldest): a flood of idle connections (from
-  // another user of the host, or another host) cannot run the serving
-  // process out of descriptors. Ranks present the token with their first
-  // frame, right after connecting.
+  // once (beyond them, the oldest is closed once it has sent nothing for a
+  // fifth of the deadline; until then new connections wait in the kernel's
+  // backlog): a flood of idle connections (from another user of the host,
+  // or another host) cannot run the serving process out of descriptors.
+  // Ranks present the token with their first frame, right after connecting.
   static constexpr int kDefaultHelloDeadlineMs = 10000;
   static constexpr std::size_t kMaxUnauthenticated = 128;
   void set_hello_deadline(std::chrono::milliseconds deadline);

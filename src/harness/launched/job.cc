@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +36,9 @@ using std::chrono::milliseconds;
 // run's own is short (waits poll), so a store that is gone (rank 0 ended)
 // is noticed within this, not after the test's whole timeout.
 constexpr milliseconds kRequestTimeout{5000};
+// How long a rank reads the token's file again once the store is up: a
+// shared home's client may cache the directory's "no such file" that long.
+constexpr milliseconds kTokenFileLag{5000};
 
 }  // namespace
 
@@ -100,6 +104,7 @@ std::unique_ptr<TcpStore> ConnectStore(LauncherEnv& env,
   };
   if (!reads_token) return connect(env.store_token);
   bool probed = false;
+  Clock::time_point reread_until{};
   for (;;) {
     std::string why;
     const std::string token = ReadTokenFile(token_file, &why);
@@ -121,8 +126,18 @@ std::unique_ptr<TcpStore> ConnectStore(LauncherEnv& env,
         return connect("");  // Throws as ever if the store cannot be reached.
       } catch (const StoreError&) {
         // It is up, and takes only clients with its token: rank 0 wrote the
-        // file before it began to serve. Once more, then why not.
+        // file before it began to serve. A shared home (NFS) may still say
+        // "no such file" for a while (its cache of the directory): read
+        // again for a few seconds, then say why not.
+        reread_until = std::min(deadline, Clock::now() + kTokenFileLag);
       }
+      continue;
+    } else if (Clock::now() < reread_until) {
+      // Listing the directory makes an NFS client look again.
+      std::error_code ec;
+      std::filesystem::directory_iterator(
+          std::filesystem::path(token_file).parent_path(), ec);
+      std::this_thread::sleep_for(milliseconds(200));
       continue;
     }
     throw ConfigError(fmt::format(
@@ -158,7 +173,8 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
   server_ = ServeStore(env_);
   store_ = ConnectStore(env_, token_file_);
   store_->set(JoinedKey(rank()), Hostname());
-  side_.store = ConnectStore(env_, token_file_);
+  // With the token this rank now holds, whatever its source.
+  side_.store = ConnectStore(env_, "");
   if (rank() == 0) {
     std::printf(
         "[ disttest ] launched by %s with %d ranks: each runs the test "
@@ -180,6 +196,10 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
     std::fflush(stdout);
   }
   watchdog_.Start();
+}
+
+void LaunchedJob::AllJoined() {
+  if (rank() == 0 && !token_file_.empty()) RemoveTokenFile(token_file_);
 }
 
 void LaunchedJob::Goodbye() {

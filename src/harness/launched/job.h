@@ -48,6 +48,9 @@ class LaunchedJob {
   // A test's start waited (its whole deadline, or until all came) for
   // every rank: after one, a rank that never reached the store never will.
   void NoteStartWaited() { start_waited_ = true; }
+  // Rank 0, once every rank has connected: the token's file (token_file.h)
+  // is needed no more.
+  void AllJoined();
 
   // At the end of the run. Launchers such as mpirun end every process
   // once one exits with an error, so no rank may leave before rank 0 is

@@ -86,6 +86,9 @@ RankReport Reported(LaunchedJob& job, const StepKeys& keys, int r) {
 
 }  // namespace
 
+// How long past a start's deadline the ranks other than 0 wait for it.
+constexpr std::chrono::milliseconds kSayWhyFirst{2000};
+
 std::string RunPlan::Encode() const {
   std::string text = fmt::format("{}\n{}\n", world_size, repeat);
   for (const std::string& test : tests) text += test + "\n";
@@ -170,6 +173,7 @@ void ComparePlans(LaunchedJob& job, const RunPlan& plan,
     }
     job.NoteStartWaited();  // As a test's start: it waited for all.
     job.liveness().Await(keys, deadline, from, what);
+    job.AllJoined();
     std::vector<std::string> differ;
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const std::string said = Text(job.store().get(keys[i]));
@@ -189,13 +193,25 @@ void ComparePlans(LaunchedJob& job, const RunPlan& plan,
     const std::string how =
         PlanDifference(plan, RunPlan::Decode(Text(job.store().get(kPlanKey))));
     job.store().set(PlanSeenKey(job.rank()), how.empty() ? "ok" : how);
+    // It need not wait for rank 0's finding (which may never come, when
+    // rank 0 waits for ranks its WORLD_SIZE has and the launcher did not
+    // start): the caller breaks the run with this, and everyone stops.
+    if (!how.empty()) {
+      throw Error(fmt::format(
+          "the launched ranks would not run the same tests: rank {} {}",
+          job.rank(), how));
+    }
   }
-  finding = ShareFromRankZero(job, kPlansKey, finding, deadline, what);
+  if (job.rank() == 0) {
+    job.store().set(kPlansKey, finding);
+  } else {
+    // Rank 0 knows why the comparison failed (which ranks never came): the
+    // others give it a moment past the deadline to say so first.
+    job.liveness().Await({kPlansKey}, deadline + kSayWhyFirst, {0}, what);
+    finding = Text(job.store().get(kPlansKey));
+  }
   if (finding != "ok") throw Error(finding);
 }
-
-// How long past a start's deadline the ranks other than 0 wait for it.
-constexpr std::chrono::milliseconds kSayWhyFirst{2000};
 
 void MeetAtTest(LaunchedJob& job, int seq, const std::string& name,
                 Clock::time_point deadline) {

@@ -24,20 +24,29 @@ std::string TokenFilePath(const LauncherEnv& env) {
       file != nullptr && *file != '\0') {
     return file;
   }
-  const char* home = std::getenv("HOME");
-  const std::string dir =
-      home != nullptr && *home != '\0' ? std::string(home) : "/tmp";
   std::string addr = env.master_addr;
   for (char& c : addr) {
     if (c == '/' || c == ':') c = '_';
   }
+  // Every rank on this node (MASTER_ADDR is the node's own name): a
+  // directory of this user's in TMPDIR, which needs no home at all.
+  if (env.local_size && *env.local_size == env.world_size) {
+    const char* tmp = std::getenv("TMPDIR");
+    return fmt::format("{}/disttest-{}/store-token-{}-{}",
+                       tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", geteuid(),
+                       addr, env.master_port);
+  }
+  const char* home = std::getenv("HOME");
+  const std::string dir =
+      home != nullptr && *home != '\0' ? std::string(home) : "/tmp";
   return fmt::format("{}/.disttest/store-token-{}-{}", dir, addr,
                      env.master_port);
 }
 
 void WriteTokenFile(const std::string& path, const std::string& token) {
   const std::filesystem::path file(path);
-  std::string why = MakeOwnDirectory(file.parent_path().string());
+  const std::string parent = file.parent_path().string();
+  std::string why = MakeOwnDirectory(parent.empty() ? "." : parent);
   const std::string temp = fmt::format("{}.{}", path, getpid());
   const int fd = why.empty() ? CreateOwnFile(temp, /*append=*/false, &why) : -1;
   if (fd < 0) {
@@ -46,11 +55,17 @@ void WriteTokenFile(const std::string& path, const std::string& token) {
         "secret on every rank, or {} to a file every rank can read",
         path, why, env::kStoreToken, env::kTokenFile));
   }
-  const bool written = write(fd, token.data(), token.size()) ==
-                       static_cast<ssize_t>(token.size());
+  // fchmod: a leftover temporary file of a wider mode is made 0600 too.
+  bool written =
+      fchmod(fd, 0600) == 0 && write(fd, token.data(), token.size()) ==
+                                   static_cast<ssize_t>(token.size());
+  int error = written ? 0 : errno;
   close(fd);
-  if (!written || std::rename(temp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
+  if (written && std::rename(temp.c_str(), path.c_str()) != 0) {
+    written = false;
+    error = errno;
+  }
+  if (!written) {
     std::remove(temp.c_str());
     throw ConfigError(
         fmt::format("rank 0 cannot write the store's token to "
@@ -90,6 +105,11 @@ std::string ReadTokenFile(const std::string& path, std::string* error) {
   return std::string(buffer, static_cast<std::size_t>(n));
 }
 
-void RemoveTokenFile(const std::string& path) { std::remove(path.c_str()); }
+void RemoveTokenFile(const std::string& path) {
+  std::remove(path.c_str());
+  // Its directory too, once empty (another run's file keeps it).
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  if (!parent.empty()) rmdir(parent.c_str());
+}
 
 }  // namespace disttest::internal::launched

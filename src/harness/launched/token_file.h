@@ -21,7 +21,9 @@
 
 namespace disttest::internal::launched {
 
-// DISTTEST_TOKEN_FILE, else $HOME/.disttest/store-token-<addr>-<port>.
+// DISTTEST_TOKEN_FILE; else, when every rank is on this node,
+// $TMPDIR/disttest-<uid>/store-token-<addr>-<port>; else
+// $HOME/.disttest/store-token-<addr>-<port>.
 std::string TokenFilePath(const LauncherEnv& env);
 
 // Rank 0: writes `token` to `path` (0600, its directory 0700; replaced
@@ -32,7 +34,8 @@ void WriteTokenFile(const std::string& path, const std::string& token);
 // (missing, another user's, readable by others, malformed).
 std::string ReadTokenFile(const std::string& path, std::string* error);
 
-// Rank 0 at the end of the run.
+// Rank 0, once every rank has joined (or at the end): the file, and its
+// directory if that is left empty.
 void RemoveTokenFile(const std::string& path);
 
 }  // namespace disttest::internal::launched
