@@ -12,6 +12,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "base/descriptors.h"
@@ -39,32 +40,41 @@ std::optional<long long> NumberIn(const std::filesystem::path& path) {
   return n;
 }
 
-// The directory of this process's cgroup that limits its processes: the
-// pids controller's under cgroup v1, the unified one under v2.
-std::optional<std::filesystem::path> PidsCgroup() {
+// This process's cgroup directories for `controller`: under cgroup v1 the
+// controller's own hierarchy ("4:pids:/user.slice", controllers possibly
+// listed together), under v2 the unified one ("0::/user.slice").
+struct CgroupDirs {
+  std::optional<std::filesystem::path> v1;
+  std::optional<std::filesystem::path> unified;
+};
+CgroupDirs CgroupOf(const std::string& controller) {
+  CgroupDirs dirs;
   std::ifstream in("/proc/self/cgroup");
   std::string line;
-  std::optional<std::filesystem::path> unified;
   while (std::getline(in, line)) {
-    // "4:pids:/user.slice" (v1; controllers may be listed together) or
-    // "0::/user.slice" (v2).
     const std::size_t a = line.find(':'), b = line.find(':', a + 1);
     if (a == std::string::npos || b == std::string::npos) continue;
     const std::string controllers = line.substr(a + 1, b - a - 1);
-    const std::string path = line.substr(b + 1);
+    const std::filesystem::path path =
+        std::filesystem::path(line.substr(b + 1)).relative_path();
     std::stringstream list(controllers);
     for (std::string c; std::getline(list, c, ',');) {
-      if (c == "pids") {
-        return std::filesystem::path("/sys/fs/cgroup/pids") /
-               std::filesystem::path(path).relative_path();
+      if (c == controller && !dirs.v1) {
+        dirs.v1 = std::filesystem::path("/sys/fs/cgroup") / controller / path;
       }
     }
-    if (controllers.empty()) {
-      unified = std::filesystem::path("/sys/fs/cgroup") /
-                std::filesystem::path(path).relative_path();
+    if (controllers.empty() && !dirs.unified) {
+      dirs.unified = std::filesystem::path("/sys/fs/cgroup") / path;
     }
   }
-  return unified;
+  return dirs;
+}
+
+// The directory of this process's cgroup that limits its processes: the
+// pids controller's under cgroup v1, the unified one under v2.
+std::optional<std::filesystem::path> PidsCgroup() {
+  CgroupDirs dirs = CgroupOf("pids");
+  return dirs.v1 ? dirs.v1 : dirs.unified;
 }
 
 }  // namespace
@@ -127,28 +137,15 @@ std::optional<long long> CountIn(const std::filesystem::path& path,
 
 OomCounts ReadOomCounts() {
   OomCounts counts;
-  std::ifstream in("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(in, line)) {
-    const std::size_t a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    const std::string controllers = line.substr(a + 1, b - a - 1);
-    const std::filesystem::path path =
-        std::filesystem::path(line.substr(b + 1)).relative_path();
-    std::stringstream list(controllers);
-    bool memory = false;
-    for (std::string c; std::getline(list, c, ',');) memory |= c == "memory";
-    const std::filesystem::path dir = memory ? "/sys/fs/cgroup/memory" / path
-                                      : controllers.empty()
-                                          ? "/sys/fs/cgroup" / path
-                                          : std::filesystem::path();
-    if (dir.empty()) continue;
-    const std::optional<long long> kills = CountIn(
-        dir / (memory ? "memory.oom_control" : "memory.events"), "oom_kill");
-    if (kills) {
-      counts.cgroup = dir.string();
+  const CgroupDirs dirs = CgroupOf("memory");
+  // v1's memory controller first, else the unified hierarchy's.
+  for (const auto& [dir, file] : {std::pair{dirs.v1, "memory.oom_control"},
+                                  std::pair{dirs.unified, "memory.events"}}) {
+    if (!dir) continue;
+    if (std::optional<long long> kills = CountIn(*dir / file, "oom_kill")) {
+      counts.cgroup = dir->string();
       counts.in_cgroup = kills;
-      if (memory) break;  // v1's memory controller wins over a v2 line.
+      break;
     }
   }
   counts.system = CountIn("/proc/vmstat", "oom_kill");
