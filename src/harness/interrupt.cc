@@ -5,9 +5,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 namespace disttest::internal {
@@ -123,6 +125,19 @@ std::string InterruptText(int sig) {
     return "SIGTERM (ctest's TIMEOUT, a CI job's cancellation or kill)";
   }
   return fmt::format("signal {}", sig);
+}
+
+std::optional<std::chrono::milliseconds> TimeBeforeTheKill() {
+  if (g_signal != SIGTERM || InterruptLauncher() != "openmpi") {
+    return std::nullopt;
+  }
+  long seconds = 1;  // Open MPI's default.
+  if (const char* set = std::getenv("OMPI_MCA_odls_base_sigkill_timeout")) {
+    char* end = nullptr;
+    const long n = std::strtol(set, &end, 10);
+    if (end != set && *end == '\0' && n >= 0) seconds = std::min(n, 3600L);
+  }
+  return std::chrono::seconds(seconds);
 }
 
 void FinishInterrupted() {

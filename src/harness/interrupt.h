@@ -20,6 +20,8 @@
 #ifndef DISTTEST_SRC_HARNESS_INTERRUPT_H_
 #define DISTTEST_SRC_HARNESS_INTERRUPT_H_
 
+#include <chrono>
+#include <optional>
 #include <string>
 
 namespace disttest::internal {
@@ -56,6 +58,13 @@ std::string InterruptText(int sig);
 // The launcher that started this process ("openmpi", "slurm", "torchrun"),
 // for InterruptText.
 void SetInterruptLauncher(const std::string& launcher);
+
+// After the SIGTERM that came, how long the launcher lets this process live
+// before its SIGKILL, where that is known: Open MPI's mpirun sends SIGTERM
+// once a rank has exited or died and SIGKILL odls_base_sigkill_timeout
+// seconds later (1 by default; OMPI_MCA_odls_base_sigkill_timeout). Nothing
+// where no signal came, or the sender waits as long as it likes.
+std::optional<std::chrono::milliseconds> TimeBeforeTheKill();
 
 // When a signal came: ends the process by it, as it would have ended
 // (after flushing stdio). Returns otherwise.

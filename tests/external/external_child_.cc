@@ -181,6 +181,16 @@ DIST_TEST_F(External, WaitsForSignal, 4) {
   }
 }
 
+// Rank 1 in its own code, outside any operation, when the signal comes.
+DIST_TEST_F(External, SleepsOnRank1UntilSignal, 4) {
+  std::printf("marker-sleeps-for-signal %d\n", rank());
+  std::fflush(stdout);
+  while (rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  comm().barrier();
+}
+
 // After WaitsForSignal: skipped once a signal ended that one.
 DIST_TEST_F(External, AfterTheSignal, 4) { comm().barrier(); }
 

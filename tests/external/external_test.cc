@@ -179,7 +179,28 @@ TEST_P(ExternalTest, DeadRankEndsTheRunPromptly) {
         << r.all;
     EXPECT_THAT(r.run.out, HasSubstr("  rank 2 is not known here: its ledger "
                                      "did not come; it ended: failed"));
+  } else {
+    // mpirun sends SIGTERM 1 s after rank 2 died and SIGKILL 1 s after
+    // that: rank 0 stops waiting for rank 2 in time to report and write the
+    // XML (it used to wait for the heartbeat, 5 s, and was killed first).
+    EXPECT_THAT(r.run.out,
+                HasSubstr("[rank 2/4] did not report its result: none came in "
+                          "the 500 ms after disttest got SIGTERM (mpirun ends "
+                          "every rank once one has exited or died"))
+        << r.all;
   }
+  EXPECT_THAT(TestCaseXml(r.xml, "DiesOnRank2/4ranks"),
+              HasSubstr("[rank 2/4] did not report its result"))
+      << r.all << r.xml;
+  EXPECT_THAT(TestCaseXml(r.xml, "DiesOnRank2/4ranks"),
+              HasSubstr("ranks 0-1, 3 (3 ranks) failed in barrier()"))
+      << r.xml;
+  // After a signal the rest are skipped; else they fail, not run.
+  EXPECT_THAT(
+      TestCaseXml(r.xml, "AfterTheDeath/4ranks"),
+      HasSubstr(std::string(GetParam().name) == "mpirun" ? "result=\"skipped\""
+                                                         : "<failure"))
+      << r.xml;
 }
 
 TEST_P(ExternalTest, HungRankPrintsItsStacksAndTheRunEnds) {
@@ -418,6 +439,39 @@ TEST_P(ExternalTest, TraceHasEveryRanksTimelineOnOneClock) {
   std::filesystem::remove_all(dir);
 }
 
+// mpirun kills a rank 1 s after its SIGTERM: a rank outside any operation
+// takes no stacks (3 s), and rank 0 stops waiting for it in time to report
+// the test and write the XML (it used to wait and was killed first).
+// (Only mpirun kills so soon; the others wait: TermDuringATest... below.)
+class ExternalMpirunTest : public ExternalTest {};
+
+TEST_P(ExternalMpirunTest,
+       TermUnderMpirunLeavesNoTimeForStacksButTheXmlIsWritten) {
+  bool sent = false;
+  Report r = Launch(
+      "External.SleepsOnRank1UntilSignal/*:External.AfterTheSignal/4ranks", {},
+      [&](pid_t pid, const std::string& out, const std::string&) {
+        if (!sent &&
+            out.find("marker-sleeps-for-signal 0") != std::string::npos) {
+          kill(pid, SIGTERM);
+          sent = true;
+        }
+      });
+  ASSERT_TRUE(sent) << r.all;
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  const std::string tc = TestCaseXml(r.xml, "SleepsOnRank1UntilSignal/4ranks");
+  EXPECT_THAT(tc, HasSubstr("[rank 1/4] did not report its result: none came "
+                            "in the 500 ms after disttest got SIGTERM"))
+      << r.all << r.xml;
+  EXPECT_THAT(TestCaseXml(r.xml, "AfterTheSignal/4ranks"),
+              HasSubstr("result=\"skipped\""))
+      << r.xml;
+  EXPECT_THAT(r.all, HasSubstr("no time for its stacks: mpirun sends SIGKILL "
+                               "1000 ms after its SIGTERM"))
+      << r.all;
+  EXPECT_THAT(r.all, Not(HasSubstr("[rank 1] ")));  // No stack lines.
+}
+
 // SIGTERM to the launcher (ctest's TIMEOUT, a cancelled job), which passes
 // it on to the ranks: the test in flight fails with its report, the rest
 // are skipped, rank 0 writes the XML, and the ranks end by the signal.
@@ -606,6 +660,11 @@ INSTANTIATE_TEST_SUITE_P(Launchers, ExternalTest,
                          ::testing::Values(Launcher{"torchrun"},
                                            Launcher{"slurm"},
                                            Launcher{"mpirun"}),
+                         [](const auto& info) {
+                           return std::string(info.param.name);
+                         });
+INSTANTIATE_TEST_SUITE_P(Launchers, ExternalMpirunTest,
+                         ::testing::Values(Launcher{"mpirun"}),
                          [](const auto& info) {
                            return std::string(info.param.name);
                          });

@@ -241,15 +241,21 @@ void LaunchedJob::Goodbye() {
   if (!missing.empty()) {
     // Not silent: a launcher such as mpirun ends every rank once one
     // exits, so rank 0 stays until the others have their verdicts.
+    const long long ms =
+        PendingInterrupt() != 0
+            ? std::min(WaitAfterInterrupt(), ScaledUp(kGoodbyeWait)).count()
+            : ScaledUp(kGoodbyeWait).count();
+    const std::string wait = ms % 1000 == 0 ? fmt::format("{} s", ms / 1000)
+                                            : fmt::format("{} ms", ms);
     std::fprintf(stderr,
                  "[ disttest ] rank 0: the run is over here; waiting up "
-                 "to %lld s for %s to finish before leaving\n",
-                 static_cast<long long>(ScaledUp(kGoodbyeWait).count() / 1000),
-                 RanksText(missing).c_str());
+                 "to %s for %s to finish before leaving\n",
+                 wait.c_str(), RanksText(missing).c_str());
     std::fflush(stderr);
   }
   try {
-    liveness_.AwaitResults(keys, from, Clock::now() + ScaledUp(kGoodbyeWait));
+    liveness_.AwaitResults(keys, from, Clock::now() + ScaledUp(kGoodbyeWait),
+                           /*cut_on_interrupt=*/true);
     store_->set(kEndKey, "1");
     if (!token_file_.empty()) RemoveTokenFile(token_file_);
   } catch (const std::exception& e) {

@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <optional>
 #include <thread>
 
 #include "disttest/error.h"
+#include "harness/interrupt.h"
 #include "harness/launched/keys.h"
 
 namespace disttest::internal::launched {
@@ -27,6 +29,13 @@ class Backoff {
 };
 
 }  // namespace
+
+milliseconds WaitAfterInterrupt() {
+  // Where the sender's kill is not known: the stacks a rank outside an
+  // operation takes (3 s), and a second to report.
+  const std::optional<milliseconds> kill = TimeBeforeTheKill();
+  return kill ? *kill / 2 : milliseconds(4000);
+}
 
 std::string Liveness::broken() {
   std::string reason;
@@ -110,16 +119,26 @@ void Liveness::Await(const std::vector<std::string>& keys,
 
 std::map<int, std::string> Liveness::AwaitResults(
     const std::vector<std::string>& keys, const std::vector<int>& from,
-    Clock::time_point deadline) {
+    Clock::time_point deadline, bool cut_on_interrupt) {
   Backoff backoff;
   auto next_health = Clock::now() + std::chrono::seconds(1);
   std::map<int, std::string> dead;
+  std::optional<Clock::time_point> cut_at;
+  std::string cut_why;
   for (;;) {
     if (store().check(keys)) return {};
     const auto now = Clock::now();
+    if (const int sig = PendingInterrupt();
+        cut_on_interrupt && sig != 0 && !cut_at) {
+      const milliseconds wait = WaitAfterInterrupt();
+      cut_at = now + wait;
+      cut_why = fmt::format("none came in the {} ms after disttest got {}",
+                            wait.count(), InterruptText(sig));
+    }
+    const bool cut = cut_at && now >= *cut_at;
     const bool late = now >= deadline;
     const bool health = now >= next_health;
-    if (late || health) {
+    if (late || health || cut) {
       next_health = now + std::chrono::seconds(1);
       std::map<int, std::string> missing;
       for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -140,9 +159,9 @@ std::map<int, std::string> Liveness::AwaitResults(
       for (auto& [r, why] : missing) {
         if (why.empty()) all_dead = false;
       }
-      if (late || all_dead) {
+      if (late || all_dead || cut) {
         for (auto& [r, why] : missing) {
-          if (why.empty()) why = kStuck;
+          if (why.empty()) why = cut ? cut_why : kStuck;
         }
         return missing;
       }

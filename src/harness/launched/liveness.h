@@ -75,9 +75,14 @@ class Liveness {
   // 0's verdict): until all are in, the ranks still missing have stopped
   // heartbeating, or `deadline`. An abort does not end it: whoever can
   // still report does. Returns why each missing rank is missing.
+  // With `cut_on_interrupt` (rank 0's waits), a SIGTERM or SIGINT ends it
+  // too, soon enough for the report and the XML before the sender's kill:
+  // half the time an mpirun leaves before its SIGKILL (1 s by default), else
+  // 4 s (a rank outside an operation takes its stacks for up to 3 s).
   std::map<int, std::string> AwaitResults(const std::vector<std::string>& keys,
                                           const std::vector<int>& from,
-                                          Clock::time_point deadline);
+                                          Clock::time_point deadline,
+                                          bool cut_on_interrupt = false);
 
   // The side thread, with side.mu held: this rank's heartbeat.
   void Beat(const std::string& value);
@@ -121,6 +126,9 @@ void WaitForTheEnd(TcpStore& store);
 
 // How long rank 0 waits at the end for the others, and they for it.
 inline constexpr std::chrono::milliseconds kGoodbyeWait{30000};
+// How long rank 0 still waits for results once a SIGTERM or SIGINT came
+// (AwaitResults' cut_on_interrupt).
+std::chrono::milliseconds WaitAfterInterrupt();
 
 }  // namespace disttest::internal::launched
 

@@ -278,7 +278,7 @@ std::vector<RankReport> GatherReports(LaunchedJob& job, const StepKeys& keys,
   // Collected even after an abort: the ranks that can still report say
   // how the others' failure looked from where they were.
   std::map<int, std::string> missing = job.liveness().AwaitResults(
-      done, from, deadline + ScaledUp(kReportGrace));
+      done, from, deadline + ScaledUp(kReportGrace), /*cut_on_interrupt=*/true);
   std::vector<RankReport> reports;
   for (int q = 0; q < n; ++q) {
     auto it = missing.find(q);

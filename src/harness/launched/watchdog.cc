@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -217,22 +218,32 @@ void Watchdog::Stop(const std::string& what, const std::string& ledger_key,
       sig == 0 ? "at the test's timeout"
                : fmt::format("when disttest got {}", InterruptText(sig));
   // After a signal, a body in an operation has its place in the ledger:
-  // no time goes to its stacks.
+  // no time goes to its stacks. Nor where the sender kills this process
+  // before they could be taken and reported (mpirun: 1 s after SIGTERM).
   bool in_operation = false;
   if (Ledger* ledger = Ledger::Current(); ledger != nullptr && sig != 0) {
     const RankLedgerView view = ledger->Read(rank_);
     in_operation = !view.records.empty() &&
                    view.records.back().state == LedgerState::kEntered;
   }
+  const std::optional<milliseconds> kill =
+      sig != 0 ? TimeBeforeTheKill() : std::nullopt;
+  const bool no_time = kill && *kill < 2 * kInterruptStacks;
+  const std::string instead =
+      in_operation ? "it is in an operation of its ledger"
+      : no_time    ? fmt::format(
+                         "no time for its stacks: mpirun sends "
+                            "SIGKILL {} ms after its SIGTERM",
+                         kill->count())
+                : "the stacks of this process";
+  const bool stacks = !in_operation && !no_time;
   std::fprintf(stderr,
                "[ disttest ] rank %d: %s is still in its body %s; %s (pid "
                "%d)%s\n",
-               rank_, what.c_str(), when.c_str(),
-               in_operation ? "it is in an operation of its ledger"
-                            : "the stacks of this process",
-               getpid(), in_operation ? "" : ":");
+               rank_, what.c_str(), when.c_str(), instead.c_str(), getpid(),
+               stacks ? ":" : "");
   std::fflush(stderr);
-  if (!in_operation) {
+  if (stacks) {
     const std::string stacks =
         OwnStacks(sig == 0 ? kStackDeadline : kInterruptStacks);
     (void)!write(STDERR_FILENO, stacks.data(), stacks.size());
