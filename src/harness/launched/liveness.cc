@@ -31,10 +31,13 @@ class Backoff {
 }  // namespace
 
 milliseconds WaitAfterInterrupt() {
-  // Where the sender's kill is not known: the stacks a rank outside an
-  // operation takes (3 s), and a second to report.
+  // A quarter of the time before the sender's kill: the reports still in
+  // flight come in that (the ranks in an operation send theirs within the
+  // watchdog's tick), and the rest is for the report and the XML, also on
+  // a loaded machine. Where the kill is not known: the stacks a rank outside
+  // an operation takes (3 s), and a second to report.
   const std::optional<milliseconds> kill = TimeBeforeTheKill();
-  return kill ? *kill / 2 : milliseconds(4000);
+  return kill ? *kill / 4 : milliseconds(4000);
 }
 
 std::string Liveness::broken() {

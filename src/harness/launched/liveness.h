@@ -77,8 +77,8 @@ class Liveness {
   // still report does. Returns why each missing rank is missing.
   // With `cut_on_interrupt` (rank 0's waits), a SIGTERM or SIGINT ends it
   // too, soon enough for the report and the XML before the sender's kill:
-  // half the time an mpirun leaves before its SIGKILL (1 s by default), else
-  // 4 s (a rank outside an operation takes its stacks for up to 3 s).
+  // a quarter of the time mpirun leaves before its SIGKILL (1 s by default),
+  // else 4 s (a rank outside an operation takes its stacks for up to 3 s).
   std::map<int, std::string> AwaitResults(const std::vector<std::string>& keys,
                                           const std::vector<int>& from,
                                           Clock::time_point deadline,
