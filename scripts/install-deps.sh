@@ -11,6 +11,7 @@ packages=(
   elfutils gdb   # eu-stack or gdb: stacks of hung ranks
   openmpi-bin    # mpirun: launch_from_env under a real launcher
   iproute2 nftables  # tests/cluster: nodes as network namespaces, a firewall
+  python3        # scripts/check-doc-links.py: the docs' links (ctest docs.*)
 )
 
 missing=()

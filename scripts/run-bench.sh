@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The per-test cost benchmark (bench/per_test_cost.cc): builds it in release
-# mode and prints the table that README.md, "Speed", shows. Arguments go to
+# mode and prints the table that docs/speed.md, "Speed", shows. Arguments go to
 # the benchmark, e.g. --runs=200 or --gtest_filter='Fork.*'.
 #   bash scripts/run-bench.sh [--runs=N] [gtest flags...]
 set -euo pipefail
