@@ -1,8 +1,10 @@
-# The layers (README, "How it works"), one object library each, and the
-# arrows between them enforced by the compiler: a layer's sources see only a view of the
-# tree, build/layers/<layer>/, with links to its own and its lower layers'
-# folders (src/<layer> and include/disttest/<layer>). An include of a higher
-# layer's header is "file not found", at the line that has it.
+# The layers (docs/how-it-works.md), one object library each, and the
+# arrows between them enforced by the compiler: a layer's sources see only a
+# view of the tree, build/layers/<layer>/, with links to its own and its lower
+# layers' folders (src/<folder> and include/disttest/<folder>). An include of
+# a higher layer's header is "file not found", at the line that has it. The
+# harness's rooms (src/harness/<room>/) are layers of their own, so that the
+# rank's side never sees the parent's.
 #
 #   disttest_layer(comm SOURCES src/comm/create.cc ... BELOW base env rendezvous
 #                  LIBS gloo)
@@ -13,18 +15,35 @@
 # include/disttest/internal/.
 
 # The view of `layer` on the tree: its own folders and those of `below`.
+# A layer's folder is src/<FOLDER> (its name by default); a FILES_ONLY layer
+# shows only the headers at the top of its folder, not the folders below it
+# (the harness's vocabulary, whose rooms are layers of their own).
 function(_disttest_layer_view layer below extra)
   set(view ${PROJECT_BINARY_DIR}/layers/${layer})
   file(REMOVE_RECURSE ${view})
   file(MAKE_DIRECTORY ${view}/src ${view}/include/disttest)
   foreach(l IN LISTS below ITEMS ${layer})
-    foreach(pair "src/${l};src/${l}" "include/disttest/${l};include/disttest/${l}")
-      list(GET pair 0 from)
-      list(GET pair 1 to)
-      if(EXISTS ${PROJECT_SOURCE_DIR}/${from})
-        file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${from} ${view}/${to} SYMBOLIC)
-      endif()
-    endforeach()
+    get_property(folder GLOBAL PROPERTY DISTTEST_LAYER_FOLDER_${l})
+    get_property(files_only GLOBAL PROPERTY DISTTEST_LAYER_FILES_ONLY_${l})
+    if(files_only)
+      file(MAKE_DIRECTORY ${view}/src/${folder})
+      file(GLOB headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${folder}/*.h)
+      foreach(header IN LISTS headers)
+        get_filename_component(name ${header} NAME)
+        file(CREATE_LINK ${header} ${view}/src/${folder}/${name} SYMBOLIC)
+      endforeach()
+    elseif(EXISTS ${PROJECT_SOURCE_DIR}/src/${folder})
+      get_filename_component(parent ${view}/src/${folder} DIRECTORY)
+      file(MAKE_DIRECTORY ${parent})
+      file(CREATE_LINK ${PROJECT_SOURCE_DIR}/src/${folder} ${view}/src/${folder}
+           SYMBOLIC)
+    endif()
+    if(EXISTS ${PROJECT_SOURCE_DIR}/include/disttest/${folder})
+      get_filename_component(parent ${view}/include/disttest/${folder} DIRECTORY)
+      file(MAKE_DIRECTORY ${parent})
+      file(CREATE_LINK ${PROJECT_SOURCE_DIR}/include/disttest/${folder}
+           ${view}/include/disttest/${folder} SYMBOLIC)
+    endif()
   endforeach()
   foreach(entry error.h ${extra})
     file(CREATE_LINK ${PROJECT_SOURCE_DIR}/include/disttest/${entry}
@@ -33,9 +52,16 @@ function(_disttest_layer_view layer below extra)
 endfunction()
 
 # disttest_layer(name SOURCES ... [BELOW layers...] [LIBS targets...]
+#                [FOLDER folder under src/] [FILES_ONLY]
 #                [TOP_HEADERS entries of include/disttest/...])
 function(disttest_layer name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;BELOW;LIBS;TOP_HEADERS" ${ARGN})
+  cmake_parse_arguments(ARG "FILES_ONLY" "FOLDER" "SOURCES;BELOW;LIBS;TOP_HEADERS"
+                        ${ARGN})
+  if(NOT ARG_FOLDER)
+    set(ARG_FOLDER ${name})
+  endif()
+  set_property(GLOBAL PROPERTY DISTTEST_LAYER_FOLDER_${name} ${ARG_FOLDER})
+  set_property(GLOBAL PROPERTY DISTTEST_LAYER_FILES_ONLY_${name} ${ARG_FILES_ONLY})
   _disttest_layer_view(${name} "${ARG_BELOW}" "${ARG_TOP_HEADERS}")
   set(view ${PROJECT_BINARY_DIR}/layers/${name})
   add_library(disttest_${name} OBJECT ${ARG_SOURCES})

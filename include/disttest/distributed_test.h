@@ -35,7 +35,8 @@
 // Sweeps are gtest's grammar with a world size: DIST_TEST_P with gtest's
 // INSTANTIATE_TEST_SUITE_P ("Counts/Sweep.AllReduces/4ranks/1"), and
 // DIST_TYPED_TEST_SUITE/DIST_TYPED_TEST ("Typed/0.Sums/4ranks"); see
-// internal/registration.h.
+// distributed_param_test.h and distributed_typed_test.h (which come with
+// this header).
 //
 // A DistributedFixture (distributed_fixture.h) runs its own ranks before the
 // test's, at its own world size; UseFixture<F>() declares one.

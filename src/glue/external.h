@@ -29,7 +29,8 @@
 #define DISTTEST_SRC_GLUE_EXTERNAL_H_
 
 #include "disttest/distributed_test.h"
-#include "harness/verdict.h"
+#include "harness/rank_report.h"
+#include "harness/spec.h"
 
 namespace disttest::internal {
 

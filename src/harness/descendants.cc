@@ -19,8 +19,6 @@
 #include <set>
 #include <sstream>
 
-#include "harness/zygote.h"
-
 namespace disttest::internal {
 namespace {
 
@@ -151,7 +149,7 @@ std::string DescribeProcess(pid_t pid) {
   }
   // A kExec rank is a fork of the zygote, and so is what it forks without
   // exec: their command line is the zygote's, whose filter names no test.
-  const std::string placeholder = std::string(" ") + Zygote::kPlaceholderFilter;
+  const std::string placeholder = std::string(" ") + kZygotePlaceholderFilter;
   if (const std::size_t at = cmdline.find(placeholder);
       at != std::string::npos) {
     cmdline.erase(at, placeholder.size());

@@ -25,7 +25,14 @@ namespace disttest::internal {
 // The calling process's children (of all its threads), zombies included.
 std::vector<pid_t> Children();
 
-// "sleep 1000" (its command line, at most 100 characters), or its name.
+// The --gtest_filter argument the zygote (zygote.h) is started with, which
+// every kExec rank, a fork of it, keeps on its command line.
+inline constexpr char kZygotePlaceholderFilter[] =
+    "--gtest_filter=disttest-zygote";
+
+// "sleep 1000" (its command line, at most 100 characters), or its name;
+// "<binary>, a fork of a kExec rank" for one with the zygote's command
+// line.
 std::string DescribeProcess(pid_t pid);
 
 // SIGKILLs and reaps every child of the calling process for which `pick` is

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "disttest/harness/options.h"
-#include "harness/verdict.h"
+#include "harness/spec.h"
 
 namespace disttest::internal {
 

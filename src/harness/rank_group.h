@@ -39,9 +39,10 @@
 #include "harness/emergency_cleanup.h"
 #include "harness/launcher.h"
 #include "harness/output_relay.h"
+#include "harness/rank_report.h"
 #include "harness/resources.h"
 #include "harness/result_channel.h"
-#include "harness/verdict.h"
+#include "harness/spec.h"
 
 namespace disttest::internal {
 

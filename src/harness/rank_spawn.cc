@@ -19,6 +19,7 @@
 #include "harness/rank_group.h"
 #include "harness/resources.h"
 #include "harness/spawned_rank_host.h"
+#include "harness/verdict.h"
 
 namespace disttest::internal {
 namespace {

@@ -24,34 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "harness/rank_message.h"
+
 namespace disttest::internal {
-
-struct RankMessage {
-  enum class Kind : uint8_t {
-    kSuccess = 0,  // gtest's SUCCEED(); kept for completeness.
-    kNonFatalFailure = 1,
-    kFatalFailure = 2,
-    kSkip = 3,
-    kDone = 4,  // The rank finished its body; message is its verdict.
-    // RecordProperty() in the rank: message is the key, a NUL, the value.
-    kProperty = 5,
-    // ExpectRankToEnd(): message is EncodeExpectedEnd()'s (rank_control.h).
-    kExpectEnd = 6,
-  };
-  Kind kind = Kind::kNonFatalFailure;
-  std::string file;  // Empty when unknown.
-  int32_t line = -1;
-  std::string message;
-};
-
-// Serialises `m` into at most `max_bytes` bytes, truncating the message
-// (with a note saying how much was cut) when it does not fit.
-std::vector<char> EncodeRankMessage(const RankMessage& m,
-                                    std::size_t max_bytes);
-// Parses one encoded message; false (with `error` set) on any malformed
-// input. Never reads outside [data, data + size).
-bool DecodeRankMessage(const char* data, std::size_t size, RankMessage* out,
-                       std::string* error);
 
 class ResultChannel {
  public:

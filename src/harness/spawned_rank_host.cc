@@ -30,10 +30,10 @@
 #include "env/knobs.h"
 #include "env/text.h"
 #include "harness/descendants.h"
+#include "harness/pooled_rank.h"
 #include "harness/rank_control.h"
 #include "harness/rank_outcome.h"
 #include "harness/stack_dump.h"
-#include "harness/worker_pool.h"
 
 namespace disttest::internal {
 namespace {

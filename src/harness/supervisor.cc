@@ -18,6 +18,7 @@
 #include "harness/resources.h"
 #include "harness/stack_dump.h"
 #include "harness/stack_tree.h"
+#include "harness/verdict.h"
 
 namespace disttest::internal {
 namespace {

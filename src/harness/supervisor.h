@@ -44,7 +44,8 @@
 #include "harness/interrupt.h"
 #include "harness/launcher.h"
 #include "harness/rank_group.h"
-#include "harness/verdict.h"
+#include "harness/rank_report.h"
+#include "harness/spec.h"
 
 namespace disttest::internal {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/verdict.h"
+#include "harness/spec.h"
 
 namespace disttest::internal {
 

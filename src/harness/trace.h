@@ -25,7 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/verdict.h"
+#include "harness/rank_report.h"
+#include "harness/spec.h"
 
 namespace disttest::internal {
 

@@ -18,25 +18,11 @@
 
 namespace disttest::internal {
 
-const RankMessage* FirstSkip(const RankReport& r) {
-  for (const RankMessage& m : r.results) {
-    if (m.kind == RankMessage::Kind::kSkip) return &m;
-  }
-  return nullptr;
-}
-
 namespace {
 
 // Names the fixture in findings that concern all of its ranks.
 std::string Whose(const TestSpec& spec) {
   return spec.fixture.empty() ? std::string() : spec.fixture + ": ";
-}
-
-bool HasResult(const RankReport& r, RankMessage::Kind a, RankMessage::Kind b) {
-  for (const RankMessage& m : r.results) {
-    if (m.kind == a || m.kind == b) return true;
-  }
-  return false;
 }
 
 // What a rank's exit status says when its final report never came.
@@ -74,9 +60,7 @@ bool Mentions(const RankReport& r, const std::string& text) {
 // A rank whose verdict is "failed" but none of whose failures arrived (its
 // queue was full or broken) must still fail the test.
 std::optional<std::string> LostFailures(const RankReport& r) {
-  if (*r.done == RankVerdict::kFailed &&
-      !HasResult(r, RankMessage::Kind::kFatalFailure,
-                 RankMessage::Kind::kNonFatalFailure)) {
+  if (*r.done == RankVerdict::kFailed && !ReportedAFailure(r)) {
     return std::string(
         "reported that it failed, but its failure messages were lost; its "
         "output above may say why");
@@ -565,13 +549,6 @@ void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
 
 }  // namespace
 
-std::string RankLabel(const TestSpec& spec, int rank) {
-  if (spec.fixture.empty()) {
-    return fmt::format("[rank {}/{}]", rank, spec.world_size);
-  }
-  return fmt::format("[{} rank {}/{}]", spec.fixture, rank, spec.world_size);
-}
-
 bool FollowsFromAnother(std::string_view text) {
   for (std::string_view mark : {kPeerGaveUp, kPeerEnded, kPeerSawMismatch}) {
     if (text.find(mark) != std::string_view::npos) return true;
@@ -585,29 +562,6 @@ bool FollowsFromAnother(std::string_view text) {
          (text.find(kCouldNotBeStarted) != std::string_view::npos &&
           (text.starts_with("was killed by disttest: rank ") ||
            text.starts_with("was not started: rank ")));
-}
-
-bool EndedAsExpected(const RankReport& r) {
-  return r.expected_end && !r.done && r.outcome && r.killed_because.empty() &&
-         r.overran.empty() && r.not_started.empty() &&
-         r.expected_end->Matches(*r.outcome);
-}
-
-bool RankFailed(const RankReport& r) {
-  if (!r.killed_because.empty() || !r.not_started.empty() ||
-      !r.overran.empty() || !r.channel_errors.empty() || r.sanitizer) {
-    return true;
-  }
-  if (r.expected_end) {
-    // Its end is judged against the expected one; what it reported before
-    // still counts.
-    return !EndedAsExpected(r) ||
-           HasResult(r, RankMessage::Kind::kFatalFailure,
-                     RankMessage::Kind::kNonFatalFailure);
-  }
-  if (!r.done || !Succeeded(*r.done)) return true;
-  return HasResult(r, RankMessage::Kind::kFatalFailure,
-                   RankMessage::Kind::kNonFatalFailure);
 }
 
 namespace {

@@ -62,6 +62,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/descendants.h"
 #include "harness/launcher.h"
 
 namespace disttest::internal {
@@ -69,7 +70,7 @@ namespace disttest::internal {
 class Zygote {
  public:
   // The --gtest_filter argument the zygote is started with.
-  static constexpr char kPlaceholderFilter[] = "--gtest_filter=disttest-zygote";
+  static constexpr const char* kPlaceholderFilter = kZygotePlaceholderFilter;
 
   static Zygote& Get();
   // In the process that started it: ends and reaps it.

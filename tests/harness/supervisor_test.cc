@@ -14,6 +14,7 @@
 
 #include "env/internal_names.h"
 #include "harness/fake_launcher.h"
+#include "harness/verdict.h"
 
 namespace disttest::internal {
 namespace {

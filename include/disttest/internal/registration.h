@@ -1,6 +1,8 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// What DIST_TEST_F needs and users must not call.
+// What DIST_TEST_F needs and users must not call. DIST_TEST_P and
+// DIST_TYPED_TEST are in public headers of their own
+// (distributed_param_test.h, distributed_typed_test.h).
 #ifndef DISTTEST_INTERNAL_REGISTRATION_H_
 #define DISTTEST_INTERNAL_REGISTRATION_H_
 
@@ -15,6 +17,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "disttest/distributed_test.h"
 
 namespace disttest::internal {
 
@@ -141,145 +145,6 @@ bool RegisterDistributedTest(const char* suite, const char* name,
   return true;
 }
 
-// --- DIST_TEST_P --------------------------------------------------------
-//
-// Each world size is a pattern of gtest's own parameterized-test registry
-// ("Name/4ranks"), so INSTANTIATE_TEST_SUITE_P, its name generators and
-// gtest's check for a suite never instantiated work as with TEST_P; the
-// tests are "Prefix/Suite.Name/4ranks/param".
-
-// A parameterized test's factories, for pooled ranks, which make a test from
-// its name: by the suite, the pattern and the parameter as gtest prints it
-// (the TestInfo's value_param(); two that print alike cannot be told
-// apart, and FindParamTestFactory refuses them).
-struct ParamTestFactory {
-  std::string suite;    // "Suite", without an instantiation's prefix.
-  std::string pattern;  // "Name/4ranks"
-  std::string param;    // PrintToString(parameter)
-  std::function<DistributedTest*()> make;
-};
-std::vector<ParamTestFactory>& ParamTestFactories();
-
-// The factory of the parameterized test of full gtest name `test`
-// ("Prefix/Suite.Name/4ranks/param"), or null. Throws Error when several
-// parameters of its pattern print alike (which is which cannot be told).
-std::function<DistributedTest*()> FindParamTestFactory(const std::string& test);
-
-// One test of a pattern, for one parameter (gtest owns it: the parameter
-// GetParam() returns lives here).
-template <typename Test>
-class DistParamTestFactory : public ::testing::internal::TestFactoryBase {
- public:
-  DistParamTestFactory(typename Test::ParamType param, int n, const char* file,
-                       int line, std::string error)
-      : inner_(param), n_(n), file_(file), line_(line), error_(error) {}
-  ::testing::Test* CreateTest() override {
-    auto* test = static_cast<Test*>(inner_.CreateTest());
-    TestAccess::Configure(*test, n_, file_, line_, error_);
-    return test;
-  }
-
- private:
-  ::testing::internal::ParameterizedTestFactory<Test> inner_;
-  const int n_;
-  const char* const file_;
-  const int line_;
-  const std::string error_;
-};
-
-// What gtest's registry calls once per parameter of each instantiation.
-template <typename Test>
-class DistParamMetaFactory : public ::testing::internal::TestMetaFactoryBase<
-                                 typename Test::ParamType> {
- public:
-  using ParamType = typename Test::ParamType;
-  DistParamMetaFactory(std::string suite, std::string pattern, int n,
-                       const char* file, int line, std::string error)
-      : suite_(std::move(suite)),
-        pattern_(std::move(pattern)),
-        n_(n),
-        file_(file),
-        line_(line),
-        error_(std::move(error)) {}
-  ::testing::internal::TestFactoryBase* CreateTestFactory(
-      ParamType parameter) override {
-    auto* factory =
-        new DistParamTestFactory<Test>(parameter, n_, file_, line_, error_);
-    if (error_.empty()) {
-      ParamTestFactories().push_back(
-          {suite_, pattern_, ::testing::PrintToString(parameter), [factory] {
-             return static_cast<DistributedTest*>(
-                 static_cast<Test*>(factory->CreateTest()));
-           }});
-    }
-    return factory;
-  }
-
- private:
-  const std::string suite_;
-  const std::string pattern_;
-  const int n_;
-  const char* const file_;
-  const int line_;
-  const std::string error_;
-};
-
-template <typename Fixture, typename Test>
-bool RegisterParamDistributedTest(const char* suite, const char* name,
-                                  const char* file, int line,
-                                  std::initializer_list<int> sizes) {
-  const ::testing::internal::CodeLocation where(file, line);
-  auto* holder = ::testing::UnitTest::GetInstance()
-                     ->parameterized_test_registry()
-                     .GetTestSuitePatternHolder<Fixture>(suite, where);
-  ForEachWorldSize(
-      "DIST_TEST_P", suite, name, sizes, Fixture::kDefaultWorldSize,
-      [&](int n, const std::string& pattern, const std::string& error) {
-        holder->AddTestPattern(suite, pattern.c_str(),
-                               new DistParamMetaFactory<Test>(
-                                   suite, pattern, n, file, line, error),
-                               where);
-      });
-  return true;
-}
-
-// --- DIST_TYPED_TEST ----------------------------------------------------
-//
-// One suite per type, "Suite/<name>" (gtest's default names are the type's
-// index, "Suite/0"; a DIST_TYPED_TEST_SUITE name generator gives others),
-// its tests "Suite/0.Name/4ranks", the type in the XML's type_param.
-
-template <typename G = ::testing::internal::DefaultNameGenerator>
-using TypeNamesOr = G;
-
-template <template <typename> class Fixture, template <typename> class Test,
-          typename Names, typename Types>
-struct TypedTestRegistrar {
-  static bool Register(const char* suite, const char* name, const char* file,
-                       int line, std::initializer_list<int> sizes,
-                       int index = 0) {
-    using T = typename Types::Head;
-    const std::string typed_suite =
-        std::string(suite) + "/" + Names::template GetName<T>(index);
-    RegisterDistributedTest<Fixture<T>, Test<T>>(
-        typed_suite.c_str(), name, file, line, sizes, "DIST_TYPED_TEST",
-        ::testing::internal::GetTypeName<T>().c_str());
-    return TypedTestRegistrar<Fixture, Test, Names,
-                              typename Types::Tail>::Register(suite, name, file,
-                                                              line, sizes,
-                                                              index + 1);
-  }
-};
-
-template <template <typename> class Fixture, template <typename> class Test,
-          typename Names>
-struct TypedTestRegistrar<Fixture, Test, Names, ::testing::internal::None> {
-  static bool Register(const char*, const char*, const char*, int,
-                       std::initializer_list<int>, int = 0) {
-    return true;
-  }
-};
-
 }  // namespace disttest::internal
 
 #define DISTTEST_CLASS_NAME_(fixture, name) fixture##_##name##_DistTest
@@ -306,54 +171,8 @@ struct TypedTestRegistrar<Fixture, Test, Names, ::testing::internal::None> {
   DISTTEST_TEST_("DIST_TEST_F", RegisterDistributedTest, fixture, name, \
                  __VA_ARGS__)
 
-// DIST_TEST_P(Fixture, Name[, world sizes...]) { body }
-//
-// Fixture is a DistributedTest and a ::testing::WithParamInterface<T> (or a
-// disttest::DistributedTestWithParam<T>); GetParam() works in every rank.
-// Instantiate it with gtest's own INSTANTIATE_TEST_SUITE_P(Prefix, Fixture,
-// generator[, name generator]); the tests are
-// "Prefix/Fixture.Name/4ranks/<param>".
-#define DIST_TEST_P(fixture, name, ...)                                      \
-  DISTTEST_TEST_("DIST_TEST_P", RegisterParamDistributedTest, fixture, name, \
-                 __VA_ARGS__)
-
-// DIST_TYPED_TEST_SUITE(Fixture, Types[, NameGenerator]);
-// DIST_TYPED_TEST(Fixture, Name[, world sizes...]) { body }
-//
-// Fixture is a class template over one type, derived from DistributedTest;
-// Types a ::testing::Types<...> (give it a name first: a comma in a macro
-// argument splits it). In the body, TypeParam is the type and the fixture's
-// members need this-> (as in TYPED_TEST). The tests are
-// "Fixture/<index>.Name/4ranks" (a NameGenerator names them as in
-// TYPED_TEST_SUITE).
-#define DIST_TYPED_TEST_SUITE(fixture, types, ...)        \
-  using disttest_typed_types_##fixture##_ =               \
-      ::testing::internal::GenerateTypeList<types>::type; \
-  using disttest_typed_names_##fixture##_ =               \
-      ::disttest::internal::TypeNamesOr<__VA_ARGS__>
-
-#define DIST_TYPED_TEST(fixture, name, ...)                                 \
-  static_assert(sizeof(#name) > 1, "DIST_TYPED_TEST needs a test name");    \
-  template <typename disttest_TypeParam_>                                   \
-  class DISTTEST_CLASS_NAME_(fixture, name)                                 \
-      : public fixture<disttest_TypeParam_> {                               \
-   public:                                                                  \
-    using TestFixture = fixture<disttest_TypeParam_>;                       \
-    using TypeParam = disttest_TypeParam_;                                  \
-    DISTTEST_CLASS_NAME_(fixture, name)() = default;                        \
-                                                                            \
-   private:                                                                 \
-    void RunDistributedBody() override;                                     \
-  };                                                                        \
-  [[maybe_unused]] static const bool disttest_typed_##fixture##_##name##_ = \
-      ::disttest::internal::TypedTestRegistrar<                             \
-          fixture, DISTTEST_CLASS_NAME_(fixture, name),                     \
-          disttest_typed_names_##fixture##_,                                \
-          disttest_typed_types_##fixture##_>::Register(#fixture, #name,     \
-                                                       __FILE__, __LINE__,  \
-                                                       {__VA_ARGS__});      \
-  template <typename disttest_TypeParam_>                                   \
-  void DISTTEST_CLASS_NAME_(fixture,                                        \
-                            name)<disttest_TypeParam_>::RunDistributedBody()
+// The sweeps' macros come with DIST_TEST_F (public headers of their own).
+#include "disttest/distributed_param_test.h"  // IWYU pragma: export
+#include "disttest/distributed_typed_test.h"  // IWYU pragma: export
 
 #endif  // DISTTEST_INTERNAL_REGISTRATION_H_

@@ -29,8 +29,9 @@
 
 #include "harness/launched/job.h"
 #include "harness/launched/keys.h"
+#include "harness/rank_report.h"
 #include "harness/rank_verdict.h"
-#include "harness/verdict.h"
+#include "harness/spec.h"
 
 namespace disttest::internal::launched {
 
