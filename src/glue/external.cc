@@ -21,14 +21,14 @@
 #include "disttest/launch/launcher_env.h"
 #include "env/internal_names.h"
 #include "glue/rank_program.h"
-#include "harness/interrupt.h"
 #include "harness/launched/job.h"
 #include "harness/launched/keys.h"
 #include "harness/launched/launched_rank_host.h"
 #include "harness/launched/step_protocol.h"
-#include "harness/launcher.h"
-#include "harness/process_hygiene.h"
-#include "harness/verdict.h"
+#include "harness/process/interrupt.h"
+#include "harness/process/process_hygiene.h"
+#include "harness/report/verdict.h"
+#include "harness/spawn/rank_spawner.h"
 #include "launch/launch_internal.h"
 
 namespace disttest::internal {

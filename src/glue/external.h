@@ -29,7 +29,7 @@
 #define DISTTEST_SRC_GLUE_EXTERNAL_H_
 
 #include "disttest/distributed_test.h"
-#include "harness/rank_report.h"
+#include "harness/report/rank_report.h"
 #include "harness/spec.h"
 
 namespace disttest::internal {

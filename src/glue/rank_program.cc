@@ -26,8 +26,8 @@
 #include "env/internal_names.h"
 #include "env/knobs.h"
 #include "glue/current_communicator.h"
-#include "harness/rank_main.h"
-#include "harness/trace.h"
+#include "harness/rank/run_rank.h"
+#include "harness/report/trace.h"
 #include "launch/launch_internal.h"
 
 namespace disttest::internal {

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "disttest/distributed_test.h"
-#include "harness/rank_main.h"
-#include "harness/test_plan.h"
-#include "harness/verdict.h"
+#include "harness/plan/step_plan.h"
+#include "harness/rank/run_rank.h"
+#include "harness/report/verdict.h"
 
 namespace disttest::internal {
 

@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "comm/ledger.h"
-#include "harness/collective_report.h"
+#include "harness/report/collective_report.h"
 
 namespace {
 

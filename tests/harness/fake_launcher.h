@@ -24,9 +24,9 @@
 #include <utility>
 #include <vector>
 
-#include "harness/launcher.h"
+#include "harness/channel/result_channel.h"
 #include "harness/rank_verdict.h"
-#include "harness/result_channel.h"
+#include "harness/spawn/rank_spawner.h"
 
 namespace disttest::internal {
 

@@ -19,12 +19,12 @@
 #include "disttest/rendezvous/tcp_store.h"
 #include "env/knobs.h"
 #include "env/text.h"
-#include "harness/interrupt.h"
 #include "harness/launched/keys.h"
 #include "harness/launched/token_file.h"
-#include "harness/process_hygiene.h"
-#include "harness/stack_dump.h"
-#include "harness/trace.h"
+#include "harness/process/interrupt.h"
+#include "harness/process/process_hygiene.h"
+#include "harness/process/stack_dump.h"
+#include "harness/report/trace.h"
 #include "launch/launch_internal.h"
 
 namespace disttest::internal::launched {

@@ -14,7 +14,7 @@
 #include "comm/ledger.h"
 #include "disttest/rendezvous/prefix_store.h"
 #include "env/knobs.h"
-#include "harness/trace.h"
+#include "harness/report/trace.h"
 
 namespace disttest::internal::launched {
 namespace {

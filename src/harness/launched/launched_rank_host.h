@@ -21,7 +21,7 @@
 #include "disttest/harness/options.h"
 #include "harness/launched/job.h"
 #include "harness/launched/keys.h"
-#include "harness/rank_main.h"
+#include "harness/rank/run_rank.h"
 
 namespace disttest::internal::launched {
 

@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "disttest/error.h"
-#include "harness/interrupt.h"
 #include "harness/launched/keys.h"
+#include "harness/process/interrupt.h"
 
 namespace disttest::internal::launched {
 namespace {

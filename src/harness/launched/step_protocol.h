@@ -29,8 +29,8 @@
 
 #include "harness/launched/job.h"
 #include "harness/launched/keys.h"
-#include "harness/rank_report.h"
 #include "harness/rank_verdict.h"
+#include "harness/report/rank_report.h"
 #include "harness/spec.h"
 
 namespace disttest::internal::launched {

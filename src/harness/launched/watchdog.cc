@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "comm/ledger.h"
-#include "harness/collective_report.h"
-#include "harness/interrupt.h"
 #include "harness/launched/keys.h"
-#include "harness/stack_dump.h"
-#include "harness/trace.h"
+#include "harness/process/interrupt.h"
+#include "harness/process/stack_dump.h"
+#include "harness/report/collective_report.h"
+#include "harness/report/trace.h"
 
 namespace disttest::internal::launched {
 namespace {

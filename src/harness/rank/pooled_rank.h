@@ -1,0 +1,66 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Pooled ranks (options().reuse_workers), the rank's side: after its first
+// test a pooled rank parks (ServePool), waiting for the name of its next
+// test, and runs it on the same communicator. The parent's side, which keeps
+// the ranks between tests, is WorkerPools (worker_pool.h).
+//
+// The protocol, whole:
+//   - the supervisor spawns the ranks with DISTTEST_INTERNAL_POOL=1;
+//   - each test's verdict is a kDone result; a rank that passed or skipped
+//     with a communicator that never failed parks for test n = 1, 2, ...
+//     before it sends that verdict: in the host arena (HostArena::Park),
+//     or, without one, by waiting on PoolKey(n) in the store (the pool
+//     sees every rank parked or waiting);
+//   - the supervisor hands out the next test's full gtest name through the
+//     arena (HostArena::Dispatch: one futex wake for every rank; a name
+//     over HostArena::kTestNameBytes goes through the store, as without an
+//     arena), and the ranks run it under the store prefix PoolKey(n);
+//   - an empty name, or a failure here, ends the pool: the rank goes on to
+//     the exit meeting and leaves;
+//   - a pool ends at a failure (the parent starts over with fresh ranks at
+//     the next test), when there are too many, and when the process exits
+//     (they outlive --gtest_repeat's iterations). A process that ends with
+//     _exit or a signal leaves its pools to PR_SET_PDEATHSIG, and their
+//     queues to the next run's clean-up of dead processes' queues.
+#ifndef DISTTEST_SRC_HARNESS_RANK_POOLED_RANK_H_
+#define DISTTEST_SRC_HARNESS_RANK_POOLED_RANK_H_
+
+#include <string>
+
+#include "disttest/comm/communicator.h"
+#include "disttest/env/rank_env.h"
+#include "disttest/rendezvous/tcp_store.h"
+#include "harness/rank/run_rank.h"
+
+namespace disttest {
+class HostArena;
+}  // namespace disttest
+
+namespace disttest::internal {
+
+// "disttest/pool/<n>": the n-th test handed to parked ranks (n >= 1).
+std::string PoolKey(int n);
+
+// Whether this rank was started for a pool (DISTTEST_INTERNAL_POOL).
+bool PooledRank();
+
+// Whether a pooled rank's communicator may serve another test: no operation
+// of it failed (a test may have caught the CommError). A rank whose
+// communicator failed leaves after its verdict, and the parent starts over
+// with fresh ranks.
+bool ReusableCommunicator(Communicator* comm);
+
+// Runs the tests the parent hands this rank until it says leave (or one
+// fails here); returns the last verdict. Each test's verdict is reported.
+// With a host arena the names come through it (HostArena::AwaitTest),
+// else through the store; a rank parks for its next test (Park()) before
+// it reports the verdict of the last, so that the parent, which has every
+// verdict, finds every rank parked.
+RankVerdict ServePool(RankProgram& first, const RankEnv& env,
+                      Communicator* comm, TcpStore& store, HostArena* arena,
+                      const ReportFn& report);
+
+}  // namespace disttest::internal
+
+#endif  // DISTTEST_SRC_HARNESS_RANK_POOLED_RANK_H_

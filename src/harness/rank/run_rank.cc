@@ -1,0 +1,74 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/rank/run_rank.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <exception>
+#include <optional>
+
+#include "comm/ledger.h"
+#include "env/knobs.h"
+#include "harness/report/sanitizer_report.h"
+
+namespace disttest::internal {
+namespace {
+
+// While a rank waits for a debugger, nothing in any rank should time out.
+constexpr std::chrono::hours kDebugTimeout(24);
+
+}  // namespace
+
+std::chrono::milliseconds RankTimeout(const RankEnv& env,
+                                      std::chrono::milliseconds test) {
+  std::optional<int> debug_rank = DebugRankVariable();
+  if (debug_rank && *debug_rank < env.world_size) return kDebugTimeout;
+  return test - std::min<std::chrono::milliseconds>(test / 10,
+                                                    std::chrono::seconds(5));
+}
+
+RankVerdict RunProgram(RankProgram& program, const RankEnv& env,
+                       Communicator* comm, Store& store,
+                       const ReportFn& report) {
+  RankVerdict verdict = program.Run(env, comm, store, report);
+  // A rank that failed is not checked: its failure is the news, and a
+  // collective that failed may leave memory behind that is not the test's.
+  // And the check is slow: it stops the rank's threads while it scans the
+  // heap, which with hundreds of failing ranks on a few cores would outlast
+  // the failure grace.
+  if (verdict == RankVerdict::kFailed || !LeakSanitizerRuns()) return verdict;
+  EnterPhase(RankPhase::kCheckingLeaks);
+  if (std::optional<std::string> leaks = LeaksOfThisTest()) {
+    report({RankMessage::Kind::kFatalFailure, program.file(), program.line(),
+            *leaks});
+    verdict = RankVerdict::kFailed;
+  }
+  return verdict;
+}
+
+RankVerdict RunRank(RankProgram& program, const Options& options,
+                    RankHost& host) {
+  const ReportFn report = [&](const RankMessage& m) { host.Report(m); };
+  RankVerdict verdict = RankVerdict::kFailed;
+  Communicator* comm = nullptr;
+  try {
+    const RankEnv env = host.Enter();
+    if (Ledger* ledger = Ledger::Current()) ledger->BeginTest();
+    if (options.init_distributed) {
+      EnterPhase(RankPhase::kConnecting);
+      comm = host.Connect(env, options, RankTimeout(env, options.timeout));
+      // Every rank of the test is connected before any body starts.
+      comm->barrier();
+      EnterPhase(RankPhase::kConnected);
+    }
+    verdict = RunProgram(program, env, comm, host.store(), report);
+  } catch (const std::exception& e) {
+    report({RankMessage::Kind::kFatalFailure, program.file(), program.line(),
+            fmt::format("disttest could not set up the rank: {}", e.what())});
+    verdict = RankVerdict::kFailed;
+  }
+  EnterPhase(RankPhase::kFinished);
+  return host.Finish(verdict, comm);
+}
+
+}  // namespace disttest::internal

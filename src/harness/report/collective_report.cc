@@ -1,0 +1,543 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/report/collective_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <set>
+
+#include "env/text.h"
+
+namespace disttest::internal {
+namespace {
+
+// A line about one rank before grouping: its text with a kTime mark for
+// each duration, which may differ between the ranks of one group, and
+// {is}-style marks for the words that agree with the subject.
+constexpr char kTime = '\x01';
+
+struct Line {
+  std::string pattern;
+  std::vector<std::int64_t> times;  // One per kTime, in order.
+};
+
+std::string Duration(std::int64_t ns) {
+  if (ns < 0) ns = 0;
+  if (ns < 1000000000) return fmt::format("{} ms", ns / 1000000);
+  return fmt::format("{:.1f} s", static_cast<double>(ns) / 1e9);
+}
+
+// "412 ms", "29.8-30.0 s": the group's durations.
+std::string Durations(std::int64_t lo, std::int64_t hi) {
+  const std::string a = Duration(lo), b = Duration(hi);
+  if (a == b) return a;
+  if (a.ends_with(" s") && b.ends_with(" s")) {
+    return a.substr(0, a.size() - 2) + "-" + b;
+  }
+  return a + " to " + b;
+}
+
+// The words that agree with a subject of one rank or several.
+std::string Agree(std::string text, bool plural) {
+  static const std::pair<const char*, const char*> kWords[] = {
+      {"is", "are"}, {"its", "their"}, {"it", "they"}, {"has", "have"}};
+  for (const auto& [one, many] : kWords) {
+    const std::string mark = fmt::format("{{{}}}", one);
+    for (std::size_t at = text.find(mark); at != std::string::npos;
+         at = text.find(mark)) {
+      text.replace(at, mark.size(), plural ? many : one);
+    }
+  }
+  return text;
+}
+
+// Communicator `id` of a rank's ledger: its key, or, for one the ledger
+// kept no key of (past LedgerMemory::kComms), one that matches no other
+// rank's.
+std::uint64_t KeyOf(const RankLedgerView& v, std::uint32_t id) {
+  const std::uint64_t key = v.comm_key(id);
+  return key != 0
+             ? key
+             : LedgerKey(fmt::format("rank {} communicator {}", v.rank, id));
+}
+
+// One rank's records of one communicator, by key.
+struct OnComm {
+  std::vector<const LedgerRecord*> records;  // Ascending seq.
+};
+
+struct Rank {
+  const RankState* state;
+  const RankLedgerView* view;
+  std::map<std::uint64_t, OnComm> comms;
+  // Its latest record, of any communicator.
+  const LedgerRecord* latest = nullptr;
+};
+
+std::int64_t Ago(const Rank& r, std::int64_t then) {
+  return r.view->read_ns - then;
+}
+
+std::int64_t PhaseNs(const Rank& r, RankPhase p) {
+  return r.view->phase_ns[static_cast<std::size_t>(p)];
+}
+
+// Where a rank is now, when it is not where the collective is: "it is in
+// send(...) at f.cc:3, for 2.0 s", "its body returned 3.0 s ago", ...
+void AppendNow(const Rank& r, const LedgerRecord* skip, Line& line) {
+  const LedgerRecord* open = r.latest;
+  if (open != nullptr && open != skip && open->state == LedgerState::kEntered) {
+    const std::string on =
+        open->collective()
+            ? fmt::format("#{} {} on {}", open->seq, open->str(),
+                          CommTitle(r.view->comm_name(open->comm)))
+            : open->str();
+    line.pattern += fmt::format("; {{it}} {{is}} in {} {}, for {}", on,
+                                open->where(), kTime);
+    line.times.push_back(Ago(r, open->entered_ns));
+    return;
+  }
+  const RankState& s = *r.state;
+  if (!s.ended.empty()) {
+    line.pattern += fmt::format("; {{it}} ended: {}", s.ended);
+    return;
+  }
+  switch (r.view->phase()) {
+    case RankPhase::kStarted:
+      line.pattern += "; {it} {has} not started to connect";
+      return;
+    case RankPhase::kConnecting:
+      line.pattern += fmt::format(
+          "; {{it}} {{is}} still connecting its communicator, for {}", kTime);
+      line.times.push_back(Ago(r, PhaseNs(r, RankPhase::kConnecting)));
+      return;
+    case RankPhase::kFinished:
+      line.pattern += fmt::format(
+          "; {{its}} test ended {} ago (it waits for the others)", kTime);
+      line.times.push_back(Ago(r, PhaseNs(r, RankPhase::kFinished)));
+      return;
+    case RankPhase::kCheckingLeaks:
+      line.pattern += fmt::format(
+          "; {{its}} test ended {} ago ({{it}} {{is}} in LeakSanitizer's leak "
+          "check)",
+          kTime);
+      line.times.push_back(Ago(r, PhaseNs(r, RankPhase::kCheckingLeaks)));
+      return;
+    case RankPhase::kTearDown:
+      line.pattern += fmt::format(
+          "; {{its}} body returned {} ago (it is in its tear-down)", kTime);
+      line.times.push_back(Ago(r, PhaseNs(r, RankPhase::kTearDown)));
+      return;
+    case RankPhase::kConnected:
+    case RankPhase::kSetUp:
+    case RankPhase::kBody:
+      break;
+  }
+  if (!s.now_at.empty()) {
+    line.pattern += fmt::format("; {{it}} {{is}} now at {}{}", s.now_at,
+                                s.stack ? " (stack below)" : "");
+  } else if (s.stack) {
+    line.pattern += " (stack below)";
+  }
+}
+
+// What rank `r` did as collective `seq` of communicator `key` (named
+// `comm`), and where it is.
+Line Describe(const Rank& r, std::uint64_t key, const std::string& comm,
+              std::uint64_t seq) {
+  Line line;
+  auto it = r.comms.find(key);
+  const LedgerRecord* at = nullptr;
+  const LedgerRecord* before = nullptr;
+  if (it != r.comms.end()) {
+    for (const LedgerRecord* rec : it->second.records) {
+      if (rec->seq == seq) at = rec;
+      if (rec->seq < seq) before = rec;
+    }
+  }
+  if (at != nullptr) {
+    switch (at->state) {
+      case LedgerState::kEntered:
+        line.pattern = fmt::format("{{is}} in {} {}, for {}", at->str(),
+                                   at->where(), kTime);
+        line.times.push_back(Ago(r, at->entered_ns));
+        return line;
+      case LedgerState::kFailed:
+        line.pattern = fmt::format("failed in {} {} after {}", at->str(),
+                                   at->where(), kTime);
+        line.times.push_back(at->ended_ns - at->entered_ns);
+        break;
+      case LedgerState::kCompleted:
+        line.pattern = fmt::format("completed {} {}, {} ago", at->str(),
+                                   at->where(), kTime);
+        line.times.push_back(Ago(r, at->ended_ns));
+        break;
+    }
+    AppendNow(r, at, line);
+    return line;
+  }
+  line.pattern = "{is} not in it: ";
+  if (before != nullptr) {
+    line.pattern += fmt::format("{{its}} last collective, #{} {} {}, ",
+                                before->seq, before->str(), before->where());
+    if (before->state == LedgerState::kCompleted) {
+      line.pattern += fmt::format("completed {} ago", kTime);
+      line.times.push_back(Ago(r, before->ended_ns));
+    } else {
+      line.pattern += fmt::format("failed {} ago", kTime);
+      line.times.push_back(Ago(r, before->ended_ns));
+    }
+  } else {
+    line.pattern += fmt::format("{{it}} {{has}} entered no collective on {}",
+                                CommTitle(comm));
+  }
+  AppendNow(r, nullptr, line);
+  return line;
+}
+
+// The lines of `lines` (one per rank of `ranks`) grouped by pattern, in
+// order of their first rank.
+std::vector<std::string> Grouped(const std::vector<int>& ranks,
+                                 const std::vector<Line>& lines) {
+  struct Group {
+    const Line* first;
+    std::vector<int> ranks;
+    std::vector<std::int64_t> lo, hi;
+  };
+  std::vector<Group> groups;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+      return g.first->pattern == lines[i].pattern;
+    });
+    if (same == groups.end()) {
+      groups.push_back({&lines[i], {ranks[i]}, lines[i].times, lines[i].times});
+      continue;
+    }
+    same->ranks.push_back(ranks[i]);
+    for (std::size_t t = 0; t < lines[i].times.size(); ++t) {
+      same->lo[t] = std::min(same->lo[t], lines[i].times[t]);
+      same->hi[t] = std::max(same->hi[t], lines[i].times[t]);
+    }
+  }
+  std::vector<std::string> out;
+  for (const Group& g : groups) {
+    const bool plural = g.ranks.size() > 1;
+    std::string text = Agree(g.first->pattern, plural);
+    std::size_t t = 0;
+    for (std::size_t at = text.find(kTime); at != std::string::npos;
+         at = text.find(kTime)) {
+      // A mark beyond the times came in a name (a file's, from another
+      // host): it is dropped.
+      text.replace(at, 1, t < g.lo.size() ? Durations(g.lo[t], g.hi[t]) : "");
+      ++t;
+    }
+    std::string subject = RanksText(g.ranks);
+    const bool ranged =
+        RankNumbers(g.ranks).find_first_of(",-") != std::string::npos;
+    if (plural && ranged) subject += fmt::format(" ({} ranks)", g.ranks.size());
+    out.push_back(fmt::format("  {} {}", subject, text));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string CommTitle(const std::string& name) {
+  if (name == "world") return "the world communicator";
+  if (name.rfind("unnamed ", 0) == 0) return "the " + name;
+  return name;
+}
+
+std::string CollectiveReport(const std::vector<RankState>& states,
+                             std::size_t max_lines) {
+  std::vector<Rank> ranks;
+  std::vector<std::uint64_t> keys;  // The world first, then as they come.
+  std::map<std::uint64_t, std::string> names;
+  for (const RankState& s : states) {
+    if (!s.ledger) continue;
+    Rank r{&s, &*s.ledger, {}, nullptr};
+    for (const LedgerRecord& rec : s.ledger->records) {
+      if (r.latest == nullptr || rec.index > r.latest->index) r.latest = &rec;
+      if (!rec.collective()) continue;
+      const std::uint64_t key = KeyOf(*s.ledger, rec.comm);
+      r.comms[key].records.push_back(&rec);
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        keys.push_back(key);
+        names[key] = s.ledger->comm_name(rec.comm);
+      }
+    }
+    ranks.push_back(std::move(r));
+  }
+  // No rank used a communicator (none was made, or no ledger was read):
+  // nothing to say about collectives.
+  if (std::none_of(ranks.begin(), ranks.end(),
+                   [](const Rank& r) { return r.latest != nullptr; })) {
+    return "";
+  }
+  auto is_world = [&names](std::uint64_t key) { return names[key] == "world"; };
+  std::stable_partition(keys.begin(), keys.end(), is_world);
+
+  std::vector<std::string> out;
+  for (const std::uint64_t key : keys) {
+    const std::string comm = names[key];
+    const bool world = is_world(key);
+    // Members: every rank for the world; for another, those that used it.
+    std::vector<const Rank*> members;
+    for (const Rank& r : ranks) {
+      if (world || r.comms.count(key) != 0) members.push_back(&r);
+    }
+    // The numbers may go on from earlier tests (a pooled rank, a launched
+    // one): a rank without this test's records of it is where the test
+    // started, one before the least first number.
+    std::int64_t base = INT64_MAX;
+    std::int64_t highest = -1;
+    for (const Rank* r : members) {
+      auto it = r->comms.find(key);
+      if (it == r->comms.end() || it->second.records.empty()) continue;
+      base = std::min(
+          base, static_cast<std::int64_t>(it->second.records.front()->seq) - 1);
+      highest = std::max(
+          highest, static_cast<std::int64_t>(it->second.records.back()->seq));
+    }
+    if (highest < 0) continue;  // No rank entered any.
+    // The last collective every member completed.
+    std::int64_t done = INT64_MAX;
+    for (const Rank* r : members) {
+      auto it = r->comms.find(key);
+      std::int64_t d = base;
+      if (it != r->comms.end() && !it->second.records.empty()) {
+        const LedgerRecord* last = it->second.records.back();
+        const auto seq = static_cast<std::int64_t>(last->seq);
+        d = last->state == LedgerState::kCompleted ? seq : seq - 1;
+      }
+      done = std::min(done, d);
+    }
+    if (done + 1 > highest) continue;  // Each completed all it entered.
+    const auto seq = static_cast<std::uint64_t>(done + 1);
+    // Ranks that entered it with different calls: a broken program.
+    const LedgerRecord* first_call = nullptr;
+    bool mismatch = false;
+    std::vector<int> numbers;
+    std::vector<Line> lines;
+    for (const Rank* r : members) {
+      auto it = r->comms.find(key);
+      if (it != r->comms.end()) {
+        for (const LedgerRecord* rec : it->second.records) {
+          if (rec->seq != seq) continue;
+          if (first_call == nullptr) first_call = rec;
+          if (!rec->SameCall(*first_call)) mismatch = true;
+        }
+      }
+      numbers.push_back(r->state->rank);
+      lines.push_back(Describe(*r, key, comm, seq));
+    }
+    // The ranks whose ledger did not come (a launched rank that died)
+    // are members of the world that the report cannot place.
+    if (world) {
+      for (const RankState& st : states) {
+        if (st.ledger) continue;
+        numbers.push_back(st.rank);
+        Line line{"{is} not known here: {its} ledger did not come", {}};
+        if (!st.ended.empty()) line.pattern += "; {it} ended: " + st.ended;
+        lines.push_back(std::move(line));
+      }
+    }
+    out.push_back(fmt::format(
+        "collective #{} on {} {}:", seq, CommTitle(comm),
+        mismatch ? "does not match across the ranks" : "never completed"));
+    for (std::string& l : Grouped(numbers, lines)) out.push_back(std::move(l));
+  }
+
+  if (out.empty()) {
+    // Every collective completed: say where each rank is past its last
+    // one (a send that waits for a receive, a body that does not return).
+    std::vector<int> numbers;
+    std::vector<Line> lines;
+    for (const Rank& r : ranks) {
+      Line line;
+      const LedgerRecord* last = nullptr;  // Its last on a world.
+      for (const auto& [key, on] : r.comms) {
+        if (!is_world(key) || on.records.empty()) continue;
+        if (last == nullptr || on.records.back()->index > last->index) {
+          last = on.records.back();
+        }
+      }
+      if (last != nullptr) {
+        line.pattern = fmt::format("{{is}} past collective #{} {} {}",
+                                   last->seq, last->str(), last->where());
+      } else {
+        line.pattern = "{has} entered no collective";
+      }
+      AppendNow(r, nullptr, line);
+      numbers.push_back(r.state->rank);
+      lines.push_back(std::move(line));
+    }
+    out.push_back(
+        "no collective is incomplete on any communicator; where the ranks "
+        "are:");
+    for (std::string& l : Grouped(numbers, lines)) out.push_back(std::move(l));
+  }
+
+  if (out.size() > max_lines) {
+    const std::size_t more = out.size() - (max_lines - 1);
+    out.resize(max_lines - 1);
+    out.push_back(
+        fmt::format("  ... and {} more lines (every rank's detail "
+                    "is in the XML)",
+                    more));
+  }
+  std::string text;
+  for (const std::string& l : out) {
+    if (!text.empty()) text += '\n';
+    text += l;
+  }
+  return text;
+}
+
+std::string OpenMismatch(const std::vector<RankLedgerView>& views) {
+  struct Seen {
+    const LedgerRecord* first = nullptr;
+    std::string name;
+    bool open = false;
+    bool differ = false;
+  };
+  std::map<std::pair<std::uint64_t, std::uint64_t>, Seen> seen;
+  for (const RankLedgerView& v : views) {
+    for (const LedgerRecord& rec : v.records) {
+      if (!rec.collective()) continue;
+      Seen& s = seen[{KeyOf(v, rec.comm), rec.seq}];
+      if (s.first == nullptr) {
+        s.first = &rec;
+        s.name = v.comm_name(rec.comm);
+      } else if (!rec.SameCall(*s.first)) {
+        s.differ = true;
+      }
+      s.open = s.open || rec.state == LedgerState::kEntered;
+    }
+  }
+  const Seen* found = nullptr;
+  for (const auto& entry : seen) {
+    const Seen& s = entry.second;
+    if (!s.differ || !s.open) continue;
+    if (found == nullptr || s.first->seq < found->first->seq) found = &s;
+  }
+  if (found == nullptr) return "";
+  return fmt::format("collective #{} on {} does not match across the ranks",
+                     found->first->seq, CommTitle(found->name));
+}
+
+std::string MismatchedCalls(const std::vector<RankState>& states) {
+  std::vector<std::uint64_t> keys;
+  std::map<std::uint64_t, std::string> names;
+  for (const RankState& s : states) {
+    if (!s.ledger) continue;
+    const RankLedgerView& v = *s.ledger;
+    for (std::uint32_t id = 0; id < v.keys.size(); ++id) {
+      // A communicator past those the ledger keeps has no key to match.
+      const std::uint64_t key = v.keys[id];
+      if (key != 0 && std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        keys.push_back(key);
+        names[key] = v.comm_name(id);
+      }
+    }
+  }
+  std::vector<std::string> out;
+  for (const std::uint64_t key : keys) {
+    const std::string& comm = names[key];
+    // The ranks whose every collective on it returned.
+    struct Member {
+      int rank;
+      CommDigest digest;
+      std::vector<const LedgerRecord*> records;
+    };
+    std::vector<Member> members;
+    for (const RankState& s : states) {
+      if (!s.ledger || s.ended_as_expected) continue;
+      const RankLedgerView& v = *s.ledger;
+      if (std::find(v.keys.begin(), v.keys.end(), key) == v.keys.end() ||
+          v.digests.size() < v.keys.size()) {
+        continue;
+      }
+      Member m{s.rank, v.digest_of(key), {}};
+      // Not used in this test by this rank: nothing to compare.
+      if (m.digest.calls == 0) continue;
+      bool returned = true;
+      for (const LedgerRecord& r : v.records) {
+        if (v.comm_key(r.comm) != key || !r.collective()) continue;
+        returned = returned && r.state == LedgerState::kCompleted;
+        m.records.push_back(&r);
+      }
+      if (returned) members.push_back(std::move(m));
+    }
+    if (members.size() < 2) continue;
+    const bool agree = std::all_of(
+        members.begin(), members.end(),
+        [&](const Member& m) { return m.digest == members.front().digest; });
+    if (agree) continue;
+    // The first collective, among those the ledgers kept, where the calls
+    // part.
+    std::set<std::uint64_t> seqs;  // The numbers the ledgers kept.
+    for (const Member& m : members) {
+      for (const LedgerRecord* r : m.records) seqs.insert(r->seq);
+    }
+    std::vector<int> numbers;
+    std::vector<Line> lines;
+    std::uint64_t at = UINT64_MAX;
+    for (std::uint64_t seq : seqs) {
+      const LedgerRecord* one = nullptr;
+      bool differ = false;
+      for (const Member& m : members) {
+        for (const LedgerRecord* r : m.records) {
+          if (r->seq != seq) continue;
+          if (one == nullptr) one = r;
+          if (!r->SameCall(*one)) differ = true;
+        }
+      }
+      if (!differ) continue;
+      at = seq;
+      for (const Member& m : members) {
+        numbers.push_back(m.rank);
+        const LedgerRecord* mine = nullptr;
+        for (const LedgerRecord* r : m.records) {
+          if (r->seq == seq) mine = r;
+        }
+        lines.push_back(
+            {mine != nullptr
+                 ? fmt::format("called {} {}", mine->str(), mine->where())
+                 : std::string("made no such collective"),
+             {}});
+      }
+      break;
+    }
+    if (at != UINT64_MAX) {
+      out.push_back(fmt::format(
+          "collective #{} on {} did not match across the ranks, though every "
+          "call returned (the data is not what the test meant):",
+          at, CommTitle(comm)));
+    } else {
+      // The first difference is older than what the ledgers kept.
+      out.push_back(fmt::format(
+          "the collectives on {} did not match across the ranks, though every "
+          "call returned (the data is not what the test meant); the first "
+          "difference is older than the operations the ledgers keep:",
+          CommTitle(comm)));
+      for (const Member& m : members) {
+        numbers.push_back(m.rank);
+        lines.push_back({fmt::format("made {} collectives, digest {:016x}",
+                                     m.digest.calls, m.digest.digest),
+                         {}});
+      }
+    }
+    for (std::string& l : Grouped(numbers, lines)) out.push_back(std::move(l));
+  }
+  std::string text;
+  for (const std::string& l : out) {
+    if (!text.empty()) text += '\n';
+    text += l;
+  }
+  return text;
+}
+
+}  // namespace disttest::internal
