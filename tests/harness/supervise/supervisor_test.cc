@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "env/internal_names.h"
-#include "harness/fake_launcher.h"
+#include "harness/fake_spawner.h"
 #include "harness/report/verdict.h"
 
 namespace disttest::internal {

@@ -10,8 +10,8 @@
 //   auto launcher = std::make_unique<FakeLauncher>(
 //       std::vector<FakeLauncher::Script>{passes, FakeLauncher::Hangs()});
 //   std::vector<RankReport> r = RunTest(spec, std::move(launcher));
-#ifndef DISTTEST_TESTS_HARNESS_FAKE_LAUNCHER_H_
-#define DISTTEST_TESTS_HARNESS_FAKE_LAUNCHER_H_
+#ifndef DISTTEST_TESTS_HARNESS_FAKE_SPAWNER_H_
+#define DISTTEST_TESTS_HARNESS_FAKE_SPAWNER_H_
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -128,4 +128,4 @@ class FakeLauncher : public Launcher {
 
 }  // namespace disttest::internal
 
-#endif  // DISTTEST_TESTS_HARNESS_FAKE_LAUNCHER_H_
+#endif  // DISTTEST_TESTS_HARNESS_FAKE_SPAWNER_H_
