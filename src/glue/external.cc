@@ -25,6 +25,7 @@
 #include "harness/launched/keys.h"
 #include "harness/launched/launched_rank_host.h"
 #include "harness/launched/step_protocol.h"
+#include "harness/process/command_line.h"
 #include "harness/process/interrupt.h"
 #include "harness/process/process_hygiene.h"
 #include "harness/report/verdict.h"

@@ -36,6 +36,7 @@
 #include "glue/external.h"
 #include "glue/rank_program.h"
 #include "harness/plan/gpu_placement.h"
+#include "harness/process/command_line.h"
 #include "harness/process/interrupt.h"
 #include "harness/process/process_hygiene.h"
 #include "harness/rank/rank_control.h"
@@ -294,8 +295,7 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
     } else {
       // Parked pools must not make this test fail for want of processes.
       WorkerPools::Get().MakeRoomForProcesses(spec.world_size);
-      ranks =
-          RunTest(spec, MakeLauncher(spec.options.launch, std::move(entry)));
+      ranks = RunTest(spec, MakeSpawner(spec.options.launch, std::move(entry)));
     }
   } catch (const std::exception& e) {
     std::string message = spec.fixture.empty()

@@ -1,15 +1,15 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Test helper: a Launcher whose ranks are scripts, not processes, so that
+// Test helper: a RankSpawner whose ranks are scripts, not processes, so that
 // the supervisor's decisions (grace, timeout, verdict, pool end) are tested
 // in-process, without forking. A scripted rank sends its results into its
 // real result queue at given times after its spawn, and exits (or not) at a
 // given time; Kill ends it as SIGKILL would.
 //
-//   FakeLauncher::Script passes = {{{10ms, Done(RankVerdict::kPassed)}}, 20ms};
-//   auto launcher = std::make_unique<FakeLauncher>(
-//       std::vector<FakeLauncher::Script>{passes, FakeLauncher::Hangs()});
-//   std::vector<RankReport> r = RunTest(spec, std::move(launcher));
+//   FakeSpawner::Script passes = {{{10ms, Done(RankVerdict::kPassed)}}, 20ms};
+//   auto spawner = std::make_unique<FakeSpawner>(
+//       std::vector<FakeSpawner::Script>{passes, FakeSpawner::Hangs()});
+//   std::vector<RankReport> r = RunTest(spec, std::move(spawner));
 #ifndef DISTTEST_TESTS_HARNESS_FAKE_SPAWNER_H_
 #define DISTTEST_TESTS_HARNESS_FAKE_SPAWNER_H_
 
@@ -35,7 +35,7 @@ inline RankMessage Done(RankVerdict v) {
   return {RankMessage::Kind::kDone, "", -1, NameOf(v)};
 }
 
-class FakeLauncher : public Launcher {
+class FakeSpawner : public RankSpawner {
  public:
   // Above any pid_max (2^22): no process has such a pid, so that a signal
   // that reached the kernel by mistake would hit nothing.
@@ -53,9 +53,9 @@ class FakeLauncher : public Launcher {
   static Script Hangs() { return {}; }
 
   // `stack_requests`, when given, counts the ranks whose stacks were taken
-  // (it outlives the launcher, which the group owns).
-  explicit FakeLauncher(std::vector<Script> scripts,
-                        int* stack_requests = nullptr)
+  // (it outlives the spawner, which the group owns).
+  explicit FakeSpawner(std::vector<Script> scripts,
+                       int* stack_requests = nullptr)
       : scripts_(std::move(scripts)), stack_requests_(stack_requests) {}
 
   pid_t Spawn(const SpawnRequest& request) override {

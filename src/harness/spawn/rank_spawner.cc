@@ -26,6 +26,7 @@
 #include "disttest/error.h"
 #include "env/internal_names.h"
 #include "env/knobs.h"
+#include "harness/process/command_line.h"
 #include "harness/process/descendants.h"
 #include "harness/process/emergency_cleanup.h"
 #include "harness/process/interrupt.h"
@@ -59,41 +60,6 @@ void RawError(const char* what) {
   (void)!write(STDERR_FILENO, "\n", 1);
 }
 
-std::vector<std::string> ReadCommandLine() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(in)),
-                  std::istreambuf_iterator<char>());
-  std::vector<std::string> args;
-  std::size_t start = 0;
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    if (all[i] == '\0') {
-      args.push_back(all.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  return args;
-}
-
-bool StartsWith(const std::string& s, const char* prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
-
-// gtest flags that belong to the parent's run and would change what the
-// rank process runs or writes.
-bool IsParentOnlyFlag(const std::string& arg) {
-  static const char* const kFlags[] = {
-      "--gtest_filter",           "--gtest_output",
-      "--gtest_repeat",           "--gtest_shuffle",
-      "--gtest_random_seed",      "--gtest_list_tests",
-      "--gtest_fail_fast",        "--gtest_brief",
-      "--gtest_stream_result_to", "--gtest_also_run_disabled_tests",
-  };
-  for (const char* flag : kFlags) {
-    if (StartsWith(arg, flag)) return true;
-  }
-  return false;
-}
-
 // What a rank finds in its environment beyond its RankEnv, in either mode.
 std::vector<std::pair<std::string, std::string>> HarnessVariables(
     const SpawnRequest& request) {
@@ -115,9 +81,9 @@ std::vector<char*> Pointers(std::vector<std::string>& strings) {
   return out;
 }
 
-class ForkLauncher : public Launcher {
+class ForkSpawner : public RankSpawner {
  public:
-  explicit ForkLauncher(RankEntry entry) : entry_(std::move(entry)) {}
+  explicit ForkSpawner(RankEntry entry) : entry_(std::move(entry)) {}
 
  protected:
   // The rank's environment is built here, before fork(), as an exec'd
@@ -150,7 +116,7 @@ class ForkLauncher : public Launcher {
   std::vector<char*> envp_;
 };
 
-class ExecLauncher : public Launcher {
+class ExecSpawner : public RankSpawner {
  public:
   // A fork of the zygote (harness/zygote.h), else fork and exec.
   pid_t Spawn(const SpawnRequest& request) override {
@@ -159,7 +125,7 @@ class ExecLauncher : public Launcher {
       const pid_t pid = Zygote::Get().Spawn(request, args_, env_);
       if (pid > 0) return pid;
     }
-    return Launcher::Spawn(request);
+    return RankSpawner::Spawn(request);
   }
 
  protected:
@@ -222,19 +188,7 @@ class ExecLauncher : public Launcher {
 
 }  // namespace
 
-bool IsDeathTestChild() {
-  // Read from the command line, not gtest's flag: launched-mode detection
-  // asks during static initialisation, before gtest parses its flags.
-  static const bool child = [] {
-    for (const std::string& arg : ReadCommandLine()) {
-      if (StartsWith(arg, "--gtest_internal_run_death_test")) return true;
-    }
-    return false;
-  }();
-  return child;
-}
-
-pid_t Launcher::Spawn(const SpawnRequest& request) {
+pid_t RankSpawner::Spawn(const SpawnRequest& request) {
   Prepare(request);
   // Buffered output would otherwise be written twice: once by the parent and
   // once by every child that inherits the buffer.
@@ -270,7 +224,7 @@ bool CanCloseFrom() {
   return works;
 }
 
-int Launcher::OpenPidFd(pid_t pid) {
+int RankSpawner::OpenPidFd(pid_t pid) {
 #ifdef SYS_pidfd_open
   return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 #else
@@ -279,7 +233,7 @@ int Launcher::OpenPidFd(pid_t pid) {
 #endif
 }
 
-std::optional<RankOutcome> Launcher::Ended(pid_t pid, std::string* error) {
+std::optional<RankOutcome> RankSpawner::Ended(pid_t pid, std::string* error) {
   siginfo_t info{};
   int rc = waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT);
   if (rc == 0 && info.si_pid == pid) return RankOutcome::FromSigInfo(info);
@@ -289,8 +243,8 @@ std::optional<RankOutcome> Launcher::Ended(pid_t pid, std::string* error) {
   return std::nullopt;
 }
 
-std::optional<RankOutcome> Launcher::Reap(pid_t pid,
-                                          Clock::time_point deadline) {
+std::optional<RankOutcome> RankSpawner::Reap(pid_t pid,
+                                             Clock::time_point deadline) {
   int status = 0;
   pid_t got = 0;
   while ((got = waitpid(pid, &status, WNOHANG)) == 0 ||
@@ -302,18 +256,18 @@ std::optional<RankOutcome> Launcher::Reap(pid_t pid,
   return RankOutcome::FromWaitStatus(status);
 }
 
-void Launcher::Kill(pid_t pid) { kill(pid, SIGKILL); }
+void RankSpawner::Kill(pid_t pid) { kill(pid, SIGKILL); }
 
-void Launcher::KillGroup(pid_t pgid) { kill(-pgid, SIGKILL); }
+void RankSpawner::KillGroup(pid_t pgid) { kill(-pgid, SIGKILL); }
 
-bool Launcher::Stopped(pid_t pid) { return internal::Stopped(pid); }
+bool RankSpawner::Stopped(pid_t pid) { return internal::Stopped(pid); }
 
-std::vector<std::string> Launcher::Stacks(const std::vector<pid_t>& pids,
-                                          std::chrono::milliseconds deadline) {
+std::vector<std::string> RankSpawner::Stacks(
+    const std::vector<pid_t>& pids, std::chrono::milliseconds deadline) {
   return DumpStacks(pids, deadline);
 }
 
-void Launcher::StartChild(const SpawnRequest& request, pid_t parent) {
+void RankSpawner::StartChild(const SpawnRequest& request, pid_t parent) {
   setpgid(0, request.pgid);
   // A parent killed by SIGKILL or by ctest's timeout takes its ranks along.
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
@@ -363,70 +317,10 @@ void WarnIfThreaded(const std::string& test_name) {
   }
 }
 
-std::unique_ptr<Launcher> MakeLauncher(LaunchMode mode, RankEntry fork_entry) {
-  if (mode == LaunchMode::kExec) return std::make_unique<ExecLauncher>();
-  return std::make_unique<ForkLauncher>(std::move(fork_entry));
-}
-
-namespace {
-
-// Quotes `arg` for a POSIX shell when it needs it.
-std::string ShellQuote(const std::string& arg) {
-  if (!arg.empty() &&
-      arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW"
-                            "XYZ0123456789_-./=:,+@%") == std::string::npos) {
-    return arg;
-  }
-  std::string out = "'";
-  for (char c : arg) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
-}  // namespace
-
-std::string RerunCommand(const std::string& test_name, bool keep_gpus) {
-  std::vector<std::string> args = ReadCommandLine();
-  // The DISTTEST_* variables of this run change what the test does
-  // (DISTTEST_NO_HOST_ARENA, DISTTEST_TIMEOUT, ...): the rerun keeps them.
-  std::vector<std::string> variables;
-  // The variables that change what a test run does; not the build's
-  // (DISTTEST_SANITIZE), not DISTTEST_DEBUG_RANK (a rerun is not always at
-  // a debugger).
-  std::vector<const char*> kept = {
-      env::kTimeout,      env::kHeartbeat,    env::kLogDir,
-      env::kTrace,        env::kLauncher,     env::kRequireGpus,
-      env::kNoReuse,      env::kNoHostArena,  env::kKeepNcclDebug,
-      env::kCompareCalls, env::kTimeoutScale, "DISTTEST_MASTER_PORT"};
-  if (keep_gpus) kept.push_back(env::kGpus);
-  for (const char* name : kept) {
-    const char* value = std::getenv(name);
-    if (value == nullptr) continue;
-    // A factor of 1 (a test runner's, as disttest's own self-tests set it)
-    // changes at most a slow build's deadlines, not what the test does.
-    if (std::string_view(name) == env::kTimeoutScale &&
-        std::string_view(value) == "1") {
-      continue;
-    }
-    variables.push_back(std::string(name) + "=" + ShellQuote(value));
-  }
-  std::sort(variables.begin(), variables.end());
-  std::string command;
-  for (const std::string& v : variables) command += v + " ";
-  command += args.empty() ? "<test binary>" : ShellQuote(args[0]);
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    if (!IsParentOnlyFlag(args[i])) command += " " + ShellQuote(args[i]);
-  }
-  command += " " + ShellQuote("--gtest_filter=" + test_name);
-  if (test_name.find("DISABLED_") != std::string::npos) {
-    command += " --gtest_also_run_disabled_tests";
-  }
-  return command;
+std::unique_ptr<RankSpawner> MakeSpawner(LaunchMode mode,
+                                         RankEntry fork_entry) {
+  if (mode == LaunchMode::kExec) return std::make_unique<ExecSpawner>();
+  return std::make_unique<ForkSpawner>(std::move(fork_entry));
 }
 
 }  // namespace disttest::internal

@@ -1,17 +1,17 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Launcher: starts one rank process. ForkLauncher (LaunchMode::kFork) runs
-// the rank in a fork of the test process; ExecLauncher (LaunchMode::kExec)
+// RankSpawner: starts one rank process. ForkSpawner (LaunchMode::kFork) runs
+// the rank in a fork of the test process; ExecSpawner (LaunchMode::kExec)
 // re-executes the test binary, filtered to this test, as the rank.
 //
-//   auto launcher = MakeLauncher(LaunchMode::kFork, [&](auto arena) {...});
-//   pid_t pid = launcher->Spawn(request);
+//   auto spawner = MakeSpawner(LaunchMode::kFork, [&](auto arena) {...});
+//   pid_t pid = spawner->Spawn(request);
 //
 // Both differ only in RunChild(); the base class does what every rank needs
 // between fork() and the rank's code: join the test's process group, die with
 // the parent (PR_SET_PDEATHSIG), route stdout/stderr into the parent's pipes
 // and close the parent's descriptors. Between fork and exec only raw system
-// calls run; ExecLauncher builds argv and envp before forking.
+// calls run; ExecSpawner builds argv and envp before forking.
 // Fork caveat: the parent must be single-threaded when it forks (kFork).
 #ifndef DISTTEST_SRC_HARNESS_SPAWN_RANK_SPAWNER_H_
 #define DISTTEST_SRC_HARNESS_SPAWN_RANK_SPAWNER_H_
@@ -70,17 +70,17 @@ struct SpawnRequest {
 // one call (SpawnRequest::close_from); otherwise each is listed.
 bool CanCloseFrom();
 
-class Launcher {
+class RankSpawner {
  public:
   using Clock = std::chrono::steady_clock;
 
-  virtual ~Launcher() = default;
+  virtual ~RankSpawner() = default;
   // Starts the rank and returns its pid; throws SpawnError.
   virtual pid_t Spawn(const SpawnRequest& request);
 
   // What the parent does to the processes it started, all through here, so
-  // that a fake launcher can stand in for processes in the supervisor's unit
-  // tests (tests/harness/fake_launcher.h):
+  // that a fake spawner can stand in for processes in the supervisor's unit
+  // tests (tests/harness/fake_spawner.h):
   // A descriptor that polls readable once `pid` has ended; -1: none (the
   // poll loop's tick notices the end).
   virtual int OpenPidFd(pid_t pid);
@@ -115,24 +115,11 @@ class Launcher {
 // arena it inherited mapped (null: none).
 using RankEntry = std::function<void(std::shared_ptr<HostArena> arena)>;
 
-std::unique_ptr<Launcher> MakeLauncher(LaunchMode mode, RankEntry fork_entry);
+std::unique_ptr<RankSpawner> MakeSpawner(LaunchMode mode, RankEntry fork_entry);
 
 // Warns on stderr when this process runs more than one thread: a forked rank
 // has only the forking thread, and locks the others held stay locked.
 void WarnIfThreaded(const std::string& test_name);
-
-// Whether this process is the child of a gtest death test in the
-// "threadsafe" style (this binary re-executed with
-// --gtest_internal_run_death_test): it runs the body up to the EXPECT_DEATH
-// in place, as the rank that started it, and never spawns ranks.
-bool IsDeathTestChild();
-
-// The command line that reruns exactly `test_name`: this binary with its own
-// arguments, less the gtest flags of this run, plus the filter:
-// "/path/to/bin --my_flag '--gtest_filter=Suite.Name/2ranks'".
-// The DISTTEST_* variables of this run come first (DISTTEST_GPUS only with
-// `keep_gpus`: a test on assigned GPUs names its own).
-std::string RerunCommand(const std::string& test_name, bool keep_gpus = true);
 
 }  // namespace disttest::internal
 

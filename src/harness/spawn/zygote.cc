@@ -164,7 +164,7 @@ void TakeTheRank(const Message& m, pid_t parent, int go, int argc,
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
     _exit(kExitHarnessError);
   }
-  // As Launcher::StartChild does for a rank it forks.
+  // As RankSpawner::StartChild does for a rank it forks.
   const int out = m.Fd(kStdout), err = m.Fd(kStderr);
   if (out < 0 || err < 0 || dup2(out, STDOUT_FILENO) < 0 ||
       dup2(err, STDERR_FILENO) < 0) {

@@ -13,7 +13,7 @@
 // start-up as an exec'd rank does. Of the test process it has nothing but
 // what it was started with: no descriptor but the ones each message brings.
 //
-//   // ExecLauncher::Spawn, in the parent:
+//   // ExecSpawner::Spawn, in the parent:
 //   pid_t pid = Zygote::Get().Spawn(request, argv, envp);  // -1: exec it
 //
 // The protocol, whole:

@@ -90,8 +90,8 @@ std::set<pid_t>& RankGroup::LiveRanks() {
   return *ranks;
 }
 
-RankGroup::RankGroup(TestSpec spec, std::unique_ptr<Launcher> launcher)
-    : spec_(std::move(spec)), launcher_(std::move(launcher)) {}
+RankGroup::RankGroup(TestSpec spec, std::unique_ptr<RankSpawner> spawner)
+    : spec_(std::move(spec)), spawner_(std::move(spawner)) {}
 
 RankGroup::~RankGroup() { CleanUp(); }
 
@@ -452,7 +452,7 @@ void RankGroup::ObserveExits() {
     if (rank.pid <= 0 || rank.exited) continue;
     std::string error;
     if (std::optional<RankOutcome> outcome =
-            launcher_->Ended(rank.pid, &error)) {
+            spawner_->Ended(rank.pid, &error)) {
       rank.exited = true;
       // A SIGKILL that the harness did not send: the OOM killer's?
       if (outcome->signaled() && outcome->signal() == SIGKILL &&
@@ -513,13 +513,13 @@ void RankGroup::Kill(const std::string& reason) {
     } else if (rank.report.killed_because.empty()) {
       rank.report.killed_because = reason;
     }
-    launcher_->Kill(rank.pid);
+    spawner_->Kill(rank.pid);
   }
   // The group also holds whatever the ranks started. Its id is rank 0's pid,
   // which stays ours until rank 0 is reaped (ObserveExits leaves it a
   // zombie), so this never signals a stranger's group.
   if (pgid_ > 0 && !ranks_.empty() && !ranks_[0].reaped) {
-    launcher_->KillGroup(pgid_);
+    spawner_->KillGroup(pgid_);
   }
 }
 
@@ -527,7 +527,7 @@ void RankGroup::ReapAll() {
   auto deadline = std::chrono::steady_clock::now() + kReapDeadline;
   for (Rank& rank : ranks_) {
     if (rank.pid <= 0 || rank.reaped) continue;
-    std::optional<RankOutcome> outcome = launcher_->Reap(rank.pid, deadline);
+    std::optional<RankOutcome> outcome = spawner_->Reap(rank.pid, deadline);
     if (!outcome) {
       rank.report.channel_errors.push_back(fmt::format(
           "could not be reaped within {} s of SIGKILL (uninterruptible "

@@ -7,7 +7,7 @@
 // MASTER_PORT reserved for the code under test, and the emergency clean-up
 // that removes the queues if the parent dies.
 //
-//   RankGroup group(spec, MakeLauncher(spec.options.launch, entry));
+//   RankGroup group(spec, MakeSpawner(spec.options.launch, entry));
 //   group.Start();                       // spawns every rank
 //   while (...) group.Serve(10);         // one pass of the poll loop
 //   std::vector<RankReport> r = group.End("the test ended");
@@ -69,7 +69,7 @@ class RankGroup {
   // Called for a rank whose verdict (kDone) came, and for one that exited.
   using RankEvent = std::function<void(Rank&)>;
 
-  RankGroup(TestSpec spec, std::unique_ptr<Launcher> launcher);
+  RankGroup(TestSpec spec, std::unique_ptr<RankSpawner> spawner);
   ~RankGroup();
   RankGroup(const RankGroup&) = delete;
   RankGroup& operator=(const RankGroup&) = delete;
@@ -108,7 +108,7 @@ class RankGroup {
   void OnFailure(ResultEvent f) { on_failure_ = std::move(f); }
 
   const TestSpec& spec() const { return spec_; }
-  Launcher& launcher() { return *launcher_; }
+  RankSpawner& spawner() { return *spawner_; }
   // Whether the ranks park after each test's verdict, waiting for the next
   // (a worker pool's: started with DISTTEST_INTERNAL_POOL).
   bool parks() const;
@@ -150,7 +150,7 @@ class RankGroup {
   void AppendDescriptors(std::vector<int>* fds) const;
 
   TestSpec spec_;
-  std::unique_ptr<Launcher> launcher_;
+  std::unique_ptr<RankSpawner> spawner_;
   std::string store_token_;
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<EmergencyCleanup> emergency_;

@@ -171,14 +171,14 @@ void RankGroup::SpawnRank(int r) {
     if (other != this) other->AppendDescriptors(&request.close_in_child);
   }
   rank.report.spawned_at = std::chrono::steady_clock::now();
-  pid_t pid = launcher_->Spawn(request);
+  pid_t pid = spawner_->Spawn(request);
   LiveRanks().insert(pid);
   rank.pid = pid;
   if (pgid_ == 0) pgid_ = pid;
   // Without a pidfd (none above the floor) the poll loop's tick notices
   // the rank's end.
   try {
-    rank.pidfd = Above(launcher_->OpenPidFd(pid), fd_floor_);
+    rank.pidfd = Above(spawner_->OpenPidFd(pid), fd_floor_);
   } catch (const Error&) {
     rank.pidfd = -1;
   }

@@ -216,7 +216,7 @@ void Supervisor::PrintHeartbeat(Clock::time_point now) {
     (rank.exited || rank.report.done ? done : running)
         .push_back(rank.report.rank);
     if (!rank.exited && !rank.report.done && !CheckingLeaks(rank) &&
-        group_.launcher().Stopped(rank.pid)) {
+        group_.spawner().Stopped(rank.pid)) {
       stopped.push_back(rank.report.rank);
     }
   }
@@ -498,7 +498,7 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline,
     pids.push_back(rank.pid);
     stuck.push_back(&rank);
     results_at_deadline.push_back(rank.report.results.size());
-    if (group_.launcher().Stopped(rank.pid) &&
+    if (group_.spawner().Stopped(rank.pid) &&
         rank.report.killed_because.empty()) {
       rank.report.killed_because = fmt::format(
           "{}; {} (SIGSTOP, SIGTSTP or a tracer)", reason, kWasStopped);
@@ -518,7 +518,7 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline,
                 pids.size() == 1 ? "" : "s");
     std::fflush(stdout);
     std::vector<std::string> stacks =
-        group_.launcher().Stacks(pids, stack_deadline);
+        group_.spawner().Stacks(pids, stack_deadline);
     for (std::size_t i = 0; i < stuck.size(); ++i) {
       stuck[i]->report.stack = std::move(stacks[i]);
     }
@@ -584,9 +584,9 @@ bool Supervisor::ExcuseIfItFailedMeanwhile(RankGroup::Rank& rank,
 }
 
 std::vector<RankReport> RunTest(const TestSpec& spec,
-                                std::unique_ptr<Launcher> launcher) {
+                                std::unique_ptr<RankSpawner> spawner) {
   ValidateSpec(spec);
-  RankGroup group(spec, std::move(launcher));
+  RankGroup group(spec, std::move(spawner));
   Supervisor supervisor(group);  // The clock starts before the spawning.
   group.Start();
   supervisor.Run();

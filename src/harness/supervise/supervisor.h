@@ -5,7 +5,7 @@
 // ended it: exited, or, for ranks that park (a worker pool's), reported
 // its verdict.
 //
-//   std::vector<RankReport> ranks = RunTest(spec, MakeLauncher(...));
+//   std::vector<RankReport> ranks = RunTest(spec, MakeSpawner(...));
 //   std::vector<Finding> verdict = Judge(spec, ranks);
 //
 // The parent serves the ranks' store itself, from its one single-threaded
@@ -162,7 +162,7 @@ void ValidateSpec(const TestSpec& spec);
 // spec (before anything is started) and Error when the harness itself
 // cannot work.
 std::vector<RankReport> RunTest(const TestSpec& spec,
-                                std::unique_ptr<Launcher> launcher);
+                                std::unique_ptr<RankSpawner> spawner);
 
 }  // namespace disttest::internal
 

@@ -31,13 +31,13 @@ namespace disttest::internal {
 class WorkerPools::Pool {
  public:
   explicit Pool(const TestSpec& spec)
-      : group_(spec, MakeLauncher(LaunchMode::kFork,
-                                  [current = current_](auto arena) {
-                                    // Only ever called while the pool runs a
-                                    // test: when its ranks are forked (also
-                                    // when it starts over at a later test).
-                                    (*current)(std::move(arena));
-                                  })),
+      : group_(spec, MakeSpawner(LaunchMode::kFork,
+                                 [current = current_](auto arena) {
+                                   // Only ever called while the pool runs a
+                                   // test: when its ranks are forked (also
+                                   // when it starts over at a later test).
+                                   (*current)(std::move(arena));
+                                 })),
         on_gpus_(!spec.visible_devices.empty()) {}
 
   // The first call spawns the ranks, which run `spec`; each later call

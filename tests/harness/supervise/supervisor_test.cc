@@ -1,7 +1,7 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
 // The supervisor's decisions, in-process: ranks are scripts of a fake
-// launcher (fake_launcher.h), not processes, and everything else (the
+// spawner (fake_spawner.h), not processes, and everything else (the
 // store, the result queues, the poll loop) is real.
 #include "harness/supervise/supervisor.h"
 
@@ -21,7 +21,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
-using Script = FakeLauncher::Script;
+using Script = FakeSpawner::Script;
 using Clock = std::chrono::steady_clock;
 
 constexpr milliseconds kGrace{200};
@@ -66,7 +66,7 @@ TEST(SupervisorTest, RanksThatPassEndTheTestAndNothingIsKilled) {
   const TestSpec spec = Spec(2);
   int stacks = 0;
   std::vector<RankReport> r =
-      RunTest(spec, std::make_unique<FakeLauncher>(
+      RunTest(spec, std::make_unique<FakeSpawner>(
                         std::vector<Script>{Passes(), Passes()}, &stacks));
   ASSERT_EQ(r.size(), 2u);
   for (const RankReport& rank : r) {
@@ -85,8 +85,8 @@ TEST(SupervisorTest, AFailureGivesAStuckPeerTheGraceThenItsStackAndTheKill) {
   const TestSpec spec = Spec(2);
   const auto start = Clock::now();
   std::vector<RankReport> r =
-      RunTest(spec, std::make_unique<FakeLauncher>(
-                        std::vector<Script>{FakeLauncher::Hangs(), Fails()}));
+      RunTest(spec, std::make_unique<FakeSpawner>(
+                        std::vector<Script>{FakeSpawner::Hangs(), Fails()}));
   const auto took = Clock::now() - start;
   EXPECT_GE(took, kGrace);
   EXPECT_LT(took, spec.options.timeout / 2);
@@ -107,8 +107,8 @@ TEST(SupervisorTest, ASkipGivesPeersFiveTimesTheGrace) {
   const TestSpec spec = Spec(2);
   const auto start = Clock::now();
   std::vector<RankReport> r =
-      RunTest(spec, std::make_unique<FakeLauncher>(
-                        std::vector<Script>{Skips(), FakeLauncher::Hangs()}));
+      RunTest(spec, std::make_unique<FakeSpawner>(
+                        std::vector<Script>{Skips(), FakeSpawner::Hangs()}));
   EXPECT_GE(Clock::now() - start, 5 * kGrace);
   EXPECT_EQ(r[1].killed_because, "still running 1000 ms after rank 0 skipped");
 }
@@ -117,9 +117,9 @@ TEST(SupervisorTest, RanksStillRunningAtTheTimeoutHaveOverrunIt) {
   const TestSpec spec = Spec(3, milliseconds(300));
   int stacks = 0;
   std::vector<RankReport> r =
-      RunTest(spec, std::make_unique<FakeLauncher>(
-                        std::vector<Script>{FakeLauncher::Hangs(), Passes(),
-                                            FakeLauncher::Hangs()},
+      RunTest(spec, std::make_unique<FakeSpawner>(
+                        std::vector<Script>{FakeSpawner::Hangs(), Passes(),
+                                            FakeSpawner::Hangs()},
                         &stacks));
   for (int q : {0, 2}) {
     EXPECT_EQ(r[q].overran, "the test timed out after 300 ms") << q;
@@ -134,7 +134,7 @@ TEST(SupervisorTest, ParkedRanksEndTheTestWithTheirVerdicts) {
   TestSpec spec = Spec(2);
   spec.child_env.emplace_back(env::kInternalPool, "1");
   RankGroup group(
-      spec, std::make_unique<FakeLauncher>(std::vector<Script>{
+      spec, std::make_unique<FakeSpawner>(std::vector<Script>{
                 Parks(RankVerdict::kPassed), Parks(RankVerdict::kPassed)}));
   const auto start = Clock::now();
   {
@@ -156,8 +156,8 @@ TEST(SupervisorTest, AParkedRanksFailureStartsTheGraceItsExitWould) {
   TestSpec spec = Spec(2);
   spec.child_env.emplace_back(env::kInternalPool, "1");
   RankGroup group(spec,
-                  std::make_unique<FakeLauncher>(std::vector<Script>{
-                      FakeLauncher::Hangs(), Parks(RankVerdict::kFailed)}));
+                  std::make_unique<FakeSpawner>(std::vector<Script>{
+                      FakeSpawner::Hangs(), Parks(RankVerdict::kFailed)}));
   {
     Supervisor supervisor(group);
     group.Start();

@@ -1,0 +1,121 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/process/command_line.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string_view>
+
+#include "disttest/env/names.h"
+#include "env/internal_names.h"
+#include "env/knobs.h"
+
+namespace disttest::internal {
+namespace {
+
+bool StartsWith(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+// Quotes `arg` for a POSIX shell when it needs it.
+std::string ShellQuote(const std::string& arg) {
+  if (!arg.empty() &&
+      arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW"
+                            "XYZ0123456789_-./=:,+@%") == std::string::npos) {
+    return arg;
+  }
+  std::string out = "'";
+  for (char c : arg) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+}  // namespace
+
+std::vector<std::string> ReadCommandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)),
+                  std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i] == '\0') {
+      args.push_back(all.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return args;
+}
+
+bool IsParentOnlyFlag(const std::string& arg) {
+  static const char* const kFlags[] = {
+      "--gtest_filter",           "--gtest_output",
+      "--gtest_repeat",           "--gtest_shuffle",
+      "--gtest_random_seed",      "--gtest_list_tests",
+      "--gtest_fail_fast",        "--gtest_brief",
+      "--gtest_stream_result_to", "--gtest_also_run_disabled_tests",
+  };
+  for (const char* flag : kFlags) {
+    if (StartsWith(arg, flag)) return true;
+  }
+  return false;
+}
+
+bool IsDeathTestChild() {
+  // Read from the command line, not gtest's flag: launched-mode detection
+  // asks during static initialisation, before gtest parses its flags.
+  static const bool child = [] {
+    for (const std::string& arg : ReadCommandLine()) {
+      if (StartsWith(arg, "--gtest_internal_run_death_test")) return true;
+    }
+    return false;
+  }();
+  return child;
+}
+
+std::string RerunCommand(const std::string& test_name, bool keep_gpus) {
+  std::vector<std::string> args = ReadCommandLine();
+  // The DISTTEST_* variables of this run change what the test does
+  // (DISTTEST_NO_HOST_ARENA, DISTTEST_TIMEOUT, ...): the rerun keeps them.
+  std::vector<std::string> variables;
+  // The variables that change what a test run does; not the build's
+  // (DISTTEST_SANITIZE), not DISTTEST_DEBUG_RANK (a rerun is not always at
+  // a debugger).
+  std::vector<const char*> kept = {
+      env::kTimeout,      env::kHeartbeat,    env::kLogDir,
+      env::kTrace,        env::kLauncher,     env::kRequireGpus,
+      env::kNoReuse,      env::kNoHostArena,  env::kKeepNcclDebug,
+      env::kCompareCalls, env::kTimeoutScale, "DISTTEST_MASTER_PORT"};
+  if (keep_gpus) kept.push_back(env::kGpus);
+  for (const char* name : kept) {
+    const char* value = std::getenv(name);
+    if (value == nullptr) continue;
+    // A factor of 1 (a test runner's, as disttest's own self-tests set it)
+    // changes at most a slow build's deadlines, not what the test does.
+    if (std::string_view(name) == env::kTimeoutScale &&
+        std::string_view(value) == "1") {
+      continue;
+    }
+    variables.push_back(std::string(name) + "=" + ShellQuote(value));
+  }
+  std::sort(variables.begin(), variables.end());
+  std::string command;
+  for (const std::string& v : variables) command += v + " ";
+  command += args.empty() ? "<test binary>" : ShellQuote(args[0]);
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    if (!IsParentOnlyFlag(args[i])) command += " " + ShellQuote(args[i]);
+  }
+  command += " " + ShellQuote("--gtest_filter=" + test_name);
+  if (test_name.find("DISABLED_") != std::string::npos) {
+    command += " --gtest_also_run_disabled_tests";
+  }
+  return command;
+}
+
+}  // namespace disttest::internal
