@@ -33,7 +33,7 @@
 #include "env/internal_names.h"
 #include "env/text.h"
 #include "glue/current_communicator.h"
-#include "glue/external.h"
+#include "glue/launched.h"
 #include "glue/rank_program.h"
 #include "harness/plan/gpu_placement.h"
 #include "harness/process/command_line.h"

@@ -1,5 +1,5 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
-#include "glue/external.h"
+#include "glue/launched.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -25,8 +25,8 @@
 // a few seconds and fails the test on every rank (an abort key in the
 // store), and every later test fails at once. A body that outlives the
 // test's timeout prints its process's stacks and ends the process.
-#ifndef DISTTEST_SRC_GLUE_EXTERNAL_H_
-#define DISTTEST_SRC_GLUE_EXTERNAL_H_
+#ifndef DISTTEST_SRC_GLUE_LAUNCHED_H_
+#define DISTTEST_SRC_GLUE_LAUNCHED_H_
 
 #include "disttest/distributed_test.h"
 #include "harness/report/rank_report.h"
@@ -52,4 +52,4 @@ void RunExternal(DistributedTest& test);
 
 }  // namespace disttest::internal
 
-#endif  // DISTTEST_SRC_GLUE_EXTERNAL_H_
+#endif  // DISTTEST_SRC_GLUE_LAUNCHED_H_
