@@ -442,7 +442,7 @@ void DistributedTest::TestBody() {
   if (internal::IsDeathTestChild()) return internal::RunInDeathTestChild(*this);
   const char* child = std::getenv(env::kInternalChildTest);
   if (child == nullptr) {
-    if (internal::ExternalLaunch()) return internal::RunExternal(*this);
+    if (internal::LaunchedRun()) return internal::RunLaunched(*this);
     return internal::Supervise(*this);
   }
   std::string running = internal::CurrentTestName();

@@ -50,8 +50,8 @@ const char* VariablesOf(const std::string& launcher) {
 }
 
 struct Detection {
-  bool external = false;
-  std::string error;  // Set: external, but the environment is unusable.
+  bool launched = false;
+  std::string error;  // Set: launched, but the environment is unusable.
   LauncherEnv env;
 };
 
@@ -64,9 +64,11 @@ const Detection& Detect() {
     const char* mode_variable = std::getenv(env::kLauncher);
     const std::string mode = mode_variable != nullptr ? mode_variable : "";
     if (mode == "spawn") return d;
-    if (!mode.empty() && mode != "external") {
-      d.external = true;
-      d.error = fmt::format("{}={}: expected \"external\" or \"spawn\"",
+    // "external" is the mode's old name, still understood.
+    const bool forced = mode == "launched" || mode == "external";
+    if (!mode.empty() && !forced) {
+      d.launched = true;
+      d.error = fmt::format("{}={}: expected \"launched\" or \"spawn\"",
                             env::kLauncher, mode);
       return d;
     }
@@ -74,7 +76,7 @@ const Detection& Detect() {
       d.env = DetectLauncherEnv();
       // A launcher that started one process (`srun -n1 ctest`) leaves the
       // spawning to disttest.
-      d.external = mode == "external" || d.env.world_size > 1;
+      d.launched = forced || d.env.world_size > 1;
     } catch (const ConfigError& e) {
       bool launcher_found = false;
       for (const char* rank : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
@@ -82,8 +84,8 @@ const Detection& Detect() {
         const char* value = std::getenv(rank);
         if (value != nullptr && *value != '\0') launcher_found = true;
       }
-      if (mode == "external" || launcher_found) {
-        d.external = true;
+      if (forced || launcher_found) {
+        d.launched = true;
         d.error = e.what();
       }
     }
@@ -109,7 +111,7 @@ const bool kQuietRank = [] {
   // first): a log must not land on a closed stdout's number.
   ClaimStandardDescriptors();
   const Detection& d = Detect();
-  if (!d.external || !d.error.empty() || d.env.rank == 0) return false;
+  if (!d.launched || !d.error.empty() || d.env.rank == 0) return false;
   // Said before it goes quiet: a rank started by an enclosing job's
   // variables, rather than by a launcher of this binary, must not just
   // hang, or exit without a word.
@@ -219,7 +221,7 @@ class GoodbyeListener : public ::testing::EmptyTestEventListener {
 };
 
 const bool kGoodbyeInstalled = [] {
-  if (!Detect().external) return false;
+  if (!Detect().launched) return false;
   ::testing::UnitTest::GetInstance()->listeners().Append(new GoodbyeListener);
   return true;
 }();
@@ -422,9 +424,9 @@ std::string PlansDiffer(LaunchedJob& job, const TestSpec& spec) {
 
 }  // namespace
 
-bool ExternalLaunch() { return Detect().external; }
+bool LaunchedRun() { return Detect().launched; }
 
-void RunExternal(DistributedTest& test) {
+void RunLaunched(DistributedTest& test) {
   TestSpec spec = SpecOf(test);
   LaunchedJob* job = nullptr;
   try {

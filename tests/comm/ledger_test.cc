@@ -233,7 +233,7 @@ TEST_F(LedgerTest, IdsOfCommunicatorsThatAreGoneAreUsedAgain) {
        ++test) {
     Ledger::Current()->BeginTest();
     FakeCommunicator group("tensor group 0", "launch/tensor/0",
-                           fmt::format("external/{}/0/store/", test));
+                           fmt::format("launched/{}/0/store/", test));
     group.barrier();
     const RankLedgerView view = memory_->Read(1);
     ASSERT_EQ(view.records.size(), 1u);

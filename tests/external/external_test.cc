@@ -609,6 +609,39 @@ TEST(ExternalPlans, RanksThatWouldRunOtherTestsEndAtOnceNamingTheDifference) {
   }
 }
 
+// DISTTEST_LAUNCHER names the mode: "launched" (or "external", its old
+// name) makes a one-rank launcher's process a launched run, which it is not
+// by itself; any other word is an error that names the two.
+TEST(ExternalAlone, LauncherVariableNamesTheLaunchedModeOrSpawn) {
+  for (const char* mode : {"launched", "external", "", "bogus"}) {
+    SCOPED_TRACE(mode);
+    std::vector<std::pair<std::string, std::string>> env = {
+        {"RANK", "0"},
+        {"WORLD_SIZE", "1"},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", std::to_string(FreePort())}};
+    if (*mode != '\0') env.emplace_back("DISTTEST_LAUNCHER", mode);
+    ChildRun run = RunChild(
+        {DISTTEST_EXTERNAL_CHILD, "--gtest_filter=External.Passes/1ranks"}, env,
+        std::chrono::seconds(60));
+    const std::string all = run.out + run.err;
+    const bool launched =
+        std::string(mode) == "launched" || std::string(mode) == "external";
+    if (std::string(mode) == "bogus") {
+      EXPECT_NE(run.exit_code, 0) << all;
+      EXPECT_THAT(all, HasSubstr("DISTTEST_LAUNCHER=bogus: expected "
+                                 "\"launched\" or \"spawn\""));
+    } else {
+      EXPECT_EQ(run.exit_code, 0) << all;
+      EXPECT_EQ(
+          all.find("launched by torchrun with 1 rank") != std::string::npos,
+          launched)
+          << all;
+    }
+    EXPECT_THAT(KillOrphans(), ::testing::IsEmpty());
+  }
+}
+
 // A launcher environment without a launcher (inherited from an enclosing
 // job): the rank says what it detected and why it stops, instead of
 // waiting in silence and exiting without a word.

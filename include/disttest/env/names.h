@@ -64,11 +64,12 @@ inline constexpr char kHeartbeat[] = "DISTTEST_HEARTBEAT";
 // that rank are off.
 inline constexpr char kDebugRank[] = "DISTTEST_DEBUG_RANK";
 
-// "external": this process is one rank of a run that a launcher (srun,
-// mpirun, torchrun) started once per rank; DIST_TEST_F bodies run in it.
-// "spawn": disttest spawns the ranks of each test itself, even under a
-// launcher. Unset: external when a launcher with more than one rank is
-// found in the environment.
+// "launched": this process is one rank of a run that a launcher (srun,
+// mpirun, torchrun) started once per rank; DIST_TEST_F bodies run in it
+// ("external", the mode's old name, is understood too). "spawn": disttest
+// spawns the ranks of each test itself, even under a launcher. Unset:
+// launched when a launcher with more than one rank is found in the
+// environment.
 inline constexpr char kLauncher[] = "DISTTEST_LAUNCHER";
 
 // Under a launcher: the job's store token, the same secret on every rank

@@ -78,7 +78,7 @@ void Watchdog::Loop() {
       } else if (const int sig = PendingInterrupt();
                  armed && sig != 0 && !interrupted_) {
         // ctest's TIMEOUT, a cancelled job, Ctrl-C: this test ends now,
-        // with its report, and the rest are skipped (glue/external.cc).
+        // with its report, and the rest are skipped (glue/launched.cc).
         interrupted_ = true;
         lock.unlock();
         Stop(what, ledger_key, sig);
