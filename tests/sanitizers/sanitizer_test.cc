@@ -123,7 +123,7 @@ TEST_P(SanitizerTest, RanksThatLeakNothingPass) {
   }
 }
 
-// A rank that failed is not checked for leaks (rank_main.h): rank 2 fails
+// A rank that failed is not checked for leaks (run_rank.h): rank 2 fails
 // with its own failure, not with the leak it also has.
 TEST_P(SanitizerTest, ARankThatFailedIsNotCheckedForLeaks) {
   const ChildRun run = Run(DISTTEST_SANITIZER_CHILD, "LeaksAndFailsInRank2");

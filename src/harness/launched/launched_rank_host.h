@@ -2,7 +2,7 @@
 //
 // The host of a launched rank: this process, one of a job that a launcher
 // started, runs one step of a test (a fixture, or the test itself) in
-// place, through RunRank (rank_main.h).
+// place, through RunRank (run_rank.h).
 //
 //   RunLaunchedRank(job, StepKeys(seq, step), n, program, options,
 //                   deadline, "Suite.Test/4ranks");

@@ -1,7 +1,7 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
 // RankHost: what differs between the two ways a rank comes to be, and
-// nothing else. RunRank (rank_main.h) runs a body as a rank on either.
+// nothing else. RunRank (run_rank.h) runs a body as a rank on either.
 //
 //   SpawnedRankHost (spawned_rank_host.h): a process of its own, started by
 //     the supervisor; results go to its shared-memory queue, collectives

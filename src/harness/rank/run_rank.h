@@ -3,7 +3,7 @@
 // RunRank: the one code that runs a body as a rank, whichever way its
 // process came to be (rank_host.h): environment in, communicator and
 // barrier, the program (set-up, body, tear-down) with every result
-// reported, the verdict out. Read top to bottom in rank_main.cc.
+// reported, the verdict out. Read top to bottom in run_rank.cc.
 //
 //   class MyProgram : public RankProgram { ... };
 //   SpawnedRankHost host(program, options, arena);

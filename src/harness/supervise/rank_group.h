@@ -135,7 +135,7 @@ class RankGroup {
   // for another test's orphans.
   static std::set<pid_t>& LiveRanks();
   void OpenLogs();
-  // rank_spawn.cc: every rank, or up to the first that cannot be started.
+  // rank_group_spawn.cc: every rank, or up to the first that cannot be started.
   void SpawnAll();
   void SpawnRank(int r);
   void OnRankEnded(Rank& rank);
