@@ -422,6 +422,72 @@ std::string PlansDiffer(LaunchedJob& job, const TestSpec& spec) {
   return differ;
 }
 
+// The test's steps (each fixture, then the test) on the ranks they need:
+// the meeting, the fixtures' directories, then each step in turn.
+void RunSteps(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
+              int seq) {
+  auto deadline = [&] { return Clock::now() + spec.options.timeout; };
+  launched::MeetAtTest(job, seq, spec.name, deadline());
+  auto& fixtures = FixtureAccess::fixtures(test);
+  const std::vector<TestSpec> steps = PlanSteps(spec, FixtureSteps(test));
+  int users = 0;  // The ranks that run a step: they use the directories.
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const TestSpec& step = steps[i];
+    if (i < fixtures.size() && step.world_size > job.size()) {
+      return Skip(spec, fmt::format("fixture {} needs {} ranks, launched "
+                                    "with {}",
+                                    step.fixture, step.world_size, job.size()));
+    }
+    users = std::max(users, step.world_size);
+  }
+  // Fixtures: rank 0 makes their directories, and everyone uses those
+  // (one machine, or a TMPDIR every node shares).
+  FixtureDirs dirs;
+  if (!fixtures.empty()) {
+    if (job.rank() == 0) {
+      for (auto& f : fixtures) {
+        FixtureAccess::SetDir(*f, dirs.Create(f->name()));
+      }
+    }
+    const std::string joined =
+        launched::ShareFromRankZero(job, launched::FixtureDirsKey(seq),
+                                    dirs.Joined(), deadline(), spec.name);
+    if (job.rank() != 0) AdoptFixtureDirs(test, joined);
+    const std::string unseen =
+        FixtureDirsUnseen(job, seq, joined, users, deadline(), spec.name);
+    if (!unseen.empty()) return Fatal(spec, unseen);
+  }
+  for (std::size_t i = 0; i < fixtures.size(); ++i) {
+    if (!RunStep(job, test, steps[i], seq, static_cast<int>(i),
+                 fixtures[i].get(), deadline()) ||
+        PendingInterrupt() != 0) {
+      return;
+    }
+  }
+  RunStep(job, test, steps.back(), seq, static_cast<int>(fixtures.size()),
+          nullptr, deadline());
+}
+
+// The first test that breaks the run: a rank other than 0 says so on its
+// own stderr too (its gtest output is dropped, and rank 0 may never hear of
+// it); the tests after fail at once, saying it again.
+void BreakTheRun(LaunchedJob& job, const TestSpec& spec,
+                 const std::exception& e) {
+  static bool said = false;
+  if (job.rank() != 0 && !said) {
+    said = true;
+    std::fprintf(stderr,
+                 "[ disttest ] rank %d of %d on %s: %s: %s; this rank's "
+                 "later tests fail at once\n",
+                 job.rank(), job.size(), Hostname().c_str(), spec.name.c_str(),
+                 e.what());
+    std::fflush(stderr);
+  }
+  job.liveness().Break(e.what());
+  job.communicators().Drop();
+  Fatal(spec, e.what());
+}
+
 }  // namespace
 
 bool LaunchedRun() { return Detect().launched; }
@@ -481,65 +547,10 @@ void RunLaunched(DistributedTest& test) {
   } after{spec, job->rank() != 0};
   // Each step (each fixture, then the test) gets the whole timeout, as
   // in spawned mode.
-  auto deadline = [&] { return Clock::now() + spec.options.timeout; };
   try {
-    launched::MeetAtTest(*job, seq, spec.name, deadline());
-    auto& fixtures = FixtureAccess::fixtures(test);
-    const std::vector<TestSpec> steps = PlanSteps(spec, FixtureSteps(test));
-    int users = 0;  // The ranks that run a step: they use the directories.
-    for (std::size_t i = 0; i < steps.size(); ++i) {
-      const TestSpec& step = steps[i];
-      if (i < fixtures.size() && step.world_size > job->size()) {
-        return Skip(spec,
-                    fmt::format("fixture {} needs {} ranks, launched "
-                                "with {}",
-                                step.fixture, step.world_size, job->size()));
-      }
-      users = std::max(users, step.world_size);
-    }
-    // Fixtures: rank 0 makes their directories, and everyone uses those
-    // (one machine, or a TMPDIR every node shares).
-    FixtureDirs dirs;
-    if (!fixtures.empty()) {
-      if (job->rank() == 0) {
-        for (auto& f : fixtures) {
-          FixtureAccess::SetDir(*f, dirs.Create(f->name()));
-        }
-      }
-      const std::string joined =
-          launched::ShareFromRankZero(*job, launched::FixtureDirsKey(seq),
-                                      dirs.Joined(), deadline(), spec.name);
-      if (job->rank() != 0) AdoptFixtureDirs(test, joined);
-      const std::string unseen =
-          FixtureDirsUnseen(*job, seq, joined, users, deadline(), spec.name);
-      if (!unseen.empty()) return Fatal(spec, unseen);
-    }
-    for (std::size_t i = 0; i < fixtures.size(); ++i) {
-      if (!RunStep(*job, test, steps[i], seq, static_cast<int>(i),
-                   fixtures[i].get(), deadline()) ||
-          PendingInterrupt() != 0) {
-        return;
-      }
-    }
-    RunStep(*job, test, steps.back(), seq, static_cast<int>(fixtures.size()),
-            nullptr, deadline());
+    RunSteps(*job, test, spec, seq);
   } catch (const std::exception& e) {
-    // The first test that breaks the run: a rank other than 0 says so on
-    // its own stderr too (its gtest output is dropped, and rank 0 may never
-    // hear of it); the tests after fail at once, saying it again.
-    static bool said = false;
-    if (job->rank() != 0 && !said) {
-      said = true;
-      std::fprintf(stderr,
-                   "[ disttest ] rank %d of %d on %s: %s: %s; this rank's "
-                   "later tests fail at once\n",
-                   job->rank(), job->size(), Hostname().c_str(),
-                   spec.name.c_str(), e.what());
-      std::fflush(stderr);
-    }
-    job->liveness().Break(e.what());
-    job->communicators().Drop();
-    Fatal(spec, e.what());
+    BreakTheRun(*job, spec, e);
   }
 }
 

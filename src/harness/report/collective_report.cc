@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -242,6 +243,225 @@ std::vector<std::string> Grouped(const std::vector<int>& ranks,
   return out;
 }
 
+// The collective of `key` (`comm`, the world's when `world`) that not every
+// member completed, if any: who entered it with which call, and who did not.
+void ReportCommunicator(const std::vector<RankState>& states,
+                        const std::vector<Rank>& ranks, std::uint64_t key,
+                        const std::string& comm, bool world,
+                        std::vector<std::string>* out) {
+  // Members: every rank for the world; for another, those that used it.
+  std::vector<const Rank*> members;
+  for (const Rank& r : ranks) {
+    if (world || r.comms.count(key) != 0) members.push_back(&r);
+  }
+  // The numbers may go on from earlier tests (a pooled rank, a launched
+  // one): a rank without this test's records of it is where the test
+  // started, one before the least first number.
+  std::int64_t base = INT64_MAX;
+  std::int64_t highest = -1;
+  for (const Rank* r : members) {
+    auto it = r->comms.find(key);
+    if (it == r->comms.end() || it->second.records.empty()) continue;
+    base = std::min(
+        base, static_cast<std::int64_t>(it->second.records.front()->seq) - 1);
+    highest = std::max(
+        highest, static_cast<std::int64_t>(it->second.records.back()->seq));
+  }
+  if (highest < 0) return;  // No rank entered any.
+  // The last collective every member completed.
+  std::int64_t done = INT64_MAX;
+  for (const Rank* r : members) {
+    auto it = r->comms.find(key);
+    std::int64_t d = base;
+    if (it != r->comms.end() && !it->second.records.empty()) {
+      const LedgerRecord* last = it->second.records.back();
+      const auto seq = static_cast<std::int64_t>(last->seq);
+      d = last->state == LedgerState::kCompleted ? seq : seq - 1;
+    }
+    done = std::min(done, d);
+  }
+  if (done + 1 > highest) return;  // Each completed all it entered.
+  const auto seq = static_cast<std::uint64_t>(done + 1);
+  // Ranks that entered it with different calls: a broken program.
+  const LedgerRecord* first_call = nullptr;
+  bool mismatch = false;
+  std::vector<int> numbers;
+  std::vector<Line> lines;
+  for (const Rank* r : members) {
+    auto it = r->comms.find(key);
+    if (it != r->comms.end()) {
+      for (const LedgerRecord* rec : it->second.records) {
+        if (rec->seq != seq) continue;
+        if (first_call == nullptr) first_call = rec;
+        if (!rec->SameCall(*first_call)) mismatch = true;
+      }
+    }
+    numbers.push_back(r->state->rank);
+    lines.push_back(Describe(*r, key, comm, seq));
+  }
+  // The ranks whose ledger did not come (a launched rank that died)
+  // are members of the world that the report cannot place.
+  if (world) {
+    for (const RankState& st : states) {
+      if (st.ledger) continue;
+      numbers.push_back(st.rank);
+      Line line{"{is} not known here: {its} ledger did not come", {}};
+      if (!st.ended.empty()) line.pattern += "; {it} ended: " + st.ended;
+      lines.push_back(std::move(line));
+    }
+  }
+  out->push_back(fmt::format(
+      "collective #{} on {} {}:", seq, CommTitle(comm),
+      mismatch ? "does not match across the ranks" : "never completed"));
+  for (std::string& l : Grouped(numbers, lines)) out->push_back(std::move(l));
+}
+
+// Every collective completed: where each rank is past its last one (a send
+// that waits for a receive, a body that does not return).
+void ReportWhereRanksAre(const std::vector<Rank>& ranks,
+                         const std::function<bool(std::uint64_t)>& is_world,
+                         std::vector<std::string>* out) {
+  std::vector<int> numbers;
+  std::vector<Line> lines;
+  for (const Rank& r : ranks) {
+    Line line;
+    const LedgerRecord* last = nullptr;  // Its last on a world.
+    for (const auto& [key, on] : r.comms) {
+      if (!is_world(key) || on.records.empty()) continue;
+      if (last == nullptr || on.records.back()->index > last->index) {
+        last = on.records.back();
+      }
+    }
+    if (last != nullptr) {
+      line.pattern = fmt::format("{{is}} past collective #{} {} {}", last->seq,
+                                 last->str(), last->where());
+    } else {
+      line.pattern = "{has} entered no collective";
+    }
+    AppendNow(r, nullptr, line);
+    numbers.push_back(r.state->rank);
+    lines.push_back(std::move(line));
+  }
+  out->push_back(
+      "no collective is incomplete on any communicator; where the ranks "
+      "are:");
+  for (std::string& l : Grouped(numbers, lines)) out->push_back(std::move(l));
+}
+
+// The lines, at most `max_lines` (the last one saying how many more).
+std::string JoinLines(std::vector<std::string> out, std::size_t max_lines) {
+  if (out.size() > max_lines) {
+    const std::size_t more = out.size() - (max_lines - 1);
+    out.resize(max_lines - 1);
+    out.push_back(
+        fmt::format("  ... and {} more lines (every rank's detail "
+                    "is in the XML)",
+                    more));
+  }
+  std::string text;
+  for (const std::string& l : out) {
+    if (!text.empty()) text += '\n';
+    text += l;
+  }
+  return text;
+}
+
+// A rank whose every collective on one communicator returned: its digest
+// of the calls and the records its ledger kept.
+struct CallMember {
+  int rank;
+  CommDigest digest;
+  std::vector<const LedgerRecord*> records;
+};
+
+// The ranks that used communicator `key` in this test and whose every
+// collective on it returned (ranks that ended as expected left out).
+std::vector<CallMember> ReturnedMembers(const std::vector<RankState>& states,
+                                        std::uint64_t key) {
+  std::vector<CallMember> members;
+  for (const RankState& s : states) {
+    if (!s.ledger || s.ended_as_expected) continue;
+    const RankLedgerView& v = *s.ledger;
+    if (std::find(v.keys.begin(), v.keys.end(), key) == v.keys.end() ||
+        v.digests.size() < v.keys.size()) {
+      continue;
+    }
+    CallMember m{s.rank, v.digest_of(key), {}};
+    // Not used in this test by this rank: nothing to compare.
+    if (m.digest.calls == 0) continue;
+    bool returned = true;
+    for (const LedgerRecord& r : v.records) {
+      if (v.comm_key(r.comm) != key || !r.collective()) continue;
+      returned = returned && r.state == LedgerState::kCompleted;
+      m.records.push_back(&r);
+    }
+    if (returned) members.push_back(std::move(m));
+  }
+  return members;
+}
+
+// Where the calls of `members` on `comm` part: the first collective, among
+// those the ledgers kept, with each rank's call; or each rank's count and
+// digest when the difference is older than that.
+void DescribeFirstDifference(const std::vector<CallMember>& members,
+                             const std::string& comm,
+                             std::vector<std::string>* out) {
+  // The first collective, among those the ledgers kept, where the calls
+  // part.
+  std::set<std::uint64_t> seqs;  // The numbers the ledgers kept.
+  for (const CallMember& m : members) {
+    for (const LedgerRecord* r : m.records) seqs.insert(r->seq);
+  }
+  std::vector<int> numbers;
+  std::vector<Line> lines;
+  std::uint64_t at = UINT64_MAX;
+  for (std::uint64_t seq : seqs) {
+    const LedgerRecord* one = nullptr;
+    bool differ = false;
+    for (const CallMember& m : members) {
+      for (const LedgerRecord* r : m.records) {
+        if (r->seq != seq) continue;
+        if (one == nullptr) one = r;
+        if (!r->SameCall(*one)) differ = true;
+      }
+    }
+    if (!differ) continue;
+    at = seq;
+    for (const CallMember& m : members) {
+      numbers.push_back(m.rank);
+      const LedgerRecord* mine = nullptr;
+      for (const LedgerRecord* r : m.records) {
+        if (r->seq == seq) mine = r;
+      }
+      lines.push_back({mine != nullptr ? fmt::format("called {} {}",
+                                                     mine->str(), mine->where())
+                                       : std::string("made no such collective"),
+                       {}});
+    }
+    break;
+  }
+  if (at != UINT64_MAX) {
+    out->push_back(fmt::format(
+        "collective #{} on {} did not match across the ranks, though every "
+        "call returned (the data is not what the test meant):",
+        at, CommTitle(comm)));
+  } else {
+    // The first difference is older than what the ledgers kept.
+    out->push_back(fmt::format(
+        "the collectives on {} did not match across the ranks, though every "
+        "call returned (the data is not what the test meant); the first "
+        "difference is older than the operations the ledgers keep:",
+        CommTitle(comm)));
+    for (const CallMember& m : members) {
+      numbers.push_back(m.rank);
+      lines.push_back({fmt::format("made {} collectives, digest {:016x}",
+                                   m.digest.calls, m.digest.digest),
+                       {}});
+    }
+  }
+  for (std::string& l : Grouped(numbers, lines)) out->push_back(std::move(l));
+}
+
 }  // namespace
 
 std::string CommTitle(const std::string& name) {
@@ -281,119 +501,10 @@ std::string CollectiveReport(const std::vector<RankState>& states,
 
   std::vector<std::string> out;
   for (const std::uint64_t key : keys) {
-    const std::string comm = names[key];
-    const bool world = is_world(key);
-    // Members: every rank for the world; for another, those that used it.
-    std::vector<const Rank*> members;
-    for (const Rank& r : ranks) {
-      if (world || r.comms.count(key) != 0) members.push_back(&r);
-    }
-    // The numbers may go on from earlier tests (a pooled rank, a launched
-    // one): a rank without this test's records of it is where the test
-    // started, one before the least first number.
-    std::int64_t base = INT64_MAX;
-    std::int64_t highest = -1;
-    for (const Rank* r : members) {
-      auto it = r->comms.find(key);
-      if (it == r->comms.end() || it->second.records.empty()) continue;
-      base = std::min(
-          base, static_cast<std::int64_t>(it->second.records.front()->seq) - 1);
-      highest = std::max(
-          highest, static_cast<std::int64_t>(it->second.records.back()->seq));
-    }
-    if (highest < 0) continue;  // No rank entered any.
-    // The last collective every member completed.
-    std::int64_t done = INT64_MAX;
-    for (const Rank* r : members) {
-      auto it = r->comms.find(key);
-      std::int64_t d = base;
-      if (it != r->comms.end() && !it->second.records.empty()) {
-        const LedgerRecord* last = it->second.records.back();
-        const auto seq = static_cast<std::int64_t>(last->seq);
-        d = last->state == LedgerState::kCompleted ? seq : seq - 1;
-      }
-      done = std::min(done, d);
-    }
-    if (done + 1 > highest) continue;  // Each completed all it entered.
-    const auto seq = static_cast<std::uint64_t>(done + 1);
-    // Ranks that entered it with different calls: a broken program.
-    const LedgerRecord* first_call = nullptr;
-    bool mismatch = false;
-    std::vector<int> numbers;
-    std::vector<Line> lines;
-    for (const Rank* r : members) {
-      auto it = r->comms.find(key);
-      if (it != r->comms.end()) {
-        for (const LedgerRecord* rec : it->second.records) {
-          if (rec->seq != seq) continue;
-          if (first_call == nullptr) first_call = rec;
-          if (!rec->SameCall(*first_call)) mismatch = true;
-        }
-      }
-      numbers.push_back(r->state->rank);
-      lines.push_back(Describe(*r, key, comm, seq));
-    }
-    // The ranks whose ledger did not come (a launched rank that died)
-    // are members of the world that the report cannot place.
-    if (world) {
-      for (const RankState& st : states) {
-        if (st.ledger) continue;
-        numbers.push_back(st.rank);
-        Line line{"{is} not known here: {its} ledger did not come", {}};
-        if (!st.ended.empty()) line.pattern += "; {it} ended: " + st.ended;
-        lines.push_back(std::move(line));
-      }
-    }
-    out.push_back(fmt::format(
-        "collective #{} on {} {}:", seq, CommTitle(comm),
-        mismatch ? "does not match across the ranks" : "never completed"));
-    for (std::string& l : Grouped(numbers, lines)) out.push_back(std::move(l));
+    ReportCommunicator(states, ranks, key, names[key], is_world(key), &out);
   }
-
-  if (out.empty()) {
-    // Every collective completed: say where each rank is past its last
-    // one (a send that waits for a receive, a body that does not return).
-    std::vector<int> numbers;
-    std::vector<Line> lines;
-    for (const Rank& r : ranks) {
-      Line line;
-      const LedgerRecord* last = nullptr;  // Its last on a world.
-      for (const auto& [key, on] : r.comms) {
-        if (!is_world(key) || on.records.empty()) continue;
-        if (last == nullptr || on.records.back()->index > last->index) {
-          last = on.records.back();
-        }
-      }
-      if (last != nullptr) {
-        line.pattern = fmt::format("{{is}} past collective #{} {} {}",
-                                   last->seq, last->str(), last->where());
-      } else {
-        line.pattern = "{has} entered no collective";
-      }
-      AppendNow(r, nullptr, line);
-      numbers.push_back(r.state->rank);
-      lines.push_back(std::move(line));
-    }
-    out.push_back(
-        "no collective is incomplete on any communicator; where the ranks "
-        "are:");
-    for (std::string& l : Grouped(numbers, lines)) out.push_back(std::move(l));
-  }
-
-  if (out.size() > max_lines) {
-    const std::size_t more = out.size() - (max_lines - 1);
-    out.resize(max_lines - 1);
-    out.push_back(
-        fmt::format("  ... and {} more lines (every rank's detail "
-                    "is in the XML)",
-                    more));
-  }
-  std::string text;
-  for (const std::string& l : out) {
-    if (!text.empty()) text += '\n';
-    text += l;
-  }
-  return text;
+  if (out.empty()) ReportWhereRanksAre(ranks, is_world, &out);
+  return JoinLines(std::move(out), max_lines);
 }
 
 std::string OpenMismatch(const std::vector<RankLedgerView>& views) {
@@ -446,91 +557,14 @@ std::string MismatchedCalls(const std::vector<RankState>& states) {
   std::vector<std::string> out;
   for (const std::uint64_t key : keys) {
     const std::string& comm = names[key];
-    // The ranks whose every collective on it returned.
-    struct Member {
-      int rank;
-      CommDigest digest;
-      std::vector<const LedgerRecord*> records;
-    };
-    std::vector<Member> members;
-    for (const RankState& s : states) {
-      if (!s.ledger || s.ended_as_expected) continue;
-      const RankLedgerView& v = *s.ledger;
-      if (std::find(v.keys.begin(), v.keys.end(), key) == v.keys.end() ||
-          v.digests.size() < v.keys.size()) {
-        continue;
-      }
-      Member m{s.rank, v.digest_of(key), {}};
-      // Not used in this test by this rank: nothing to compare.
-      if (m.digest.calls == 0) continue;
-      bool returned = true;
-      for (const LedgerRecord& r : v.records) {
-        if (v.comm_key(r.comm) != key || !r.collective()) continue;
-        returned = returned && r.state == LedgerState::kCompleted;
-        m.records.push_back(&r);
-      }
-      if (returned) members.push_back(std::move(m));
-    }
+    const std::vector<CallMember> members = ReturnedMembers(states, key);
     if (members.size() < 2) continue;
-    const bool agree = std::all_of(
-        members.begin(), members.end(),
-        [&](const Member& m) { return m.digest == members.front().digest; });
+    const bool agree =
+        std::all_of(members.begin(), members.end(), [&](const CallMember& m) {
+          return m.digest == members.front().digest;
+        });
     if (agree) continue;
-    // The first collective, among those the ledgers kept, where the calls
-    // part.
-    std::set<std::uint64_t> seqs;  // The numbers the ledgers kept.
-    for (const Member& m : members) {
-      for (const LedgerRecord* r : m.records) seqs.insert(r->seq);
-    }
-    std::vector<int> numbers;
-    std::vector<Line> lines;
-    std::uint64_t at = UINT64_MAX;
-    for (std::uint64_t seq : seqs) {
-      const LedgerRecord* one = nullptr;
-      bool differ = false;
-      for (const Member& m : members) {
-        for (const LedgerRecord* r : m.records) {
-          if (r->seq != seq) continue;
-          if (one == nullptr) one = r;
-          if (!r->SameCall(*one)) differ = true;
-        }
-      }
-      if (!differ) continue;
-      at = seq;
-      for (const Member& m : members) {
-        numbers.push_back(m.rank);
-        const LedgerRecord* mine = nullptr;
-        for (const LedgerRecord* r : m.records) {
-          if (r->seq == seq) mine = r;
-        }
-        lines.push_back(
-            {mine != nullptr
-                 ? fmt::format("called {} {}", mine->str(), mine->where())
-                 : std::string("made no such collective"),
-             {}});
-      }
-      break;
-    }
-    if (at != UINT64_MAX) {
-      out.push_back(fmt::format(
-          "collective #{} on {} did not match across the ranks, though every "
-          "call returned (the data is not what the test meant):",
-          at, CommTitle(comm)));
-    } else {
-      // The first difference is older than what the ledgers kept.
-      out.push_back(fmt::format(
-          "the collectives on {} did not match across the ranks, though every "
-          "call returned (the data is not what the test meant); the first "
-          "difference is older than the operations the ledgers keep:",
-          CommTitle(comm)));
-      for (const Member& m : members) {
-        numbers.push_back(m.rank);
-        lines.push_back({fmt::format("made {} collectives, digest {:016x}",
-                                     m.digest.calls, m.digest.digest),
-                         {}});
-      }
-    }
-    for (std::string& l : Grouped(numbers, lines)) out.push_back(std::move(l));
+    DescribeFirstDifference(members, comm, &out);
   }
   std::string text;
   for (const std::string& l : out) {

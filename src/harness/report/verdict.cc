@@ -394,6 +394,62 @@ std::string Paragraph(const std::vector<RankState>& states,
   return text;
 }
 
+// Each stuck rank's stack whole in the XML (a property
+// "rank3.disttest_stack"), and with two or more, one merged tree after the
+// failures (a single one shows in its rank's failure).
+void AddStacks(const TestSpec& spec,
+               const std::vector<std::pair<int, std::string>>& stacks,
+               std::vector<Finding>* findings) {
+  std::vector<int> stuck;
+  constexpr std::size_t kMaxStack = 64 * 1024;
+  for (const auto& [rank, stack] : stacks) {
+    stuck.push_back(rank);
+    if (stack.empty()) continue;
+    findings->push_back(
+        {Finding::Kind::kProperty, spec.file, spec.line,
+         fmt::format("rank{}.disttest_stack", rank),
+         stack.size() <= kMaxStack
+             ? stack
+             : stack.substr(0, kMaxStack) + "\n... (stack cut)"});
+  }
+  if (stacks.size() < 2) return;
+  findings->push_back(
+      {Finding::Kind::kFailure,
+       spec.file,
+       spec.line,
+       fmt::format("{} where they were when disttest took their stacks "
+                   "(every thread's, merged; outermost call first):\n{}",
+                   GroupLabel(spec, stuck), MergeStacks(stacks)),
+       {}});
+}
+
+// Ranks that ended as the test said they would, grouped by that end: as
+// context, not as failures.
+void AddExpectedEnds(const TestSpec& spec, const std::vector<RankReport>& ranks,
+                     std::vector<Finding>* findings) {
+  std::vector<std::pair<std::string, std::vector<int>>> expected;
+  for (const RankReport& r : ranks) {
+    if (!EndedAsExpected(r)) continue;
+    const std::string how = r.outcome->str();
+    auto same = std::find_if(expected.begin(), expected.end(),
+                             [&](const auto& e) { return e.first == how; });
+    if (same == expected.end()) {
+      expected.push_back({how, {r.rank}});
+    } else {
+      same->second.push_back(r.rank);
+    }
+  }
+  for (const auto& [how, which] : expected) {
+    findings->push_back({Finding::Kind::kNote,
+                         spec.file,
+                         spec.line,
+                         fmt::format("{} {}, as the test expected "
+                                     "(ExpectRankToEnd)",
+                                     GroupLabel(spec, which), how),
+                         {}});
+  }
+}
+
 }  // namespace
 
 std::string CollectiveParagraph(const TestSpec& spec,
@@ -419,27 +475,7 @@ std::vector<Finding> Judge(const TestSpec& spec,
   }
   std::vector<Finding> findings;
   AddFailures(spec, std::move(items), &findings);
-  std::vector<int> stuck;
-  constexpr std::size_t kMaxStack = 64 * 1024;
-  for (const auto& [rank, stack] : stacks) {
-    stuck.push_back(rank);
-    if (stack.empty()) continue;
-    findings.push_back({Finding::Kind::kProperty, spec.file, spec.line,
-                        fmt::format("rank{}.disttest_stack", rank),
-                        stack.size() <= kMaxStack ? stack
-                                                  : stack.substr(0, kMaxStack) +
-                                                        "\n... (stack cut)"});
-  }
-  if (merging) {
-    findings.push_back(
-        {Finding::Kind::kFailure,
-         spec.file,
-         spec.line,
-         fmt::format("{} where they were when disttest took their stacks "
-                     "(every thread's, merged; outermost call first):\n{}",
-                     GroupLabel(spec, stuck), MergeStacks(stacks)),
-         {}});
-  }
+  AddStacks(spec, stacks, &findings);
   // Calls that differed though every one returned: a broken program that
   // passes otherwise. It goes first: it is the root cause.
   const std::vector<RankState> states = RankStates(spec, ranks);
@@ -468,29 +504,7 @@ std::vector<Finding> Judge(const TestSpec& spec,
                                        std::move(calls),
                                        {}});
   }
-  // Ranks that ended as the test said they would, grouped by that end: as
-  // context, not as failures.
-  std::vector<std::pair<std::string, std::vector<int>>> expected;
-  for (const RankReport& r : ranks) {
-    if (!EndedAsExpected(r)) continue;
-    const std::string how = r.outcome->str();
-    auto same = std::find_if(expected.begin(), expected.end(),
-                             [&](const auto& e) { return e.first == how; });
-    if (same == expected.end()) {
-      expected.push_back({how, {r.rank}});
-    } else {
-      same->second.push_back(r.rank);
-    }
-  }
-  for (const auto& [how, which] : expected) {
-    findings.push_back({Finding::Kind::kNote,
-                        spec.file,
-                        spec.line,
-                        fmt::format("{} {}, as the test expected "
-                                    "(ExpectRankToEnd)",
-                                    GroupLabel(spec, which), how),
-                        {}});
-  }
+  AddExpectedEnds(spec, ranks, &findings);
   std::vector<Finding> skips;
   JudgeSkips(spec, ranks, &skips);
   for (Finding& f : skips) {
