@@ -69,6 +69,59 @@ bool TakeAnswer(int socket, int flags, Answer* answer) {
   return true;
 }
 
+// The message that starts one rank (zygote_wire.h): its process group,
+// umask and open-files limit, working directory, filter and environment;
+// the descriptors that go with it in `fds`, in the order of their bits.
+std::string StartMessage(const SpawnRequest& request, const std::string& cwd,
+                         const std::string& filter,
+                         const std::vector<std::string>& env,
+                         std::vector<int>* fds) {
+  const mode_t mask = umask(0);
+  umask(mask);
+  rlimit files{};
+  getrlimit(RLIMIT_NOFILE, &files);
+  Header header{kMagic,
+                request.pgid,
+                0,
+                static_cast<std::uint32_t>(mask),
+                static_cast<std::uint64_t>(files.rlim_cur),
+                static_cast<std::uint64_t>(files.rlim_max)};
+  const auto add = [&](std::uint32_t bit, int fd) {
+    if (fd < 0) return;
+    header.descriptors |= bit;
+    fds->push_back(fd);
+  };
+  add(kStdout, request.stdout_fd);
+  add(kStderr, request.stderr_fd);
+  add(kArena, request.arena != nullptr ? request.arena->fd() : -1);
+  add(kResultsReady, request.results_ready_fd);
+  add(kLedger, request.ledger != nullptr ? request.ledger->fd() : -1);
+  std::string message(reinterpret_cast<const char*>(&header), sizeof header);
+  for (const std::string& s : {cwd, filter}) message.append(s) += '\0';
+  for (const std::string& s : env) message.append(s) += '\0';
+  return message;
+}
+
+// Sends `message` with `fds` (SCM_RIGHTS) in one datagram; false, with errno
+// set, when it did not go whole.
+bool SendWithDescriptors(int socket, const std::string& message,
+                         const std::vector<int>& fds) {
+  iovec iov{const_cast<char*>(message.data()), message.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxDescriptors)]{};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  return sendmsg(socket, &msg, MSG_NOSIGNAL) ==
+         static_cast<ssize_t>(message.size());
+}
+
 // This process's descriptors above stderr without close-on-exec.
 std::vector<int> InheritableDescriptors() {
   std::vector<int> fds;
@@ -186,43 +239,9 @@ pid_t Zygote::Spawn(const SpawnRequest& request,
   const std::string cwd = std::filesystem::current_path(ec).string();
   if (ec) return -1;
 
-  const mode_t mask = umask(0);
-  umask(mask);
-  rlimit files{};
-  getrlimit(RLIMIT_NOFILE, &files);
-  Header header{kMagic,
-                request.pgid,
-                0,
-                static_cast<std::uint32_t>(mask),
-                static_cast<std::uint64_t>(files.rlim_cur),
-                static_cast<std::uint64_t>(files.rlim_max)};
   std::vector<int> fds;
-  const auto add = [&](std::uint32_t bit, int fd) {
-    if (fd < 0) return;
-    header.descriptors |= bit;
-    fds.push_back(fd);
-  };
-  add(kStdout, request.stdout_fd);
-  add(kStderr, request.stderr_fd);
-  add(kArena, request.arena != nullptr ? request.arena->fd() : -1);
-  add(kResultsReady, request.results_ready_fd);
-  add(kLedger, request.ledger != nullptr ? request.ledger->fd() : -1);
-  std::string message(reinterpret_cast<const char*>(&header), sizeof header);
-  for (const std::string& s : {cwd, args[filter]}) message.append(s) += '\0';
-  for (const std::string& s : env) message.append(s) += '\0';
-
-  iovec iov{message.data(), message.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxDescriptors)]{};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  const std::string message =
+      StartMessage(request, cwd, args[filter], env, &fds);
   const auto give_up = [&](const std::string& why) {
     End();
     broken_ = true;
@@ -232,8 +251,7 @@ pid_t Zygote::Spawn(const SpawnRequest& request,
         why.c_str());
     std::fflush(stdout);
   };
-  if (sendmsg(socket_, &msg, MSG_NOSIGNAL) !=
-      static_cast<ssize_t>(message.size())) {
+  if (!SendWithDescriptors(socket_, message, fds)) {
     // Nothing was started: the zygote is gone (or the environment is too
     // large for one message); exec this rank and every one after it.
     const int error = errno;

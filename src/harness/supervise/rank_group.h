@@ -138,6 +138,9 @@ class RankGroup {
   // rank_group_spawn.cc: every rank, or up to the first that cannot be started.
   void SpawnAll();
   void SpawnRank(int r);
+  // What rank `r` is started with: its environment, its output's write ends
+  // and every descriptor of this process it must not keep.
+  SpawnRequest RequestFor(int r, int stdout_fd, int stderr_fd);
   void OnRankEnded(Rank& rank);
   // A kExpectEnd message of `from`: its expected end goes to its rank.
   void ExpectEnd(Rank& from, const std::string& text);

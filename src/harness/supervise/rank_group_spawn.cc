@@ -101,27 +101,7 @@ void RankGroup::SpawnAll() {
   }
 }
 
-void RankGroup::SpawnRank(int r) {
-  Rank& rank = ranks_[r];
-  // The relays own the read ends at once; the write ends are closed on every
-  // path out of this function.
-  auto [out_read_low, out_write_fd] = MakePipe();
-  FdCloser out_write(out_write_fd);
-  const int out_read = Above(out_read_low, fd_floor_);
-  std::string prefix = spec_.fixture.empty()
-                           ? fmt::format("[rank {}] ", r)
-                           : fmt::format("[{} rank {}] ", spec_.fixture, r);
-  rank.out = std::make_unique<OutputRelay>(out_read, stdout, prefix);
-  auto [err_read_low, err_write_fd] = MakePipe();
-  FdCloser err_write(err_write_fd);
-  const int err_read = Above(err_read_low, fd_floor_);
-  rank.err = std::make_unique<OutputRelay>(err_read, stderr, prefix);
-  rank.out->CopyTo(rank.log);
-  rank.err->CopyTo(rank.log);
-  if (spec_.options.launch == LaunchMode::kExec) {
-    // gtest_main prints this banner before main() reaches the test.
-    rank.out->DropFirstLineIfStartsWith("Running main() from ");
-  }
+SpawnRequest RankGroup::RequestFor(int r, int stdout_fd, int stderr_fd) {
   SpawnRequest request;
   request.rank.rank = r;
   request.rank.world_size = spec_.world_size;
@@ -145,11 +125,11 @@ void RankGroup::SpawnRank(int r) {
     request.close_in_child.push_back(results_ready_[0]);
   }
   if (master_port_fd_ >= 0) request.close_in_child.push_back(master_port_fd_);
-  request.result_queue = rank.channel->name();
-  request.channel = rank.channel.get();
+  request.result_queue = ranks_[r].channel->name();
+  request.channel = ranks_[r].channel.get();
   request.store_token = store_token_;
-  request.stdout_fd = out_write.fd;
-  request.stderr_fd = err_write.fd;
+  request.stdout_fd = stdout_fd;
+  request.stderr_fd = stderr_fd;
   request.pgid = pgid_;
   std::vector<pollfd> server_fds;
   server_->AppendPollFds(&server_fds);
@@ -170,6 +150,31 @@ void RankGroup::SpawnRank(int r) {
   for (const RankGroup* other : LiveGroups()) {
     if (other != this) other->AppendDescriptors(&request.close_in_child);
   }
+  return request;
+}
+
+void RankGroup::SpawnRank(int r) {
+  Rank& rank = ranks_[r];
+  // The relays own the read ends at once; the write ends are closed on every
+  // path out of this function.
+  auto [out_read_low, out_write_fd] = MakePipe();
+  FdCloser out_write(out_write_fd);
+  const int out_read = Above(out_read_low, fd_floor_);
+  std::string prefix = spec_.fixture.empty()
+                           ? fmt::format("[rank {}] ", r)
+                           : fmt::format("[{} rank {}] ", spec_.fixture, r);
+  rank.out = std::make_unique<OutputRelay>(out_read, stdout, prefix);
+  auto [err_read_low, err_write_fd] = MakePipe();
+  FdCloser err_write(err_write_fd);
+  const int err_read = Above(err_read_low, fd_floor_);
+  rank.err = std::make_unique<OutputRelay>(err_read, stderr, prefix);
+  rank.out->CopyTo(rank.log);
+  rank.err->CopyTo(rank.log);
+  if (spec_.options.launch == LaunchMode::kExec) {
+    // gtest_main prints this banner before main() reaches the test.
+    rank.out->DropFirstLineIfStartsWith("Running main() from ");
+  }
+  SpawnRequest request = RequestFor(r, out_write.fd, err_write.fd);
   rank.report.spawned_at = std::chrono::steady_clock::now();
   pid_t pid = spawner_->Spawn(request);
   LiveRanks().insert(pid);
