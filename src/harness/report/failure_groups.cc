@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -51,6 +52,90 @@ struct FailureGroup {
   bool follows = false;  // FollowsFromAnother(key).
 };
 
+// For texts of the same number of lines, each line's place where the texts
+// start to differ (npos: they do not), cut at a token's start; nullopt when
+// they have different numbers of lines, or differ in no line or in most of
+// them (mostly different texts are no table).
+std::optional<std::vector<std::size_t>> WhereLinesDiffer(
+    const std::vector<std::vector<std::string>>& lines) {
+  const std::size_t n = lines.front().size();
+  if (std::any_of(lines.begin(), lines.end(),
+                  [&](const auto& l) { return l.size() != n; })) {
+    return std::nullopt;
+  }
+  std::vector<std::size_t> differs(n, std::string::npos);
+  std::size_t varying = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::string& a = lines.front()[k];
+    std::size_t common = std::string::npos;
+    for (const auto& l : lines) {
+      if (l[k] == a) continue;
+      std::size_t c = 0;
+      while (c < a.size() && c < l[k].size() && a[c] == l[k][c]) ++c;
+      common = std::min(common, c);
+    }
+    // Cut at a token's start, not in its middle ("Which is: 0.12" of
+    // 0.1234 and 0.1256).
+    while (common != std::string::npos && common > 0 &&
+           std::string_view(" :=,([{").find(a[common - 1]) ==
+               std::string_view::npos) {
+      --common;
+    }
+    differs[k] = common;
+    if (common != std::string::npos) ++varying;
+  }
+  if (varying == 0 || 2 * varying > n) return std::nullopt;
+  return differs;
+}
+
+// The groups `members` (ranks with texts at one line whose `lines` differ
+// at `differs`) as one: the lines they share, each differing one cut where
+// they differ, and a row per text: "  rank 3: 3".
+FailureGroup TableOf(const std::vector<FailureGroup>& groups,
+                     const std::vector<std::size_t>& members,
+                     const std::vector<std::vector<std::string>>& lines,
+                     const std::vector<std::size_t>& differs) {
+  constexpr std::size_t kMaxRows = 128;
+  const std::size_t n = differs.size();
+  std::string text;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (k > 0) text += '\n';
+    const std::string& a = lines.front()[k];
+    text += differs[k] == std::string::npos
+                ? a
+                : a.substr(0, differs[k]) + "(each rank's, below)";
+  }
+  // The rows, by first rank.
+  std::vector<std::size_t> order(members.size());
+  for (std::size_t m = 0; m < members.size(); ++m) order[m] = m;
+  std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+    return groups[members[x]].ranks.front() < groups[members[y]].ranks.front();
+  });
+  FailureGroup all = groups[members.front()];
+  all.ranks.clear();
+  std::size_t rows = 0;
+  for (const std::size_t m : order) {
+    const FailureGroup& g = groups[members[m]];
+    all.ranks.insert(all.ranks.end(), g.ranks.begin(), g.ranks.end());
+    if (g.at && (!all.at || *g.at < *all.at)) all.at = g.at;
+    if (++rows > kMaxRows) continue;
+    std::string row;
+    for (std::size_t k = 0; k < n; ++k) {
+      if (differs[k] == std::string::npos) continue;
+      if (!row.empty()) row += "; ";
+      row += lines[m][k].substr(differs[k]);
+    }
+    text += fmt::format("\n  {}: {}", RanksText(g.ranks), row);
+  }
+  if (rows > kMaxRows) {
+    text += fmt::format("\n  ... and {} more", rows - kMaxRows);
+  }
+  std::sort(all.ranks.begin(), all.ranks.end());
+  all.key = text;
+  all.first_text = text;
+  return all;
+}
+
 // Ranks that failed at one line with texts that differ only in some of
 // their lines (each rank's own value: `EXPECT_EQ(rank(), 0)` at 64 ranks)
 // become one group: the lines they share, each differing line cut where
@@ -59,7 +144,6 @@ struct FailureGroup {
 // other ranks; texts of other shapes stay as they are.
 void MergeRankSpecific(std::vector<FailureGroup>& groups) {
   constexpr std::size_t kMinTexts = 3;
-  constexpr std::size_t kMaxRows = 128;
   std::map<std::tuple<int, std::string, int, bool>, std::vector<std::size_t>>
       at_line;
   for (std::size_t i = 0; i < groups.size(); ++i) {
@@ -86,73 +170,10 @@ void MergeRankSpecific(std::vector<FailureGroup>& groups) {
       }
       lines.push_back(std::move(l));
     }
-    const std::size_t n = lines.front().size();
-    if (std::any_of(lines.begin(), lines.end(),
-                    [&](const auto& l) { return l.size() != n; })) {
-      continue;
-    }
-    // Each line: where its texts start to differ (npos: they do not).
-    std::vector<std::size_t> differs(n, std::string::npos);
-    std::size_t varying = 0;
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::string& a = lines.front()[k];
-      std::size_t common = std::string::npos;
-      for (const auto& l : lines) {
-        if (l[k] == a) continue;
-        std::size_t c = 0;
-        while (c < a.size() && c < l[k].size() && a[c] == l[k][c]) ++c;
-        common = std::min(common, c);
-      }
-      // Cut at a token's start, not in its middle ("Which is: 0.12" of
-      // 0.1234 and 0.1256).
-      while (common != std::string::npos && common > 0 &&
-             std::string_view(" :=,([{").find(a[common - 1]) ==
-                 std::string_view::npos) {
-        --common;
-      }
-      differs[k] = common;
-      if (common != std::string::npos) ++varying;
-    }
-    // Mostly different texts are no table.
-    if (varying == 0 || 2 * varying > n) continue;
-    std::string text;
-    for (std::size_t k = 0; k < n; ++k) {
-      if (k > 0) text += '\n';
-      const std::string& a = lines.front()[k];
-      text += differs[k] == std::string::npos
-                  ? a
-                  : a.substr(0, differs[k]) + "(each rank's, below)";
-    }
-    // The rows, by first rank.
-    std::vector<std::size_t> order(members.size());
-    for (std::size_t m = 0; m < members.size(); ++m) order[m] = m;
-    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-      return groups[members[x]].ranks.front() <
-             groups[members[y]].ranks.front();
-    });
-    FailureGroup all = groups[members.front()];
-    all.ranks.clear();
-    std::size_t rows = 0;
-    for (const std::size_t m : order) {
-      const FailureGroup& g = groups[members[m]];
-      all.ranks.insert(all.ranks.end(), g.ranks.begin(), g.ranks.end());
-      if (g.at && (!all.at || *g.at < *all.at)) all.at = g.at;
-      if (++rows > kMaxRows) continue;
-      std::string row;
-      for (std::size_t k = 0; k < n; ++k) {
-        if (differs[k] == std::string::npos) continue;
-        if (!row.empty()) row += "; ";
-        row += lines[m][k].substr(differs[k]);
-      }
-      text += fmt::format("\n  {}: {}", RanksText(g.ranks), row);
-    }
-    if (rows > kMaxRows) {
-      text += fmt::format("\n  ... and {} more", rows - kMaxRows);
-    }
-    std::sort(all.ranks.begin(), all.ranks.end());
-    all.key = text;
-    all.first_text = text;
-    groups[members.front()] = std::move(all);
+    const std::optional<std::vector<std::size_t>> differs =
+        WhereLinesDiffer(lines);
+    if (!differs) continue;
+    groups[members.front()] = TableOf(groups, members, lines, *differs);
     for (std::size_t m = 1; m < members.size(); ++m) {
       merged_away[members[m]] = true;
     }
