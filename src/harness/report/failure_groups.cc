@@ -187,16 +187,12 @@ void MergeRankSpecific(std::vector<FailureGroup>& groups) {
   groups.resize(kept);
 }
 
-}  // namespace
-
-void AddFailures(const TestSpec& spec, std::vector<FailureItem> items,
-                 std::vector<Finding>* out) {
+// Each failure (kind, file, line and text without the rank's label) once,
+// with its ranks; properties go to `out` as they are.
+std::vector<FailureGroup> GroupAlike(const TestSpec& spec,
+                                     std::vector<FailureItem> items,
+                                     std::vector<Finding>* out) {
   std::vector<FailureGroup> groups;
-  // Root causes first, in the order they came (unknown times last), then
-  // what followed from them.
-  const auto rank_of = [](const FailureGroup& g) {
-    return std::make_pair(g.follows, !g.at.has_value());
-  };
   // The groups of each failure (kind, file, line and text without the
   // rank's label), in the order made: a rank's n-th such failure joins the
   // n-th group, so a failure that every rank hits twice is two groups of
@@ -242,6 +238,19 @@ void AddFailures(const TestSpec& spec, std::vector<FailureItem> items,
     group.ranks.push_back(item.rank);
     if (item.at && (!group.at || *item.at < *group.at)) group.at = item.at;
   }
+  return groups;
+}
+
+}  // namespace
+
+void AddFailures(const TestSpec& spec, std::vector<FailureItem> items,
+                 std::vector<Finding>* out) {
+  // Root causes first, in the order they came (unknown times last), then
+  // what followed from them.
+  const auto rank_of = [](const FailureGroup& g) {
+    return std::make_pair(g.follows, !g.at.has_value());
+  };
+  std::vector<FailureGroup> groups = GroupAlike(spec, std::move(items), out);
   MergeRankSpecific(groups);
   std::stable_sort(groups.begin(), groups.end(),
                    [&](const FailureGroup& a, const FailureGroup& b) {
