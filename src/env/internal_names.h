@@ -44,7 +44,7 @@ inline constexpr char kInternalStorePort[] = "DISTTEST_INTERNAL_STORE_PORT";
 inline constexpr char kInternalResultsReadyFd[] =
     "DISTTEST_INTERNAL_RESULTS_READY_FD";
 // The kExec zygote's end of its socket to the parent, and the parent's pid
-// (harness/zygote.h).
+// (harness/spawn/zygote.h).
 inline constexpr char kInternalZygoteFd[] = "DISTTEST_INTERNAL_ZYGOTE_FD";
 inline constexpr char kInternalZygoteParent[] =
     "DISTTEST_INTERNAL_ZYGOTE_PARENT";

@@ -24,8 +24,8 @@ namespace disttest::internal {
 // DISTTEST_LAUNCHER=spawn turns it off. Decided once.
 bool LaunchedRun();
 
-// After a test that SIGTERM or SIGINT ended (harness/interrupt.h): fails
-// it if it has not failed, skips the rest (--gtest_fail_fast), and ends
+// After a test that SIGTERM or SIGINT ended (harness/process/interrupt.h):
+// fails it if it has not failed, skips the rest (--gtest_fail_fast), and ends
 // the process by the signal once gtest has written its files (a
 // `launched` rank: after its goodbye); says so unless `quiet`. Nothing
 // when no signal came.

@@ -358,7 +358,7 @@ TEST(StoreStrangerTest, AnotherUsersClientOnLoopbackIsRefused) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to connect as another user";
   ServerThread server;
   const std::vector<char> set =
-      Frame(internal::Op::kSet, "external/0/0/done/1", "0 passed");
+      Frame(internal::Op::kSet, "launched/0/0/done/1", "0 passed");
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_port = htons(static_cast<std::uint16_t>(server.port()));
@@ -387,7 +387,7 @@ TEST(StoreStrangerTest, AnotherUsersClientOnLoopbackIsRefused) {
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the stranger got a reply";
   TcpStore mine("127.0.0.1", server.port(), milliseconds(2000));
-  EXPECT_FALSE(mine.check({"external/0/0/done/1"}));
+  EXPECT_FALSE(mine.check({"launched/0/0/done/1"}));
   // This user's own client is served as ever.
   mine.set("k", "v");
   EXPECT_EQ(mine.get_string("k"), "v");

@@ -98,7 +98,7 @@ inline constexpr char kListResources[] = "DISTTEST_LIST_RESOURCES";
 inline constexpr char kNoReuse[] = "DISTTEST_NO_REUSE";
 // "1": each kExec rank is the test binary exec'd for it, not a copy forked
 // from the zygote (the binary exec'd once and stopped before its static
-// initialisers, harness/zygote.h).
+// initialisers, harness/spawn/zygote.h).
 inline constexpr char kNoZygote[] = "DISTTEST_NO_ZYGOTE";
 // "1": spawned ranks send every collective's data through Gloo, not through
 // the same-host arena (src/comm/host_arena.h); the arena still checks

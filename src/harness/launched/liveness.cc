@@ -34,10 +34,12 @@ milliseconds WaitAfterInterrupt() {
   // A quarter of the time before the sender's kill: the reports still in
   // flight come in that (the ranks in an operation send theirs within the
   // watchdog's tick), and the rest is for the report and the XML, also on
-  // a loaded machine. Where the kill is not known: the stacks a rank outside
-  // an operation takes (3 s), and a second to report.
+  // a loaded machine. Where the kill is not known: what a rank outside an
+  // operation takes (its stacks, then its body's time to return before it
+  // says it is stuck), and a second to report.
   const std::optional<milliseconds> kill = TimeBeforeTheKill();
-  return kill ? *kill / 4 : milliseconds(4000);
+  return kill ? *kill / 4
+              : kInterruptStacks + kBodyReturnGrace + milliseconds(1000);
 }
 
 std::string Liveness::broken() {
@@ -133,8 +135,10 @@ std::map<int, std::string> Liveness::AwaitResults(
     const auto now = Clock::now();
     if (const int sig = PendingInterrupt();
         cut_on_interrupt && sig != 0 && !cut_at) {
+      // From the signal's arrival: the time rank 0 took to get here (its
+      // own body's end, its report) counts too.
       const milliseconds wait = WaitAfterInterrupt();
-      cut_at = now + wait;
+      cut_at = InterruptArrivedAt() + wait;
       cut_why = fmt::format("none came in the {} ms after disttest got {}",
                             wait.count(), InterruptText(sig));
     }

@@ -1,7 +1,7 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
 // Liveness of a launched job: which ranks are alive (each one's side thread
-// bumps external/alive/<r> twice a second), why the run cannot go on (the
+// bumps launched/alive/<r> twice a second), why the run cannot go on (the
 // abort key: the first reason any rank gave), and the waits that notice
 // both instead of waiting a whole timeout for a rank that died.
 //
@@ -78,7 +78,9 @@ class Liveness {
   // With `cut_on_interrupt` (rank 0's waits), a SIGTERM or SIGINT ends it
   // too, soon enough for the report and the XML before the sender's kill:
   // a quarter of the time mpirun leaves before its SIGKILL (1 s by default),
-  // else 4 s (a rank outside an operation takes its stacks for up to 3 s).
+  // else 6 s (a rank outside an operation takes its stacks for up to 3 s,
+  // and its body 2 s more to return before it says it is stuck); counted
+  // from the signal's arrival.
   std::map<int, std::string> AwaitResults(const std::vector<std::string>& keys,
                                           const std::vector<int>& from,
                                           Clock::time_point deadline,
@@ -126,6 +128,11 @@ void WaitForTheEnd(TcpStore& store);
 
 // How long rank 0 waits at the end for the others, and they for it.
 inline constexpr std::chrono::milliseconds kGoodbyeWait{30000};
+// After a signal: how long a rank outside an operation takes its own stacks
+// (the watchdog), and how long a body may take to return once its
+// collectives are cut, before the rank says it is stuck.
+inline constexpr std::chrono::milliseconds kInterruptStacks{3000};
+inline constexpr std::chrono::milliseconds kBodyReturnGrace{2000};
 // How long rank 0 still waits for results once a SIGTERM or SIGINT came
 // (AwaitResults' cut_on_interrupt).
 std::chrono::milliseconds WaitAfterInterrupt();

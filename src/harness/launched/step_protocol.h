@@ -12,6 +12,12 @@
 //      (GatherReports), judges them, and publishes the verdict, which the
 //      others await and mirror, so that every process exits non-zero when
 //      any test failed.
+// A rank that dies stops heartbeating; whoever waits for it gives up after
+// a few seconds and fails the test on every rank (the abort key), and every
+// later test fails at once. A body that outlives the test's timeout prints
+// its process's stacks and ends the process once rank 0 has reported. After
+// a SIGTERM or SIGINT, rank 0 stops waiting for missing reports soon enough
+// to report before the sender's kill (Liveness::AwaitResults).
 //
 //   MeetAtTest(job, seq, spec.name, deadline);
 //   ... RunLaunchedRank(...) on ranks below N ...

@@ -5,6 +5,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <thread>
@@ -24,12 +25,9 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kHeartbeatEvery{500};
 constexpr milliseconds kSignalTick{50};
-// How long a body may take to return once its collectives fail.
-constexpr milliseconds kBodyReturnGrace{2000};
 // How long the stack tool may take; after a signal, whose sender waits a
 // few seconds at most.
 constexpr milliseconds kStackDeadline{10000};
-constexpr milliseconds kInterruptStacks{3000};
 // How long a body must have waited in a collective for its call to go to
 // the store, to be compared with the other ranks' there.
 constexpr std::chrono::nanoseconds kCompareAfter{milliseconds(400)};
@@ -226,15 +224,17 @@ void Watchdog::Stop(const std::string& what, const std::string& ledger_key,
     in_operation = !view.records.empty() &&
                    view.records.back().state == LedgerState::kEntered;
   }
-  const std::optional<milliseconds> kill =
-      sig != 0 ? TimeBeforeTheKill() : std::nullopt;
-  const bool no_time = kill && *kill < 2 * kInterruptStacks;
+  // -1: no kill is known to come.
+  const long long kill_ms =
+      sig != 0 ? TimeBeforeTheKill().value_or(milliseconds(-1)).count() : -1;
+  const bool no_time =
+      kill_ms >= 0 && milliseconds(kill_ms) < 2 * kInterruptStacks;
   const std::string instead =
       in_operation ? "it is in an operation of its ledger"
       : no_time    ? fmt::format(
                          "no time for its stacks: mpirun sends "
                             "SIGKILL {} ms after its SIGTERM",
-                         kill->count())
+                         kill_ms)
                 : "the stacks of this process";
   const bool stacks = !in_operation && !no_time;
   std::fprintf(stderr,
@@ -254,8 +254,12 @@ void Watchdog::Stop(const std::string& what, const std::string& ledger_key,
   shut_down_ = true;
   communicators_.ShutDown();
   std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, kBodyReturnGrace,
-                    [&] { return !deadline_.has_value(); })) {
+  // Where the sender kills soon (mpirun), a body that does not return is
+  // not waited for past a quarter of that: rank 0 must still report.
+  const milliseconds grace =
+      kill_ms >= 0 ? std::min(kBodyReturnGrace, milliseconds(kill_ms / 4))
+                   : kBodyReturnGrace;
+  if (!cv_.wait_for(lock, grace, [&] { return !deadline_.has_value(); })) {
     // Stuck in its own code: nothing can stop it. This process ends
     // once rank 0 has reported (leaving earlier would make a launcher
     // such as mpirun end rank 0 too).

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,8 @@ namespace disttest::internal {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+// When it came (CLOCK_MONOTONIC, ns): set in the handler before g_signal.
+std::atomic<long long> g_signal_ns{0};
 // Lock-free, so the handler may read it.
 std::atomic<int> g_depth{0};
 struct sigaction g_old_term {};
@@ -49,6 +52,10 @@ bool Ours(int sig) {
 bool NoteInterrupt(int sig) {
   if (g_depth == 0 || g_signal != 0) return false;
   if (sig != SIGTERM && sig != SIGINT) return false;
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // Async-signal-safe.
+  g_signal_ns =
+      static_cast<long long>(now.tv_sec) * 1'000'000'000LL + now.tv_nsec;
   g_signal = sig;
   return true;
 }
@@ -92,6 +99,12 @@ void ResetInterruptsInChild() {
 }
 
 int PendingInterrupt() { return g_signal; }
+
+std::chrono::steady_clock::time_point InterruptArrivedAt() {
+  // steady_clock is CLOCK_MONOTONIC on Linux.
+  return std::chrono::steady_clock::time_point(
+      std::chrono::nanoseconds(g_signal_ns.load()));
+}
 
 namespace {
 std::string& InterruptLauncher() {

@@ -39,6 +39,9 @@ class InterruptGuard {
 // The signal that came while a guard was up (0: none); it stays pending
 // until the process ends.
 int PendingInterrupt();
+// When the pending signal came (steady clock); meaningful once
+// PendingInterrupt() is not 0.
+std::chrono::steady_clock::time_point InterruptArrivedAt();
 
 // In a child forked while a guard is up, before anything else: the
 // signals do there what they did before the guard (async-signal-safe).

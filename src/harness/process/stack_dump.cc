@@ -166,6 +166,53 @@ std::vector<std::string> DumpStacks(const std::vector<pid_t>& pids,
   return DumpStacks(pids, deadline, FindStackTool());
 }
 
+namespace {
+
+// eu-stack's quick pass (no symbols) over `pids`: a signature of where each
+// process is ("" where it could not be read in time), and its threads.
+std::vector<std::string> QuickSignatures(
+    const std::vector<pid_t>& pids, const StackTool& tool,
+    Clock::time_point until, std::chrono::milliseconds deadline,
+    std::vector<std::vector<std::string>>* threads) {
+  std::vector<std::string> signatures(pids.size());
+  std::vector<std::vector<std::string>> quick;
+  for (pid_t pid : pids) quick.push_back(QuickArgs(tool.path, pid));
+  // Its own part of the deadline: a process the quick pass cannot read
+  // (in uninterruptible sleep) must not leave none for the whole stacks.
+  const auto quick_until =
+      std::min(until, Clock::now() + std::min<std::chrono::milliseconds>(
+                                         deadline / 4, kQuickPass));
+  std::vector<ToolRun> runs = RunTools(quick, tool.env, quick_until);
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    if (runs[i].started && !runs[i].late) {
+      signatures[i] = StackSignature(runs[i].out, &(*threads)[i]);
+    }
+  }
+  return signatures;
+}
+
+// The first index of each signature, and each index without one; for every
+// index, `first_of` the first of its signature (SIZE_MAX: itself).
+std::vector<std::size_t> FirstOfEach(const std::vector<std::string>& signatures,
+                                     std::vector<std::size_t>* first_of) {
+  std::vector<std::size_t> whole;
+  first_of->assign(signatures.size(), SIZE_MAX);
+  for (std::size_t i = 0; i < signatures.size(); ++i) {
+    if (!signatures[i].empty()) {
+      for (std::size_t j : whole) {
+        if (signatures[j] == signatures[i]) {
+          (*first_of)[i] = j;
+          break;
+        }
+      }
+    }
+    if ((*first_of)[i] == SIZE_MAX) whole.push_back(i);
+  }
+  return whole;
+}
+
+}  // namespace
+
 std::vector<std::string> DumpStacks(const std::vector<pid_t>& pids,
                                     std::chrono::milliseconds deadline,
                                     const StackTool& tool, StackStats* stats) {
@@ -193,38 +240,15 @@ std::vector<std::string> DumpStacks(const std::vector<pid_t>& pids,
   // symbols) share one whole stack: ranks that wait in one collective cost
   // one reading of the debug information, not one each. gdb has no quick
   // mode: one whole run per process.
-  std::vector<std::string> signatures(pids.size());
   std::vector<std::vector<std::string>> threads(pids.size());
-  if (IsEuStack(tool.path)) {
-    std::vector<std::vector<std::string>> quick;
-    for (pid_t pid : pids) quick.push_back(QuickArgs(tool.path, pid));
-    // Its own part of the deadline: a process the quick pass cannot read
-    // (in uninterruptible sleep) must not leave none for the whole stacks.
-    const auto quick_until =
-        std::min(until, Clock::now() + std::min<std::chrono::milliseconds>(
-                                           deadline / 4, kQuickPass));
-    std::vector<ToolRun> runs = RunTools(quick, tool.env, quick_until);
-    for (std::size_t i = 0; i < pids.size(); ++i) {
-      if (runs[i].started && !runs[i].late) {
-        signatures[i] = StackSignature(runs[i].out, &threads[i]);
-      }
-    }
-  }
+  const std::vector<std::string> signatures =
+      IsEuStack(tool.path)
+          ? QuickSignatures(pids, tool, until, deadline, &threads)
+          : std::vector<std::string>(pids.size());
   // The processes whose whole stack is taken: the first of each signature,
   // and each one without a signature.
-  std::vector<std::size_t> whole;
-  std::vector<std::size_t> first_of(pids.size(), SIZE_MAX);
-  for (std::size_t i = 0; i < pids.size(); ++i) {
-    if (!signatures[i].empty()) {
-      for (std::size_t j : whole) {
-        if (signatures[j] == signatures[i]) {
-          first_of[i] = j;
-          break;
-        }
-      }
-    }
-    if (first_of[i] == SIZE_MAX) whole.push_back(i);
-  }
+  std::vector<std::size_t> first_of;
+  const std::vector<std::size_t> whole = FirstOfEach(signatures, &first_of);
   auto take = [&](const std::vector<std::size_t>& which) {
     std::vector<std::vector<std::string>> args;
     for (std::size_t i : which) args.push_back(ToolArgs(tool.path, pids[i]));

@@ -118,7 +118,7 @@ class ForkSpawner : public RankSpawner {
 
 class ExecSpawner : public RankSpawner {
  public:
-  // A fork of the zygote (harness/zygote.h), else fork and exec.
+  // A fork of the zygote (harness/spawn/zygote.h), else fork and exec.
   pid_t Spawn(const SpawnRequest& request) override {
     if (ZygoteEnabled()) {
       Prepare(request);
