@@ -101,9 +101,11 @@ void ResetInterruptsInChild() {
 int PendingInterrupt() { return g_signal; }
 
 std::chrono::steady_clock::time_point InterruptArrivedAt() {
-  // steady_clock is CLOCK_MONOTONIC on Linux.
-  return std::chrono::steady_clock::time_point(
-      std::chrono::nanoseconds(g_signal_ns.load()));
+  // steady_clock is CLOCK_MONOTONIC on Linux. Not yet visible to this
+  // thread (the handler ran on another): now, a moment late at most.
+  const long long ns = g_signal_ns.load();
+  if (ns == 0) return std::chrono::steady_clock::now();
+  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(ns));
 }
 
 namespace {
