@@ -199,8 +199,14 @@ TEST_P(ExternalTest, DeadRankEndsTheRunPromptly) {
   EXPECT_THAT(TestCaseXml(r.xml, "DiesOnRank2/4ranks"),
               HasSubstr("[rank 2/4] did not report its result"))
       << r.all << r.xml;
+  // Where the survivors are (failed in the barrier, or still in it when
+  // mpirun's SIGTERM came: Gloo may not have seen the closed connection
+  // yet), and the dead rank not known.
   EXPECT_THAT(TestCaseXml(r.xml, "DiesOnRank2/4ranks"),
-              HasSubstr("ranks 0-1, 3 (3 ranks) failed in barrier()"))
+              AllOf(HasSubstr("collective #1 on the world communicator never "
+                              "completed"),
+                    HasSubstr("rank 2 is not known here: its ledger did not "
+                              "come")))
       << r.xml;
   // After a signal the rest are skipped; else they fail, not run.
   EXPECT_THAT(
@@ -469,9 +475,14 @@ TEST_P(ExternalMpirunTest,
       });
   ASSERT_TRUE(sent) << r.all;
   EXPECT_NE(r.run.exit_code, 0) << r.all;
+  // Rank 1 says its body does not return an eighth of the 3 s after the
+  // SIGTERM; rank 0 stops waiting at a quarter. On a machine so loaded that
+  // rank 1's word comes later, rank 0's cut says it.
   const std::string tc = TestCaseXml(r.xml, "SleepsOnRank1UntilSignal/4ranks");
-  EXPECT_THAT(tc, HasSubstr("[rank 1/4] did not report its result: none came "
-                            "in the 750 ms after disttest got SIGTERM"))
+  EXPECT_THAT(tc, ::testing::ContainsRegex(
+                      "\\[rank 1/4\\] did not report its result: (its body "
+                      "was still running when disttest got SIGTERM|none came "
+                      "in the 750 ms after disttest got SIGTERM)"))
       << r.all << r.xml;
   EXPECT_THAT(TestCaseXml(r.xml, "AfterTheSignal/4ranks"),
               HasSubstr("result=\"skipped\""))

@@ -152,7 +152,9 @@ std::map<int, std::string> Liveness::AwaitResults(
         if (store().check({keys[i]})) continue;
         const int r = from[i];
         if (store().check({StuckKey(r)})) {
-          dead[r] = kStuck;  // It says so itself, and has told the others.
+          // It says so itself, and has told the others; why, after a signal.
+          const std::string said = Value(StuckKey(r).c_str());
+          dead[r] = said == "1" ? kStuck : said;
         }
         std::string why = Dead(r, now, store());
         if (!why.empty() && dead.count(r) == 0) {

@@ -255,9 +255,10 @@ void Watchdog::Stop(const std::string& what, const std::string& ledger_key,
   communicators_.ShutDown();
   std::unique_lock<std::mutex> lock(mu_);
   // Where the sender kills soon (mpirun), a body that does not return is
-  // not waited for past a quarter of that: rank 0 must still report.
+  // not waited for past an eighth of that: this rank's word then reaches
+  // rank 0 before it stops waiting (a quarter), and it must still report.
   const milliseconds grace =
-      kill_ms >= 0 ? std::min(kBodyReturnGrace, milliseconds(kill_ms / 4))
+      kill_ms >= 0 ? std::min(kBodyReturnGrace, milliseconds(kill_ms / 8))
                    : kBodyReturnGrace;
   if (!cv_.wait_for(lock, grace, [&] { return !deadline_.has_value(); })) {
     // Stuck in its own code: nothing can stop it. This process ends
@@ -270,7 +271,15 @@ void Watchdog::Stop(const std::string& what, const std::string& ledger_key,
     std::fflush(nullptr);
     try {
       std::lock_guard<std::mutex> side(side_.mu);
-      side_.store->set(StuckKey(rank_), "1");  // Rank 0 waits no longer.
+      // Rank 0 waits no longer; after a signal, it says so (kStuck is the
+      // timeout's).
+      side_.store->set(
+          StuckKey(rank_),
+          sig == 0 ? std::string("1")
+                   : fmt::format("its body was still running when disttest "
+                                 "got {}, and did not return once its "
+                                 "collectives were cut",
+                                 InterruptText(sig)));
       side_.store->set(ByeKey(rank_), "1");
       WaitForTheEnd(*side_.store);
     } catch (const std::exception&) {
