@@ -38,7 +38,7 @@ cd "$dir"
 # case at once, each of which runs here alone; HundredsOfTestsLeaveNoTime-
 # WaitSockets: sockets): together about half of the sanitizer run's time.
 # The sanitizer build has neither the cluster tests (their point is the
-# network between namespaces; the launched ranks they run are the external
+# network between namespaces; the launched ranks they run are the launched
 # tests', which run here) nor the benchmarks (CMakeLists.txt).
 exclude=()
 if [[ $sanitize == ON ]]; then

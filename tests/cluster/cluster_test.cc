@@ -5,7 +5,7 @@
 // their own hostnames (node1, node2), addresses in 198.18.0.0/24 on eth0
 // and each other's names in /etc/hosts, linked through a bridge in a
 // namespace of its own with no route out of the machine; the test removes
-// them after, whatever happened. external_child_ then runs across them:
+// them after, whatever happened. launched_child_ then runs across them:
 // under mpirun (an rsh agent that enters the node, as ssh would), and under
 // a torchrun- or Slurm-style launcher started on each node. Then the
 // network fails: a node's link goes down mid-test, a node points at an
@@ -135,7 +135,7 @@ class ClusterTest : public ::testing::Test {
 
   std::vector<std::string> Child(const std::string& filter,
                                  const std::string& xml) {
-    return {DISTTEST_EXTERNAL_CHILD, "--gtest_filter=" + filter,
+    return {DISTTEST_LAUNCHED_CHILD, "--gtest_filter=" + filter,
             "--gtest_color=no", "--gtest_output=xml:" + xml};
   }
 
@@ -311,7 +311,7 @@ TEST_F(ClusterTest, MpirunRunsTheSuiteAcrossTwoNodes) {
   const std::string xml = Shared("report.xml");
   // The fixture's directory, in TMPDIR, must reach every node.
   ChildRun run = Mpirun(
-      "External.Passes/*:External.WhereEachRankRuns/*:ExternalWithFixture.*",
+      "Launched.Passes/*:Launched.WhereEachRankRuns/*:LaunchedWithFixture.*",
       xml, {{"TMPDIR", SharedDir()}});
   const std::string report = ReadFile(xml);
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
@@ -339,7 +339,7 @@ TEST_F(ClusterTest, LinkDownMidTestFailsNamingTheLostNodesRanks) {
     }
   };
   TwoNodes run = PerNode(
-      "torchrun", "External.RunsUntilTheLinkGoes/*:External.AfterTheLinkWent/*",
+      "torchrun", "Launched.RunsUntilTheLinkGoes/*:Launched.AfterTheLinkWent/*",
       xml, {}, watch);
   ASSERT_NE(down_at, Clock::time_point{}) << run.node1.out << run.node1.err;
   const auto ms = [&](const ChildRun& r) {
@@ -357,9 +357,9 @@ TEST_F(ClusterTest, LinkDownMidTestFailsNamingTheLostNodesRanks) {
   EXPECT_FALSE(run.node1.timed_out);
   EXPECT_FALSE(run.node2.timed_out);
   EXPECT_THAT(run.node1.out,
-              HasSubstr("[  FAILED  ] External.RunsUntilTheLinkGoes/4ranks"));
+              HasSubstr("[  FAILED  ] Launched.RunsUntilTheLinkGoes/4ranks"));
   EXPECT_THAT(run.node1.out,
-              HasSubstr("[  FAILED  ] External.AfterTheLinkWent/4ranks"));
+              HasSubstr("[  FAILED  ] Launched.AfterTheLinkWent/4ranks"));
   // The next test fails at once, saying why; node2's ranks fail too.
   EXPECT_THAT(run.node1.out,
               HasSubstr("not run: the launched ranks stopped working together "
@@ -371,12 +371,12 @@ TEST_F(ClusterTest, LinkDownMidTestFailsNamingTheLostNodesRanks) {
   for (int r : {2, 3}) {
     EXPECT_THAT(run.node2.err,
                 HasSubstr(fmt::format("[ disttest ] rank {} of 4 on node2: "
-                                      "External.RunsUntilTheLinkGoes/4ranks: ",
+                                      "Launched.RunsUntilTheLinkGoes/4ranks: ",
                                       r)))
         << run.node2.err;
     EXPECT_THAT(run.node2.err,
                 HasSubstr(fmt::format(
-                    "[ disttest ] rank {} of 4, External.RunsUntilTheLinkGoes/"
+                    "[ disttest ] rank {} of 4, Launched.RunsUntilTheLinkGoes/"
                     "4ranks (rank 0 may not have been told): ",
                     r)))
         << run.node2.err;
@@ -396,8 +396,8 @@ TEST_F(ClusterTest, UnreachableMasterIsAClearErrorNamingAddressPortAndNode) {
   Up();
   ChildRun run =
       OnNode(2,
-             {DISTTEST_LOCAL_LAUNCHER, "torchrun", "2", DISTTEST_EXTERNAL_CHILD,
-              "--gtest_filter=External.Passes/4ranks", "--gtest_color=no"},
+             {DISTTEST_LOCAL_LAUNCHER, "torchrun", "2", DISTTEST_LAUNCHED_CHILD,
+              "--gtest_filter=Launched.Passes/4ranks", "--gtest_color=no"},
              {{"NODE_RANK", "1"},
               {"NNODES", "2"},
               {"MASTER_ADDR", "198.18.0.99"},
@@ -429,7 +429,7 @@ TEST_F(ClusterTest, FirewalledStorePortIsAClearErrorOnBothNodes) {
   if (drop.exit_code != 0) {
     GTEST_SKIP() << "no firewall here: " << Trim(drop.err);
   }
-  TwoNodes run = PerNode("torchrun", "External.Passes/4ranks",
+  TwoNodes run = PerNode("torchrun", "Launched.Passes/4ranks",
                          Shared("report.xml"), {{"DISTTEST_TIMEOUT", "4"}});
   const std::string all1 = run.node1.out + run.node1.err;
   const std::string all2 = run.node2.out + run.node2.err;
@@ -467,7 +467,7 @@ TEST_F(ClusterTest, FirewalledStorePortIsAClearErrorOnBothNodes) {
 TEST_F(ClusterTest, SuitePassesOverLatencyAndLoss) {
   Up("switch");
   const std::string filter =
-      "External.Passes/*:External.WhereEachRankRuns/*:ExternalWithFixture.*";
+      "Launched.Passes/*:Launched.WhereEachRankRuns/*:LaunchedWithFixture.*";
   const std::string xml = Shared("report.xml");
   const Env shared = {{"TMPDIR", SharedDir()}};
   TwoNodes clean = PerNode("torchrun", filter, xml, shared);
@@ -501,7 +501,7 @@ TEST_F(ClusterTest, StoreRefusesAClientWithoutTheJobsToken) {
     bool refused;
   };
   const std::string xml = Shared("report.xml");
-  const std::string filter = "External.WaitsForTheProbe/4ranks";
+  const std::string filter = "Launched.WaitsForTheProbe/4ranks";
   const std::vector<Case> cases = {
       {"mpirun",
        [&](const OutputWatch& w, const Env& env) {
@@ -542,7 +542,7 @@ TEST_F(ClusterTest, StoreRefusesAClientWithoutTheJobsToken) {
         std::ofstream(done) << "1";
       }
     };
-    auto [exit_code, all] = c.run(watch, {{"EXTERNAL_PROBE_DONE", done}});
+    auto [exit_code, all] = c.run(watch, {{"LAUNCHED_PROBE_DONE", done}});
     std::filesystem::remove(done);
     EXPECT_EQ(exit_code, 0) << all;
     EXPECT_TRUE(c.refused);
@@ -568,7 +568,7 @@ TEST_F(ClusterTest, RanksThatCannotReadTheTokenFileAreRefusedSayingWhy) {
   const std::string file =
       fmt::format("/run/disttest-cluster/{}/tmp-node1/store-token", id_);
   TwoNodes r =
-      PerNode("torchrun", "External.Passes/4ranks", Shared("x.xml"),
+      PerNode("torchrun", "Launched.Passes/4ranks", Shared("x.xml"),
               {{"DISTTEST_TOKEN_FILE", file}, {"DISTTEST_TIMEOUT", "3"}});
   EXPECT_NE(r.node1.exit_code, 0);
   EXPECT_NE(r.node2.exit_code, 0);
@@ -590,7 +590,7 @@ TEST_F(ClusterTest, RanksThatCannotReadTheTokenFileAreRefusedSayingWhy) {
 TEST_F(ClusterTest, FixtureWithoutASharedTmpdirFailsSayingSo) {
   Up();
   TwoNodes run =
-      PerNode("torchrun", "ExternalWithFixture.*:Values/ExternalSweep.*",
+      PerNode("torchrun", "LaunchedWithFixture.*:Values/LaunchedSweep.*",
               Shared("report.xml"));
   // Nothing left in either node's /tmp: rank 0 removed the fixture's
   // directory.
@@ -602,7 +602,7 @@ TEST_F(ClusterTest, FixtureWithoutASharedTmpdirFailsSayingSo) {
   EXPECT_NE(run.node1.exit_code, 0) << all;
   EXPECT_THAT(
       run.node1.out,
-      HasSubstr("[  FAILED  ] ExternalWithFixture.ReadsTheShards/4ranks"))
+      HasSubstr("[  FAILED  ] LaunchedWithFixture.ReadsTheShards/4ranks"))
       << all;
   // Said once, by rank 0 for all, before the fixture ran; then the next
   // test runs.
@@ -619,7 +619,7 @@ TEST_F(ClusterTest, FixtureWithoutASharedTmpdirFailsSayingSo) {
                         "node (the fixture did not run)"));
   // ReadsTheShardsOnTwo (ranks 0 and 1, both on node1) and the sweep pass.
   EXPECT_THAT(run.node1.out,
-              HasSubstr("[       OK ] ExternalWithFixture.ReadsTheShardsOnTwo/"
+              HasSubstr("[       OK ] LaunchedWithFixture.ReadsTheShardsOnTwo/"
                         "2ranks"));
   EXPECT_THAT(run.node1.out, HasSubstr("[  PASSED  ] 5 tests."));
   EXPECT_EQ(run.node2.exit_code, 1) << run.node2.out << run.node2.err;
@@ -725,7 +725,7 @@ TEST_P(ClusterLauncherTest, LauncherOnEachNodeRunsTheSuite) {
   const std::string xml = Shared("report.xml");
   TwoNodes run = PerNode(
       GetParam(),
-      "External.Passes/*:External.WhereEachRankRuns/*:ExternalWithFixture.*",
+      "Launched.Passes/*:Launched.WhereEachRankRuns/*:LaunchedWithFixture.*",
       xml, {{"TMPDIR", SharedDir()}});
   const std::string report = ReadFile(xml);
   EXPECT_EQ(run.node1.exit_code, 0) << run.node1.out << run.node1.err;

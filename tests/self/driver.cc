@@ -11,7 +11,7 @@ int LineOf(const std::string& marker) {
 }
 
 std::string FailureAt(const std::string& marker, const std::string& label) {
-  return "verdicts_test_.cc:" + std::to_string(LineOf(marker)) + ": Failure\n" +
+  return "verdicts_child_.cc:" + std::to_string(LineOf(marker)) + ": Failure\n" +
          label + " ";
 }
 

@@ -1,6 +1,6 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// What the self-test drivers share: running the child binary verdicts_test_
+// What the self-test drivers share: running the child binary verdicts_child_
 // (or its own-main twin) on a filter, and finding lines in its source.
 //
 //   Verdict v = RunVerdicts(kForkSetup, "Verdicts.Throws/2ranks");
@@ -45,7 +45,7 @@ inline constexpr ChildSetup kExecSetup{"exec", DISTTEST_VERDICTS_CHILD, "exec",
 // Line of the first source line of the child that contains `marker`.
 int LineOf(const std::string& marker);
 
-// "verdicts_test_.cc:42: Failure\n[rank 1/2] "
+// "verdicts_child_.cc:42: Failure\n[rank 1/2] "
 std::string FailureAt(const std::string& marker, const std::string& label);
 
 // Runs the child on `filter` with --gtest_output=xml, then checks (with

@@ -137,7 +137,7 @@ TEST_P(FaultsTest, HangAmong256RanksIsNamedAsAmongFour) {
                                       "before the body), completed",
                                       hung)));
     EXPECT_THAT(v.run.out,
-                HasSubstr("it is now at verdicts_test_.cc:" +
+                HasSubstr("it is now at verdicts_child_.cc:" +
                           std::to_string(LineOf("marker-hang-among-many"))));
     // A peer whose barrier gave up names it as the rank it waits for.
     const std::string waited = fmt::format("waiting for rank {} ", hung);
@@ -314,7 +314,7 @@ TEST_P(FaultsTest, RankKilledAfterTheGraceShowsWhereItWas) {
       v.run.out,
       AllOf(HasSubstr("[rank 1/2] was killed by disttest: still "
                       "running 300 ms after rank 0 failed; it was here:"),
-            HasSubstr("verdicts_test_.cc:" +
+            HasSubstr("verdicts_child_.cc:" +
                       std::to_string(LineOf("marker-busy")))));
 }
 
@@ -324,7 +324,7 @@ TEST_P(FaultsTest, HungRankIsKilledAtTheTimeoutWithItsStack) {
               AllOf(HasSubstr("taking the stacks of 1 rank"),
                     HasSubstr("[rank 1/2] was killed by disttest: the test "
                               "timed out after 3000 ms; it was here:"),
-                    HasSubstr("verdicts_test_.cc:" +
+                    HasSubstr("verdicts_child_.cc:" +
                               std::to_string(LineOf("marker-hang")))));
   // The timeout (3 s), the stacks (at most 15 s), the kill and the verdict.
   EXPECT_LT(TestMillis(v.xml, "Hangs/2ranks"), 3000 + 15000 + 2000);
@@ -601,7 +601,7 @@ TEST_P(FaultsTest, BreakOnFailureStopsTheFailingRankForADebugger) {
                   NumberAfter(v.run.err, "rank 1 is pid "))));
   EXPECT_THAT(v.run.err,
               HasSubstr(fmt::format("and stops at its failure at "
-                                    "verdicts_test_.cc:{}; the test's timeout "
+                                    "verdicts_child_.cc:{}; the test's timeout "
                                     "is off. Attach with:\n[rank 1]   gdb -p",
                                     LineOf("marker-nonfatal"))));
   EXPECT_THAT(v.run.out, HasSubstr(FailureAt("marker-nonfatal", "[rank 1/2]")));

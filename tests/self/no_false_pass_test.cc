@@ -1,7 +1,7 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
 // No false pass off the main road: runs the broken programs of
-// no_false_pass_test_.cc in fork, exec and pooled ranks and checks that each
+// no_false_pass_child_.cc in fork, exec and pooled ranks and checks that each
 // fails, at the right line, saying why (and that the controls pass).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -30,16 +30,16 @@ void PrintTo(const Mode& mode, std::ostream* os) {
   *os << mode.setup.name << (mode.pooled ? "Pooled" : "");
 }
 
-// "no_false_pass_test_.cc:42: Failure\n[rank 1/2] "
+// "no_false_pass_child_.cc:42: Failure\n[rank 1/2] "
 std::string At(const std::string& marker, const std::string& label) {
-  return "no_false_pass_test_.cc:" +
+  return "no_false_pass_child_.cc:" +
          std::to_string(LineIn(DISTTEST_NO_FALSE_PASS_CHILD_SOURCE, marker)) +
          ": Failure\n" + label + " ";
 }
 
-// "no_false_pass_test_.cc:42"
+// "no_false_pass_child_.cc:42"
 std::string Line(const std::string& marker) {
-  return "no_false_pass_test_.cc:" +
+  return "no_false_pass_child_.cc:" +
          std::to_string(LineIn(DISTTEST_NO_FALSE_PASS_CHILD_SOURCE, marker));
 }
 
@@ -145,7 +145,7 @@ TEST_P(NoFalsePassTest, AllEqAtDifferentLinesSaysSoNotCompareBytes) {
       HasSubstr("DIST_EXPECT_ALL_EQ(1.0f): rank 1 of the 2 ranks are at "
                 "another collective assertion, or compare a value of "
                 "another type, than this one at "
-                "no_false_pass_test_.cc:" +
+                "no_false_pass_child_.cc:" +
                 std::to_string(LineIn(DISTTEST_NO_FALSE_PASS_CHILD_SOURCE,
                                       "marker-line-a"))))
       << v.run.out;

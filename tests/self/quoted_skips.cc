@@ -1,6 +1,6 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// For the harness drivers (verdicts_test, faults_test, external_test): a
+// For the harness drivers (verdicts_test, faults_test, launched_test): a
 // driver's failure message quotes its child's output, and a child's gtest
 // prints "[  SKIPPED ]" lines. ctest (gtest_discover_tests gives every test
 // SKIP_REGULAR_EXPRESSION "\[  SKIPPED \]") would then count the failed

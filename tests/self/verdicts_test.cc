@@ -2,7 +2,7 @@
 //
 // Verdict self-tests, in the way googletest tests itself: run a distributed
 // test that must pass, fail, skip, crash or hang in the child binary
-// verdicts_test_ (both launch modes), then check the exit status, the
+// verdicts_child_ (both launch modes), then check the exit status, the
 // "[rank r/N]" messages at the child's file:line, the XML, the time to the
 // verdict, and that nothing was left behind.
 #include <fmt/format.h>
@@ -31,18 +31,18 @@ using ::testing::Not;
 
 // The "marker-pool <test> pid <pid> count <n>" lines of rank `rank`:
 // test -> {pid, n}.
-std::map<std::string, std::pair<int, int>> PoolLines(const std::string& out,
+std::map<std::string, std::pair<int, int>> PoolLines(const std::string &out,
                                                      int rank);
 
 // How often `needle` occurs in `haystack` (an int, as the counts it is
 // compared with).
-int Count(const std::string& haystack, const std::string& needle) {
+int Count(const std::string &haystack, const std::string &needle) {
   return static_cast<int>(Occurrences(haystack, needle));
 }
 
 class VerdictsTest : public ::testing::TestWithParam<ChildSetup> {
- protected:
-  Verdict Run(const std::string& filter,
+protected:
+  Verdict Run(const std::string &filter,
               std::vector<std::pair<std::string, std::string>> env = {}) {
     return RunVerdicts(GetParam(), filter, std::move(env));
   }
@@ -51,7 +51,7 @@ class VerdictsTest : public ::testing::TestWithParam<ChildSetup> {
 TEST_P(VerdictsTest, PassingTestPassesAtEverySize) {
   Verdict v = Run("Verdicts.Passes/*");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
-  for (const char* name : {"Passes/1ranks", "Passes/2ranks", "Passes/3ranks"}) {
+  for (const char *name : {"Passes/1ranks", "Passes/2ranks", "Passes/3ranks"}) {
     std::string tc = TestCaseXml(v.xml, name);
     EXPECT_THAT(tc, HasSubstr("result=\"completed\"")) << name << "\n" << v.xml;
     EXPECT_THAT(tc, Not(HasSubstr("<failure"))) << name;
@@ -123,9 +123,9 @@ TEST_P(VerdictsTest, RanksShareAHostArena) {
 // under DISTTEST_NO_HOST_ARENA=1), and for an empty buffer against a full one.
 TEST_P(VerdictsTest, RanksThatDisagreeAboutACollectiveAllFail) {
   struct Case {
-    const char* test;
+    const char *test;
     int world;
-    const char* calls;
+    const char *calls;
   };
   const Case cases[] = {
       {"AllReduceAgainstBroadcast", 2,
@@ -168,7 +168,7 @@ TEST_P(VerdictsTest, RanksThatDisagreeAboutACollectiveAllFail) {
        "rank 0: allreduce(0 x float32, sum); rank 1: allreduce(8 x float32, "
        "sum)"},
   };
-  for (const char* no_arena : {"0", "1"}) {
+  for (const char *no_arena : {"0", "1"}) {
     SCOPED_TRACE(std::string("DISTTEST_NO_HOST_ARENA=") + no_arena);
     Verdict v =
         Run("VerdictsMismatch.*", {{"DISTTEST_NO_HOST_ARENA", no_arena}});
@@ -177,14 +177,15 @@ TEST_P(VerdictsTest, RanksThatDisagreeAboutACollectiveAllFail) {
     EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
     EXPECT_THAT(v.run.out, Not(HasSubstr("marker-mismatch-passed")));
     EXPECT_THAT(v.run.out, Not(HasSubstr("was killed by disttest")));
-    for (const Case& c : cases) {
+    for (const Case &c : cases) {
       std::string tc =
           TestCaseXml(v.xml, fmt::format("{}/{}ranks", c.test, c.world));
       EXPECT_THAT(tc, HasSubstr("<failure")) << c.test;
       // Every rank fails naming every rank's call (ranks whose own call is
       // the same say it once, together).
       std::set<int> all;
-      for (int r = 0; r < c.world; ++r) all.insert(r);
+      for (int r = 0; r < c.world; ++r)
+        all.insert(r);
       EXPECT_EQ(
           RanksNaming(tc, fmt::format("failed: collective #1 does not match "
                                       "across the {} ranks: {}",
@@ -199,7 +200,7 @@ TEST_P(VerdictsTest, RanksThatDisagreeAboutACollectiveAllFail) {
                                 "not match across the ranks:\n"))
           << c.test << "\n"
           << tc;
-      EXPECT_THAT(tc, HasSubstr(") at verdicts_test_.cc:")) << c.test;
+      EXPECT_THAT(tc, HasSubstr(") at verdicts_child_.cc:")) << c.test;
     }
     // A caught mismatch leaves the communicator failing, naming it.
     std::string caught =
@@ -211,7 +212,7 @@ TEST_P(VerdictsTest, RanksThatDisagreeAboutACollectiveAllFail) {
               2)
         << caught;
     // Ranks that agree pass, through the arena and Gloo, empty buffers too.
-    for (const char* agree :
+    for (const char *agree :
          {"AgreeingRanksPass/1ranks", "AgreeingRanksPass/3ranks"}) {
       std::string tc = TestCaseXml(v.xml, agree);
       EXPECT_THAT(tc, HasSubstr("result=\"completed\"")) << agree;
@@ -231,7 +232,7 @@ TEST_P(VerdictsTest, CallsThatDifferFailTheTestThoughEveryCallReturned) {
   EXPECT_THAT(v.run.out, HasSubstr("marker-silent-returned 0"));
   EXPECT_THAT(v.run.out, HasSubstr("marker-silent-returned 1"));
   const std::string at =
-      fmt::format("verdicts_test_.cc:{}", LineOf("marker-silent-mismatch"));
+      fmt::format("verdicts_child_.cc:{}", LineOf("marker-silent-mismatch"));
   EXPECT_THAT(
       v.run.out,
       HasSubstr("collective #0 on my communicator did not match across "
@@ -255,7 +256,7 @@ TEST_P(VerdictsTest, CallsThatDifferFailOnAnUnnamedCommunicator) {
   EXPECT_THAT(v.run.out, HasSubstr("marker-unnamed-returned 0"));
   EXPECT_THAT(v.run.out, HasSubstr("marker-unnamed-returned 1"));
   const std::string at =
-      fmt::format("verdicts_test_.cc:{}", LineOf("marker-unnamed-mismatch"));
+      fmt::format("verdicts_child_.cc:{}", LineOf("marker-unnamed-mismatch"));
   EXPECT_THAT(
       v.run.out,
       HasSubstr("collective #0 on communicator \"gloo\" did not match "
@@ -292,12 +293,12 @@ TEST_P(VerdictsTest, RanksWaitingInCollectivesThatDifferFailAtOnce) {
   const std::string paragraph = fmt::format(
       "collective #0 on communicator \"live\" does not match across the "
       "ranks:\n  ranks 0-1 (2 ranks) are in allreduce(8 x float32, sum) at "
-      "verdicts_test_.cc:{}, for ",
+      "verdicts_child_.cc:{}, for ",
       LineOf("marker-live-allreduce"));
   EXPECT_THAT(v.run.out, HasSubstr(paragraph)) << v.run.out;
   EXPECT_THAT(v.run.out,
               HasSubstr(fmt::format("  rank 2 is in allgather(8 x float32) at "
-                                    "verdicts_test_.cc:{}, for ",
+                                    "verdicts_child_.cc:{}, for ",
                                     LineOf("marker-live-allgather"))));
   EXPECT_THAT(TestCaseXml(v.xml, "OperationsDifferAndWait/3ranks"),
               HasSubstr("<failure"));
@@ -379,7 +380,7 @@ TEST_P(VerdictsTest, DaemonOfAKilledRankEndsWithTheTest) {
 // test, by a rank that dies or hangs (the harness kills it at the timeout):
 // it outlived the test in exec mode. Run() fails if it is still alive.
 TEST_P(VerdictsTest, BareDaemonOfAKilledOrHungRankEndsWithTheTest) {
-  for (const char* test : {"Verdicts.StartsABareDaemonAndIsKilled/2ranks",
+  for (const char *test : {"Verdicts.StartsABareDaemonAndIsKilled/2ranks",
                            "VerdictsShortTimeout.StartsABareDaemonAndHangs/"
                            "2ranks"}) {
     SCOPED_TRACE(test);
@@ -478,7 +479,7 @@ TEST_P(VerdictsTest, TimeoutScaleMultipliesTheTimeout) {
 
 // Runs `test` (of 2 ranks) with a 1 s timeout and a stack tool that takes
 // 2 s and prints marker-slow-stack-tool, no stack.
-Verdict RunWithSlowStackTool(const ChildSetup& setup, const std::string& test) {
+Verdict RunWithSlowStackTool(const ChildSetup &setup, const std::string &test) {
   const std::string dir = TempPath(".tools");
   std::filesystem::create_directory(dir);
   {
@@ -487,7 +488,7 @@ Verdict RunWithSlowStackTool(const ChildSetup& setup, const std::string& test) {
   }
   std::filesystem::permissions(dir + "/eu-stack",
                                std::filesystem::perms::owner_all);
-  const char* path = std::getenv("PATH");
+  const char *path = std::getenv("PATH");
   Verdict v =
       RunVerdicts(setup, test,
                   {{"DISTTEST_TIMEOUT", "1"},
@@ -692,9 +693,8 @@ TEST_P(VerdictsTest, FullDevShmIsAClearFailure) {
 // of its own): rank 0 can serve a store there, as torch's env:// does, and
 // launch_from_env() works inside a test.
 TEST_P(VerdictsTest, CodeUnderTestCanServeAStoreOnMasterPort) {
-  Verdict v =
-      Run("Verdicts.CodeServesItsOwnStoreOnMasterPort/*:Verdicts."
-          "LaunchFromEnvInsideATest/*");
+  Verdict v = Run("Verdicts.CodeServesItsOwnStoreOnMasterPort/*:Verdicts."
+                  "LaunchFromEnvInsideATest/*");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   for (int r = 0; r < 3; ++r) {
     EXPECT_THAT(v.run.out,
@@ -710,7 +710,7 @@ TEST_P(VerdictsTest, CodeUnderTestCanServeAStoreOnMasterPort) {
 // one its warning recommends (the binary re-executed: the child runs the
 // body as the rank that started it, not a distributed test of its own).
 TEST_P(VerdictsTest, DeathTestsWorkInARankInBothStyles) {
-  for (const char* style : {"fast", "threadsafe"}) {
+  for (const char *style : {"fast", "threadsafe"}) {
     SCOPED_TRACE(style);
     Verdict v = Run("Verdicts.DeathTest*", {{"GTEST_DEATH_TEST_STYLE", style}});
     EXPECT_EQ(v.run.exit_code, 1);
@@ -879,7 +879,7 @@ TEST_P(VerdictsTest, XmlHoldsEachRanksFailureAndTheTestsProperties) {
   // The four ranks' identical failures are one <failure> naming them all,
   // at the assertion's line.
   EXPECT_EQ(Count(tc, "<failure message="), 1) << tc;
-  EXPECT_THAT(tc, HasSubstr("verdicts_test_.cc:" +
+  EXPECT_THAT(tc, HasSubstr("verdicts_child_.cc:" +
                             std::to_string(LineOf("marker-all-eq")) +
                             "&#x0A;[ranks 0-3 of 4] DIST_EXPECT_ALL_EQ"));
   EXPECT_THAT(
@@ -901,17 +901,19 @@ TEST_P(VerdictsTest, JsonOutputHasEveryRanksDetail) {
       "--gtest_filter=Verdicts.RecordsProperties/3ranks:Verdicts."
       "AllEqDisagrees/4ranks",
       "--gtest_output=json:" + path};
-  if (*GetParam().extra_arg != '\0') args.push_back(GetParam().extra_arg);
+  if (*GetParam().extra_arg != '\0')
+    args.push_back(GetParam().extra_arg);
   ChildRun run = RunChild(args, {{"VERDICTS_LAUNCH", GetParam().launch}},
                           std::chrono::seconds(60));
   EXPECT_EQ(run.exit_code, 1) << run.out;
   nlohmann::json json = nlohmann::json::parse(ReadFile(path));
   std::filesystem::remove(path);
   std::map<std::string, nlohmann::json> tests;
-  for (const auto& suite : json["testsuites"]) {
-    for (const auto& test : suite["testsuite"]) tests[test["name"]] = test;
+  for (const auto &suite : json["testsuites"]) {
+    for (const auto &test : suite["testsuite"])
+      tests[test["name"]] = test;
   }
-  const nlohmann::json& props = tests["RecordsProperties/3ranks"];
+  const nlohmann::json &props = tests["RecordsProperties/3ranks"];
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(props.value(fmt::format("rank{}.marker-key", r), ""),
               std::to_string(r))
@@ -919,7 +921,7 @@ TEST_P(VerdictsTest, JsonOutputHasEveryRanksDetail) {
   }
   EXPECT_EQ(props.value("rank1.marker-only-rank1", ""), "yes");
   EXPECT_EQ(props.value("disttest_world_size", ""), "3");
-  const nlohmann::json& failed = tests["AllEqDisagrees/4ranks"];
+  const nlohmann::json &failed = tests["AllEqDisagrees/4ranks"];
   ASSERT_EQ(failed["failures"].size(), 1u) << failed.dump(1);
   EXPECT_THAT(failed["failures"][0]["failure"].get<std::string>(),
               HasSubstr("[ranks 0-3 of 4] DIST_EXPECT_ALL_EQ(rank() == 1 ? 43 "
@@ -1011,7 +1013,7 @@ TEST_P(VerdictsTest, ParallelLayoutThatDoesNotFitIsSkippedSayingWhy) {
 // A temporary directory for the child's TMPDIR, which must be empty again
 // when the child is done.
 class ScratchTmp {
- public:
+public:
   ScratchTmp() {
     std::string pattern =
         (std::filesystem::temp_directory_path() / "verdicts-tmp-XXXXXX")
@@ -1020,16 +1022,16 @@ class ScratchTmp {
     path_ = pattern;
   }
   ~ScratchTmp() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
+  const std::string &path() const { return path_; }
   std::vector<std::string> Entries() const {
     std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(path_)) {
+    for (const auto &e : std::filesystem::directory_iterator(path_)) {
       out.push_back(e.path().filename().string());
     }
     return out;
   }
 
- private:
+private:
   std::string path_;
 };
 
@@ -1043,7 +1045,7 @@ TEST_P(VerdictsTest, DistributedFixtureRunsFirstAndItsDirectoryGoes) {
   EXPECT_THAT(v.run.out, HasSubstr("[WritesShards rank 1] "
                                    "marker-fixture-output 1\n"));
   EXPECT_THAT(v.run.out, HasSubstr("[rank 0] marker-body-after-fixtures 0\n"));
-  for (const char* name :
+  for (const char *name :
        {"ReadsWhatTheFixtureWrote/1ranks", "ReadsWhatTheFixtureWrote/3ranks",
         "BodyRunsAfterBothFixtures/2ranks"}) {
     EXPECT_THAT(TestCaseXml(v.xml, name), HasSubstr("result=\"completed\""))
@@ -1086,7 +1088,7 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 
 // CTest's variables for one group per rank, e.g. {"3", "0;2"} (rank 1 gets
 // ids 0 and 2).
-Env CtestGroups(const std::vector<std::string>& groups) {
+Env CtestGroups(const std::vector<std::string> &groups) {
   Env env{{"CTEST_RESOURCE_GROUP_COUNT", std::to_string(groups.size())}};
   for (std::size_t i = 0; i < groups.size(); ++i) {
     std::string name = "CTEST_RESOURCE_GROUP_" + std::to_string(i);
@@ -1102,12 +1104,12 @@ Env CtestGroups(const std::vector<std::string>& groups) {
   return env;
 }
 
-Env Plus(Env a, const Env& b) {
+Env Plus(Env a, const Env &b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
 
-std::string DevicesLine(int rank, const std::string& devices) {
+std::string DevicesLine(int rank, const std::string &devices) {
   return "[rank " + std::to_string(rank) + "] marker-devices " + devices + "\n";
 }
 
@@ -1241,13 +1243,14 @@ TEST_P(VerdictsTest, AutoWithoutGpusRunsOnGloo) {
 // --- Pooled ranks (options().reuse_workers) ---
 
 // "[rank 0] marker-pool First pid 123 count 1" -> {pid, count}, per test.
-std::map<std::string, std::pair<int, int>> PoolLines(const std::string& out,
+std::map<std::string, std::pair<int, int>> PoolLines(const std::string &out,
                                                      int rank) {
   std::map<std::string, std::pair<int, int>> found;
   std::istringstream in(out);
   const std::string prefix = "[rank " + std::to_string(rank) + "] marker-pool ";
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind(prefix, 0) != 0) continue;
+    if (line.rfind(prefix, 0) != 0)
+      continue;
     std::istringstream fields(line.substr(prefix.size()));
     std::string test, pid_word, count_word;
     int pid = 0, count = 0;
@@ -1283,7 +1286,7 @@ TEST_P(VerdictsTest, PooledRanksRunTheNextTestUntilOneFails) {
     ASSERT_EQ(tests.size(), 8u) << v.run.out;
     if (std::string(GetParam().launch) == "exec") {
       // kExec ranks are started for each test.
-      for (const auto& [test, process] : tests) {
+      for (const auto &[test, process] : tests) {
         EXPECT_EQ(process.second, 1) << test;
       }
       continue;
@@ -1325,7 +1328,7 @@ TEST_P(VerdictsTest, PooledRanksThatDisagreeFail) {
   const std::string calls =
       "does not match across the 2 ranks: rank 0: allreduce(8 x float32, "
       "sum); rank 1: broadcast(8 x float32, root 0)";
-  for (const char* no_arena : {"0", "1"}) {
+  for (const char *no_arena : {"0", "1"}) {
     SCOPED_TRACE(std::string("DISTTEST_NO_HOST_ARENA=") + no_arena);
     Verdict v =
         Run("VerdictsPooledMismatch.*", {{"DISTTEST_NO_HOST_ARENA", no_arena}});
@@ -1383,9 +1386,8 @@ TEST_P(VerdictsTest, PooledRankKilledEndsThePool) {
 }
 
 TEST_P(VerdictsTest, PooledPartialSkipFailsAndEndsThePool) {
-  Verdict v =
-      Run("VerdictsPooled.AfterTheKill/*:VerdictsPooled.SkipsOnRank1/"
-          "*:VerdictsPooled.AfterThePartialSkip/*");
+  Verdict v = Run("VerdictsPooled.AfterTheKill/*:VerdictsPooled.SkipsOnRank1/"
+                  "*:VerdictsPooled.AfterThePartialSkip/*");
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out, HasSubstr("rank 1 of 2 skipped (\"marker-pool-skip"));
   auto tests = PoolLines(v.run.out, 0);
@@ -1397,9 +1399,8 @@ TEST_P(VerdictsTest, PooledPartialSkipFailsAndEndsThePool) {
 }
 
 TEST_P(VerdictsTest, DeathTestChildLeavesThePoolsAlone) {
-  Verdict v =
-      Run("VerdictsPooled.AfterTheKill/*:VerdictsPoolsAndDeathTests.*:"
-          "VerdictsPooledAgain.*");
+  Verdict v = Run("VerdictsPooled.AfterTheKill/*:VerdictsPoolsAndDeathTests.*:"
+                  "VerdictsPooledAgain.*");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   auto tests = PoolLines(v.run.out, 0);
   ASSERT_EQ(tests.size(), 2u) << v.run.out;
@@ -1435,10 +1436,10 @@ TEST_P(VerdictsTest, NoReuseStartsRanksForEveryTest) {
 // directory of the moment (it moved after the zygote started), their own
 // rank's environment. DISTTEST_NO_ZYGOTE=1 execs each rank.
 TEST_P(VerdictsTest, ExecRanksAreForksOfTheZygote) {
-  if (std::string(GetParam().launch) != "exec") GTEST_SKIP() << "kExec only";
-  const std::string filter =
-      "Verdicts.ShowsWhereItCameFrom/2ranks:"
-      "VerdictsElsewhere.ShowsWhereItCameFrom/2ranks";
+  if (std::string(GetParam().launch) != "exec")
+    GTEST_SKIP() << "kExec only";
+  const std::string filter = "Verdicts.ShowsWhereItCameFrom/2ranks:"
+                             "VerdictsElsewhere.ShowsWhereItCameFrom/2ranks";
   Verdict v = Run(filter);
   ASSERT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   const std::string cwd = std::filesystem::current_path().string();
@@ -1466,10 +1467,10 @@ TEST_P(VerdictsTest, ExecRanksAreForksOfTheZygote) {
 // A zygote killed between tests: the next kExec test execs its ranks, says
 // so once, and passes; nothing is left behind (Run checks).
 TEST_P(VerdictsTest, KilledZygoteMeansRanksAreExecd) {
-  if (std::string(GetParam().launch) != "exec") GTEST_SKIP() << "kExec only";
-  Verdict v =
-      Run("Verdicts.Passes/2ranks:Verdicts.KillsTheZygote/1ranks:"
-          "Verdicts.SixteenRanks/16ranks");
+  if (std::string(GetParam().launch) != "exec")
+    GTEST_SKIP() << "kExec only";
+  Verdict v = Run("Verdicts.Passes/2ranks:Verdicts.KillsTheZygote/1ranks:"
+                  "Verdicts.SixteenRanks/16ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   EXPECT_THAT(v.run.out, HasSubstr("marker-zygote-killed"));
   EXPECT_THAT(v.run.out,
@@ -1484,14 +1485,15 @@ TEST_P(VerdictsTest, KilledZygoteMeansRanksAreExecd) {
 // place); the test passes with every rank once. The unseen one exits by
 // itself, and nothing outlives the test binary (Run checks).
 TEST_P(VerdictsTest, ZygoteGoneBeforeItAnswersStartsNoRankTwice) {
-  if (std::string(GetParam().launch) != "exec") GTEST_SKIP() << "kExec only";
+  if (std::string(GetParam().launch) != "exec")
+    GTEST_SKIP() << "kExec only";
   Verdict v = Run("VerdictsElsewhere.ShowsWhereItCameFrom/2ranks",
                   {{"DISTTEST_INTERNAL_ZYGOTE_DIE_BEFORE_ANSWER", "1"}});
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   EXPECT_THAT(v.run.out,
               HasSubstr("[ disttest ] note: the kExec zygote failed (it "
                         "ended); ranks are exec'd one by one from now on\n"));
-  for (const char* rank :
+  for (const char *rank :
        {"marker-elsewhere rank 0 ", "marker-elsewhere rank 1 "}) {
     EXPECT_EQ(Count(v.run.out, rank), 1) << rank << "\n" << v.run.out;
   }
@@ -1522,7 +1524,8 @@ TEST_P(VerdictsTest, TimedOutCollectiveSaysWhatTheMissingRankDidLast) {
   // first), and that is the first failure.
   const std::set<int> timed_out = RanksNaming(v.run.out, text);
   EXPECT_FALSE(timed_out.empty()) << v.run.out;
-  for (int r : timed_out) EXPECT_NE(r, 2) << v.run.out;
+  for (int r : timed_out)
+    EXPECT_NE(r, 2) << v.run.out;
   EXPECT_THAT(v.run.out, HasSubstr("(first failure) the test body threw "
                                    "disttest::CommError: "))
       << v.run.out;
@@ -1540,9 +1543,9 @@ TEST_P(VerdictsTest, TimedOutCollectiveSaysWhatTheMissingRankDidLast) {
                         "300 ms after rank "));
   // The verdict starts with the ledger's paragraph: which collective, who
   // is in it (and where they called it), who is not and where it is.
-  const std::string at = "verdicts_test_.cc:";
+  const std::string at = "verdicts_child_.cc:";
   const std::string paragraph = fmt::format(
-      "verdicts_test_.cc:{}: Failure\n"
+      "verdicts_child_.cc:{}: Failure\n"
       "collective #2 on the world communicator never completed:\n"
       "  ranks 0-1, 3 (3 ranks) failed in allreduce(8 x float32, sum) at {}{} "
       "after 1.",
@@ -1575,7 +1578,7 @@ TEST_P(VerdictsTest, HangReportNamesTheRankThatNeverCame) {
               HasSubstr(fmt::format(
                   "collective #1 on the world communicator never completed:\n"
                   "  ranks 0-1, 3 (3 ranks) failed in allreduce(8 x float32, "
-                  "sum) at verdicts_test_.cc:{} after 1.",
+                  "sum) at verdicts_child_.cc:{} after 1.",
                   LineOf("marker-waits-for-2"))))
       << v.run.out;
   EXPECT_THAT(v.run.out,
@@ -1584,7 +1587,7 @@ TEST_P(VerdictsTest, HangReportNamesTheRankThatNeverCame) {
                   "(disttest's, before the body), completed ")));
   EXPECT_THAT(v.run.out,
               HasSubstr(fmt::format(
-                  "s ago; it is now at verdicts_test_.cc:{} (stack below)",
+                  "s ago; it is now at verdicts_child_.cc:{} (stack below)",
                   LineOf("marker-never-comes"))));
   // The others' allreduce gives up at 1.5 s, rank 2 is ended 300 ms
   // later (the failure grace), its stack taken; far inside the bound.
@@ -1600,7 +1603,7 @@ TEST_P(VerdictsTest, HangReportNamesTheRankThatLeftItsBody) {
               HasSubstr(fmt::format(
                   "collective #1 on the world communicator never completed:\n"
                   "  ranks 0-1, 3 (3 ranks) failed in allreduce(8 x float32, "
-                  "sum) at verdicts_test_.cc:{} after ",
+                  "sum) at verdicts_child_.cc:{} after ",
                   LineOf("marker-left-behind"))))
       << v.run.out;
   EXPECT_THAT(v.run.out,
@@ -1630,15 +1633,14 @@ TEST_P(VerdictsTest, HangOfManyRanksIsOneFailureAndOneTreeOfStacks) {
                                 "below"));
     EXPECT_THAT(v.run.out, HasSubstr(all + " where they were when disttest "
                                            "took their stacks"));
-    const std::string at = "verdicts_test_.cc:";
+    const std::string at = "verdicts_child_.cc:";
     EXPECT_THAT(v.run.out, HasSubstr(fmt::format("  ranks 0, 2-{}:\n    "
                                                  "RunDistributedBody at ",
                                                  world - 1)));
     EXPECT_THAT(v.run.out,
                 HasSubstr(at + std::to_string(LineOf("marker-hang-together"))));
-    EXPECT_THAT(
-        v.run.out,
-        HasSubstr(fmt::format("  rank 1:\n    RunDistributedBody at ")));
+    EXPECT_THAT(v.run.out, HasSubstr(fmt::format(
+                               "  rank 1:\n    RunDistributedBody at ")));
     EXPECT_THAT(v.run.out,
                 HasSubstr(at + std::to_string(LineOf("marker-hang-apart"))));
     // No collective hangs: the paragraph says so, and where each rank is.
@@ -1653,7 +1655,8 @@ TEST_P(VerdictsTest, HangOfManyRanksIsOneFailureAndOneTreeOfStacks) {
     // One line per frame of the tree, not one stack per rank: as long at
     // 128 ranks as at 4.
     EXPECT_LT(Count(v.run.out, "\n"), 120) << v.run.out;
-    if (world == 4) lines_at_4 = Count(v.run.out, "\n");
+    if (world == 4)
+      lines_at_4 = Count(v.run.out, "\n");
     // (Within a few lines: a rank caught outside its sleep under ASan
     // adds a branch.)
     EXPECT_LE(Count(v.run.out, "\n"), lines_at_4 + 4) << v.run.out;
@@ -1678,14 +1681,15 @@ TEST_P(VerdictsTest, TraceOfPooledTestsHasEachTestsOwnTimeline) {
   Verdict v = Run("VerdictsPooled.First/2ranks:VerdictsPooled.Second/2ranks",
                   {{"DISTTEST_TRACE", dir}});
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
-  for (const char* test : {"First", "Second"}) {
+  for (const char *test : {"First", "Second"}) {
     SCOPED_TRACE(test);
     const std::string path =
         fmt::format("{}/VerdictsPooled.{}.2ranks.trace.json", dir, test);
     nlohmann::json trace = nlohmann::json::parse(ReadFile(path));
-    std::map<int, std::set<std::string>> spans;  // Per rank.
-    for (const auto& e : trace["traceEvents"]) {
-      if (e["ph"] != "X") continue;
+    std::map<int, std::set<std::string>> spans; // Per rank.
+    for (const auto &e : trace["traceEvents"]) {
+      if (e["ph"] != "X")
+        continue;
       std::string name = e["name"];
       if (e["cat"] == "collective") {
         name += fmt::format(" {}", e["args"]["state"].get<std::string>());
@@ -1715,10 +1719,10 @@ TEST_P(VerdictsTest, TraceHasEachRanksTimelineItsCollectivesAndItsFailures) {
                         path));
   nlohmann::json trace = nlohmann::json::parse(ReadFile(path));
   std::filesystem::remove_all(dir);
-  std::map<int, std::set<std::string>> spans;  // Per rank.
+  std::map<int, std::set<std::string>> spans; // Per rank.
   std::map<int, int> failures;
   std::set<std::string> threads;
-  for (const auto& e : trace["traceEvents"]) {
+  for (const auto &e : trace["traceEvents"]) {
     const std::string ph = e["ph"];
     if (ph == "M" && e["name"] == "thread_name") {
       threads.insert(e["args"]["name"].get<std::string>());
@@ -1734,15 +1738,16 @@ TEST_P(VerdictsTest, TraceHasEachRanksTimelineItsCollectivesAndItsFailures) {
       }
       spans[e["tid"].get<int>()].insert(name);
     }
-    if (ph == "i" && e["name"] == "failure") ++failures[e["tid"].get<int>()];
+    if (ph == "i" && e["name"] == "failure")
+      ++failures[e["tid"].get<int>()];
   }
   EXPECT_EQ(threads,
             (std::set<std::string>{"rank 0", "rank 1", "rank 2", "rank 3"}));
-  const std::string at = "at verdicts_test_.cc:";
+  const std::string at = "at verdicts_child_.cc:";
   const int line = LineOf("marker-stops-after-broadcast");
   for (int r = 0; r < 4; ++r) {
     SCOPED_TRACE(fmt::format("rank {}", r));
-    for (const char* phase : {"start", "connect", "set-up", "body"}) {
+    for (const char *phase : {"start", "connect", "set-up", "body"}) {
       EXPECT_EQ(spans[r].count(phase), 1u) << phase;
     }
     EXPECT_EQ(spans[r].count("barrier() #0 (disttest's, before the body) "
@@ -1753,7 +1758,7 @@ TEST_P(VerdictsTest, TraceHasEachRanksTimelineItsCollectivesAndItsFailures) {
             "broadcast(16 x int32, root 0) #1 {}{} completed", at, line - 1)),
         1u);
     if (r == 2) {
-      EXPECT_EQ(failures[r], 0);  // It hung; it did not fail.
+      EXPECT_EQ(failures[r], 0); // It hung; it did not fail.
       continue;
     }
     EXPECT_EQ(spans[r].count(fmt::format(
@@ -1783,7 +1788,7 @@ TEST_P(VerdictsTest, ParameterizedTestIsOneTestPerParameterAndWorldSize) {
                         "Expected: (sum) != (15), actual: 15 vs 15\n"
                         "marker-sweep-fails at 5\n"));
   // Every rank had the parameter.
-  for (const char* line : {"[rank 0] marker-sweep 0 of 2: 1\n",
+  for (const char *line : {"[rank 0] marker-sweep 0 of 2: 1\n",
                            "[rank 1] marker-sweep 1 of 2: 5\n",
                            "[rank 2] marker-sweep 2 of 3: 1\n",
                            "[rank 2] marker-sweep 2 of 3: 5\n"}) {
@@ -1808,7 +1813,8 @@ TEST_P(VerdictsTest, PooledRanksRunEveryParameterOfASweep) {
   for (int r = 0; r < 2; ++r) {
     auto tests = PoolLines(v.run.out, r);
     ASSERT_EQ(tests.size(), 3u) << v.run.out;
-    if (std::string(GetParam().launch) == "exec") continue;
+    if (std::string(GetParam().launch) == "exec")
+      continue;
     EXPECT_EQ(tests["Sweep_alpha"].second, 1);
     EXPECT_EQ(tests["Sweep_be"], std::make_pair(tests["Sweep_alpha"].first, 2));
     EXPECT_EQ(tests["Sweep_gamma"],
@@ -1853,7 +1859,7 @@ TEST_P(VerdictsTest, TypedTestIsOneSuitePerType) {
                                    "int\n"));
   EXPECT_THAT(v.run.out,
               HasSubstr(FailureAt("marker-typed-fails", "[ranks 0-2 of 3]")));
-  for (const char* type : {"float32", "float64"}) {
+  for (const char *type : {"float32", "float64"}) {
     EXPECT_THAT(
         v.run.out,
         HasSubstr(fmt::format(
@@ -1903,7 +1909,7 @@ TEST_P(VerdictsTest, TimedOutGlooCollectiveNamesTheMissingRankToo) {
 // (SignalRank); its survivors see it gone, in the arena and over Gloo alike,
 // and the test passes saying how the rank ended.
 TEST_P(VerdictsTest, ExpectedKillOfARankPasses) {
-  for (const char* arena : {"0", "1"}) {
+  for (const char *arena : {"0", "1"}) {
     Verdict v = Run("Verdicts.SurvivorsOfAnExpectedKill/4ranks",
                     {{"DISTTEST_NO_HOST_ARENA", arena}});
     EXPECT_EQ(v.run.exit_code, 0) << arena << "\n" << v.run.out;
@@ -1980,7 +1986,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ChildSetup{"OwnMainExec",
                                  DISTTEST_VERDICTS_OWN_MAIN_CHILD, "exec",
                                  "--user_flag=42"}),
-    [](const auto& info) { return std::string(info.param.name); });
+    [](const auto &info) { return std::string(info.param.name); });
 
-}  // namespace
-}  // namespace disttest::testing
+} // namespace
+} // namespace disttest::testing

@@ -1,8 +1,8 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
 // The child binary of the external-launcher self-tests: started once per
-// rank by mpirun or tests/external/local-launcher.sh, it runs DIST_TEST_F
-// bodies in-process. external_test.cc runs it and checks the one report.
+// rank by mpirun or tests/launched/local-launcher.sh, it runs DIST_TEST_F
+// bodies in-process. launched_test.cc runs it and checks the one report.
 // Nothing here is run on its own by ctest.
 #include <disttest/comm/create.h>
 #include <disttest/disttest.h>
@@ -23,9 +23,9 @@
 
 namespace {
 
-class External : public disttest::DistributedTest {
+class Launched : public disttest::DistributedTest {
  protected:
-  External() { options().timeout = std::chrono::seconds(60); }
+  Launched() { options().timeout = std::chrono::seconds(60); }
 };
 
 std::string Env(const char* name) {
@@ -33,9 +33,9 @@ std::string Env(const char* name) {
   return value != nullptr ? value : "";
 }
 
-// Registered only on rank 1 when EXTERNAL_OUT_OF_STEP is set, and first:
+// Registered only on rank 1 when LAUNCHED_OUT_OF_STEP is set, and first:
 // rank 1 then walks a test that rank 0 does not.
-class OnlyOnRankOne : public External {
+class OnlyOnRankOne : public Launched {
   void RunDistributedBody() override { comm().barrier(); }
 };
 bool IsRankOne() {
@@ -46,11 +46,11 @@ bool IsRankOne() {
   }
 }
 const bool kOutOfStep =
-    !Env("EXTERNAL_OUT_OF_STEP").empty() && IsRankOne() &&
-    disttest::internal::RegisterDistributedTest<External, OnlyOnRankOne>(
-        "External", "AOnlyOnRankOne", __FILE__, __LINE__, {4});
+    !Env("LAUNCHED_OUT_OF_STEP").empty() && IsRankOne() &&
+    disttest::internal::RegisterDistributedTest<Launched, OnlyOnRankOne>(
+        "Launched", "AOnlyOnRankOne", __FILE__, __LINE__, {4});
 
-DIST_TEST_F(External, Passes, 1, 2, 4) {
+DIST_TEST_F(Launched, Passes, 1, 2, 4) {
   int one = 1;
   comm().allreduce(&one, 1, disttest::ReduceOp::kSum);  // marker-sum
   EXPECT_EQ(one, world_size());
@@ -65,7 +65,7 @@ const std::string kLaunchedWorldSize = Env("WORLD_SIZE");
 const std::string kLaunchedLocalWorldSize = Env("LOCAL_WORLD_SIZE");
 
 // The body sees its own test's rank environment, as a spawned rank does.
-DIST_TEST_F(External, SeesItsOwnRankEnvironment, 2) {
+DIST_TEST_F(Launched, SeesItsOwnRankEnvironment, 2) {
   EXPECT_EQ(Env("RANK"), std::to_string(rank()));
   EXPECT_EQ(Env("WORLD_SIZE"), "2");
   EXPECT_EQ(Env("LOCAL_SIZE"), "2");
@@ -74,22 +74,22 @@ DIST_TEST_F(External, SeesItsOwnRankEnvironment, 2) {
 
 // After a distributed test the launcher's variables are back, each as it
 // was (torchrun's LOCAL_WORLD_SIZE too).
-TEST(ExternalAfterwards, TheLauncherEnvironmentIsBack) {
+TEST(LaunchedAfterwards, TheLauncherEnvironmentIsBack) {
   EXPECT_EQ(Env("RANK"), kLaunchedRank);
   EXPECT_EQ(Env("WORLD_SIZE"), kLaunchedWorldSize);
   EXPECT_EQ(Env("LOCAL_WORLD_SIZE"), kLaunchedLocalWorldSize);
 }
 
-DIST_TEST_F(External, FailsOnRank1, 4) {
+DIST_TEST_F(Launched, FailsOnRank1, 4) {
   comm().barrier();
   EXPECT_NE(rank(), 1) << "marker-external-fail";
 }
 
-DIST_TEST_F(External, SkipsEverywhere, 4) {
+DIST_TEST_F(Launched, SkipsEverywhere, 4) {
   GTEST_SKIP() << "marker-external-skip";
 }
 
-DIST_TEST_F(External, NeedsEight, 8) { ADD_FAILURE() << "ran with 8 ranks"; }
+DIST_TEST_F(Launched, NeedsEight, 8) { ADD_FAILURE() << "ran with 8 ranks"; }
 
 // A fixture at 2 ranks, before a test at 4.
 class Shards : public disttest::DistributedFixture {
@@ -102,23 +102,23 @@ class Shards : public disttest::DistributedFixture {
   }
 };
 
-class ExternalWithFixture : public External {
+class LaunchedWithFixture : public Launched {
  protected:
   Shards& shards_ = UseFixture<Shards>();
 };
 
-DIST_TEST_F(ExternalWithFixture, ReadsTheShards, 4) {
+DIST_TEST_F(LaunchedWithFixture, ReadsTheShards, 4) {
   EXPECT_TRUE(std::filesystem::exists(shards_.dir() / "shard-1"));
   comm().barrier();
 }
 
 // At 2 ranks only ranks 0 and 1 use the fixture's directory: across nodes
 // (2 a node) it needs no shared TMPDIR.
-DIST_TEST_F(ExternalWithFixture, ReadsTheShardsOnTwo, 2) {
+DIST_TEST_F(LaunchedWithFixture, ReadsTheShardsOnTwo, 2) {
   EXPECT_TRUE(std::filesystem::exists(shards_.dir() / "shard-1"));
 }
 
-DIST_TEST_F(External, DiesOnRank2, 4) {
+DIST_TEST_F(Launched, DiesOnRank2, 4) {
   if (rank() == 2) {
     std::fflush(nullptr);
     kill(getpid(), SIGKILL);
@@ -126,12 +126,12 @@ DIST_TEST_F(External, DiesOnRank2, 4) {
   comm().barrier();
 }
 
-DIST_TEST_F(External, AfterTheDeath, 4) { comm().barrier(); }
+DIST_TEST_F(Launched, AfterTheDeath, 4) { comm().barrier(); }
 
 // Under a launcher there is no host arena: ranks that reduce with
 // different operators all return. Rank 0 fails the test from the ledgers
 // that came with the verdicts.
-DIST_TEST_F(External, ReduceOpsDifferButReturn, 4) {
+DIST_TEST_F(Launched, ReduceOpsDifferButReturn, 4) {
   std::vector<float> v(8, rank() + 1.0f);
   const auto op =
       rank() < 2 ? disttest::ReduceOp::kSum : disttest::ReduceOp::kMax;
@@ -140,7 +140,7 @@ DIST_TEST_F(External, ReduceOpsDifferButReturn, 4) {
 
 // The same on a communicator the test makes without a name, on store():
 // known across the hosts by the keys its rendezvous uses.
-DIST_TEST_F(External, ReduceOpsDifferOnAnUnnamedCommunicator, 4) {
+DIST_TEST_F(Launched, ReduceOpsDifferOnAnUnnamedCommunicator, 4) {
   std::unique_ptr<disttest::Communicator> mine = disttest::CreateCommunicator(
       disttest::Backend::kGloo, store(), rank(), world_size(), {});
   std::vector<float> v(2, rank() + 1.0f);
@@ -152,7 +152,7 @@ DIST_TEST_F(External, ReduceOpsDifferOnAnUnnamedCommunicator, 4) {
 // Ranks that wait in one collective entered with different operations:
 // their side threads compare the calls through the store and end the run
 // at once, not at the timeout of 60 s.
-DIST_TEST_F(External, OperationsDifferAndWait, 4) {
+DIST_TEST_F(Launched, OperationsDifferAndWait, 4) {
   disttest::GlooOptions options;
   options.prefix = "live";
   std::unique_ptr<disttest::Communicator> live = disttest::CreateCommunicator(
@@ -169,7 +169,7 @@ DIST_TEST_F(External, OperationsDifferAndWait, 4) {
 
 // Every rank waits (ranks 0-2 in an allreduce, rank 3 in a receive that
 // no rank sends) until the driver sends the launcher SIGTERM.
-DIST_TEST_F(External, WaitsForSignal, 4) {
+DIST_TEST_F(Launched, WaitsForSignal, 4) {
   std::printf("marker-waits-for-signal %d\n", rank());
   std::fflush(stdout);
   std::vector<float> v(8, 1.0f);
@@ -182,7 +182,7 @@ DIST_TEST_F(External, WaitsForSignal, 4) {
 }
 
 // Rank 1 in its own code, outside any operation, when the signal comes.
-DIST_TEST_F(External, SleepsOnRank1UntilSignal, 4) {
+DIST_TEST_F(Launched, SleepsOnRank1UntilSignal, 4) {
   std::printf("marker-sleeps-for-signal %d\n", rank());
   std::fflush(stdout);
   while (rank() == 1) {
@@ -192,26 +192,26 @@ DIST_TEST_F(External, SleepsOnRank1UntilSignal, 4) {
 }
 
 // After WaitsForSignal: skipped once a signal ended that one.
-DIST_TEST_F(External, AfterTheSignal, 4) { comm().barrier(); }
+DIST_TEST_F(Launched, AfterTheSignal, 4) { comm().barrier(); }
 
 // gtest's grammar under a launcher: each rank runs the parameter's test
 // and the type's test in-process.
-class ExternalSweep : public External,
+class LaunchedSweep : public Launched,
                       public ::testing::WithParamInterface<int> {};
-DIST_TEST_P(ExternalSweep, SumsTheParameter, 2, 4) {
+DIST_TEST_P(LaunchedSweep, SumsTheParameter, 2, 4) {
   int sum = GetParam();
   comm().allreduce(&sum, 1, disttest::ReduceOp::kSum);
   EXPECT_EQ(sum, GetParam() * world_size());
   std::fprintf(stderr, "marker-param %d of %d: %d\n", rank(), world_size(),
                GetParam());
 }
-INSTANTIATE_TEST_SUITE_P(Values, ExternalSweep, ::testing::Values(3, 7));
+INSTANTIATE_TEST_SUITE_P(Values, LaunchedSweep, ::testing::Values(3, 7));
 
 template <typename T>
-class ExternalTyped : public External {};
-using ExternalTypes = ::testing::Types<std::int64_t, float>;
-DIST_TYPED_TEST_SUITE(ExternalTyped, ExternalTypes);
-DIST_TYPED_TEST(ExternalTyped, SumsInItsType, 4) {
+class LaunchedTyped : public Launched {};
+using LaunchedTypes = ::testing::Types<std::int64_t, float>;
+DIST_TYPED_TEST_SUITE(LaunchedTyped, LaunchedTypes);
+DIST_TYPED_TEST(LaunchedTyped, SumsInItsType, 4) {
   TypeParam sum = TypeParam(this->rank());
   this->comm().allreduce(&sum, 1, disttest::ReduceOp::kSum);
   EXPECT_EQ(sum, TypeParam(6));
@@ -219,12 +219,12 @@ DIST_TYPED_TEST(ExternalTyped, SumsInItsType, 4) {
                sizeof(TypeParam));
 }
 
-class ExternalShortTimeout : public External {
+class LaunchedShortTimeout : public Launched {
  protected:
-  ExternalShortTimeout() { options().timeout = std::chrono::seconds(3); }
+  LaunchedShortTimeout() { options().timeout = std::chrono::seconds(3); }
 };
 
-DIST_TEST_F(ExternalShortTimeout, HangsOnRank3, 4) {
+DIST_TEST_F(LaunchedShortTimeout, HangsOnRank3, 4) {
   if (rank() == 3) {
     std::this_thread::sleep_for(std::chrono::seconds(120));  // marker-hang
   }
@@ -274,7 +274,7 @@ std::string Connections() {
   return joined;
 }
 
-DIST_TEST_F(External, WhereEachRankRuns, 4) {
+DIST_TEST_F(Launched, WhereEachRankRuns, 4) {
   int one = 1;
   comm().allreduce(&one, 1, disttest::ReduceOp::kSum);
   EXPECT_EQ(one, 4);
@@ -286,7 +286,7 @@ DIST_TEST_F(External, WhereEachRankRuns, 4) {
 }
 
 // Runs until the driver takes a node's link down: a collective a second.
-DIST_TEST_F(External, RunsUntilTheLinkGoes, 4) {
+DIST_TEST_F(Launched, RunsUntilTheLinkGoes, 4) {
   for (int i = 0; i < 120; ++i) {
     int one = 1;
     comm().allreduce(&one, 1, disttest::ReduceOp::kSum);
@@ -298,16 +298,16 @@ DIST_TEST_F(External, RunsUntilTheLinkGoes, 4) {
   }
 }
 
-DIST_TEST_F(External, AfterTheLinkWent, 4) { comm().barrier(); }
+DIST_TEST_F(Launched, AfterTheLinkWent, 4) { comm().barrier(); }
 
-// Waits (at most 60 s) for the file EXTERNAL_PROBE_DONE names: meanwhile
+// Waits (at most 60 s) for the file LAUNCHED_PROBE_DONE names: meanwhile
 // the cluster test connects to the job's store from outside the job.
-DIST_TEST_F(External, WaitsForTheProbe, 4) {
+DIST_TEST_F(Launched, WaitsForTheProbe, 4) {
   if (rank() == 0) {
     std::fprintf(stderr, "marker-probe-now\n");
     std::fflush(stderr);
   }
-  const std::string done = Env("EXTERNAL_PROBE_DONE");
+  const std::string done = Env("LAUNCHED_PROBE_DONE");
   for (int i = 0; i < 600 && !std::filesystem::exists(done); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

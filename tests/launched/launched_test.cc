@@ -1,6 +1,6 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Runs under a launcher: the child binary external_child_ started once per
+// Runs under a launcher: the child binary launched_child_ started once per
 // rank by mpirun (Open MPI), or by local-launcher.sh with torchrun's or
 // srun's environment; checks the one report rank 0 gives (output, XML,
 // exit status), that a dead or hung rank ends the run promptly, that ranks
@@ -32,7 +32,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 int LineOf(const std::string& marker) {
-  return LineIn(DISTTEST_EXTERNAL_CHILD_SOURCE, marker);
+  return LineIn(DISTTEST_LAUNCHED_CHILD_SOURCE, marker);
 }
 
 struct Launcher {
@@ -47,7 +47,7 @@ struct Report {
   std::string all;  // stdout + stderr
 };
 
-class ExternalTest : public ::testing::TestWithParam<Launcher> {
+class LaunchedTest : public ::testing::TestWithParam<Launcher> {
  protected:
   void SetUp() override {
     if (std::string(GetParam().name) == "mpirun") {
@@ -68,7 +68,7 @@ class ExternalTest : public ::testing::TestWithParam<Launcher> {
                 const OutputWatch& watch = nullptr) {
     const std::string xml_path = TempPath(".xml");
     std::vector<std::string> child = {
-        DISTTEST_EXTERNAL_CHILD, "--gtest_filter=" + filter, "--gtest_color=no",
+        DISTTEST_LAUNCHED_CHILD, "--gtest_filter=" + filter, "--gtest_color=no",
         "--gtest_output=xml:" + xml_path};
     std::vector<std::string> args;
     const std::string name = GetParam().name;
@@ -99,14 +99,14 @@ class ExternalTest : public ::testing::TestWithParam<Launcher> {
   }
 };
 
-TEST_P(ExternalTest, RankZeroReportsEveryRanksResultsOnce) {
+TEST_P(LaunchedTest, RankZeroReportsEveryRanksResultsOnce) {
   Report r = Launch(
-      "External.Passes/*:External.FailsOnRank1/*:External.SkipsEverywhere/"
-      "*:External.NeedsEight/*:ExternalWithFixture.*");
+      "Launched.Passes/*:Launched.FailsOnRank1/*:Launched.SkipsEverywhere/"
+      "*:Launched.NeedsEight/*:LaunchedWithFixture.*");
   EXPECT_NE(r.run.exit_code, 0) << r.all;  // A test failed: every rank says so.
   // The failure of rank 1, at its line, once: only rank 0 reports.
   const std::string failure =
-      "external_child_.cc:" + std::to_string(LineOf("marker-external-fail")) +
+      "launched_child_.cc:" + std::to_string(LineOf("marker-external-fail")) +
       ": Failure\n[rank 1/4] ";
   EXPECT_EQ(Occurrences(r.run.out, failure), 1u) << r.all;
   EXPECT_EQ(Occurrences(r.run.out, "[==========] Running"), 1u) << r.all;
@@ -134,8 +134,8 @@ TEST_P(ExternalTest, RankZeroReportsEveryRanksResultsOnce) {
               HasSubstr("result=\"skipped\""));
 }
 
-TEST_P(ExternalTest, PassingRunExitsZeroEverywhere) {
-  Report r = Launch("External.Passes/*");
+TEST_P(LaunchedTest, PassingRunExitsZeroEverywhere) {
+  Report r = Launch("Launched.Passes/*");
   EXPECT_EQ(r.run.exit_code, 0) << r.all;
   EXPECT_THAT(r.run.out, HasSubstr("[  PASSED  ] 3 tests."));
   // What each rank recorded is in rank 0's XML, per rank.
@@ -148,24 +148,24 @@ TEST_P(ExternalTest, PassingRunExitsZeroEverywhere) {
   }
 }
 
-TEST_P(ExternalTest, OtherRanksWriteTheirOwnLogsWhenAsked) {
+TEST_P(LaunchedTest, OtherRanksWriteTheirOwnLogsWhenAsked) {
   const std::string dir = TempPath("-logs");
-  Report r = Launch("External.Passes/4ranks", {{"DISTTEST_LOG_DIR", dir}});
+  Report r = Launch("Launched.Passes/4ranks", {{"DISTTEST_LOG_DIR", dir}});
   EXPECT_EQ(r.run.exit_code, 0) << r.all;
   // Rank 0 reports on the console; rank 3 keeps its own view in its log.
-  EXPECT_THAT(r.run.out, HasSubstr("[       OK ] External.Passes/4ranks"));
+  EXPECT_THAT(r.run.out, HasSubstr("[       OK ] Launched.Passes/4ranks"));
   std::string log = ReadFile(dir + "/rank-3.log");
-  EXPECT_THAT(log, HasSubstr("[       OK ] External.Passes/4ranks")) << log;
+  EXPECT_THAT(log, HasSubstr("[       OK ] Launched.Passes/4ranks")) << log;
   EXPECT_THAT(log, HasSubstr("marker-body rank 3 of 4\n"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/rank-0.log"));
   std::filesystem::remove_all(dir);
 }
 
-TEST_P(ExternalTest, DeadRankEndsTheRunPromptly) {
+TEST_P(LaunchedTest, DeadRankEndsTheRunPromptly) {
   // mpirun's SIGTERM 2 s after rank 2 died and its SIGKILL 2 s after that
   // (1 s each by default): time for rank 0's report and XML also on a
   // loaded machine, whose timing no test can promise.
-  Report r = Launch("External.DiesOnRank2/*:External.AfterTheDeath/*",
+  Report r = Launch("Launched.DiesOnRank2/*:Launched.AfterTheDeath/*",
                     {{"OMPI_MCA_odls_base_sigkill_timeout", "2"}});
   EXPECT_NE(r.run.exit_code, 0) << r.all;
   EXPECT_LT(r.run.elapsed, std::chrono::seconds(45)) << r.all;
@@ -179,7 +179,7 @@ TEST_P(ExternalTest, DeadRankEndsTheRunPromptly) {
     EXPECT_THAT(r.run.out,
                 HasSubstr("collective #1 on the world communicator never "
                           "completed:\n  ranks 0-1, 3 (3 ranks) failed in "
-                          "barrier() at external_child_.cc:"))
+                          "barrier() at launched_child_.cc:"))
         << r.all;
     EXPECT_THAT(r.run.out, HasSubstr("  rank 2 is not known here: its ledger "
                                      "did not come; it ended: failed"));
@@ -216,19 +216,19 @@ TEST_P(ExternalTest, DeadRankEndsTheRunPromptly) {
       << r.xml;
 }
 
-TEST_P(ExternalTest, HungRankPrintsItsStacksAndTheRunEnds) {
-  Report r = Launch("ExternalShortTimeout.*");
+TEST_P(LaunchedTest, HungRankPrintsItsStacksAndTheRunEnds) {
+  Report r = Launch("LaunchedShortTimeout.*");
   EXPECT_NE(r.run.exit_code, 0) << r.all;
   EXPECT_LT(r.run.elapsed, std::chrono::seconds(60)) << r.all;
   EXPECT_THAT(r.all, HasSubstr("[ disttest ] rank 3: "
-                               "ExternalShortTimeout.HangsOnRank3/4ranks is "
+                               "LaunchedShortTimeout.HangsOnRank3/4ranks is "
                                "still in its body at the test's timeout; the "
                                "stacks of this process"));
   // Rank 3's stack shows where it hangs.
   EXPECT_THAT(r.all, ::testing::ContainsRegex("\\[rank 3\\] .*HangsOnRank3"))
       << r.all;
   EXPECT_THAT(r.all, HasSubstr("[ disttest ] rank 3: the body of "
-                               "ExternalShortTimeout.HangsOnRank3/4ranks does "
+                               "LaunchedShortTimeout.HangsOnRank3/4ranks does "
                                "not return; this process ends when rank 0 "
                                "has reported"));
   // The others' barrier gave up before the test's deadline (a tenth of it
@@ -246,7 +246,7 @@ TEST_P(ExternalTest, HungRankPrintsItsStacksAndTheRunEnds) {
               HasSubstr("[rank 3/4] did not report its result: it was still "
                         "in its body at the test's timeout (it printed its "
                         "stacks to its stderr)"));
-  EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] ExternalShortTimeout."
+  EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] LaunchedShortTimeout."
                                    "HangsOnRank3/4ranks"));
   // The verdict starts with where each rank's collectives were at the
   // timeout, the hung rank's from its watchdog.
@@ -254,7 +254,7 @@ TEST_P(ExternalTest, HungRankPrintsItsStacksAndTheRunEnds) {
               HasSubstr(fmt::format(
                   "collective #1 on the world communicator never completed:\n"
                   "  ranks 0-2 (3 ranks) failed in barrier() at "
-                  "external_child_.cc:{} after 2.",
+                  "launched_child_.cc:{} after 2.",
                   LineOf("marker-hang") + 2)))
       << r.all;
   EXPECT_THAT(r.run.out,
@@ -265,28 +265,28 @@ TEST_P(ExternalTest, HungRankPrintsItsStacksAndTheRunEnds) {
 
 // --gtest_fail_fast under a launcher: every rank fails the test (rank 0
 // with the report), so every rank skips the rest together.
-TEST_P(ExternalTest, FailFastSkipsTheRestOnEveryRank) {
-  Report r = Launch("External.FailsOnRank1/*:External.SkipsEverywhere/*",
+TEST_P(LaunchedTest, FailFastSkipsTheRestOnEveryRank) {
+  Report r = Launch("Launched.FailsOnRank1/*:Launched.SkipsEverywhere/*",
                     {{"GTEST_FAIL_FAST", "1"}});
   EXPECT_NE(r.run.exit_code, 0) << r.all;
   EXPECT_THAT(r.run.out,
-              HasSubstr("[  FAILED  ] External.FailsOnRank1/4ranks"));
+              HasSubstr("[  FAILED  ] Launched.FailsOnRank1/4ranks"));
   EXPECT_THAT(r.run.out,
-              HasSubstr("[  SKIPPED ] External.SkipsEverywhere/4ranks"));
+              HasSubstr("[  SKIPPED ] Launched.SkipsEverywhere/4ranks"));
   EXPECT_THAT(r.all, Not(HasSubstr("marker-external-skip"))) << r.all;
 }
 
 // DISTTEST_TIMEOUT_SCALE under a launcher: every rank's deadline is scaled
 // (the barrier gives up at a tenth before the scaled timeout), and the
 // reason says so.
-TEST_P(ExternalTest, TimeoutScaleReachesEveryRank) {
+TEST_P(LaunchedTest, TimeoutScaleReachesEveryRank) {
   Report r =
-      Launch("ExternalShortTimeout.*", {{"DISTTEST_TIMEOUT_SCALE", "0.5"}});
+      Launch("LaunchedShortTimeout.*", {{"DISTTEST_TIMEOUT_SCALE", "0.5"}});
   EXPECT_NE(r.run.exit_code, 0) << r.all;
   EXPECT_THAT(r.run.out, HasSubstr("Timed out waiting 1350ms")) << r.all;
   EXPECT_THAT(r.run.out,
               HasSubstr("disttest cut their connections: rank 3: "
-                        "ExternalShortTimeout.HangsOnRank3/4ranks timed out "
+                        "LaunchedShortTimeout.HangsOnRank3/4ranks timed out "
                         "(x0.5: DISTTEST_TIMEOUT_SCALE)"))
       << r.all;
 }
@@ -294,8 +294,8 @@ TEST_P(ExternalTest, TimeoutScaleReachesEveryRank) {
 // Ranks that called different collectives that all returned (no arena
 // compares calls across hosts): rank 0's verdict fails the test from the
 // ranks' ledgers, naming each rank's call.
-TEST_P(ExternalTest, CallsThatDifferFailTheTestThoughTheyReturned) {
-  Report r = Launch("External.ReduceOpsDifferButReturn/*");
+TEST_P(LaunchedTest, CallsThatDifferFailTheTestThoughTheyReturned) {
+  Report r = Launch("Launched.ReduceOpsDifferButReturn/*");
   EXPECT_NE(r.run.exit_code, 0) << r.all;
   EXPECT_THAT(
       r.run.out,
@@ -303,17 +303,17 @@ TEST_P(ExternalTest, CallsThatDifferFailTheTestThoughTheyReturned) {
           "collective #1 on the world communicator did not match across the "
           "ranks, though every call returned (the data is not what the test "
           "meant):\n  ranks 0-1 (2 ranks) called allreduce(8 x float32, sum) "
-          "at external_child_.cc:{}\n  ranks 2-3 (2 ranks) called "
-          "allreduce(8 x float32, max) at external_child_.cc:{}",
+          "at launched_child_.cc:{}\n  ranks 2-3 (2 ranks) called "
+          "allreduce(8 x float32, max) at launched_child_.cc:{}",
           LineOf("marker-launched-mismatch"),
           LineOf("marker-launched-mismatch"))))
       << r.all;
-  EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] External."
+  EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] Launched."
                                    "ReduceOpsDifferButReturn/4ranks"));
 }
 
-TEST_P(ExternalTest, CallsThatDifferFailOnAnUnnamedCommunicator) {
-  Report r = Launch("External.ReduceOpsDifferOnAnUnnamedCommunicator/*");
+TEST_P(LaunchedTest, CallsThatDifferFailOnAnUnnamedCommunicator) {
+  Report r = Launch("Launched.ReduceOpsDifferOnAnUnnamedCommunicator/*");
   EXPECT_NE(r.run.exit_code, 0) << r.all;
   EXPECT_THAT(
       r.run.out,
@@ -321,27 +321,27 @@ TEST_P(ExternalTest, CallsThatDifferFailOnAnUnnamedCommunicator) {
           "collective #0 on communicator \"gloo\" did not match across the "
           "ranks, though every call returned (the data is not what the test "
           "meant):\n  ranks 0-2 (3 ranks) called allreduce(2 x float32, sum) "
-          "at external_child_.cc:{}\n  rank 3 called "
-          "allreduce(2 x float32, min) at external_child_.cc:{}",
+          "at launched_child_.cc:{}\n  rank 3 called "
+          "allreduce(2 x float32, min) at launched_child_.cc:{}",
           LineOf("marker-launched-unnamed"),
           LineOf("marker-launched-unnamed"))))
       << r.all;
   EXPECT_THAT(r.run.out,
-              HasSubstr("[  FAILED  ] External."
+              HasSubstr("[  FAILED  ] Launched."
                         "ReduceOpsDifferOnAnUnnamedCommunicator/4ranks"));
 }
 
 // Ranks that wait in a collective entered with different operations fail
 // at once: the calls meet in the store, and the run ends with both.
-TEST_P(ExternalTest, RanksWaitingInCollectivesThatDifferFailAtOnce) {
-  Report r = Launch("External.OperationsDifferAndWait/*");
+TEST_P(LaunchedTest, RanksWaitingInCollectivesThatDifferFailAtOnce) {
+  Report r = Launch("Launched.OperationsDifferAndWait/*");
   EXPECT_NE(r.run.exit_code, 0) << r.all;
   EXPECT_LT(r.run.elapsed, std::chrono::seconds(30)) << r.all;  // Timeout 60.
   const std::string allreduce =
-      fmt::format("called allreduce(8 x float32, sum) at external_child_.cc:{}",
+      fmt::format("called allreduce(8 x float32, sum) at launched_child_.cc:{}",
                   LineOf("marker-live-allreduce"));
   const std::string allgather = fmt::format(
-      "rank 3 called allgather(8 x float32) at external_child_.cc:{}",
+      "rank 3 called allgather(8 x float32) at launched_child_.cc:{}",
       LineOf("marker-live-allgather"));
   EXPECT_THAT(r.run.out,
               HasSubstr("the launched ranks stopped working together in this "
@@ -357,14 +357,14 @@ TEST_P(ExternalTest, RanksWaitingInCollectivesThatDifferFailAtOnce) {
       << r.all;
   EXPECT_THAT(r.all, HasSubstr(allreduce)) << r.all;
   EXPECT_THAT(r.all, HasSubstr(allgather)) << r.all;
-  EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] External."
+  EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] Launched."
                                    "OperationsDifferAndWait/4ranks"));
 }
 
 // DIST_TEST_P and DIST_TYPED_TEST under a launcher: one report per
 // parameter and type, every rank with its parameter.
-TEST_P(ExternalTest, ParameterizedAndTypedTestsRunInEveryRank) {
-  Report r = Launch("Values/ExternalSweep.*:ExternalTyped/*");
+TEST_P(LaunchedTest, ParameterizedAndTypedTestsRunInEveryRank) {
+  Report r = Launch("Values/LaunchedSweep.*:LaunchedTyped/*");
   EXPECT_EQ(r.run.exit_code, 0) << r.all;
   EXPECT_THAT(r.run.out, HasSubstr("[  PASSED  ] 6 tests.")) << r.all;
   for (const char* line :
@@ -382,17 +382,17 @@ TEST_P(ExternalTest, ParameterizedAndTypedTestsRunInEveryRank) {
 // every rank's whole ledger, on its own clock (the ranks' times come as
 // ages, placed by the wall clock of their reads), with each rank's
 // failures; a failing test prints the path.
-TEST_P(ExternalTest, TraceHasEveryRanksTimelineOnOneClock) {
+TEST_P(LaunchedTest, TraceHasEveryRanksTimelineOnOneClock) {
   const std::string dir = TempPath(".trace");
-  Report r = Launch("External.Passes/4ranks:External.FailsOnRank1/*",
+  Report r = Launch("Launched.Passes/4ranks:Launched.FailsOnRank1/*",
                     {{"DISTTEST_TRACE", dir}});
   EXPECT_NE(r.run.exit_code, 0) << r.all;
   EXPECT_THAT(r.run.out,
               HasSubstr("[ disttest ] its timeline (Perfetto, chrome://"
                         "tracing): " +
-                        dir + "/External.FailsOnRank1.4ranks.trace.json"))
+                        dir + "/Launched.FailsOnRank1.4ranks.trace.json"))
       << r.all;
-  EXPECT_THAT(r.run.out, Not(HasSubstr("External.Passes.4ranks.trace.json")));
+  EXPECT_THAT(r.run.out, Not(HasSubstr("Launched.Passes.4ranks.trace.json")));
   struct Track {
     std::set<std::string> spans;
     std::map<std::string, std::pair<double, double>> ops;  // From, to.
@@ -401,7 +401,7 @@ TEST_P(ExternalTest, TraceHasEveryRanksTimelineOnOneClock) {
   auto read = [&](const std::string& test) {
     std::map<int, Track> tracks;
     nlohmann::json trace = nlohmann::json::parse(
-        ReadFile(fmt::format("{}/External.{}.4ranks.trace.json", dir, test)));
+        ReadFile(fmt::format("{}/Launched.{}.4ranks.trace.json", dir, test)));
     for (const auto& e : trace["traceEvents"]) {
       const int tid = e["tid"].get<int>();
       if (e["ph"] == "i" && e["name"] == "failure") ++tracks[tid].failures;
@@ -420,7 +420,7 @@ TEST_P(ExternalTest, TraceHasEveryRanksTimelineOnOneClock) {
     return tracks;
   };
   const std::string sum = fmt::format(
-      "allreduce(1 x int32, sum) #1 at external_child_.cc:{} "
+      "allreduce(1 x int32, sum) #1 at launched_child_.cc:{} "
       "completed",
       LineOf("marker-sum"));
   const std::string barrier =
@@ -456,15 +456,15 @@ TEST_P(ExternalTest, TraceHasEveryRanksTimelineOnOneClock) {
 // takes no stacks (3 s), and rank 0 stops waiting for it in time to report
 // the test and write the XML (it used to wait and was killed first).
 // (Only mpirun kills so soon; the others wait: TermDuringATest... below.)
-class ExternalMpirunTest : public ExternalTest {};
+class LaunchedMpirunTest : public LaunchedTest {};
 
-TEST_P(ExternalMpirunTest,
+TEST_P(LaunchedMpirunTest,
        TermUnderMpirunLeavesNoTimeForStacksButTheXmlIsWritten) {
   bool sent = false;
   // SIGKILL 3 s after the SIGTERM (1 s by default): time for the report and
   // the XML on a loaded machine, and still too little for stacks.
   Report r = Launch(
-      "External.SleepsOnRank1UntilSignal/*:External.AfterTheSignal/4ranks",
+      "Launched.SleepsOnRank1UntilSignal/*:Launched.AfterTheSignal/4ranks",
       {{"OMPI_MCA_odls_base_sigkill_timeout", "3"}},
       [&](pid_t pid, const std::string& out, const std::string&) {
         if (!sent &&
@@ -496,7 +496,7 @@ TEST_P(ExternalMpirunTest,
 // SIGTERM to the launcher (ctest's TIMEOUT, a cancelled job), which passes
 // it on to the ranks: the test in flight fails with its report, the rest
 // are skipped, rank 0 writes the XML, and the ranks end by the signal.
-TEST_P(ExternalTest, TermDuringATestFailsItWithItsReportAndSkipsTheRest) {
+TEST_P(LaunchedTest, TermDuringATestFailsItWithItsReportAndSkipsTheRest) {
   // SIGINT too, where the launcher passes it on as it came (mpirun turns
   // it into the end of the job).
   const bool mpirun = std::string(GetParam().name) == "mpirun";
@@ -506,7 +506,7 @@ TEST_P(ExternalTest, TermDuringATestFailsItWithItsReportAndSkipsTheRest) {
     bool sent = false;
     auto sent_at = std::chrono::steady_clock::now();
     Report r =
-        Launch("External.WaitsForSignal/*:External.AfterTheSignal/4ranks", {},
+        Launch("Launched.WaitsForSignal/*:Launched.AfterTheSignal/4ranks", {},
                [&](pid_t pid, const std::string& out, const std::string&) {
                  if (!sent && out.find("marker-waits-for-signal 0") !=
                                   std::string::npos) {
@@ -534,7 +534,7 @@ TEST_P(ExternalTest, TermDuringATestFailsItWithItsReportAndSkipsTheRest) {
             : "SIGTERM (torchrun ends the other ranks once one failed; or the "
               "job was cancelled, ctest's TIMEOUT)";
     const std::string why =
-        fmt::format("disttest got {} while External.WaitsForSignal/4ranks ran",
+        fmt::format("disttest got {} while Launched.WaitsForSignal/4ranks ran",
                     sig == SIGTERM ? term : "SIGINT (Ctrl-C)");
     EXPECT_THAT(r.run.out, HasSubstr(why)) << r.all;
     EXPECT_THAT(r.run.out, HasSubstr("recv of 8 float32 from rank 0 (tag 9)"))
@@ -555,21 +555,21 @@ TEST_P(ExternalTest, TermDuringATestFailsItWithItsReportAndSkipsTheRest) {
 
 // The rank environment a body sees is its test's; after the test, the
 // launcher's is back as it was on every rank.
-TEST_P(ExternalTest, TheLauncherEnvironmentComesBackAfterATest) {
+TEST_P(LaunchedTest, TheLauncherEnvironmentComesBackAfterATest) {
   Report r =
-      Launch("External.SeesItsOwnRankEnvironment/*:ExternalAfterwards.*");
+      Launch("Launched.SeesItsOwnRankEnvironment/*:LaunchedAfterwards.*");
   EXPECT_EQ(r.run.exit_code, 0) << r.all;
   EXPECT_THAT(r.run.out, HasSubstr("[  PASSED  ] 2 tests.")) << r.all;
 }
 
-TEST_P(ExternalTest, RanksAtDifferentTestsFailLoudly) {
-  Report r = Launch("External.*OnlyOnRankOne*:External.Passes/4ranks",
-                    {{"EXTERNAL_OUT_OF_STEP", "1"}});
+TEST_P(LaunchedTest, RanksAtDifferentTestsFailLoudly) {
+  Report r = Launch("Launched.*OnlyOnRankOne*:Launched.Passes/4ranks",
+                    {{"LAUNCHED_OUT_OF_STEP", "1"}});
   EXPECT_NE(r.run.exit_code, 0) << r.all;
   EXPECT_THAT(r.run.out,
               HasSubstr("the launched ranks would not run the same tests: "
                         "rank 1 runs 1 test rank 0 does not "
-                        "(External.AOnlyOnRankOne/4ranks)"))
+                        "(Launched.AOnlyOnRankOne/4ranks)"))
       << r.all;
 }
 
@@ -578,7 +578,7 @@ TEST_P(ExternalTest, RanksAtDifferentTestsFailLoudly) {
 // fewer tests exited 0 while rank 0 waited out the timeout; with extra
 // tests, rank 0's report was clean; WORLD_SIZE=8 on one of 4 ranks was
 // never noticed.
-TEST(ExternalPlans, RanksThatWouldRunOtherTestsEndAtOnceNamingTheDifference) {
+TEST(LaunchedPlans, RanksThatWouldRunOtherTestsEndAtOnceNamingTheDifference) {
   struct Case {
     const char* name;
     const char* rank;   // the rank that differs
@@ -586,12 +586,12 @@ TEST(ExternalPlans, RanksThatWouldRunOtherTestsEndAtOnceNamingTheDifference) {
     const char* said;
   };
   for (const Case& c : {
-           Case{"fewer", "1", "--gtest_filter=External.Passes/1ranks",
-                "rank 1 lacks 1 of rank 0's 2 tests (External.Passes/4ranks)"},
+           Case{"fewer", "1", "--gtest_filter=Launched.Passes/1ranks",
+                "rank 1 lacks 1 of rank 0's 2 tests (Launched.Passes/4ranks)"},
            Case{"more", "2",
-                "--gtest_filter=External.Passes/*:External.SkipsEverywhere/*",
+                "--gtest_filter=Launched.Passes/*:Launched.SkipsEverywhere/*",
                 "rank 2 runs 2 tests rank 0 does not "
-                "(External.Passes/2ranks, External.SkipsEverywhere/4ranks)"},
+                "(Launched.Passes/2ranks, Launched.SkipsEverywhere/4ranks)"},
            Case{"world", "3", "WORLD_SIZE=8",
                 "rank 3 says WORLD_SIZE=8 (rank 0: 4)"},
        }) {
@@ -605,8 +605,8 @@ TEST(ExternalPlans, RanksThatWouldRunOtherTestsEndAtOnceNamingTheDifference) {
         env ? "" : c.extra);
     ChildRun run = RunChild(
         {DISTTEST_LOCAL_LAUNCHER, "torchrun", "4", "/bin/sh", "-c", script,
-         "sh", DISTTEST_EXTERNAL_CHILD,
-         "--gtest_filter=External.Passes/1ranks:External.Passes/4ranks"},
+         "sh", DISTTEST_LAUNCHED_CHILD,
+         "--gtest_filter=Launched.Passes/1ranks:Launched.Passes/4ranks"},
         {{"DISTTEST_TIMEOUT", "60"}}, std::chrono::seconds(120));
     EXPECT_FALSE(run.timed_out);
     EXPECT_NE(run.exit_code, 0) << run.out << run.err;
@@ -625,7 +625,7 @@ TEST(ExternalPlans, RanksThatWouldRunOtherTestsEndAtOnceNamingTheDifference) {
 // DISTTEST_LAUNCHER names the mode: "launched" (or "external", its old
 // name) makes a one-rank launcher's process a launched run, which it is not
 // by itself; any other word is an error that names the two.
-TEST(ExternalAlone, LauncherVariableNamesTheLaunchedModeOrSpawn) {
+TEST(LaunchedAlone, LauncherVariableNamesTheLaunchedModeOrSpawn) {
   for (const char* mode : {"launched", "external", "", "bogus"}) {
     SCOPED_TRACE(mode);
     std::vector<std::pair<std::string, std::string>> env = {
@@ -635,7 +635,7 @@ TEST(ExternalAlone, LauncherVariableNamesTheLaunchedModeOrSpawn) {
         {"MASTER_PORT", std::to_string(FreePort())}};
     if (*mode != '\0') env.emplace_back("DISTTEST_LAUNCHER", mode);
     ChildRun run = RunChild(
-        {DISTTEST_EXTERNAL_CHILD, "--gtest_filter=External.Passes/1ranks"}, env,
+        {DISTTEST_LAUNCHED_CHILD, "--gtest_filter=Launched.Passes/1ranks"}, env,
         std::chrono::seconds(60));
     const std::string all = run.out + run.err;
     const bool launched =
@@ -658,10 +658,10 @@ TEST(ExternalAlone, LauncherVariableNamesTheLaunchedModeOrSpawn) {
 // A launcher environment without a launcher (inherited from an enclosing
 // job): the rank says what it detected and why it stops, instead of
 // waiting in silence and exiting without a word.
-TEST(ExternalAlone, RankWithoutItsPeersSaysWhyItStops) {
+TEST(LaunchedAlone, RankWithoutItsPeersSaysWhyItStops) {
   const std::string port = std::to_string(FreePort());
   ChildRun run = RunChild(
-      {DISTTEST_EXTERNAL_CHILD, "--gtest_filter=External.Passes/2ranks"},
+      {DISTTEST_LAUNCHED_CHILD, "--gtest_filter=Launched.Passes/2ranks"},
       {{"RANK", "1"},
        {"WORLD_SIZE", "2"},
        {"MASTER_ADDR", "127.0.0.1"},
@@ -687,17 +687,17 @@ TEST(ExternalAlone, RankWithoutItsPeersSaysWhyItStops) {
 
 // Rank 0, done with its tests, does not wait for a rank that never reached
 // the store (each test failed naming it), and says so.
-TEST(ExternalAlone, RankZeroDoesNotWaitAtTheEndForARankThatNeverCame) {
+TEST(LaunchedAlone, RankZeroDoesNotWaitAtTheEndForARankThatNeverCame) {
   const std::string port = std::to_string(FreePort());
   ChildRun run = RunChild(
-      {DISTTEST_EXTERNAL_CHILD, "--gtest_filter=External.Passes/2ranks"},
+      {DISTTEST_LAUNCHED_CHILD, "--gtest_filter=Launched.Passes/2ranks"},
       {{"RANK", "0"},
        {"WORLD_SIZE", "2"},
        {"MASTER_ADDR", "127.0.0.1"},
        {"MASTER_PORT", port},
        {"DISTTEST_TIMEOUT", "1"}},
       std::chrono::seconds(60));
-  EXPECT_THAT(run.out, HasSubstr("[  FAILED  ] External.Passes/2ranks"));
+  EXPECT_THAT(run.out, HasSubstr("[  FAILED  ] Launched.Passes/2ranks"));
   EXPECT_THAT(run.out, HasSubstr("rank 1 did not arrive before the test's "
                                  "timeout; rank 1 never reached the store at "
                                  "127.0.0.1:" +
@@ -710,14 +710,14 @@ TEST(ExternalAlone, RankZeroDoesNotWaitAtTheEndForARankThatNeverCame) {
   EXPECT_THAT(KillOrphans(), ::testing::IsEmpty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Launchers, ExternalTest,
+INSTANTIATE_TEST_SUITE_P(Launchers, LaunchedTest,
                          ::testing::Values(Launcher{"torchrun"},
                                            Launcher{"slurm"},
                                            Launcher{"mpirun"}),
                          [](const auto& info) {
                            return std::string(info.param.name);
                          });
-INSTANTIATE_TEST_SUITE_P(Launchers, ExternalMpirunTest,
+INSTANTIATE_TEST_SUITE_P(Launchers, LaunchedMpirunTest,
                          ::testing::Values(Launcher{"mpirun"}),
                          [](const auto& info) {
                            return std::string(info.param.name);
