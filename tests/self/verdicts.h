@@ -1,0 +1,55 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The verdict self-tests' fixture, shared by verdicts_*_test.cc: each test
+// runs cases of the child binary verdicts_child_ in every launch mode
+// (INSTANTIATE_TEST_SUITE_P in verdicts_test.cc) and judges what it did.
+#ifndef DISTTEST_TESTS_SELF_VERDICTS_H_
+#define DISTTEST_TESTS_SELF_VERDICTS_H_
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "child_process.h"
+#include "driver.h"
+#include "env/knobs.h"
+
+namespace disttest::testing {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// The "marker-pool <test> pid <pid> count <n>" lines of rank `rank`:
+// test -> {pid, n} (verdicts_pools_test.cc).
+std::map<std::string, std::pair<int, int>> PoolLines(const std::string& out,
+                                                     int rank);
+
+// How often `needle` occurs in `haystack` (an int, as the counts it is
+// compared with).
+inline int Count(const std::string& haystack, const std::string& needle) {
+  return static_cast<int>(Occurrences(haystack, needle));
+}
+
+class VerdictsTest : public ::testing::TestWithParam<ChildSetup> {
+ protected:
+  Verdict Run(const std::string& filter,
+              std::vector<std::pair<std::string, std::string>> env = {}) {
+    return RunVerdicts(GetParam(), filter, std::move(env));
+  }
+};
+
+}  // namespace disttest::testing
+
+#endif  // DISTTEST_TESTS_SELF_VERDICTS_H_

@@ -1,0 +1,185 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// What a rank inherits and what it leaves: processes and daemons it started,
+// descriptors and connections, resource limits, /dev/shm, a store of its
+// own, and a whole run that leaves nothing behind (verdicts.h).
+#include "verdicts.h"
+
+namespace disttest::testing {
+namespace {
+
+TEST_P(VerdictsTest, ProcessesStartedByARankEndWithTheTest) {
+  // Run() fails if the `sleep 600` a rank started is still alive.
+  Verdict v = Run("Verdicts.StartsAProcessThatOutlivesTheRank/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+}
+
+// A child that a rank forked (without exec) and left behind when it was
+// killed is ended with the test, in either mode: a kExec rank's child
+// started with the zygote's environment, not the rank's. Run() fails if it
+// is still alive.
+TEST_P(VerdictsTest, ForkedChildOfAKilledRankEndsWithTheTest) {
+  Verdict v = Run("Verdicts.ForksAChildAndIsKilled/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] killed by signal 9 (SIGKILL)"));
+  EXPECT_THAT(v.run.out,
+              ::testing::ContainsRegex(
+                  "\\[ disttest \\] note: Verdicts.ForksAChildAndIsKilled/"
+                  "2ranks: ended process [0-9]+ \\(.*\\), which its ranks "
+                  "started and left running"));
+}
+
+// A daemon (fork, fork, setsid) leaves the rank's process group; the rank,
+// its subreaper, ends it when the test ends and says so. Run() fails if it
+// is still alive (the driver is a subreaper too, and would inherit it).
+TEST_P(VerdictsTest, DaemonStartedByARankEndsWithTheTest) {
+  Verdict v = Run("Verdicts.StartsADaemon/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.err,
+              ::testing::ContainsRegex(
+                  "\\[rank 1\\] disttest: note: ended process [0-9]+ "
+                  "\\(sleep 1000\\), which the test started and left "
+                  "running\n"));
+}
+
+// A rank the harness cannot ask (it was killed) leaves its daemon to the
+// parent, which ends it.
+TEST_P(VerdictsTest, DaemonOfAKilledRankEndsWithTheTest) {
+  Verdict v = Run("Verdicts.StartsADaemonAndIsKilled/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] killed by signal 9 (SIGKILL)"));
+  EXPECT_THAT(v.run.out,
+              ::testing::ContainsRegex(
+                  "\\[ disttest \\] note: "
+                  "Verdicts.StartsADaemonAndIsKilled/2ranks: ended process "
+                  "[0-9]+ \\(sleep 1000\\), which its ranks started and "
+                  "left running\n"));
+}
+
+// The same with a daemon started with an empty environment, which names no
+// test, by a rank that dies or hangs (the harness kills it at the timeout):
+// it outlived the test in exec mode. Run() fails if it is still alive.
+TEST_P(VerdictsTest, BareDaemonOfAKilledOrHungRankEndsWithTheTest) {
+  for (const char* test : {"Verdicts.StartsABareDaemonAndIsKilled/2ranks",
+                           "VerdictsShortTimeout.StartsABareDaemonAndHangs/"
+                           "2ranks"}) {
+    SCOPED_TRACE(test);
+    Verdict v = Run(test);
+    EXPECT_EQ(v.run.exit_code, 1);
+    EXPECT_THAT(v.run.out,
+                ::testing::ContainsRegex(
+                    "\\[ disttest \\] note: " + std::string(test) +
+                    ": ended process [0-9]+ \\(sleep 1000\\), which its "
+                    "ranks started and left running\n"))
+        << v.run.out;
+  }
+}
+
+// A rank holds none of the descriptors the parent keeps for its siblings
+// (their output pipes and pidfds): the last of 8 holds no more than the
+// first.
+TEST_P(VerdictsTest, RanksHoldNoneOfTheirSiblingsDescriptors) {
+  Verdict v = Run("Verdicts.CountsItsDescriptors/8ranks");
+  ASSERT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  // What follows each "marker-descriptors ", to the end of its line.
+  std::set<std::string> counts;
+  const std::string marker = "marker-descriptors ";
+  for (std::size_t at = v.run.out.find(marker); at != std::string::npos;
+       at = v.run.out.find(marker, at + 1)) {
+    const std::size_t from = at + marker.size();
+    counts.insert(v.run.out.substr(from, v.run.out.find('\n', from) - from));
+  }
+  EXPECT_EQ(Count(v.run.out, marker), 8) << v.run.out;
+  EXPECT_EQ(counts.size(), 1u) << v.run.out;
+}
+
+// A connection of the test process that forked ranks inherit ends the way
+// the test process ends it: the ranks reset only their own connections.
+TEST_P(VerdictsTest, RanksDoNotResetConnectionsTheyInherit) {
+  Verdict v = Run("VerdictsInheritedSocket.*");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.out, HasSubstr("marker-inherited-socket read 0 (end)\n"));
+}
+
+// Too few descriptors for 16 ranks: the test fails at once naming the
+// limit, instead of hanging in a store wait until the timeout.
+TEST_P(VerdictsTest, OpenFilesLimitTooLowIsAClearFailure) {
+  Verdict v =
+      Run("Verdicts.SixteenRanks/16ranks", {{"VERDICTS_RLIMIT_NOFILE", "64"}});
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, ::testing::ContainsRegex(
+                             "needs about [0-9]+ open files for 16 ranks, and "
+                             "RLIMIT_NOFILE is 64 \\(hard limit 64\\): raise "
+                             "it \\(ulimit -n\\) or run fewer ranks"));
+  EXPECT_LT(v.run.elapsed, std::chrono::seconds(10));
+}
+
+// A low soft limit under a higher hard one is raised, and the test runs.
+TEST_P(VerdictsTest, LowSoftOpenFilesLimitIsRaised) {
+  Verdict v = Run("Verdicts.SixteenRanks/16ranks",
+                  {{"VERDICTS_RLIMIT_NOFILE_SOFT", "64"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.out,
+              ::testing::ContainsRegex(
+                  "\\[ disttest \\] note: raised the open-files limit "
+                  "\\(RLIMIT_NOFILE\\) from 64 to [0-9]+ for 16 ranks"));
+}
+
+// A /dev/shm too small for the result queues: the test fails naming it,
+// the space needed and the space free (in a mount namespace of its own).
+TEST_P(VerdictsTest, FullDevShmIsAClearFailure) {
+  Verdict v =
+      Run("Verdicts.SixteenRanks/16ranks", {{"VERDICTS_TINY_DEV_SHM", "1"}});
+  if (v.run.out.find("marker-no-namespace") != std::string::npos) {
+    GTEST_SKIP() << "cannot make a mount namespace here (needs root): "
+                 << v.run.out;
+  }
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out,
+              ::testing::ContainsRegex(
+                  "the result queues of 16 ranks need [0-9.]+ KiB in "
+                  "/dev/shm, which has 256.0 KiB free"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("SIGBUS")));
+}
+
+// MASTER_PORT is for the code under test (the harness's store is on a port
+// of its own): rank 0 can serve a store there, as torch's env:// does, and
+// launch_from_env() works inside a test.
+TEST_P(VerdictsTest, CodeUnderTestCanServeAStoreOnMasterPort) {
+  Verdict v =
+      Run("Verdicts.CodeServesItsOwnStoreOnMasterPort/*:Verdicts."
+          "LaunchFromEnvInsideATest/*");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(v.run.out,
+                HasSubstr(fmt::format("[rank {}] marker-own-store {}", r, r)));
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_THAT(v.run.out, HasSubstr(fmt::format(
+                               "[rank {}] marker-launch-from-env {}", r, r)));
+  }
+}
+
+TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
+  // Every case at once, failures, crashes and hangs included; Run() checks
+  // for leftover queues and processes.
+  // One GPU: the NCCL test skips on any machine.
+  // (Not the 32- and 128-rank hangs: their stacks take seconds.)
+  // About 50 s on two cores, and over 120 s under ASan: the child's
+  // deadline scales with the build, inside ctest's 300 s for the test.
+  const auto deadline = std::chrono::seconds(static_cast<long long>(
+      std::min(120 * std::max(1.0, SlowBuildScale()), 280.0)));
+  Verdict v = RunVerdicts(
+      GetParam(),
+      "*-Verdicts.HangsForSignalTests/*:Close/*:VerdictsShortTimeout."
+      "AllHangInTwoPlaces/32ranks:VerdictsShortTimeout.AllHangInTwoPlaces/"
+      "128ranks",
+      {{"DISTTEST_GPUS", "1"}}, deadline);
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 68 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 6 tests"));
+  EXPECT_THAT(v.run.out, HasSubstr("64 FAILED TESTS"));
+}
+
+}  // namespace
+}  // namespace disttest::testing

@@ -1,0 +1,167 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// GPUs, with DISTTEST_GPUS and CTest's variables standing in for a GPU
+// machine and a resource spec file (verdicts.h).
+#include "verdicts.h"
+
+namespace disttest::testing {
+namespace {
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// CTest's variables for one group per rank, e.g. {"3", "0;2"} (rank 1 gets
+// ids 0 and 2).
+Env CtestGroups(const std::vector<std::string>& groups) {
+  Env env{{"CTEST_RESOURCE_GROUP_COUNT", std::to_string(groups.size())}};
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    std::string name = "CTEST_RESOURCE_GROUP_" + std::to_string(i);
+    env.emplace_back(name, "gpus");
+    std::string entries;
+    std::stringstream ids(groups[i]);
+    for (std::string id; std::getline(ids, id, ';');) {
+      entries +=
+          (entries.empty() ? "" : ";") + std::string("id:") + id + ",slots:1";
+    }
+    env.emplace_back(name + "_GPUS", entries);
+  }
+  return env;
+}
+
+Env Plus(Env a, const Env& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::string DevicesLine(int rank, const std::string& devices) {
+  return "[rank " + std::to_string(rank) + "] marker-devices " + devices + "\n";
+}
+
+TEST_P(VerdictsTest, EachRankSeesOnlyItsOwnGpus) {
+  Verdict v = Run("VerdictsGpus.ShowsItsDevices/2ranks",
+                  {{"DISTTEST_GPUS", "GPU-a,GPU-b,GPU-c,GPU-d"},
+                   {"VERDICTS_GPUS_PER_RANK", "1"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.out, HasSubstr(DevicesLine(0, "GPU-a")));
+  EXPECT_THAT(v.run.out, HasSubstr(DevicesLine(1, "GPU-b")));
+  EXPECT_THAT(
+      TestCaseXml(v.xml, "ShowsItsDevices/2ranks"),
+      HasSubstr("<property name=\"disttest_gpus\" value=\"rank 0: GPU-a, "
+                "rank 1: GPU-b (DISTTEST_GPUS)\"/>"));
+}
+
+TEST_P(VerdictsTest, TwoGpusPerRankAllRotated) {
+  Verdict v = Run("VerdictsGpus.ShowsItsDevices/2ranks",
+                  {{"DISTTEST_GPUS", "4"},
+                   {"VERDICTS_GPUS_PER_RANK", "2"},
+                   {"VERDICTS_ALL_ROTATED", "1"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.out, HasSubstr(DevicesLine(0, "0,1,2,3")));
+  EXPECT_THAT(v.run.out, HasSubstr(DevicesLine(1, "2,3,0,1")));
+}
+
+TEST_P(VerdictsTest, GlooRanksWithoutGpusKeepTheInheritedDevices) {
+  Verdict v = Run("VerdictsGpus.ShowsItsDevices/2ranks",
+                  {{"CUDA_VISIBLE_DEVICES", "5,6"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.out, HasSubstr(DevicesLine(0, "5,6")));
+  EXPECT_THAT(v.run.out, HasSubstr(DevicesLine(1, "5,6")));
+}
+
+TEST_P(VerdictsTest, CtestResourceGroupsGiveEachRankItsIds) {
+  // A fake resource spec: ctest gave rank 0 the 4th GPU of the inherited
+  // list and rank 1 the 2nd.
+  const Env gpus{{"DISTTEST_GPUS", "GPU-a,GPU-b,GPU-c,GPU-d"}};
+  Verdict one = Run("VerdictsGpus.ShowsItsDevices/2ranks",
+                    Plus(Plus(gpus, CtestGroups({"3", "1"})),
+                         {{"VERDICTS_GPUS_PER_RANK", "1"}}));
+  EXPECT_EQ(one.run.exit_code, 0) << one.run.out << one.run.err;
+  EXPECT_THAT(one.run.out, HasSubstr(DevicesLine(0, "GPU-d")));
+  EXPECT_THAT(one.run.out, HasSubstr(DevicesLine(1, "GPU-b")));
+  // Two GPUs a rank: every id of the group is kept, in order.
+  Verdict two = Run("VerdictsGpus.ShowsItsDevices/2ranks",
+                    Plus(Plus(gpus, CtestGroups({"3;0", "2;1"})),
+                         {{"VERDICTS_GPUS_PER_RANK", "2"}}));
+  EXPECT_EQ(two.run.exit_code, 0) << two.run.out << two.run.err;
+  EXPECT_THAT(two.run.out, HasSubstr(DevicesLine(0, "GPU-d,GPU-a")));
+  EXPECT_THAT(two.run.out, HasSubstr(DevicesLine(1, "GPU-c,GPU-b")));
+  // All rotated: the others follow, after the rank's own.
+  Verdict rotated = Run(
+      "VerdictsGpus.ShowsItsDevices/2ranks",
+      Plus(Plus(gpus, CtestGroups({"3", "1"})),
+           {{"VERDICTS_GPUS_PER_RANK", "1"}, {"VERDICTS_ALL_ROTATED", "1"}}));
+  EXPECT_THAT(rotated.run.out,
+              HasSubstr(DevicesLine(0, "GPU-d,GPU-a,GPU-b,GPU-c")));
+  EXPECT_THAT(rotated.run.out,
+              HasSubstr(DevicesLine(1, "GPU-b,GPU-c,GPU-d,GPU-a")));
+}
+
+TEST_P(VerdictsTest, CtestGroupsOnOneGpuAreAClearFailure) {
+  Verdict v = Run("VerdictsGpus.ShowsItsDevices/2ranks",
+                  Plus(Plus({{"DISTTEST_GPUS", "2"}}, CtestGroups({"1", "1"})),
+                       {{"VERDICTS_GPUS_PER_RANK", "1"}}));
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("CTest gave GPU 1 to rank 0 and rank 1"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("marker-devices")));
+}
+
+TEST_P(VerdictsTest, FailureNamesTheGpusAndTheRerunKeepsThem) {
+  Verdict v = Run("VerdictsGpus.FailsOnRank1/2ranks",
+                  Plus(Plus({{"DISTTEST_GPUS", "GPU-a,GPU-b,GPU-c"}},
+                            CtestGroups({"2", "0"})),
+                       {{"VERDICTS_GPUS_PER_RANK", "1"}}));
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out,
+              HasSubstr(FailureAt("marker-gpu-failure", "[rank 1/2]")));
+  EXPECT_THAT(v.run.out, HasSubstr("[ disttest ] GPUs: rank 0: GPU-c, rank 1: "
+                                   "GPU-a (CTest resource groups)\n"));
+  EXPECT_THAT(v.run.out,
+              HasSubstr(std::string("rerun this test alone: ") +
+                        "DISTTEST_GPUS=GPU-c,GPU-a " + GetParam().binary));
+}
+
+TEST_P(VerdictsTest, RerunOfOneNumericGpuNamesItAsAList) {
+  // "DISTTEST_GPUS=3" would be a count of three; "3," is GPU 3.
+  Verdict v = Run("VerdictsGpus.FailsOnRank1/2ranks",
+                  Plus(Plus({{"DISTTEST_GPUS", "4"}}, CtestGroups({"3", "1"})),
+                       {{"VERDICTS_GPUS_PER_RANK", "1"}}));
+  EXPECT_THAT(v.run.out,
+              HasSubstr("rerun this test alone: DISTTEST_GPUS=3,1 "));
+  Verdict one = Run("VerdictsGpus.ShowsItsDevices/1ranks",
+                    Plus(Plus({{"DISTTEST_GPUS", "3,"}}, CtestGroups({"0"})),
+                         {{"VERDICTS_GPUS_PER_RANK", "1"}}));
+  EXPECT_EQ(one.run.exit_code, 0) << one.run.out << one.run.err;
+  EXPECT_THAT(one.run.out, HasSubstr(DevicesLine(0, "3")));
+}
+
+TEST_P(VerdictsTest, TooFewGpusSkipsSayingHowMany) {
+  Verdict v =
+      Run("VerdictsNccl.NeedsAGpuPerRank/2ranks", {{"DISTTEST_GPUS", "1"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(TestCaseXml(v.xml, "NeedsAGpuPerRank/2ranks"),
+              HasSubstr("result=\"skipped\""));
+  EXPECT_THAT(v.run.out, HasSubstr("needs 2 GPUs, found 1: 0 (DISTTEST_GPUS)"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("marker-nccl-body")));
+}
+
+TEST_P(VerdictsTest, RequiredGpusMakeTooFewAFailure) {
+  Verdict v = Run("VerdictsNccl.NeedsAGpuPerRank/2ranks",
+                  {{"DISTTEST_GPUS", "0"}, {"DISTTEST_REQUIRE_GPUS", "1"}});
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out,
+              HasSubstr("needs 2 GPUs, found 0 (DISTTEST_GPUS) "
+                        "(DISTTEST_REQUIRE_GPUS=1 makes this a failure)"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("marker-nccl-body")));
+}
+
+TEST_P(VerdictsTest, AutoWithoutGpusRunsOnGloo) {
+  Verdict v =
+      Run("VerdictsAuto.ChoosesTheBackend/2ranks", {{"DISTTEST_GPUS", "0"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1] marker-backend gloo\n"));
+  EXPECT_THAT(
+      TestCaseXml(v.xml, "ChoosesTheBackend/2ranks"),
+      HasSubstr("<property name=\"disttest_backend\" value=\"gloo\"/>"));
+}
+
+}  // namespace
+}  // namespace disttest::testing
