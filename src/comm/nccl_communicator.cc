@@ -1,4 +1,8 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// NcclCommunicator's life (nccl_communicator_impl.h): creation (rank 0's
+// ncclUniqueId through the store), split, abort and the clean end; and the
+// public class, which hands every operation to its Impl.
 #include "disttest/comm/nccl_communicator.h"
 
 #include <fmt/format.h>
@@ -6,13 +10,11 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
-#include <functional>
 #include <thread>
 #include <vector>
 
 #include "comm/host_arena.h"
 #include "comm/nccl_communicator_impl.h"
-#include "comm/visit_type.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
 #include "env/knobs.h"
@@ -26,82 +28,7 @@ using std::chrono::milliseconds;
 // The key under the communicator's prefix that holds rank 0's ncclUniqueId.
 constexpr char kUniqueIdKey[] = "unique_id";
 
-// Polls start at 100 us and grow to 1 ms: a short collective returns within
-// a fraction of a millisecond, a long wait costs the CPU little.
-constexpr microseconds kFirstPause{100};
-constexpr microseconds kLongestPause{1000};
-
 }  // namespace
-
-ncclDataType_t NcclType(DataType type) {
-  switch (type) {
-    case DataType::kInt8:
-      return ncclInt8;
-    case DataType::kUint8:
-      return ncclUint8;
-    case DataType::kInt32:
-      return ncclInt32;
-    case DataType::kInt64:
-      return ncclInt64;
-    case DataType::kFloat32:
-      return ncclFloat32;
-    case DataType::kFloat64:
-      return ncclFloat64;
-    case DataType::kUint32:
-      return ncclUint32;
-    case DataType::kUint64:
-      return ncclUint64;
-    case DataType::kBool:
-      return ncclUint8;  // Reduced by NcclOp(kBool, op) as logic.
-    case DataType::kFloat16:
-      return ncclFloat16;
-    case DataType::kBfloat16:
-      return ncclBfloat16;
-    case DataType::kInt16:
-    case DataType::kUint16:
-      break;  // NCCL has none: CheckType() says so.
-  }
-  return ncclInt8;
-}
-
-ncclRedOp_t NcclOp(DataType type, ReduceOp op) {
-  return NcclOp(type == DataType::kBool ? internal::LogicalOp(op) : op);
-}
-
-void NcclCommunicator::Impl::CheckType(const std::string& what, DataType type) {
-  if (type == DataType::kInt16 || type == DataType::kUint16) {
-    Fail(what, fmt::format("NCCL has no {} type (use int32 or the gloo "
-                           "backend)",
-                           Name(type)));
-  }
-}
-
-ncclRedOp_t NcclOp(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return ncclSum;
-    case ReduceOp::kProd:
-      return ncclProd;
-    case ReduceOp::kMin:
-      return ncclMin;
-    case ReduceOp::kMax:
-      return ncclMax;
-    case ReduceOp::kAvg:
-      return ncclAvg;
-  }
-  return ncclSum;
-}
-
-// "cudaSetDevice(0) failed: no CUDA-capable device is detected
-// (cudaErrorNoDevice)"
-std::string CudaCause(const std::string& call, cudaError_t error) {
-  return fmt::format("{} failed: {} ({})", call, cudaGetErrorString(error),
-                     cudaGetErrorName(error));
-}
-
-std::string DescribeNcclOp(const char* op, std::size_t count, DataType type) {
-  return fmt::format("{} of {} {}", op, count, Name(type));
-}
 
 NcclCommunicator::Impl::Impl(int rank, int size, const NcclOptions& options)
     : rank_(rank),
@@ -304,197 +231,6 @@ void NcclCommunicator::Impl::Abort() {
   aborted_ = true;
 }
 
-void NcclCommunicator::Impl::Fail(const std::string& what,
-                                  const std::string& cause) {
-  throw CommError(
-      fmt::format("[rank {}/{}] {}: {}", rank_, size_, what, cause));
-}
-
-void NcclCommunicator::Impl::Break(const std::string& what,
-                                   const std::string& cause) {
-  std::string message = cause;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (comm_ != nullptr) {
-      ncclCommAbort(comm_);
-      comm_ = nullptr;
-      message += "; the nccl communicator is aborted";
-    }
-    aborted_ = true;
-    if (broken_.empty()) broken_ = what + ": " + cause;
-  }
-  Fail(what, message);
-}
-
-std::string NcclCommunicator::Impl::NcclCause(ncclResult_t result) {
-  // NCCL keeps the last error's text per thread; the communicator is unused.
-  const char* last = ncclGetLastError(nullptr);
-  std::string cause = fmt::format("NCCL error {}: {}", static_cast<int>(result),
-                                  ncclGetErrorString(result));
-  if (last != nullptr && *last != '\0') cause += fmt::format(" ({})", last);
-  return cause;
-}
-
-void NcclCommunicator::Impl::Check(const std::string& what) {
-  std::string broken;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (aborted_ || comm_ == nullptr) {
-      broken = broken_.empty() ? std::string("Abort() was called") : broken_;
-    }
-  }
-  if (!broken.empty()) {
-    Fail(what,
-         fmt::format("the nccl communicator is aborted (earlier: {})", broken));
-  }
-  deadline_ = Clock::now() + timeout_;
-  cudaError_t error = cudaSetDevice(device_);
-  if (error != cudaSuccess) {
-    Break(what, CudaCause(fmt::format("cudaSetDevice({})", device_), error));
-  }
-  Poll(what, /*stream=*/false);
-}
-
-void NcclCommunicator::Impl::Begin(const std::string& what) {
-  Check(what);
-  // Sends and receives made before go first, as their order says.
-  Launch(what);
-  // stream_ does not wait for stream 0 by itself (cudaStreamNonBlocking):
-  // without this, a buffer filled by cudaMemset or cudaMemcpy just before
-  // could be read before it is filled.
-  cudaError_t error = cudaEventRecord(legacy_done_, cudaStreamLegacy);
-  if (error != cudaSuccess) Break(what, CudaCause("cudaEventRecord", error));
-  error = cudaStreamWaitEvent(stream_, legacy_done_, 0);
-  if (error != cudaSuccess) {
-    Break(what, CudaCause("cudaStreamWaitEvent", error));
-  }
-}
-
-void NcclCommunicator::Impl::Enqueue(
-    const std::string& what,
-    const std::function<ncclResult_t(ncclComm_t)>& call) {
-  ncclResult_t result = ncclSuccess;
-  bool aborted = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (comm_ == nullptr) {
-      aborted = true;
-    } else {
-      result = call(comm_);
-    }
-  }
-  if (aborted) Fail(what, "the nccl communicator was aborted");
-  if (result != ncclSuccess && result != ncclInProgress) {
-    Break(what, NcclCause(result));
-  }
-  Poll(what, /*stream=*/false);
-}
-
-void NcclCommunicator::Impl::Wait(const std::string& what) {
-  Poll(what, /*stream=*/true);
-}
-
-void NcclCommunicator::Impl::Poll(const std::string& what, bool stream) {
-  microseconds pause = kFirstPause;
-  for (;;) {
-    ncclResult_t state = ncclSuccess;
-    bool aborted = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (comm_ == nullptr) {
-        aborted = true;
-      } else {
-        ncclResult_t result = ncclCommGetAsyncError(comm_, &state);
-        if (result != ncclSuccess) state = result;
-      }
-    }
-    if (aborted) Fail(what, "the nccl communicator was aborted");
-    if (state != ncclSuccess && state != ncclInProgress) {
-      Break(what, NcclCause(state));
-    }
-    // Before NCCL leaves ncclInProgress, its work may not be on the stream
-    // yet: an idle stream means nothing then.
-    if (state == ncclSuccess) {
-      if (!stream) return;
-      cudaError_t error = cudaStreamQuery(stream_);
-      if (error == cudaSuccess) return;
-      if (error != cudaErrorNotReady) {
-        Break(what, CudaCause("cudaStreamQuery", error));
-      }
-    }
-    if (Clock::now() >= deadline_) {
-      Break(what, fmt::format("timed out after {} ms", timeout_.count()));
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, kLongestPause);
-  }
-}
-
-void* NcclCommunicator::Impl::Scratch(const std::string& what,
-                                      std::size_t bytes) {
-  if (bytes <= scratch_bytes_) return scratch_;
-  const std::size_t grown = std::max(bytes, 2 * scratch_bytes_);
-  if (scratch_ != nullptr) cudaFree(scratch_);
-  scratch_ = nullptr;
-  scratch_bytes_ = 0;
-  cudaError_t error = cudaMalloc(&scratch_, grown);
-  if (error != cudaSuccess) {
-    scratch_ = nullptr;
-    Break(what, CudaCause(fmt::format("cudaMalloc of {} bytes", grown), error));
-  }
-  scratch_bytes_ = grown;
-  return scratch_;
-}
-
-void NcclCommunicator::Impl::Copy(const std::string& what, void* to,
-                                  const void* from, std::size_t bytes,
-                                  cudaMemcpyKind kind) {
-  cudaError_t error = cudaMemcpyAsync(to, from, bytes, kind, stream_);
-  if (error != cudaSuccess) Break(what, CudaCause("cudaMemcpyAsync", error));
-}
-
-bool NcclCommunicator::Impl::OnDevice(const void* p) {
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
-    cudaGetLastError();  // Not CUDA's memory: plain host memory.
-    return false;
-  }
-  return attributes.type == cudaMemoryTypeDevice ||
-         attributes.type == cudaMemoryTypeManaged;
-}
-
-void NcclCommunicator::Impl::CheckPeer(const char* op, int peer) const {
-  if (peer < 0 || peer >= size_ || peer == rank_) {
-    throw CommError(fmt::format("[rank {}/{}] {}: invalid peer rank {}", rank_,
-                                size_, op, peer));
-  }
-}
-
-void NcclCommunicator::Impl::CheckTag(const char* op, std::uint32_t tag) const {
-  if (tag != 0) {
-    throw CommError(fmt::format(
-        "[rank {}/{}] backend nccl does not support tagged {} (tag {}): NCCL "
-        "pairs sends and receives in call order; use tag 0",
-        rank_, size_, op, tag));
-  }
-}
-
-void NcclCommunicator::Impl::Synchronize() {
-  const std::string what = "synchronize failed";
-  Check(what);
-  Wait(what);
-}
-
-void NcclCommunicator::Impl::CheckCall(const std::string& what,
-                                       const CollectiveCall& call) {
-  if (arena_ == nullptr) return;
-  try {
-    arena_->Check(rank_, call, timeout_);
-  } catch (const CommError& e) {
-    Break(what, e.what());
-  }
-}
-
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
 NcclCommunicator::~NcclCommunicator() = default;
@@ -582,43 +318,6 @@ std::unique_ptr<Communicator> NcclCommunicator::DoSplit(int color, int key) {
 }
 void NcclCommunicator::DoSetTimeout(std::chrono::milliseconds timeout) {
   impl_->set_timeout(timeout);
-}
-
-namespace {
-// An isend or irecv, launched with the others at the first wait.
-class NcclRequest : public RequestState {
- public:
-  explicit NcclRequest(std::function<void(std::chrono::milliseconds)> wait)
-      : wait_(std::move(wait)) {}
-  void Wait(std::chrono::milliseconds timeout) override { wait_(timeout); }
-
- private:
-  std::function<void(std::chrono::milliseconds)> wait_;
-};
-}  // namespace
-
-std::unique_ptr<RequestState> NcclCommunicator::DoISend(const void* data,
-                                                        std::size_t count,
-                                                        DataType type, int peer,
-                                                        std::uint32_t tag) {
-  auto pending =
-      impl_->Post(true, const_cast<void*>(data), count, type, peer, tag);
-  Impl* impl = impl_.get();
-  return std::make_unique<NcclRequest>(
-      [impl, pending](std::chrono::milliseconds t) {
-        impl->Finish(*pending, t);
-      });
-}
-std::unique_ptr<RequestState> NcclCommunicator::DoIRecv(void* data,
-                                                        std::size_t count,
-                                                        DataType type, int peer,
-                                                        std::uint32_t tag) {
-  auto pending = impl_->Post(false, data, count, type, peer, tag);
-  Impl* impl = impl_.get();
-  return std::make_unique<NcclRequest>(
-      [impl, pending](std::chrono::milliseconds t) {
-        impl->Finish(*pending, t);
-      });
 }
 
 }  // namespace disttest

@@ -2,8 +2,10 @@
 //
 // NcclCommunicator's state (disttest/comm/nccl_communicator.h): the NCCL
 // communicator, its stream and scratch buffer, the deadline of the running
-// operation and why it broke. nccl_communicator.cc (creation, end, the
-// waits) and nccl_collectives.cc (the operations) define it.
+// operation and why it broke. nccl_communicator.cc (creation, split, end),
+// nccl_waits.cc (starting, polling and breaking an operation),
+// nccl_types.cc, nccl_collectives.cc, nccl_exchanges.cc and
+// nccl_point_to_point.cc (the operations) define it.
 #ifndef DISTTEST_SRC_COMM_NCCL_COMMUNICATOR_IMPL_H_
 #define DISTTEST_SRC_COMM_NCCL_COMMUNICATOR_IMPL_H_
 
@@ -94,6 +96,11 @@ class NcclCommunicator::Impl {
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
   using Clock = std::chrono::steady_clock;
+
+  // Polls start at 100 us and grow to 1 ms: a short collective returns within
+  // a fraction of a millisecond, a long wait costs the CPU little.
+  static constexpr std::chrono::microseconds kFirstPause{100};
+  static constexpr std::chrono::microseconds kLongestPause{1000};
 
   // Throws CommError "[rank r/n] <what>: <cause>"; `what` says what failed
   // ("allreduce of 8 float32 (sum) failed").

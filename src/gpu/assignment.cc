@@ -131,6 +131,117 @@ std::string GpuAssignment::str() const {
   return fmt::format("{} ({})", fmt::join(parts, ", "), source);
 }
 
+namespace {
+
+// Each rank's GPUs from CTest's resource groups: a group a rank, or one
+// group for them all.
+void AssignFromGroups(const GpuInventory& inventory,
+                      const std::vector<std::vector<std::string>>& groups,
+                      int n, int g, GpuAssignment* a) {
+  a->source = "CTest resource groups";
+  std::vector<std::size_t> sizes;
+  for (const auto& group : groups) sizes.push_back(group.size());
+  const bool one_per_rank = static_cast<int>(groups.size()) >= n;
+  const bool one_for_all =
+      groups.size() == 1 && static_cast<int>(groups.front().size()) >= n * g;
+  if (!one_per_rank && !one_for_all) {
+    std::string per_rank = "gpus:1";
+    for (int i = 1; i < g; ++i) per_rank += ",gpus:1";
+    throw ConfigError(fmt::format(
+        "CTest gave {} resource group{} (with {} GPUs) to a test of {} "
+        "ranks with {} GPU{} each: register it with RESOURCE_GROUPS "
+        "\"{},{}\" (disttest_discover_tests does)",
+        groups.size(), groups.size() == 1 ? "" : "s", fmt::join(sizes, ", "), n,
+        g, g == 1 ? "" : "s", n, per_rank));
+  }
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> ids;
+    int group = one_per_rank ? r : 0;
+    if (one_per_rank) {
+      ids = groups[static_cast<std::size_t>(r)];
+      if (static_cast<int>(ids.size()) != g) {
+        throw ConfigError(fmt::format(
+            "CTest resource group {} holds {} GPU{} ({}), but each rank "
+            "uses {} (options().gpus_per_rank)",
+            r, ids.size(), ids.size() == 1 ? "" : "s", fmt::join(ids, ","), g));
+      }
+    } else {
+      const auto& all = groups.front();
+      ids.assign(all.begin() + r * g, all.begin() + (r + 1) * g);
+    }
+    for (const std::string& id : ids) {
+      a->own[static_cast<std::size_t>(r)].push_back(
+          DeviceOf(inventory, id, group));
+    }
+  }
+  // CTest may put two groups on one GPU when the spec gives it several
+  // slots; NCCL would then fail with "Duplicate GPU detected".
+  std::map<std::string, int> owner;
+  for (int r = 0; r < n; ++r) {
+    for (const std::string& device : a->own[static_cast<std::size_t>(r)]) {
+      auto [it, fresh] = owner.emplace(device, r);
+      if (!fresh) {
+        throw ConfigError(fmt::format(
+            "CTest gave GPU {} to rank {} and rank {}: give every GPU "
+            "\"slots\": 1 in the resource spec file (disttest_resource_spec "
+            "does), so that no two ranks share one",
+            device, it->second, r));
+      }
+    }
+  }
+}
+
+// Each rank's GPUs in the inventory's order; false, with the shortfall in
+// `too_few`, where there are not enough.
+bool AssignFromInventory(const GpuInventory& inventory, int n, int g,
+                         GpuAssignment* a) {
+  a->source = inventory.source;
+  if (n * g > inventory.count()) {
+    std::string found =
+        inventory.devices.empty()
+            ? fmt::format("0 ({})", inventory.source)
+            : fmt::format("{}: {} ({})", inventory.count(),
+                          fmt::join(inventory.devices, ","), inventory.source);
+    a->too_few = g == 1 ? fmt::format("needs {} GPU{}, found {}", n,
+                                      n == 1 ? "" : "s", found)
+                        : fmt::format("needs {} GPUs ({} ranks x {}), found {}",
+                                      n * g, n, g, found);
+    return false;
+  }
+  for (int r = 0; r < n; ++r) {
+    for (int k = 0; k < g; ++k) {
+      a->own[static_cast<std::size_t>(r)].push_back(
+          inventory.devices[static_cast<std::size_t>(r * g + k)]);
+    }
+  }
+  return true;
+}
+
+// What one rank sees: its own GPUs, then with kAllRotated the others.
+std::string VisibleTo(const std::vector<std::string>& own,
+                      const GpuInventory& inventory, GpuVisibility visibility) {
+  std::vector<std::string> visible = own;
+  if (visibility == GpuVisibility::kAllRotated) {
+    // The others in rotated order, starting after the rank's first GPU.
+    auto first = std::find(inventory.devices.begin(), inventory.devices.end(),
+                           own.front());
+    std::size_t start =
+        first == inventory.devices.end()
+            ? 0
+            : static_cast<std::size_t>(first - inventory.devices.begin());
+    for (std::size_t k = 1; k <= inventory.devices.size(); ++k) {
+      const std::string& d =
+          inventory.devices[(start + k) % inventory.devices.size()];
+      if (std::find(visible.begin(), visible.end(), d) == visible.end()) {
+        visible.push_back(d);
+      }
+    }
+  }
+  return fmt::format("{}", fmt::join(visible, ","));
+}
+
+}  // namespace
+
 GpuAssignment AssignGpus(
     const GpuInventory& inventory,
     const std::optional<std::vector<std::vector<std::string>>>& groups,
@@ -145,101 +256,14 @@ GpuAssignment AssignGpus(
   }
   a.own.resize(static_cast<std::size_t>(n));
   if (groups) {
-    a.source = "CTest resource groups";
-    std::vector<std::size_t> sizes;
-    for (const auto& group : *groups) sizes.push_back(group.size());
-    const bool one_per_rank = static_cast<int>(groups->size()) >= n;
-    const bool one_for_all = groups->size() == 1 &&
-                             static_cast<int>(groups->front().size()) >= n * g;
-    if (!one_per_rank && !one_for_all) {
-      std::string per_rank = "gpus:1";
-      for (int i = 1; i < g; ++i) per_rank += ",gpus:1";
-      throw ConfigError(fmt::format(
-          "CTest gave {} resource group{} (with {} GPUs) to a test of {} "
-          "ranks with {} GPU{} each: register it with RESOURCE_GROUPS "
-          "\"{},{}\" (disttest_discover_tests does)",
-          groups->size(), groups->size() == 1 ? "" : "s",
-          fmt::join(sizes, ", "), n, g, g == 1 ? "" : "s", n, per_rank));
-    }
-    for (int r = 0; r < n; ++r) {
-      std::vector<std::string> ids;
-      int group = one_per_rank ? r : 0;
-      if (one_per_rank) {
-        ids = (*groups)[static_cast<std::size_t>(r)];
-        if (static_cast<int>(ids.size()) != g) {
-          throw ConfigError(fmt::format(
-              "CTest resource group {} holds {} GPU{} ({}), but each rank "
-              "uses {} (options().gpus_per_rank)",
-              r, ids.size(), ids.size() == 1 ? "" : "s", fmt::join(ids, ","),
-              g));
-        }
-      } else {
-        const auto& all = groups->front();
-        ids.assign(all.begin() + r * g, all.begin() + (r + 1) * g);
-      }
-      for (const std::string& id : ids) {
-        a.own[static_cast<std::size_t>(r)].push_back(
-            DeviceOf(inventory, id, group));
-      }
-    }
-    // CTest may put two groups on one GPU when the spec gives it several
-    // slots; NCCL would then fail with "Duplicate GPU detected".
-    std::map<std::string, int> owner;
-    for (int r = 0; r < n; ++r) {
-      for (const std::string& device : a.own[static_cast<std::size_t>(r)]) {
-        auto [it, fresh] = owner.emplace(device, r);
-        if (!fresh) {
-          throw ConfigError(fmt::format(
-              "CTest gave GPU {} to rank {} and rank {}: give every GPU "
-              "\"slots\": 1 in the resource spec file (disttest_resource_spec "
-              "does), so that no two ranks share one",
-              device, it->second, r));
-        }
-      }
-    }
-  } else {
-    a.source = inventory.source;
-    if (n * g > inventory.count()) {
-      GpuAssignment short_of;
-      std::string found = inventory.devices.empty()
-                              ? fmt::format("0 ({})", inventory.source)
-                              : fmt::format("{}: {} ({})", inventory.count(),
-                                            fmt::join(inventory.devices, ","),
-                                            inventory.source);
-      short_of.too_few =
-          g == 1 ? fmt::format("needs {} GPU{}, found {}", n, n == 1 ? "" : "s",
-                               found)
-                 : fmt::format("needs {} GPUs ({} ranks x {}), found {}", n * g,
-                               n, g, found);
-      return short_of;
-    }
-    for (int r = 0; r < n; ++r) {
-      for (int k = 0; k < g; ++k) {
-        a.own[static_cast<std::size_t>(r)].push_back(
-            inventory.devices[static_cast<std::size_t>(r * g + k)]);
-      }
-    }
+    AssignFromGroups(inventory, *groups, n, g, &a);
+  } else if (!AssignFromInventory(inventory, n, g, &a)) {
+    GpuAssignment short_of;
+    short_of.too_few = std::move(a.too_few);
+    return short_of;
   }
-  for (int r = 0; r < n; ++r) {
-    const auto& own = a.own[static_cast<std::size_t>(r)];
-    std::vector<std::string> visible = own;
-    if (request.visibility == GpuVisibility::kAllRotated) {
-      // The others in rotated order, starting after the rank's first GPU.
-      auto first = std::find(inventory.devices.begin(), inventory.devices.end(),
-                             own.front());
-      std::size_t start =
-          first == inventory.devices.end()
-              ? 0
-              : static_cast<std::size_t>(first - inventory.devices.begin());
-      for (std::size_t k = 1; k <= inventory.devices.size(); ++k) {
-        const std::string& d =
-            inventory.devices[(start + k) % inventory.devices.size()];
-        if (std::find(visible.begin(), visible.end(), d) == visible.end()) {
-          visible.push_back(d);
-        }
-      }
-    }
-    a.visible.push_back(fmt::format("{}", fmt::join(visible, ",")));
+  for (const auto& own : a.own) {
+    a.visible.push_back(VisibleTo(own, inventory, request.visibility));
   }
   return a;
 }

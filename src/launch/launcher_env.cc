@@ -226,9 +226,10 @@ int SlurmTasksOnNode(std::string_view list, int node) {
       "Slurm tasks per node '{}' has no entry for node {}", list, node));
 }
 
-LauncherEnv DetectLauncherEnv(const EnvLookup& lookup) {
-  EnvLookup get = internal::OrProcessEnvironment(lookup);
-  const Family* found = nullptr;
+namespace {
+
+// The first launcher whose rank variable is set.
+const Family& FindFamily(const EnvLookup& get) {
   for (const Family& f : Families()) {
     if (!IsSet(get(f.rank))) continue;
     // A batch script's own shell has SLURM_PROCID=0 and the job's task
@@ -237,21 +238,118 @@ LauncherEnv DetectLauncherEnv(const EnvLookup& lookup) {
         !IsSet(get("SLURM_STEPID")) && !IsSet(get("SLURM_STEP_NUM_TASKS"))) {
       continue;
     }
-    found = &f;
-    break;
+    return f;
   }
-  if (found == nullptr) {
-    throw ConfigError(
-        "no launcher found in the environment: set RANK and WORLD_SIZE "
-        "(torchrun), or start the program with srun (SLURM_PROCID, "
-        "SLURM_NTASKS), Open MPI's mpirun (OMPI_COMM_WORLD_RANK, "
-        "OMPI_COMM_WORLD_SIZE), MPICH (PMI_RANK, PMI_SIZE) or MVAPICH2 "
-        "(MV2_COMM_WORLD_RANK, MV2_COMM_WORLD_SIZE)");
+  throw ConfigError(
+      "no launcher found in the environment: set RANK and WORLD_SIZE "
+      "(torchrun), or start the program with srun (SLURM_PROCID, "
+      "SLURM_NTASKS), Open MPI's mpirun (OMPI_COMM_WORLD_RANK, "
+      "OMPI_COMM_WORLD_SIZE), MPICH (PMI_RANK, PMI_SIZE) or MVAPICH2 "
+      "(MV2_COMM_WORLD_RANK, MV2_COMM_WORLD_SIZE)");
+}
+
+// The world size, the rank, and where the launcher says them the local
+// size and the local rank.
+void ReadRanks(const EnvLookup& get, const Family& found,
+               const char* world_name, LauncherEnv* env) {
+  env->world_size = ReadInt(get, world_name, 1, kMaxWorldSize);
+  env->rank = ReadInt(get, found.rank, 0, env->world_size - 1);
+  for (const char* name : found.local_size) {
+    if (IsSet(get(name))) {
+      env->local_size = ReadInt(get, name, 1, env->world_size);
+      break;
+    }
   }
+  const bool slurm = env->launcher == std::string("slurm");
+  // The step's own count first: SLURM_NTASKS_PER_NODE is the job's.
+  if (slurm && IsSet(get("SLURM_NODEID")) &&
+      IsSet(get("SLURM_STEP_TASKS_PER_NODE"))) {
+    env->local_size =
+        SlurmTasksOnNode(get("SLURM_STEP_TASKS_PER_NODE"),
+                         ReadInt(get, "SLURM_NODEID", 0, INT_MAX));
+  }
+  if (slurm && !env->local_size && IsSet(get("SLURM_NODEID"))) {
+    for (const char* name :
+         {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+      if (IsSet(get(name))) {
+        env->local_size = SlurmTasksOnNode(
+            get(name), ReadInt(get, "SLURM_NODEID", 0, INT_MAX));
+        break;
+      }
+    }
+  }
+  if (IsSet(get(found.local_rank))) {
+    env->local_rank =
+        ReadInt(get, found.local_rank, 0,
+                env->local_size ? *env->local_size - 1 : env->world_size - 1);
+  }
+}
+
+// Rank 0's host: MASTER_ADDR, else the Slurm step's first node, else this
+// host when every rank is on it.
+std::string MasterAddr(const EnvLookup& get, const LauncherEnv& env) {
+  if (IsSet(get("MASTER_ADDR"))) return get("MASTER_ADDR");
+  // Inside a Slurm step (srun, or an MPI program srun started).
+  for (const char* name :
+       {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
+    if (IsSet(get(name))) return ExpandSlurmNodelist(get(name)).front();
+  }
+  if (env.local_size && *env.local_size == env.world_size) return "127.0.0.1";
+  throw ConfigError(
+      "MASTER_ADDR is not set, and the ranks are not all on this node; "
+      "set MASTER_ADDR to the host of rank 0");
+}
+
+int MasterPort(const EnvLookup& get) {
+  if (IsSet(get("DISTTEST_MASTER_PORT"))) {
+    return ReadInt(get, "DISTTEST_MASTER_PORT", 1, 65535);
+  }
+  if (IsSet(get("MASTER_PORT"))) {
+    int port = ReadInt(get, "MASTER_PORT", 1, 65535);
+    // torchrun's agent serves its own store on MASTER_PORT: the next one.
+    if (!IsSet(get("TORCHELASTIC_RUN_ID"))) return port;
+    if (port == 65535) {
+      throw ConfigError(
+          "MASTER_PORT=65535 leaves no port after torchrun's own store; "
+          "set DISTTEST_MASTER_PORT");
+    }
+    return port + 1;
+  }
+  if (IsSet(get("SLURM_JOB_ID"))) {
+    std::string job = get("SLURM_JOB_ID");
+    if (job.size() > 4) job = job.substr(job.size() - 4);
+    int port = ParseIntVariable("SLURM_JOB_ID", job.c_str(), 0, 9999);
+    // Steps of one job that run at once get ports of their own.
+    for (const char* step : {"SLURM_STEP_ID", "SLURM_STEPID"}) {
+      if (IsSet(get(step))) {
+        port = (port + ReadInt(get, step, 0, INT_MAX) % 10000) % 10000;
+        break;
+      }
+    }
+    return 15000 + port;
+  }
+  if (const char* secret = get("OMPI_MCA_orte_precondition_transports");
+      IsSet(secret)) {
+    // Two mpirun jobs at once must not both take 29500: a port from the
+    // job's secret, the same on every rank, below the kernel's ephemeral
+    // range (32768 and up), where no bind(0) or connect() takes it.
+    return 20000 +
+           static_cast<int>(Fnv1a(std::string("disttest port:") + secret,
+                                  0xcbf29ce484222325ULL) %
+                            10000);
+  }
+  return 29500;
+}
+
+}  // namespace
+
+LauncherEnv DetectLauncherEnv(const EnvLookup& lookup) {
+  EnvLookup get = internal::OrProcessEnvironment(lookup);
+  const Family& found = FindFamily(get);
   LauncherEnv env;
-  env.launcher = found->launcher;
+  env.launcher = found.launcher;
   const char* world_name = nullptr;
-  for (const char* name : found->world) {
+  for (const char* name : found.world) {
     if (IsSet(get(name))) {
       world_name = name;
       break;
@@ -259,101 +357,13 @@ LauncherEnv DetectLauncherEnv(const EnvLookup& lookup) {
   }
   if (world_name == nullptr) {
     throw ConfigError(fmt::format("launcher {}: {} is set, but {} is not",
-                                  env.launcher, found->rank,
-                                  found->world.front()));
+                                  env.launcher, found.rank,
+                                  found.world.front()));
   }
   try {
-    env.world_size = ReadInt(get, world_name, 1, kMaxWorldSize);
-    env.rank = ReadInt(get, found->rank, 0, env.world_size - 1);
-    for (const char* name : found->local_size) {
-      if (IsSet(get(name))) {
-        env.local_size = ReadInt(get, name, 1, env.world_size);
-        break;
-      }
-    }
-    const bool slurm = env.launcher == std::string("slurm");
-    // The step's own count first: SLURM_NTASKS_PER_NODE is the job's.
-    if (slurm && IsSet(get("SLURM_NODEID")) &&
-        IsSet(get("SLURM_STEP_TASKS_PER_NODE"))) {
-      env.local_size =
-          SlurmTasksOnNode(get("SLURM_STEP_TASKS_PER_NODE"),
-                           ReadInt(get, "SLURM_NODEID", 0, INT_MAX));
-    }
-    if (slurm && !env.local_size && IsSet(get("SLURM_NODEID"))) {
-      for (const char* name :
-           {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
-        if (IsSet(get(name))) {
-          env.local_size = SlurmTasksOnNode(
-              get(name), ReadInt(get, "SLURM_NODEID", 0, INT_MAX));
-          break;
-        }
-      }
-    }
-    if (IsSet(get(found->local_rank))) {
-      env.local_rank =
-          ReadInt(get, found->local_rank, 0,
-                  env.local_size ? *env.local_size - 1 : env.world_size - 1);
-    }
-
-    if (IsSet(get("MASTER_ADDR"))) {
-      env.master_addr = get("MASTER_ADDR");
-    } else {
-      // Inside a Slurm step (srun, or an MPI program srun started).
-      for (const char* name :
-           {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
-        if (IsSet(get(name))) {
-          env.master_addr = ExpandSlurmNodelist(get(name)).front();
-          break;
-        }
-      }
-    }
-    if (env.master_addr.empty()) {
-      if (env.local_size && *env.local_size == env.world_size) {
-        env.master_addr = "127.0.0.1";
-      } else {
-        throw ConfigError(
-            "MASTER_ADDR is not set, and the ranks are not all on this node; "
-            "set MASTER_ADDR to the host of rank 0");
-      }
-    }
-    if (IsSet(get("DISTTEST_MASTER_PORT"))) {
-      env.master_port = ReadInt(get, "DISTTEST_MASTER_PORT", 1, 65535);
-    } else if (IsSet(get("MASTER_PORT"))) {
-      env.master_port = ReadInt(get, "MASTER_PORT", 1, 65535);
-      // torchrun's agent serves its own store on MASTER_PORT: the next one.
-      if (IsSet(get("TORCHELASTIC_RUN_ID"))) {
-        if (env.master_port == 65535) {
-          throw ConfigError(
-              "MASTER_PORT=65535 leaves no port after torchrun's own store; "
-              "set DISTTEST_MASTER_PORT");
-        }
-        ++env.master_port;
-      }
-    } else if (IsSet(get("SLURM_JOB_ID"))) {
-      std::string job = get("SLURM_JOB_ID");
-      if (job.size() > 4) job = job.substr(job.size() - 4);
-      int port = ParseIntVariable("SLURM_JOB_ID", job.c_str(), 0, 9999);
-      // Steps of one job that run at once get ports of their own.
-      for (const char* step : {"SLURM_STEP_ID", "SLURM_STEPID"}) {
-        if (IsSet(get(step))) {
-          port = (port + ReadInt(get, step, 0, INT_MAX) % 10000) % 10000;
-          break;
-        }
-      }
-      env.master_port = 15000 + port;
-    } else if (const char* secret =
-                   get("OMPI_MCA_orte_precondition_transports");
-               IsSet(secret)) {
-      // Two mpirun jobs at once must not both take 29500: a port from the
-      // job's secret, the same on every rank, below the kernel's ephemeral
-      // range (32768 and up), where no bind(0) or connect() takes it.
-      env.master_port =
-          20000 + static_cast<int>(Fnv1a(std::string("disttest port:") + secret,
-                                         0xcbf29ce484222325ULL) %
-                                   10000);
-    } else {
-      env.master_port = 29500;
-    }
+    ReadRanks(get, found, world_name, &env);
+    env.master_addr = MasterAddr(get, env);
+    env.master_port = MasterPort(get);
     env.store_token = StoreToken(get);
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("launcher {}: {}", env.launcher, e.what()));

@@ -1,7 +1,7 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
 // TcpStoreServer's state (tcp_store_server.h): its sockets, the keys, the
-// connections parked on them. Only tcp_store_server.cc uses it.
+// connections parked on them. Only tcp_store_server*.cc use it.
 #ifndef DISTTEST_SRC_RENDEZVOUS_TCP_STORE_SERVER_IMPL_H_
 #define DISTTEST_SRC_RENDEZVOUS_TCP_STORE_SERVER_IMPL_H_
 

@@ -22,6 +22,9 @@
 //
 // Backends live behind this one front: Gloo (CPU, TCP), always built, and
 // NCCL (GPUs; nccl_communicator.h), built when CUDA and NCCL are found.
+//
+// The element types and reduce ops (data_type.h) and Request (request.h)
+// have headers of their own; this one includes both.
 #ifndef DISTTEST_COMM_COMMUNICATOR_H_
 #define DISTTEST_COMM_COMMUNICATOR_H_
 
@@ -34,13 +37,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "disttest/comm/half.h"
-
-// CUDA's 16-bit types (cuda_fp16.h, cuda_bf16.h declare them so too): a
-// buffer of either is float16 or bfloat16 (DataTypeOf), wherever their
-// headers are included.
-struct __half;
-struct __nv_bfloat16;
+#include "disttest/comm/data_type.h"
+#include "disttest/comm/request.h"
 
 namespace disttest {
 
@@ -51,100 +49,8 @@ enum class Backend {
   kAuto,  // NCCL when built and every rank has a GPU, else Gloo.
 };
 
-// kAvg is the sum divided by the number of ranks (NCCL's ncclAvg), for the
-// floating-point types only: another type throws CommError saying so.
-enum class ReduceOp { kSum, kProd, kMin, kMax, kAvg };
-inline constexpr ReduceOp kLastReduceOp = ReduceOp::kAvg;
-
-// Element types. A bool reduces as logic: sum and max are "or", prod and min
-// "and" (as PyTorch's do).
-enum class DataType {
-  kInt8,
-  kUint8,
-  kInt32,
-  kInt64,
-  kFloat32,
-  kFloat64,
-  kInt16,
-  kUint16,
-  kUint32,
-  kUint64,
-  kBool,
-  kFloat16,   // disttest::float16 (half.h), IEEE binary16.
-  kBfloat16,  // disttest::bfloat16 (half.h).
-};
-inline constexpr DataType kLastDataType = DataType::kBfloat16;
-
-// Bytes per element of `type`.
-std::size_t SizeOf(DataType type);
-// "float32", "int64", ...
-const char* Name(DataType type);
-// Whether `type` is float16, bfloat16, float32 or float64.
-bool IsFloatingPoint(DataType type);
-// "sum", "prod", "min", "max", "avg"
-const char* Name(ReduceOp op);
 // "gloo", "nccl", "auto"
 const char* Name(Backend backend);
-
-namespace internal {
-// Named in the compiler's error for an element type without a DataType:
-// "ElementTypeHasNoDataType<std::complex<float>>".
-template <typename T>
-struct ElementTypeHasNoDataType : std::false_type {};
-
-template <typename T>
-constexpr DataType DataTypeOf() {
-  using U = std::remove_cv_t<T>;
-  if constexpr (std::is_same_v<U, bool>) {
-    return DataType::kBool;
-  } else if constexpr (std::is_same_v<U, float16> || std::is_same_v<U, ::__half>
-#ifdef __FLT16_MANT_DIG__
-                       || std::is_same_v<U, _Float16>
-#endif
-  ) {
-    return DataType::kFloat16;
-  } else if constexpr (std::is_same_v<U, bfloat16> ||
-                       std::is_same_v<U, ::__nv_bfloat16>
-#ifdef __BFLT16_MANT_DIG__
-                       || std::is_same_v<U, __bf16>
-#endif
-  ) {
-    return DataType::kBfloat16;
-  } else if constexpr (std::is_same_v<U, float>) {
-    return DataType::kFloat32;
-  } else if constexpr (std::is_same_v<U, double>) {
-    return DataType::kFloat64;
-  } else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> &&
-                       sizeof(U) == 1) {
-    return DataType::kInt8;  // signed char, and char where it is signed.
-  } else if constexpr (std::is_integral_v<U> && sizeof(U) == 1) {
-    return DataType::kUint8;
-  } else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> &&
-                       sizeof(U) == 2) {
-    return DataType::kInt16;
-  } else if constexpr (std::is_integral_v<U> && sizeof(U) == 2) {
-    return DataType::kUint16;
-  } else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> &&
-                       sizeof(U) == 4) {
-    return DataType::kInt32;
-  } else if constexpr (std::is_integral_v<U> && sizeof(U) == 4) {
-    return DataType::kUint32;
-  } else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> &&
-                       sizeof(U) == 8) {
-    return DataType::kInt64;  // long and long long alike.
-  } else if constexpr (std::is_integral_v<U> && sizeof(U) == 8) {
-    return DataType::kUint64;
-  } else {
-    static_assert(ElementTypeHasNoDataType<U>::value,
-                  "disttest: this element type has no DataType (the types "
-                  "are bool, the integers of 1, 2, 4 and 8 bytes, float, "
-                  "double, disttest::float16 and disttest::bfloat16, "
-                  "_Float16, __bf16, CUDA's __half and __nv_bfloat16); pass "
-                  "a DataType and a byte buffer, or convert");
-    return DataType::kUint8;
-  }
-}
-}  // namespace internal
 
 namespace internal {
 class Ledger;
@@ -166,68 +72,6 @@ class CallSite {
       : file_(file), line_(line) {}
   const char* file_;
   unsigned line_;
-};
-
-class Communicator;
-
-// What a backend keeps of a non-blocking send or receive in flight.
-class RequestState {
- public:
-  virtual ~RequestState();
-  // Blocks until the operation has completed, at most `timeout`; throws
-  // CommError (naming the rank, the operation and the cause) when it fails
-  // or the time runs out. Called once.
-  virtual void Wait(std::chrono::milliseconds timeout) = 0;
-};
-
-// A non-blocking send or receive in flight (Communicator::isend, irecv).
-//
-//   disttest::Request s = comm.isend(out.data(), n, peer, /*tag=*/1);
-//   disttest::Request r = comm.irecv(in.data(), n, peer, /*tag=*/1);
-//   r.wait();
-//   s.wait();
-//
-// wait() blocks until the operation has completed (a send: its receiver
-// has all the data; a receive: the data is in the buffer), at most the
-// communicator's timeout, and throws CommError as send() and recv() do.
-// Until then the buffer must stay valid and, for a send, unchanged. A Request
-// destroyed before it completed waits for it (as the std::future of std::async
-// does); if that fails, its communicator is failed() and, in a harness rank,
-// the test fails at the line that made the request, with the error. A
-// request still not waited for when the test ends (held in a static, or
-// past TearDown), or one that outlives its communicator, fails the test
-// there too. Movable, not copyable; not for
-// use from two threads at once.
-class Request {
- public:
-  Request() = default;  // Nothing in flight: wait() returns at once.
-  Request(Request&& other) noexcept;
-  Request& operator=(Request&& other) noexcept;
-  ~Request();
-
-  void wait();
-  // Whether it has not been waited for yet.
-  bool pending() const { return state_ != nullptr; }
-
- private:
-  friend class Communicator;
-  void Finish() noexcept;
-  bool Orphaned() noexcept;
-
-  Communicator* comm_ = nullptr;
-  std::unique_ptr<RequestState> state_;
-  bool send_ = false;
-  DataType type_ = DataType::kUint8;
-  std::size_t count_ = 0;
-  int peer_ = 0;
-  std::uint32_t tag_ = 0;
-  const char* file_ = "";
-  unsigned line_ = 0;
-  std::uint64_t entry_ = UINT64_MAX;  // Its ledger entry, if any.
-  std::uint64_t id_ = 0;  // In the process's account of requests in flight.
-  // False once its communicator is destroyed (a Request that outlives it is
-  // never waited on through it).
-  std::shared_ptr<const bool> comm_alive_;
 };
 
 class Communicator {
@@ -504,7 +348,7 @@ class Communicator {
 
  private:
   friend class Request;
-  class Recorded;  // communicator.cc
+  class Recorded;  // communicator_recorded.h
   void WaitFor(Request& request);
   std::chrono::milliseconds timeout_{std::chrono::minutes(5)};
   // The timeout it was made with: a shorter one is the test's own choice.

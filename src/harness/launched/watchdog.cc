@@ -198,20 +198,20 @@ std::string Watchdog::OwnStacks(milliseconds deadline) {
   return text;
 }
 
-void Watchdog::Stop(const std::string& what, const std::string& ledger_key,
-                    int sig) {
-  // Where this rank's collectives are, before anything changes them.
-  if (Ledger* ledger = Ledger::Current();
-      ledger != nullptr && !ledger_key.empty()) {
-    try {
-      std::lock_guard<std::mutex> side(side_.mu);
-      side_.store->set(
-          ledger_key,
-          EncodeLedger(ledger->Read(rank_), TraceWanted() ? kTraceRing : 16));
-    } catch (const std::exception&) {
-      // The store is gone: rank 0 reports without it.
-    }
+void Watchdog::PostLedger(const std::string& ledger_key) {
+  Ledger* ledger = Ledger::Current();
+  if (ledger == nullptr || ledger_key.empty()) return;
+  try {
+    std::lock_guard<std::mutex> side(side_.mu);
+    side_.store->set(ledger_key, EncodeLedger(ledger->Read(rank_),
+                                              TraceWanted() ? kTraceRing : 16));
+  } catch (const std::exception&) {
+    // The store is gone: rank 0 reports without it.
   }
+}
+
+void Watchdog::SayWhereItIs(const std::string& what, int sig,
+                            long long kill_ms) {
   const std::string when =
       sig == 0 ? "at the test's timeout"
                : fmt::format("when disttest got {}", InterruptText(sig));
@@ -224,9 +224,6 @@ void Watchdog::Stop(const std::string& what, const std::string& ledger_key,
     in_operation = !view.records.empty() &&
                    view.records.back().state == LedgerState::kEntered;
   }
-  // -1: no kill is known to come.
-  const long long kill_ms =
-      sig != 0 ? TimeBeforeTheKill().value_or(milliseconds(-1)).count() : -1;
   const bool no_time =
       kill_ms >= 0 && milliseconds(kill_ms) < 2 * kInterruptStacks;
   const std::string instead =
@@ -248,45 +245,61 @@ void Watchdog::Stop(const std::string& what, const std::string& ledger_key,
         OwnStacks(sig == 0 ? kStackDeadline : kInterruptStacks);
     (void)!write(STDERR_FILENO, stacks.data(), stacks.size());
   }
+}
+
+void Watchdog::EndIfStuck(const std::string& what, int sig,
+                          milliseconds grace) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (cv_.wait_for(lock, grace, [&] { return !deadline_.has_value(); })) {
+    return;
+  }
+  // Stuck in its own code: nothing can stop it. This process ends
+  // once rank 0 has reported (leaving earlier would make a launcher
+  // such as mpirun end rank 0 too).
+  std::fprintf(stderr,
+               "[ disttest ] rank %d: the body of %s does not return; "
+               "this process ends when rank 0 has reported\n",
+               rank_, what.c_str());
+  std::fflush(nullptr);
+  try {
+    std::lock_guard<std::mutex> side(side_.mu);
+    // Rank 0 waits no longer; after a signal, it says so (kStuck is the
+    // timeout's).
+    side_.store->set(
+        StuckKey(rank_),
+        sig == 0 ? std::string("1")
+                 : fmt::format("its body was still running when disttest "
+                               "got {}, and did not return once its "
+                               "collectives were cut",
+                               InterruptText(sig)));
+    side_.store->set(ByeKey(rank_), "1");
+    WaitForTheEnd(*side_.store);
+  } catch (const std::exception&) {
+  }
+  std::fflush(nullptr);
+  _exit(1);
+}
+
+void Watchdog::Stop(const std::string& what, const std::string& ledger_key,
+                    int sig) {
+  // Where this rank's collectives are, before anything changes them.
+  PostLedger(ledger_key);
+  // -1: no kill is known to come.
+  const long long kill_ms =
+      sig != 0 ? TimeBeforeTheKill().value_or(milliseconds(-1)).count() : -1;
+  SayWhereItIs(what, sig, kill_ms);
   liveness_.Break(sig == 0 ? fmt::format("{} timed out{}", what, scale_note_)
                            : fmt::format("disttest got {} while {} ran",
                                          InterruptText(sig), what));
   shut_down_ = true;
   communicators_.ShutDown();
-  std::unique_lock<std::mutex> lock(mu_);
   // Where the sender kills soon (mpirun), a body that does not return is
   // not waited for past an eighth of that: this rank's word then reaches
   // rank 0 before it stops waiting (a quarter), and it must still report.
-  const milliseconds grace =
-      kill_ms >= 0 ? std::min(kBodyReturnGrace, milliseconds(kill_ms / 8))
-                   : kBodyReturnGrace;
-  if (!cv_.wait_for(lock, grace, [&] { return !deadline_.has_value(); })) {
-    // Stuck in its own code: nothing can stop it. This process ends
-    // once rank 0 has reported (leaving earlier would make a launcher
-    // such as mpirun end rank 0 too).
-    std::fprintf(stderr,
-                 "[ disttest ] rank %d: the body of %s does not return; "
-                 "this process ends when rank 0 has reported\n",
-                 rank_, what.c_str());
-    std::fflush(nullptr);
-    try {
-      std::lock_guard<std::mutex> side(side_.mu);
-      // Rank 0 waits no longer; after a signal, it says so (kStuck is the
-      // timeout's).
-      side_.store->set(
-          StuckKey(rank_),
-          sig == 0 ? std::string("1")
-                   : fmt::format("its body was still running when disttest "
-                                 "got {}, and did not return once its "
-                                 "collectives were cut",
-                                 InterruptText(sig)));
-      side_.store->set(ByeKey(rank_), "1");
-      WaitForTheEnd(*side_.store);
-    } catch (const std::exception&) {
-    }
-    std::fflush(nullptr);
-    _exit(1);
-  }
+  EndIfStuck(what, sig,
+             kill_ms >= 0
+                 ? std::min(kBodyReturnGrace, milliseconds(kill_ms / 8))
+                 : kBodyReturnGrace);
 }
 
 }  // namespace disttest::internal::launched

@@ -73,6 +73,13 @@ class Watchdog {
   // This process's stacks, every line labelled "[rank r] "; heartbeats go
   // on while the tool runs, at most `deadline`.
   std::string OwnStacks(std::chrono::milliseconds deadline);
+  // Stop's steps: this rank's ledger to the store under `ledger_key`; the
+  // stacks (or why none are taken); and, for a body that does not return
+  // in `grace`, its stuck key and the end of this process.
+  void PostLedger(const std::string& ledger_key);
+  void SayWhereItIs(const std::string& what, int sig, long long kill_ms);
+  void EndIfStuck(const std::string& what, int sig,
+                  std::chrono::milliseconds grace);
   // With side_.mu held: the reason when this process has waited in a
   // collective for a while that the first rank to wait there entered with
   // another call, else "". Each collective is compared once.

@@ -112,15 +112,9 @@ const char* StateName(LedgerState s) {
   return "unknown";
 }
 
-}  // namespace
-
-bool TraceWanted() {
-  const char* dir = std::getenv(env::kTrace);
-  return dir != nullptr && *dir != '\0';
-}
-
-std::string TraceJson(const TestSpec& spec,
-                      const std::vector<RankReport>& ranks) {
+// The trace's time zero: when the first rank started (or reached its first
+// phase); 0 when that is not known.
+std::int64_t FirstStart(const std::vector<RankReport>& ranks) {
   std::int64_t zero = INT64_MAX;
   // A reused rank (a worker pool's) was started for an earlier test: its
   // start is not this test's.
@@ -131,7 +125,85 @@ std::string TraceJson(const TestSpec& spec,
     }
   }
   if (zero == INT64_MAX) zero = 0;
-  Events ev(zero);
+  return zero;
+}
+
+// The phases of rank `r` (its ledger `v`), from its start to its end
+// (`ended`, 0: unknown).
+void AddPhases(Events& ev, int tid, const RankReport& r,
+               const RankLedgerView& v, std::int64_t ended) {
+  auto at = [&](RankPhase p) {
+    return v.phase_ns[static_cast<std::size_t>(p)];
+  };
+  // Each phase lasts until the next one it reached (or the end).
+  const std::int64_t last = ended > 0 ? ended : v.read_ns;
+  auto until = [&](RankPhase p) {
+    for (auto q = static_cast<std::size_t>(p) + 1; q < kPhases; ++q) {
+      if (v.phase_ns[q] > 0) return v.phase_ns[q];
+    }
+    return last;
+  };
+  if (r.spawned_at && !r.parked) {
+    ev.Span(tid, "start", "disttest", Ns(*r.spawned_at),
+            at(RankPhase::kStarted));
+  }
+  ev.Span(tid, "connect", "disttest", at(RankPhase::kConnecting),
+          until(RankPhase::kConnecting));
+  ev.Span(tid, "set-up", "disttest", at(RankPhase::kSetUp),
+          until(RankPhase::kSetUp));
+  ev.Span(tid, "body", "disttest", at(RankPhase::kBody),
+          until(RankPhase::kBody));
+  ev.Span(tid, "tear-down", "disttest", at(RankPhase::kTearDown),
+          until(RankPhase::kTearDown));
+  ev.Span(tid, "leak check", "disttest", at(RankPhase::kCheckingLeaks),
+          until(RankPhase::kCheckingLeaks));
+  ev.Span(tid, "end", "disttest", at(RankPhase::kFinished), ended);
+}
+
+// Each operation in the rank's ledger (`v`).
+void AddOperations(Events& ev, int tid, const RankLedgerView& v) {
+  for (const LedgerRecord& op : v.records) {
+    const std::int64_t to = op.ended_ns > 0 ? op.ended_ns : v.read_ns;
+    ev.Span(tid, op.str(), op.collective() ? "collective" : "transfer",
+            op.entered_ns, to,
+            fmt::format(R"("number":{},"communicator":"{}","called":"{}",)"
+                        R"("state":"{}")",
+                        op.seq, Escaped(v.comm_name(op.comm)),
+                        Escaped(op.where()), StateName(op.state)));
+  }
+}
+
+// Each failure of the rank as it came, and how it ended unless it passed.
+void AddFailures(Events& ev, int tid, const RankReport& r, std::int64_t ended) {
+  for (std::size_t i = 0; i < r.results.size(); ++i) {
+    const RankMessage& m = r.results[i];
+    if (m.kind != RankMessage::Kind::kNonFatalFailure &&
+        m.kind != RankMessage::Kind::kFatalFailure) {
+      continue;
+    }
+    if (i >= r.received.size()) continue;
+    ev.Instant(tid, "failure", Ns(r.received[i]),
+               fmt::format(R"("message":"{}","at":"{}:{}")", Escaped(m.message),
+                           Escaped(m.file), m.line));
+  }
+  if (r.outcome &&
+      !(r.outcome->exited() && r.outcome->exit_code() == kExitPassed) &&
+      ended > 0) {
+    ev.Instant(tid, "ended", ended,
+               fmt::format(R"("how":"{}")", Escaped(r.outcome->str())));
+  }
+}
+
+}  // namespace
+
+bool TraceWanted() {
+  const char* dir = std::getenv(env::kTrace);
+  return dir != nullptr && *dir != '\0';
+}
+
+std::string TraceJson(const TestSpec& spec,
+                      const std::vector<RankReport>& ranks) {
+  Events ev(FirstStart(ranks));
   ev.Meta("process_name", 0,
           spec.fixture.empty() ? spec.name
                                : spec.name + " (fixture " + spec.fixture + ")");
@@ -143,58 +215,9 @@ std::string TraceJson(const TestSpec& spec,
     if (!r.ledger) continue;
     const RankLedgerView& v = *r.ledger;
     dropped += v.dropped;
-    auto at = [&](RankPhase p) {
-      return v.phase_ns[static_cast<std::size_t>(p)];
-    };
-    // Each phase lasts until the next one it reached (or the end).
-    const std::int64_t last = ended > 0 ? ended : v.read_ns;
-    auto until = [&](RankPhase p) {
-      for (auto q = static_cast<std::size_t>(p) + 1; q < kPhases; ++q) {
-        if (v.phase_ns[q] > 0) return v.phase_ns[q];
-      }
-      return last;
-    };
-    if (r.spawned_at && !r.parked) {
-      ev.Span(tid, "start", "disttest", Ns(*r.spawned_at),
-              at(RankPhase::kStarted));
-    }
-    ev.Span(tid, "connect", "disttest", at(RankPhase::kConnecting),
-            until(RankPhase::kConnecting));
-    ev.Span(tid, "set-up", "disttest", at(RankPhase::kSetUp),
-            until(RankPhase::kSetUp));
-    ev.Span(tid, "body", "disttest", at(RankPhase::kBody),
-            until(RankPhase::kBody));
-    ev.Span(tid, "tear-down", "disttest", at(RankPhase::kTearDown),
-            until(RankPhase::kTearDown));
-    ev.Span(tid, "leak check", "disttest", at(RankPhase::kCheckingLeaks),
-            until(RankPhase::kCheckingLeaks));
-    ev.Span(tid, "end", "disttest", at(RankPhase::kFinished), ended);
-    for (const LedgerRecord& op : v.records) {
-      const std::int64_t to = op.ended_ns > 0 ? op.ended_ns : v.read_ns;
-      ev.Span(tid, op.str(), op.collective() ? "collective" : "transfer",
-              op.entered_ns, to,
-              fmt::format(R"("number":{},"communicator":"{}","called":"{}",)"
-                          R"("state":"{}")",
-                          op.seq, Escaped(v.comm_name(op.comm)),
-                          Escaped(op.where()), StateName(op.state)));
-    }
-    for (std::size_t i = 0; i < r.results.size(); ++i) {
-      const RankMessage& m = r.results[i];
-      if (m.kind != RankMessage::Kind::kNonFatalFailure &&
-          m.kind != RankMessage::Kind::kFatalFailure) {
-        continue;
-      }
-      if (i >= r.received.size()) continue;
-      ev.Instant(tid, "failure", Ns(r.received[i]),
-                 fmt::format(R"("message":"{}","at":"{}:{}")",
-                             Escaped(m.message), Escaped(m.file), m.line));
-    }
-    if (r.outcome &&
-        !(r.outcome->exited() && r.outcome->exit_code() == kExitPassed) &&
-        ended > 0) {
-      ev.Instant(tid, "ended", ended,
-                 fmt::format(R"("how":"{}")", Escaped(r.outcome->str())));
-    }
+    AddPhases(ev, tid, r, v, ended);
+    AddOperations(ev, tid, v);
+    AddFailures(ev, tid, r, ended);
   }
   return ev.Json(fmt::format(R"("test":"{}","world_size":{},)"
                              R"("operations_not_kept":{})",

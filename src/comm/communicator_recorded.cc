@@ -1,0 +1,104 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// How Communicator::Recorded (communicator_recorded.h) keeps an operation
+// in the ledger: its entry, its end, and whom a timed-out one waited for.
+#include "comm/communicator_recorded.h"
+
+#include <fmt/format.h>
+
+#include <string>
+#include <string_view>
+
+#include "comm/ledger.h"
+#include "disttest/error.h"
+
+namespace disttest {
+
+Communicator::Recorded::Recorded(Communicator& comm, bool collective,
+                                 const internal::Ledger::Call& call,
+                                 const Where& where, std::uint64_t entry)
+    : ledger_(internal::Ledger::Current()) {
+  if (ledger_ == nullptr) return;
+  if (entry != kNoEntry) {
+    if (comm.ledger_ != ledger_) {
+      ledger_ = nullptr;  // Made under another ledger: not this one's.
+      return;
+    }
+    index_ = entry;
+    comm_ = comm.ledger_id_;
+    call_ = call;
+    timeout_ = comm.timeout();
+    shortened_ = comm.timeout() < comm.made_timeout_;
+    return;
+  }
+  if (comm.ledger_ != ledger_) {
+    // The first operation, or a ledger installed since: the communicator
+    // gets its id there (a key is one communicator's: SetName()).
+    comm.ledger_id_ = ledger_->AddCommunicator(comm.name_, comm.key_,
+                                               comm.rank(), comm.size());
+    comm.ledger_ = ledger_;
+  }
+  if (comm.ledger_id_ >= internal::LedgerMemory::kComms) {
+    // Its calls could not be compared across the ranks: refused, never
+    // run unchecked.
+    ledger_ = nullptr;
+    throw CommError(fmt::format(
+        "[rank {}/{}] {}: this rank has used {} communicators in this "
+        "test, the most whose calls disttest compares across the ranks (a "
+        "destroyed one's place is free again from the next test on); make "
+        "fewer in one test",
+        comm.rank(), comm.size(), comm.name_, internal::LedgerMemory::kComms));
+  }
+  // Numbered from 0, as the host arena numbers them: the world's #0 is
+  // disttest's barrier before the body, a test's first collective #1.
+  std::uint64_t seq = ledger_->NextSeq(comm.ledger_id_, collective);
+  if (seq == internal::Ledger::kNoSeq) {
+    seq = collective ? comm.collectives_++ : comm.transfers_++;
+  }
+  index_ = ledger_->Begin(comm.ledger_id_, seq, call, where);
+  comm_ = comm.ledger_id_;
+  call_ = call;
+  seq_ = seq;
+  collective_ = collective;
+  size_ = comm.size();
+  timeout_ = comm.timeout();
+  shortened_ = comm.timeout() < comm.made_timeout_;
+}
+
+Communicator::Recorded::~Recorded() {
+  if (ledger_ == nullptr || pending_) return;
+  ledger_->End(index_, completed_ ? internal::LedgerState::kCompleted
+                                  : internal::LedgerState::kFailed);
+  // Only calls that returned go into the digest: a call a rank expected
+  // to throw, or one it was killed in, is no difference of calls.
+  if (completed_) ledger_->Digest(comm_, call_);
+}
+
+std::string Communicator::Recorded::Missing(std::string_view what) const {
+  // (A wait() ends the entry its isend or irecv made: no number of its
+  // own, which only a collective needs.)
+  if (ledger_ == nullptr || ledger_->memory().ranks() < 2 ||
+      (collective_ && seq_ == internal::Ledger::kNoSeq)) {
+    return "";
+  }
+  const bool timed_out = what.find("Timed out") != std::string_view::npos ||
+                         what.find("timed out") != std::string_view::npos;
+  if (!timed_out || what.find("waiting for rank") != std::string_view::npos) {
+    return "";
+  }
+  const internal::LedgerMemory& memory = ledger_->memory();
+  if (!collective_) {
+    // Gloo's "Timed out waiting 1000ms for recv operation to complete":
+    // what its peer does meanwhile.
+    if (what.find("same-host arena") != std::string_view::npos) return "";
+    const std::string peer = internal::WhereIsPeer(
+        memory, ledger_->slot(), ledger_->comm_key(comm_), call_.peer);
+    return peer;
+  }
+  const std::string missing = internal::MissingFromCollective(
+      memory, ledger_->slot(), ledger_->comm_key(comm_), seq_,
+      size_ == memory.ranks());
+  return missing.empty() ? "" : "it was " + missing;
+}
+
+}  // namespace disttest

@@ -1,0 +1,266 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// LedgerMemory (comm/ledger.h): the ranks' areas in shared memory, made by
+// the parent or attached by a re-executed rank, and what a reader sees in
+// them (a rank's view, phase, progress, open collective, digests).
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+
+#include "comm/ledger.h"
+#include "comm/ledger_area.h"
+#include "comm/shared_memory.h"
+#include "disttest/error.h"
+
+namespace disttest::internal {
+
+std::size_t LedgerMemory::AreaBytes(std::size_t ring) {
+  return sizeof(Area) + ring * sizeof(Entry);
+}
+
+// The memory starts with what it holds, for Attach() to check.
+struct LedgerMemory::Shape {
+  alignas(64) std::uint32_t magic;
+  std::uint32_t ranks;
+  std::uint64_t ring;
+};
+namespace {
+constexpr std::uint32_t kLedgerMagic = 0x474c5444;  // "DTLG"
+}  // namespace
+
+std::size_t LedgerMemory::SizeFor(int ranks, std::size_t ring) {
+  return sizeof(Shape) + AreaBytes(ring) * static_cast<std::size_t>(ranks);
+}
+
+std::shared_ptr<LedgerMemory> LedgerMemory::Create(int ranks,
+                                                   std::size_t ring) {
+  if (ranks < 1 || ranks > kMaxRanks) {
+    throw Error(fmt::format("a collective ledger takes 1 to {} ranks, not {}",
+                            kMaxRanks, ranks));
+  }
+  if (ring < 1 || ring > kMaxRing) {
+    throw Error(fmt::format(
+        "a collective ledger keeps 1 to {} operations per rank, not {}",
+        kMaxRing, ring));
+  }
+  const std::size_t size = SizeFor(ranks, ring);
+  const SharedMemory m =
+      MapShared("disttest-ledger", size, "a collective ledger");
+  const int fd = m.fd;
+  void* memory = m.memory;
+  // Fresh pages are zero, which is an empty ledger: nothing to write but
+  // its shape, and the pages no rank touches cost nothing.
+  auto* shape = static_cast<Shape*>(memory);
+  shape->magic = kLedgerMagic;
+  shape->ranks = static_cast<std::uint32_t>(ranks);
+  shape->ring = ring;
+  return std::shared_ptr<LedgerMemory>(
+      new LedgerMemory(ranks, ring, fd, memory, size));
+}
+
+std::shared_ptr<LedgerMemory> LedgerMemory::Attach(int fd, int ranks) {
+  struct stat st {};
+  Shape shape{};
+  const std::size_t size =
+      fstat(fd, &st) == 0 ? static_cast<std::size_t>(st.st_size) : 0;
+  const bool read =
+      size >= sizeof(Shape) &&
+      pread(fd, &shape, sizeof shape, 0) == static_cast<ssize_t>(sizeof shape);
+  if (!read || shape.magic != kLedgerMagic ||
+      shape.ranks != static_cast<std::uint32_t>(ranks) || shape.ring < 1 ||
+      shape.ring > kMaxRing || SizeFor(ranks, shape.ring) != size) {
+    close(fd);
+    throw Error(fmt::format(
+        "descriptor {} is not a collective ledger for {} ranks ({} bytes)", fd,
+        ranks, size));
+  }
+  const auto ring = static_cast<std::size_t>(shape.ring);
+  void* memory = MapInherited(fd, size, "the collective ledger");
+  return std::shared_ptr<LedgerMemory>(
+      new LedgerMemory(ranks, ring, -1, memory, size));
+}
+
+LedgerMemory::LedgerMemory(int ranks, std::size_t ring, int fd, void* memory,
+                           std::size_t size)
+    : ranks_(ranks), ring_(ring), fd_(fd), memory_(memory), size_(size) {}
+
+LedgerMemory::~LedgerMemory() {
+  munmap(memory_, size_);
+  if (fd_ >= 0) close(fd_);
+}
+
+LedgerMemory::Area& LedgerMemory::area(int rank) const {
+  return *reinterpret_cast<Area*>(static_cast<char*>(memory_) + sizeof(Shape) +
+                                  AreaBytes(ring_) *
+                                      static_cast<std::size_t>(rank));
+}
+
+bool LedgerMemory::DigestsAgree() const {
+  std::unordered_map<std::uint64_t, CommDigest> seen;
+  std::unordered_map<std::uint64_t, CommDigest> mine;
+  for (int r = 0; r < ranks_; ++r) {
+    const Area& a = area(r);
+    const std::uint32_t named = std::min<std::uint32_t>(
+        a.named.load(std::memory_order_acquire), kComms);
+    mine.clear();
+    for (std::uint32_t i = 0; i < named; ++i) {
+      const std::uint64_t key = a.keys[i];
+      if (key == 0) continue;  // Not identified, or free: not compared.
+      const CommDigest d{a.calls[i].load(std::memory_order_acquire),
+                         a.digest[i].load(std::memory_order_relaxed)};
+      auto [it, made] = mine.try_emplace(key, d);
+      if (!made) Fold(it->second, d);
+    }
+    for (const auto& [key, d] : mine) {
+      // A communicator it did not use in this test (made in an earlier one,
+      // or one whose group it has left) says nothing.
+      if (d.calls == 0) continue;
+      auto [it, made] = seen.try_emplace(key, d);
+      if (!made && !(it->second == d)) return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+// Entry `i`, when it is whole (not being written, not written over).
+bool Copy(const Entry& e, std::uint64_t i, LedgerRecord* out) {
+  const std::uint64_t stamp = e.stamp.load(std::memory_order_acquire);
+  if (stamp != i + 1) return false;
+  LedgerRecord& r = *out;
+  r.index = i;
+  r.state = static_cast<LedgerState>(e.state.load(std::memory_order_acquire));
+  r.ended_ns = e.ended_ns.load(std::memory_order_relaxed);
+  r.seq = e.seq;
+  r.count = e.count;
+  r.entered_ns = e.entered_ns;
+  r.comm = e.comm;
+  r.tag = e.tag;
+  r.line = e.line;
+  r.peer = e.peer;
+  r.op = static_cast<LedgerOp>(e.op);
+  r.type = static_cast<DataType>(e.type);
+  r.reduce = static_cast<ReduceOp>(e.reduce);
+  r.harness = e.harness != 0;
+  r.file.assign(e.file, strnlen(e.file, LedgerMemory::kFileBytes));
+  if (r.op == LedgerOp::kAllGatherV) {
+    r.ranks = e.ranks;
+    r.counts.assign(
+        e.counts,
+        e.counts + std::min<std::size_t>(e.ranks, LedgerMemory::kCountsKept));
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (e.stamp.load(std::memory_order_relaxed) != stamp) return false;
+  return r.state == LedgerState::kEntered ||
+         r.state == LedgerState::kCompleted || r.state == LedgerState::kFailed;
+}
+
+}  // namespace
+
+std::optional<LedgerRecord> LedgerMemory::OpenCollective(int rank) const {
+  if (rank < 0 || rank >= ranks_) return std::nullopt;
+  const Area& a = area(rank);
+  const std::uint64_t written = a.written.load(std::memory_order_acquire);
+  if (written == 0 || written <= a.test_first.load(std::memory_order_acquire)) {
+    return std::nullopt;
+  }
+  LedgerRecord r;
+  if (!Copy(EntriesOf(a)[(written - 1) % ring_], written - 1, &r) ||
+      !r.collective() || r.state != LedgerState::kEntered) {
+    return std::nullopt;
+  }
+  return r;
+}
+
+bool LedgerMemory::InCollectiveSince(int rank, std::int64_t before_ns) const {
+  if (rank < 0 || rank >= ranks_) return false;
+  const Area& a = area(rank);
+  const std::uint64_t written = a.written.load(std::memory_order_acquire);
+  if (written == 0 || written <= a.test_first.load(std::memory_order_acquire)) {
+    return false;
+  }
+  const Entry& e = EntriesOf(a)[(written - 1) % ring_];
+  const std::uint64_t stamp = e.stamp.load(std::memory_order_acquire);
+  const auto op = static_cast<LedgerOp>(e.op);
+  const auto state =
+      static_cast<LedgerState>(e.state.load(std::memory_order_acquire));
+  const std::int64_t entered = e.entered_ns;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return stamp == written && e.stamp.load(std::memory_order_relaxed) == stamp &&
+         op != LedgerOp::kSend && op != LedgerOp::kRecv &&
+         state == LedgerState::kEntered && entered < before_ns;
+}
+
+RankLedgerView LedgerMemory::Read(int rank, int as_rank) const {
+  RankLedgerView view;
+  view.rank = as_rank;
+  if (rank < 0 || rank >= ranks_) return view;
+  const Area& a = area(rank);
+  view.read_ns = MonotonicNs();
+  view.read_wall_ns = RealtimeNs();
+  for (std::size_t p = 0; p < kPhases; ++p) {
+    view.phase_ns[p] = a.phase_ns[p].load(std::memory_order_acquire);
+  }
+  const std::uint32_t named =
+      std::min<std::uint32_t>(a.named.load(std::memory_order_acquire), kComms);
+  for (std::uint32_t i = 0; i < named; ++i) {
+    view.comms.emplace_back(a.names[i], strnlen(a.names[i], kNameBytes));
+    view.keys.push_back(a.keys[i]);
+    view.comm_ranks.push_back(a.comm_rank[i]);
+    view.comm_sizes.push_back(a.comm_size[i]);
+    // The count first: a digest read after it covers at least that many.
+    const std::uint64_t calls = a.calls[i].load(std::memory_order_acquire);
+    view.digests.push_back(
+        {calls, a.digest[i].load(std::memory_order_relaxed)});
+  }
+  view.blocked = a.blocked.load(std::memory_order_acquire);
+  view.threads = a.threads.load(std::memory_order_relaxed) != 0;
+  const std::uint64_t written = a.written.load(std::memory_order_acquire);
+  view.written = written;
+  const std::uint64_t first =
+      std::min(written, a.test_first.load(std::memory_order_acquire));
+  const std::uint64_t from =
+      std::max(first, written > ring_ ? written - ring_ : 0);
+  view.dropped = from - first;
+  for (std::uint64_t i = from; i < written; ++i) {
+    LedgerRecord r;
+    if (Copy(EntriesOf(a)[i % ring_], i, &r))
+      view.records.push_back(std::move(r));
+  }
+  return view;
+}
+
+pid_t LedgerMemory::Pid(int rank) const {
+  if (rank < 0 || rank >= ranks_) return 0;
+  return area(rank).pid.load(std::memory_order_acquire);
+}
+
+RankPhase LedgerMemory::Phase(int rank) const {
+  if (rank < 0 || rank >= ranks_) return RankPhase::kStarted;
+  const Area& a = area(rank);
+  for (std::size_t p = kPhases; p-- > 0;) {
+    if (a.phase_ns[p].load(std::memory_order_acquire) != 0) {
+      return static_cast<RankPhase>(p);
+    }
+  }
+  return RankPhase::kStarted;
+}
+
+Progress LedgerMemory::ProgressOf(int rank) const {
+  if (rank < 0 || rank >= ranks_) return {};
+  const Area& a = area(rank);
+  Progress p;
+  p.written = a.written.load(std::memory_order_acquire);
+  p.blocked = a.blocked.load(std::memory_order_acquire);
+  p.timeout_ms = a.blocked_timeout_ms.load(std::memory_order_relaxed);
+  p.threads = a.threads.load(std::memory_order_relaxed) != 0;
+  return p;
+}
+
+}  // namespace disttest::internal

@@ -1,0 +1,180 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The non-blocking sends and receives: Communicator::isend and irecv make a
+// Request, recorded in the ledger and the account of requests in flight;
+// its wait() or its destructor ends it through Communicator::WaitFor.
+#include "disttest/comm/request.h"
+
+#include <fmt/format.h>
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "comm/communicator_recorded.h"
+#include "comm/ledger.h"
+#include "comm/request_account.h"
+#include "disttest/comm/communicator.h"
+#include "disttest/error.h"
+
+namespace disttest {
+
+using internal::LedgerOp;
+
+namespace {
+// "isend(8 x float32 to rank 1, tag 7) on communicator \"grads\"" (without
+// " on ..." for an empty `comm`).
+std::string DescribeRequest(bool send, std::size_t count, DataType type,
+                            int peer, std::uint32_t tag,
+                            const std::string& comm) {
+  return fmt::format("{}({} x {} {} rank {}, tag {}){}{}",
+                     send ? "isend" : "irecv", count, Name(type),
+                     send ? "to" : "from", peer, tag,
+                     comm.empty() ? "" : " on ", comm);
+}
+}  // namespace
+
+Request Communicator::isend(const void* data, std::size_t count, DataType type,
+                            int peer, std::uint32_t tag, Where where) {
+  Request request;
+  // Posting is recorded as the send itself: what a hang shows is its wait.
+  Recorded r(*this, false,
+             {LedgerOp::kSend, type, ReduceOp::kSum, count, peer, tag}, where);
+  r.Run([&] { request.state_ = DoISend(data, count, type, peer, tag); },
+        /*blocks=*/false);
+  r.Pending();
+  request.comm_ = this;
+  request.send_ = true;
+  request.type_ = type;
+  request.count_ = count;
+  request.peer_ = peer;
+  request.tag_ = tag;
+  request.file_ = where.file_name();
+  request.line_ = where.line();
+  request.entry_ = r.index();
+  request.id_ = internal::RequestMade(
+      DescribeRequest(true, count, type, peer, tag, name_), where.file_name(),
+      where.line());
+  request.comm_alive_ = alive_;
+  return request;
+}
+
+Request Communicator::irecv(void* data, std::size_t count, DataType type,
+                            int peer, std::uint32_t tag, Where where) {
+  Request request;
+  Recorded r(*this, false,
+             {LedgerOp::kRecv, type, ReduceOp::kSum, count, peer, tag}, where);
+  r.Run([&] { request.state_ = DoIRecv(data, count, type, peer, tag); },
+        /*blocks=*/false);
+  r.Pending();
+  request.comm_ = this;
+  request.send_ = false;
+  request.type_ = type;
+  request.count_ = count;
+  request.peer_ = peer;
+  request.tag_ = tag;
+  request.file_ = where.file_name();
+  request.line_ = where.line();
+  request.entry_ = r.index();
+  request.id_ = internal::RequestMade(
+      DescribeRequest(false, count, type, peer, tag, name_), where.file_name(),
+      where.line());
+  request.comm_alive_ = alive_;
+  return request;
+}
+
+RequestState::~RequestState() = default;
+
+Request::Request(Request&& other) noexcept
+    : comm_(std::exchange(other.comm_, nullptr)),
+      state_(std::move(other.state_)),
+      send_(other.send_),
+      type_(other.type_),
+      count_(other.count_),
+      peer_(other.peer_),
+      tag_(other.tag_),
+      file_(other.file_),
+      line_(other.line_),
+      entry_(other.entry_),
+      id_(std::exchange(other.id_, 0)),
+      comm_alive_(std::move(other.comm_alive_)) {}
+
+Request& Request::operator=(Request&& other) noexcept {
+  if (this != &other) {
+    Finish();
+    comm_ = std::exchange(other.comm_, nullptr);
+    state_ = std::move(other.state_);
+    send_ = other.send_;
+    type_ = other.type_;
+    count_ = other.count_;
+    peer_ = other.peer_;
+    tag_ = other.tag_;
+    file_ = other.file_;
+    line_ = other.line_;
+    entry_ = other.entry_;
+    id_ = std::exchange(other.id_, 0);
+    comm_alive_ = std::move(other.comm_alive_);
+  }
+  return *this;
+}
+
+Request::~Request() { Finish(); }
+
+// Whether the communicator of a request in flight is gone: its state is
+// then left as it is (its backend went with it), out of the account.
+bool Request::Orphaned() noexcept {
+  if (state_ == nullptr || comm_alive_ == nullptr || *comm_alive_) {
+    return false;
+  }
+  internal::RequestWaited(std::exchange(id_, 0));
+  (void)state_.release();  // Its backend's memory went with the communicator.
+  return true;
+}
+
+void Request::Finish() noexcept {
+  if (state_ == nullptr || comm_ == nullptr) return;
+  if (Orphaned()) {
+    // Destroyed without wait() after its communicator: the test is told
+    // here (wait() throws instead).
+    internal::RequestDroppedAndFailed(
+        DescribeRequest(send_, count_, type_, peer_, tag_, ""), file_, line_,
+        "its communicator was destroyed first (wait for a Request before "
+        "its communicator goes)");
+    return;
+  }
+  try {
+    comm_->WaitFor(*this);
+  } catch (const std::exception& e) {
+    // Marked on the communicator by the backend (failed()) and in the
+    // ledger; a destructor cannot throw, so the rank runtime fails the test
+    // with it after the body (an error nobody sees would pass).
+    internal::RequestDroppedAndFailed(
+        DescribeRequest(send_, count_, type_, peer_, tag_, comm_->name()),
+        file_, line_, e.what());
+  }
+}
+
+void Request::wait() {
+  if (state_ == nullptr) return;
+  if (Orphaned()) {
+    throw CommError(
+        fmt::format("wait() of {}: its communicator was destroyed first",
+                    DescribeRequest(send_, count_, type_, peer_, tag_, "")));
+  }
+  comm_->WaitFor(*this);
+}
+
+void Communicator::WaitFor(Request& request) {
+  // The wait is the operation a hang shows: recorded as the send or
+  // receive it waits for, at the line that made it.
+  Recorded r(*this, false,
+             {request.send_ ? LedgerOp::kSend : LedgerOp::kRecv, request.type_,
+              ReduceOp::kSum, request.count_, request.peer_, request.tag_},
+             CallSite::current(request.file_, request.line_), request.entry_);
+  std::unique_ptr<RequestState> state = std::move(request.state_);
+  internal::RequestWaited(std::exchange(request.id_, 0));
+  r.Run([&] { state->Wait(timeout_); });
+}
+
+}  // namespace disttest
