@@ -1,42 +1,10 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The collective ledger: what each rank's communicators did, in memory that
-// the harness's parent reads without the rank's help, so that a rank that
-// hangs, is stopped or was SIGKILLed still says which collective it was in,
-// since when, and who called it.
-//
-//   // parent, before spawning:
-//   auto ledgers = disttest::internal::LedgerMemory::Create(world);
-//   // rank r (forked: the mapping came with fork; exec'd: Attach(fd)):
-//   disttest::internal::Ledger::Install(ledgers, r);
-//   comm->allreduce(v.data(), 8, disttest::ReduceOp::kSum);  // recorded
-//   // parent, at a timeout, while rank r is still stuck:
-//   RankLedgerView view = ledgers->Read(r);
-//   view.records.back().str();    // "allreduce(8 x float32, sum)"
-//   view.records.back().where();  // "at model_test.cc:42"
-//
-// Every operation of every Communicator made in a rank (the harness's world
-// communicator, launch()'s groups, CreateCommunicator's) is an entry:
-// which communicator, its sequence number there (collectives and
-// point-to-point operations are numbered apart, from 0, as the host arena
-// numbers them: the world's #0 is disttest's barrier before the body), the
-// operation, its
-// element type, count, reduce op, root or peer and tag, whether it is still
-// in it, completed or failed, when it entered and ended, and the caller's
-// file:line (a CallSite, a defaulted argument of the public
-// methods). A rank keeps its last kRing entries in a ring (more when a
-// trace is asked for: DISTTEST_TRACE).
-//
-// Cost: one uncontended atomic add, two clock reads and a copy of the file
-// name's last bytes an operation (bench/ledger_cost.cc: tens of
-// nanoseconds). A process with no ledger installed (a communicator made
-// outside a harness rank) records nothing.
-//
-// The ranks write and the parent reads at the same time: each entry carries
-// a stamp that is 0 while it is written and its index + 1 after, and a
-// reader keeps only the entries whose stamp it read the same before and
-// after copying them. An entry a rank was writing when it was killed is
-// left out.
+// The collective ledger: what each rank's communicators did, in shared memory
+// that the harness's parent reads without the rank's help (LedgerMemory), so
+// that a rank that hangs or was killed still says which collective it was in.
+// A rank's Ledger writes it. What an entry holds and how it is read while it
+// is written: docs/how-it-works.md#the-collective-ledgers.
 #ifndef DISTTEST_SRC_COMM_LEDGER_H_
 #define DISTTEST_SRC_COMM_LEDGER_H_
 

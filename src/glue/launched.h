@@ -8,7 +8,7 @@
 //   if (LaunchedRun()) return RunLaunched(test);   // in TestBody()
 //
 // How each test runs on every rank, step by step, and what a dead or hung
-// rank does to the run: harness/launched/step_protocol.h.
+// rank does to the run: docs/how-it-works.md#a-launched-job.
 #ifndef DISTTEST_SRC_GLUE_LAUNCHED_H_
 #define DISTTEST_SRC_GLUE_LAUNCHED_H_
 

@@ -1,33 +1,8 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The TCP store's wire format (private to the store; no compatibility with
-// c10d is intended). Every message is a frame:
-//
-//   frame   = uint32 payload length (little-endian) + payload
-//   request = uint8 op + arguments
-//   reply   = uint8 status (0 ok, 1 error) + data (error: message string)
-//
-// Strings and byte vectors are a uint32 length + the bytes; int64 is 8 bytes
-// little-endian; a key list is a uint32 count + that many strings.
-//
-//   op      arguments        reply data
-//   SET     key, value       -
-//   GET     key              value         (parked until the key exists)
-//   ADD     key, int64       int64 new value
-//   CHECK   keys             uint8 1 when all exist
-//   WAIT    keys             -             (parked until all exist)
-//   DELETE  key              uint8 1 when the key existed
-//   HELLO   token            none: never answered
-//
-// HELLO opens a connection to a server started with a token: such a server
-// closes, without a reply and without executing anything it sent, every
-// connection whose first frame is not a HELLO carrying its token. A server
-// without a token ignores HELLO. The client sends HELLO and its first request
-// back to back, so the handshake costs no round trip.
-//
-// DecodeRequest() is bounds-checked so that it can take arbitrary bytes (a
-// fuzzer, a port scanner) without reading out of bounds or allocating more
-// than the frame holds.
+// The TCP store's wire format, private to the store: its ops, their limits,
+// and the encoding and bounds-checked decoding of its frames. The format:
+// docs/how-it-works.md#the-stores-wire-format.
 #ifndef DISTTEST_SRC_RENDEZVOUS_WIRE_H_
 #define DISTTEST_SRC_RENDEZVOUS_WIRE_H_
 

@@ -1,30 +1,7 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Every key a launched job keeps in its store, in one table. Rank 0 serves
-// the store; each process has two connections to it (the main thread's and
-// the side thread's, job.h).
-//
-//   key                                    set by     read by
-//   launched/alive/<r>                     r's side   everyone's liveness
-//   launched/abort                         anyone     everyone: the run is
-//                                                     over, and why
-//   launched/stuck/<r>                     r          rank 0: r's body hangs
-//   launched/bye/<r>, launched/end         r; 0       0; everyone (Goodbye)
-//   launched/plan                          rank 0     everyone: its run
-//   launched/plan/<r>                      r          rank 0: "ok" or how
-//                                                     r's run differs
-//   launched/plans                         rank 0     everyone ("ok" or
-//                                                     the differences)
-//   launched/<seq>/at/<r>                  r          rank 0 (the meeting)
-//   launched/<seq>/start                   rank 0     everyone ("ok" or why
-//                                                     not)
-//   launched/<seq>/fixture-dirs            rank 0     everyone
-//   launched/<seq>/<step>/msg/<r>/<i>      r          rank 0: r's results
-//   launched/<seq>/<step>/done/<r>         r          rank 0 ("<count>
-//                                                     <verdict>")
-//   launched/<seq>/<step>/verdict          rank 0     everyone
-//   launched/<seq>/<step>/store/...        the step   the test's own keys
-//   launched/comm/<generation>/<key>/...   Gloo       Gloo (its rendezvous)
+// Every key a launched job keeps in its store (rank 0 serves it). Who sets
+// and reads each: the table in docs/how-it-works.md#a-launched-job.
 #ifndef DISTTEST_SRC_HARNESS_LAUNCHED_KEYS_H_
 #define DISTTEST_SRC_HARNESS_LAUNCHED_KEYS_H_
 

@@ -1,32 +1,9 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// How a launched job runs one test, the same on every process, in order
-// (the store keys are in keys.h):
-//   1. MeetAtTest: each rank writes the test's name; rank 0 compares them
-//      and fails the test on every rank when they differ (different
-//      filters or shuffle seeds), rather than let collectives deadlock.
-//   2. Sizes: a test of size N == launched size M runs on every rank; N < M
-//      runs on ranks 0..N-1 while the others wait; N > M is skipped.
-//   3. Each step (each fixture, then the test): the first N ranks run it
-//      (RunLaunchedRank); rank 0 gathers every rank's results
-//      (GatherReports), judges them, and publishes the verdict, which the
-//      others await and mirror, so that every process exits non-zero when
-//      any test failed.
-// A rank that dies stops heartbeating; whoever waits for it gives up after
-// a few seconds and fails the test on every rank (the abort key), and every
-// later test fails at once. A body that outlives the test's timeout prints
-// its process's stacks and ends the process once rank 0 has reported. After
-// a SIGTERM or SIGINT, rank 0 stops waiting for missing reports soon enough
-// to report before the sender's kill (Liveness::AwaitResults).
-//
-//   MeetAtTest(job, seq, spec.name, deadline);
-//   ... RunLaunchedRank(...) on ranks below N ...
-//   if (job.rank() == 0) {
-//     reports = GatherReports(job, keys, spec, deadline);
-//     PublishVerdict(job, keys, verdict);
-//   } else {
-//     verdict = AwaitVerdict(job, keys, spec.name, deadline);
-//   }
+// How a launched job runs one test, the same on every process: the plans'
+// comparison, the meeting, and each step's reports and verdict (the store
+// keys are in keys.h). The protocol, and what a dead or hung rank does to
+// the run: docs/how-it-works.md#a-launched-job.
 #ifndef DISTTEST_SRC_HARNESS_LAUNCHED_STEP_PROTOCOL_H_
 #define DISTTEST_SRC_HARNESS_LAUNCHED_STEP_PROTOCOL_H_
 
