@@ -1,65 +1,12 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// HostArena: shared memory in which the ranks of one host run their
-// collectives (barrier, allreduce, broadcast, allgather) and their sends and
-// receives, without a socket between them.
-//
-//   auto arena = disttest::HostArena::Create(world);  // before fork()
-//   ... fork the ranks ...
-//   // in rank r:
-//   disttest::GlooOptions gloo;
-//   gloo.arena = arena;
-//   auto comm = disttest::GlooCommunicator::Create(store, r, world, gloo);
-//   // in the parent, when a rank has ended:
-//   arena->MarkEnded(r);   // its peers' waits fail at once, naming it
-//
-// The memory is a memfd ("disttest-arena", close-on-exec) mapped shared:
-// processes forked after Create() share the mapping; a process started with
-// exec() gets it through the descriptor (fd(), cleared of close-on-exec in
-// that child) and Attach(). Nothing is left on any file system, and the
-// memory goes with the last mapping; pages no rank touched cost nothing.
-//
-// A Gloo communicator given an arena that carries data connects no sockets
-// at all: set-up costs O(1) per rank whatever the world size, where Gloo's
-// full mesh costs W(W-1)/2 connections. Buffers larger than a slot
-// (kSlotBytes per rank) go through in rounds of one slot each.
-//
-// On a 2-core machine a Gloo barrier and allreduce of 8 floats cost about
-// 0.6 ms at 4 ranks, nearly all of it hand-offs between each rank's event-loop
-// thread and its main thread; here a rank waits on a futex in the arena.
-//
-// Every result is reduced in rank order on every rank, so all ranks get the
-// same bits, whichever way (below) the reduction is split. A wait ends with
-// CommError when its timeout passes (naming the ranks that did not arrive)
-// or when MarkEnded() says a rank it waits for has gone.
-//
-// Every collective is checked before any rank uses a peer's data: each rank
-// writes its CollectiveCall (collective_call.h) and sequence number beside
-// its slot, and after the barrier compares every rank's with its own. Ranks
-// that disagree (rank 0 in allreduce while rank 1 broadcasts; 8 floats
-// against 16; sum against max; two roots) all fail at once with the same
-// message, naming what each rank called:
-//   collective #3 does not match across the 2 ranks: rank 0:
-//   allreduce(8 x float32, sum); rank 1: broadcast(8 x float32, root 0)
-// Each round of a large collective is checked the same way. With an arena
-// created without data (DISTTEST_NO_HOST_ARENA=1) the data goes through Gloo
-// and Check() makes the same comparison first. After a mismatch every later
-// operation in the arena fails, naming it.
-//
-// Point-to-point messages go through the sender's mailbox: a ring of posts
-// (each one piece of a message: its receiver, tag, count and type, and
-// where its bytes are) and a heap of kHeapBytes for the bytes. A send posts
-// its pieces as room allows and completes when its receiver has taken them
-// all; a receive takes, from its sender's posts, the first message to it
-// with its tag that no earlier receive took (messages of one sender and
-// one tag never overtake each other, as in MPI). Sends and receives may be
-// posted without waiting (PostSend, PostRecv: isend, irecv), several at
-// once; every wait of the rank moves all of them on. A receive that finds
-// its message of another count or type refuses it, and both fail at once:
-//   rank 0 sent 8 x float32 with tag 1; rank 1 expected 16 x float32 with
-//   tag 1
-// A receive whose tag no message has waits, and its timeout names what the
-// sender did post.
+// HostArena: shared memory (a memfd) in which the ranks of one host run their
+// collectives and their sends and receives, without a socket between them.
+// The parent Create()s it before it forks the ranks and MarkEnded()s a rank
+// that ended; a rank gives it to its communicator (GlooOptions::arena), after
+// exec through Attach(fd()). The protocol: docs/how-it-works.md#the-host-arena;
+// the check of every collective:
+// docs/how-it-works.md#the-check-of-every-collective.
 #ifndef DISTTEST_SRC_COMM_HOST_ARENA_H_
 #define DISTTEST_SRC_COMM_HOST_ARENA_H_
 
@@ -79,14 +26,6 @@ namespace disttest {
 namespace internal {
 struct HostArenaBenchmark;  // bench/collective_check_cost.cc
 
-// What the errors of a rank whose collective a peer broke say: they follow
-// from that peer's own error, and the verdict lists them after it.
-inline constexpr std::string_view kPeerGaveUp =
-    "gave up waiting in the host arena (see its error)";
-inline constexpr std::string_view kPeerEnded =
-    "ended while its peers waited for it in a collective";
-inline constexpr std::string_view kPeerSawMismatch =
-    "did not match across the ranks (see that error)";
 }  // namespace internal
 
 class HostArena {

@@ -36,6 +36,8 @@ bool GetString(const char*& p, const char* end, std::string* s) {
 }
 
 constexpr std::size_t kHeaderBytes = 1 + 4 + 4 + 4;
+// The kind's byte: the kind, and this bit for RankMessage::follows.
+constexpr uint8_t kFollowsBit = 0x80;
 
 }  // namespace
 
@@ -62,7 +64,8 @@ std::vector<char> EncodeRankMessage(const RankMessage& m,
   }
   std::vector<char> out;
   out.reserve(kHeaderBytes + file.size() + message.size());
-  out.push_back(static_cast<char>(m.kind));
+  out.push_back(static_cast<char>(static_cast<uint8_t>(m.kind) |
+                                  (m.follows ? kFollowsBit : 0)));
   PutU32(&out, static_cast<uint32_t>(m.line));
   PutU32(&out, static_cast<uint32_t>(file.size()));
   out.insert(out.end(), file.begin(), file.end());
@@ -79,7 +82,8 @@ bool DecodeRankMessage(const char* data, std::size_t size, RankMessage* out,
     *error = "empty result message";
     return false;
   }
-  auto kind = static_cast<uint8_t>(*p++);
+  const auto byte = static_cast<uint8_t>(*p++);
+  const auto kind = static_cast<uint8_t>(byte & ~kFollowsBit);
   if (kind > static_cast<uint8_t>(RankMessage::Kind::kExpectEnd)) {
     *error = fmt::format("result message has unknown kind {}", kind);
     return false;
@@ -95,6 +99,7 @@ bool DecodeRankMessage(const char* data, std::size_t size, RankMessage* out,
     return false;
   }
   out->kind = static_cast<RankMessage::Kind>(kind);
+  out->follows = (byte & kFollowsBit) != 0;
   out->line = static_cast<int32_t>(line);
   return true;
 }

@@ -33,6 +33,9 @@ struct RankMessage {
   std::string file;  // Empty when unknown.
   int32_t line = -1;
   std::string message;
+  // A failure that reports an error a peer caused (comm/peer_errors.h): the
+  // verdict lists it after that peer's own.
+  bool follows = false;
 };
 
 // Serialises `m` into at most `max_bytes` bytes, truncating the message

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/peer_errors.h"
 #include "comm/thread_ranks.h"
 #include "disttest/error.h"
 
@@ -122,6 +123,34 @@ TEST(HostArenaTest, AfterAFailedWaitEveryCollectiveFails) {
       EXPECT_EQ(e.what(), broken);
     }
   }
+}
+
+// The errors a peer caused are noted as such (comm/peer_errors.h), so that
+// the rank marks a failure that quotes one, whatever words surround it; a
+// rank's own timeout is not, and a new test forgets the last one's.
+TEST(HostArenaTest, ErrorsAPeerCausedAreNotedAsSuchAndOwnOnesAreNot) {
+  internal::ForgetErrorsOfPeers();
+  auto arena = HostArena::Create(2);
+  std::string own;
+  try {
+    arena->Barrier(0, std::chrono::milliseconds(50));
+  } catch (const CommError& e) {
+    own = e.what();
+  }
+  ASSERT_THAT(own, HasSubstr("timed out"));
+  EXPECT_FALSE(internal::ReportsAnErrorOfAPeer("x.cc:3: threw " + own));
+  std::string peers;
+  try {
+    arena->Barrier(1, std::chrono::seconds(30));
+  } catch (const CommError& e) {
+    peers = e.what();
+  }
+  ASSERT_THAT(peers, HasSubstr("gave up waiting"));
+  EXPECT_TRUE(internal::ReportsAnErrorOfAPeer(
+      "the test body threw disttest::CommError: [rank 1/2] barrier failed: " +
+      peers));
+  internal::ForgetErrorsOfPeers();
+  EXPECT_FALSE(internal::ReportsAnErrorOfAPeer(peers));
 }
 
 // A re-executed rank maps the arena from the descriptor it inherited: the

@@ -7,52 +7,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <set>
 
-#include "env/text.h"
+#include "harness/report/collective_lines.h"
 
 namespace disttest::internal {
 namespace {
-
-// A line about one rank before grouping: its text with a kTime mark for
-// each duration, which may differ between the ranks of one group, and
-// {is}-style marks for the words that agree with the subject.
-constexpr char kTime = '\x01';
-
-struct Line {
-  std::string pattern;
-  std::vector<std::int64_t> times;  // One per kTime, in order.
-};
-
-std::string Duration(std::int64_t ns) {
-  if (ns < 0) ns = 0;
-  if (ns < 1000000000) return fmt::format("{} ms", ns / 1000000);
-  return fmt::format("{:.1f} s", static_cast<double>(ns) / 1e9);
-}
-
-// "412 ms", "29.8-30.0 s": the group's durations.
-std::string Durations(std::int64_t lo, std::int64_t hi) {
-  const std::string a = Duration(lo), b = Duration(hi);
-  if (a == b) return a;
-  if (a.ends_with(" s") && b.ends_with(" s")) {
-    return a.substr(0, a.size() - 2) + "-" + b;
-  }
-  return a + " to " + b;
-}
-
-// The words that agree with a subject of one rank or several.
-std::string Agree(std::string text, bool plural) {
-  static const std::pair<const char*, const char*> kWords[] = {
-      {"is", "are"}, {"its", "their"}, {"it", "they"}, {"has", "have"}};
-  for (const auto& [one, many] : kWords) {
-    const std::string mark = fmt::format("{{{}}}", one);
-    for (std::size_t at = text.find(mark); at != std::string::npos;
-         at = text.find(mark)) {
-      text.replace(at, mark.size(), plural ? many : one);
-    }
-  }
-  return text;
-}
 
 // Communicator `id` of a rank's ledger: its key, or, for one the ledger
 // kept no key of (past LedgerMemory::kComms), one that matches no other
@@ -198,51 +157,6 @@ Line Describe(const Rank& r, std::uint64_t key, const std::string& comm,
   return line;
 }
 
-// The lines of `lines` (one per rank of `ranks`) grouped by pattern, in
-// order of their first rank.
-std::vector<std::string> Grouped(const std::vector<int>& ranks,
-                                 const std::vector<Line>& lines) {
-  struct Group {
-    const Line* first;
-    std::vector<int> ranks;
-    std::vector<std::int64_t> lo, hi;
-  };
-  std::vector<Group> groups;
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    auto same = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
-      return g.first->pattern == lines[i].pattern;
-    });
-    if (same == groups.end()) {
-      groups.push_back({&lines[i], {ranks[i]}, lines[i].times, lines[i].times});
-      continue;
-    }
-    same->ranks.push_back(ranks[i]);
-    for (std::size_t t = 0; t < lines[i].times.size(); ++t) {
-      same->lo[t] = std::min(same->lo[t], lines[i].times[t]);
-      same->hi[t] = std::max(same->hi[t], lines[i].times[t]);
-    }
-  }
-  std::vector<std::string> out;
-  for (const Group& g : groups) {
-    const bool plural = g.ranks.size() > 1;
-    std::string text = Agree(g.first->pattern, plural);
-    std::size_t t = 0;
-    for (std::size_t at = text.find(kTime); at != std::string::npos;
-         at = text.find(kTime)) {
-      // A mark beyond the times came in a name (a file's, from another
-      // host): it is dropped.
-      text.replace(at, 1, t < g.lo.size() ? Durations(g.lo[t], g.hi[t]) : "");
-      ++t;
-    }
-    std::string subject = RanksText(g.ranks);
-    const bool ranged =
-        RankNumbers(g.ranks).find_first_of(",-") != std::string::npos;
-    if (plural && ranged) subject += fmt::format(" ({} ranks)", g.ranks.size());
-    out.push_back(fmt::format("  {} {}", subject, text));
-  }
-  return out;
-}
-
 // The collective of `key` (`comm`, the world's when `world`) that not every
 // member completed, if any: who entered it with which call, and who did not.
 void ReportCommunicator(const std::vector<RankState>& states,
@@ -366,102 +280,6 @@ std::string JoinLines(std::vector<std::string> out, std::size_t max_lines) {
   return text;
 }
 
-// A rank whose every collective on one communicator returned: its digest
-// of the calls and the records its ledger kept.
-struct CallMember {
-  int rank;
-  CommDigest digest;
-  std::vector<const LedgerRecord*> records;
-};
-
-// The ranks that used communicator `key` in this test and whose every
-// collective on it returned (ranks that ended as expected left out).
-std::vector<CallMember> ReturnedMembers(const std::vector<RankState>& states,
-                                        std::uint64_t key) {
-  std::vector<CallMember> members;
-  for (const RankState& s : states) {
-    if (!s.ledger || s.ended_as_expected) continue;
-    const RankLedgerView& v = *s.ledger;
-    if (std::find(v.keys.begin(), v.keys.end(), key) == v.keys.end() ||
-        v.digests.size() < v.keys.size()) {
-      continue;
-    }
-    CallMember m{s.rank, v.digest_of(key), {}};
-    // Not used in this test by this rank: nothing to compare.
-    if (m.digest.calls == 0) continue;
-    bool returned = true;
-    for (const LedgerRecord& r : v.records) {
-      if (v.comm_key(r.comm) != key || !r.collective()) continue;
-      returned = returned && r.state == LedgerState::kCompleted;
-      m.records.push_back(&r);
-    }
-    if (returned) members.push_back(std::move(m));
-  }
-  return members;
-}
-
-// Where the calls of `members` on `comm` part: the first collective, among
-// those the ledgers kept, with each rank's call; or each rank's count and
-// digest when the difference is older than that.
-void DescribeFirstDifference(const std::vector<CallMember>& members,
-                             const std::string& comm,
-                             std::vector<std::string>* out) {
-  // The first collective, among those the ledgers kept, where the calls
-  // part.
-  std::set<std::uint64_t> seqs;  // The numbers the ledgers kept.
-  for (const CallMember& m : members) {
-    for (const LedgerRecord* r : m.records) seqs.insert(r->seq);
-  }
-  std::vector<int> numbers;
-  std::vector<Line> lines;
-  std::uint64_t at = UINT64_MAX;
-  for (std::uint64_t seq : seqs) {
-    const LedgerRecord* one = nullptr;
-    bool differ = false;
-    for (const CallMember& m : members) {
-      for (const LedgerRecord* r : m.records) {
-        if (r->seq != seq) continue;
-        if (one == nullptr) one = r;
-        if (!r->SameCall(*one)) differ = true;
-      }
-    }
-    if (!differ) continue;
-    at = seq;
-    for (const CallMember& m : members) {
-      numbers.push_back(m.rank);
-      const LedgerRecord* mine = nullptr;
-      for (const LedgerRecord* r : m.records) {
-        if (r->seq == seq) mine = r;
-      }
-      lines.push_back({mine != nullptr ? fmt::format("called {} {}",
-                                                     mine->str(), mine->where())
-                                       : std::string("made no such collective"),
-                       {}});
-    }
-    break;
-  }
-  if (at != UINT64_MAX) {
-    out->push_back(fmt::format(
-        "collective #{} on {} did not match across the ranks, though every "
-        "call returned (the data is not what the test meant):",
-        at, CommTitle(comm)));
-  } else {
-    // The first difference is older than what the ledgers kept.
-    out->push_back(fmt::format(
-        "the collectives on {} did not match across the ranks, though every "
-        "call returned (the data is not what the test meant); the first "
-        "difference is older than the operations the ledgers keep:",
-        CommTitle(comm)));
-    for (const CallMember& m : members) {
-      numbers.push_back(m.rank);
-      lines.push_back({fmt::format("made {} collectives, digest {:016x}",
-                                   m.digest.calls, m.digest.digest),
-                       {}});
-    }
-  }
-  for (std::string& l : Grouped(numbers, lines)) out->push_back(std::move(l));
-}
-
 }  // namespace
 
 std::string CommTitle(const std::string& name) {
@@ -537,41 +355,6 @@ std::string OpenMismatch(const std::vector<RankLedgerView>& views) {
   if (found == nullptr) return "";
   return fmt::format("collective #{} on {} does not match across the ranks",
                      found->first->seq, CommTitle(found->name));
-}
-
-std::string MismatchedCalls(const std::vector<RankState>& states) {
-  std::vector<std::uint64_t> keys;
-  std::map<std::uint64_t, std::string> names;
-  for (const RankState& s : states) {
-    if (!s.ledger) continue;
-    const RankLedgerView& v = *s.ledger;
-    for (std::uint32_t id = 0; id < v.keys.size(); ++id) {
-      // A communicator past those the ledger keeps has no key to match.
-      const std::uint64_t key = v.keys[id];
-      if (key != 0 && std::find(keys.begin(), keys.end(), key) == keys.end()) {
-        keys.push_back(key);
-        names[key] = v.comm_name(id);
-      }
-    }
-  }
-  std::vector<std::string> out;
-  for (const std::uint64_t key : keys) {
-    const std::string& comm = names[key];
-    const std::vector<CallMember> members = ReturnedMembers(states, key);
-    if (members.size() < 2) continue;
-    const bool agree =
-        std::all_of(members.begin(), members.end(), [&](const CallMember& m) {
-          return m.digest == members.front().digest;
-        });
-    if (agree) continue;
-    DescribeFirstDifference(members, comm, &out);
-  }
-  std::string text;
-  for (const std::string& l : out) {
-    if (!text.empty()) text += '\n';
-    text += l;
-  }
-  return text;
 }
 
 }  // namespace disttest::internal

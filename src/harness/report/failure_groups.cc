@@ -49,7 +49,7 @@ struct FailureGroup {
   std::string first_text;  // The first rank's own text.
   std::vector<int> ranks;
   std::optional<std::chrono::steady_clock::time_point> at;  // Earliest.
-  bool follows = false;  // FollowsFromAnother(key).
+  bool follows = false;                                     // Its first item's.
 };
 
 // For texts of the same number of lines, each line's place where the texts
@@ -222,7 +222,7 @@ std::vector<FailureGroup> GroupAlike(const TestSpec& spec,
     // joins the first group that does not end with it, as before.
     while (n < same.size() && groups[same[n]].ranks.back() == item.rank) ++n;
     if (n == same.size()) {
-      const bool follows = FollowsFromAnother(key);
+      const bool follows = item.follows;
       same.push_back(groups.size());
       groups.push_back({item.kind,
                         item.file,

@@ -30,6 +30,9 @@ struct FailureItem {
   std::string text;   // Without the "[rank r/N] " label.
   std::string value;  // A property's value.
   std::optional<std::chrono::steady_clock::time_point> at;
+  // It follows from another rank's failure (RankMessage::follows,
+  // RankReport::ended_for_a_peer): listed after the others.
+  bool follows = false;
 };
 
 // "[rank 3/4]", "[ranks 0-2, 5 of 8]" (with the fixture's name, if any).

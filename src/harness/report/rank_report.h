@@ -29,6 +29,15 @@ struct RankReport {
   std::optional<RankOutcome> outcome;  // How it ended; empty if unknown.
   std::string not_started;             // Why the rank was never started.
   std::string killed_because;          // Set when the harness killed the rank.
+  // Whose doing its kill (or its not being started) was, as a value the
+  // verdict reads: its own (a timeout, a deadlock), or another rank's: it
+  // was still running after a peer failed, or a peer could not be started.
+  // An end that follows from another rank's failure is listed after it.
+  enum class KilledFor { kItself, kPeersFailure, kPeersStart };
+  KilledFor killed_for = KilledFor::kItself;
+  // Found stopped (SIGSTOP, SIGTSTP, a tracer) when it was killed: likely
+  // the cause, whatever the kill's reason.
+  bool was_stopped = false;
   // Set when the test's deadline passed while this rank was still running
   // (before its verdict came): a failure however the rank then ended, also
   // when it finished by itself while the harness took the stacks.

@@ -11,10 +11,10 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "comm/host_arena.h"
 #include "env/text.h"
 #include "harness/report/collective_report.h"
 #include "harness/report/failure_groups.h"
+#include "harness/report/rank_failures.h"
 #include "harness/report/stack_tree.h"
 
 namespace disttest::internal {
@@ -24,49 +24,6 @@ namespace {
 // Names the fixture in findings that concern all of its ranks.
 std::string Whose(const TestSpec& spec) {
   return spec.fixture.empty() ? std::string() : spec.fixture + ": ";
-}
-
-// What a rank's exit status says when its final report never came.
-std::string EndWithoutReport(const RankOutcome& o) {
-  switch (o.exit_code()) {
-    case kExitHarnessError:
-      return fmt::format(
-          "{}: disttest could not set the rank up; its output above says why",
-          o.str());
-    case kExitExecFailed:
-      return fmt::format("{}: the test binary could not be re-executed",
-                         o.str());
-    case kExitFailed:
-    case kExitSkipped:
-      return fmt::format("{} (it {}), but its report was lost", o.str(),
-                         o.exit_code() == kExitFailed ? "failed" : "skipped");
-    default:
-      return fmt::format("{} before the test body finished", o.str());
-  }
-}
-
-// Whether one of the rank's own failures says `text` (a sanitizer report it
-// found in itself: LeakSanitizer's, after its body).
-bool Mentions(const RankReport& r, const std::string& text) {
-  for (const RankMessage& m : r.results) {
-    if ((m.kind == RankMessage::Kind::kFatalFailure ||
-         m.kind == RankMessage::Kind::kNonFatalFailure) &&
-        m.message.find(text) != std::string::npos) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// A rank whose verdict is "failed" but none of whose failures arrived (its
-// queue was full or broken) must still fail the test.
-std::optional<std::string> LostFailures(const RankReport& r) {
-  if (*r.done == RankVerdict::kFailed && !ReportedAFailure(r)) {
-    return std::string(
-        "reported that it failed, but its failure messages were lost; its "
-        "output above may say why");
-  }
-  return std::nullopt;
 }
 
 // Whether this rank's stack can go in the merged tree of the stuck ranks'
@@ -79,147 +36,6 @@ bool Stuck(const RankReport& r) {
   const bool killed = !r.killed_because.empty() &&
                       !((r.killed_after_done || r.parked) && r.done);
   return (overran || killed) && !ParseStacks(r.stack).empty();
-}
-
-// `message`, then where the rank was when its stack was taken.
-std::string WithStack(const RankReport& r, std::string message, bool in_tree) {
-  if (in_tree) {
-    message += "; where it was: in the stacks below";
-  } else if (!r.stack.empty()) {
-    // Enough to see where it was; a deep stack is cut, not the verdict.
-    constexpr std::size_t kMaxStack = 16 * 1024;
-    message += fmt::format("; it was here:\n{}", r.stack.substr(0, kMaxStack));
-    if (r.stack.size() > kMaxStack) message += "\n... (stack cut)";
-  }
-  return message;
-}
-
-// How a rank ended when that is itself a failure; nullopt when it ended the
-// way the harness ends a rank that ran its body to the end.
-std::optional<std::string> AbnormalEnd(const RankReport& r, bool in_tree) {
-  if (!r.not_started.empty()) {
-    return fmt::format("was not started: {}", r.not_started);
-  }
-  // The deadline is decided when it passes: a rank that finished only while
-  // its stack was being taken did not finish in time.
-  if (!r.overran.empty() && r.killed_because.empty()) {
-    return WithStack(
-        r,
-        fmt::format("did not finish in time: {}; it ended by itself only "
-                    "while disttest took the stacks",
-                    r.overran),
-        in_tree);
-  }
-  if (EndedAsExpected(r)) return std::nullopt;
-  // Expected to end before its verdict, by its own hand or a peer's: any
-  // other end but disttest's kill (which says why itself) is a failure.
-  if (r.expected_end && r.killed_because.empty()) {
-    std::string actual;
-    if (r.done) {
-      actual = fmt::format("it finished the test ({})", NameOf(*r.done));
-      if (r.outcome && !r.killed_after_done && !r.parked) {
-        actual += " and " + r.outcome->str();
-      }
-    } else if (r.outcome) {
-      actual = (r.outcome->signaled() ? "it was " : "it ") + r.outcome->str();
-    } else {
-      actual = "how it ended is unknown";
-    }
-    return fmt::format(
-        "was expected to {} (ExpectRankToEnd in rank {}), but {}",
-        r.expected_end->str(), r.expected_end->declared_by, actual);
-  }
-  if ((r.killed_after_done || r.parked) && r.done) return LostFailures(r);
-  if (!r.killed_because.empty()) {
-    return WithStack(
-        r, fmt::format("was killed by disttest: {}", r.killed_because),
-        in_tree);
-  }
-  if (!r.outcome) return std::string("ended, but how is unknown");
-  const RankOutcome& o = *r.outcome;
-  if (o.signaled()) return o.str();
-  if (!r.done) {
-    std::string end = EndWithoutReport(o);
-    if (r.ledger && r.ledger->phase() == RankPhase::kCheckingLeaks) {
-      // The check died: it could not stop the rank's threads (a debugger
-      // or tracer holds one), and what it wrote went into the report file
-      // disttest reads back.
-      end +=
-          "; it ended in LeakSanitizer's leak check after its body (the "
-          "check itself failed, as when a debugger or tracer holds one of "
-          "the rank's threads)";
-    }
-    return end;
-  }
-  if (o.exit_code() != ExitCodeOf(*r.done)) {
-    return fmt::format("{} after reporting that it {}", o.str(),
-                       NameOf(*r.done));
-  }
-  return LostFailures(r);
-}
-
-// `in_tree`: the rank's stack is in the merged tree, not in its failure.
-void AddRankResults(const TestSpec& spec, const RankReport& r, bool in_tree,
-                    std::vector<FailureItem>* out) {
-  for (std::size_t i = 0; i < r.results.size(); ++i) {
-    const RankMessage& m = r.results[i];
-    FailureItem item;
-    item.rank = r.rank;
-    item.file = m.file.empty() ? spec.file : m.file;
-    item.line = m.file.empty() || m.line < 0 ? spec.line : m.line;
-    item.text = m.message;
-    if (i < r.received.size()) item.at = r.received[i];
-    if (m.kind == RankMessage::Kind::kFatalFailure) {
-      item.kind = Finding::Kind::kFatalFailure;
-    } else if (m.kind == RankMessage::Kind::kNonFatalFailure) {
-      item.kind = Finding::Kind::kFailure;
-    } else if (m.kind == RankMessage::Kind::kProperty) {
-      // Per rank in the XML: "rank1.key".
-      const std::size_t nul = m.message.find('\0');
-      item.kind = Finding::Kind::kProperty;
-      item.text = fmt::format("rank{}.{}", r.rank, m.message.substr(0, nul));
-      item.value = nul == std::string::npos ? "" : m.message.substr(nul + 1);
-    } else {
-      continue;  // Skips and successes are judged below.
-    }
-    out->push_back(std::move(item));
-  }
-  for (const std::string& e : r.channel_errors) {
-    out->push_back({Finding::Kind::kFailure,
-                    spec.file,
-                    spec.line,
-                    r.rank,
-                    e,
-                    {},
-                    r.ended_at});
-  }
-  std::optional<std::string> end = AbnormalEnd(r, in_tree);
-  if (r.sanitizer && !Mentions(r, r.sanitizer->headline)) {
-    std::string text = r.sanitizer->str();
-    // An exit that follows the report (ASan's, UBSan's halt) is its
-    // consequence: one failure, not two.
-    if (end && r.outcome && !r.outcome->signaled() &&
-        r.killed_because.empty() && r.overran.empty()) {
-      text += fmt::format("\n  then the rank {}", *end);
-      end.reset();
-    }
-    out->push_back({Finding::Kind::kFatalFailure,
-                    spec.file,
-                    spec.line,
-                    r.rank,
-                    std::move(text),
-                    {},
-                    r.sanitizer->at ? r.sanitizer->at : r.ended_at});
-  }
-  if (end) {
-    out->push_back({Finding::Kind::kFatalFailure,
-                    spec.file,
-                    spec.line,
-                    r.rank,
-                    *end,
-                    {},
-                    r.ended_at});
-  }
 }
 
 void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
@@ -299,21 +115,6 @@ void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
 
 }  // namespace
 
-bool FollowsFromAnother(std::string_view text) {
-  for (std::string_view mark : {kPeerGaveUp, kPeerEnded, kPeerSawMismatch}) {
-    if (text.find(mark) != std::string_view::npos) return true;
-  }
-  // A kill after a peer failed, or because one could not be started; not a
-  // rank found stopped (SIGSTOP, a tracer): that one is likely the cause.
-  const std::string killed_after =
-      fmt::format("was killed by disttest: {} ", kStillRunningAfter);
-  if (text.find(kWasStopped) != std::string_view::npos) return false;
-  return text.rfind(killed_after, 0) == 0 ||
-         (text.find(kCouldNotBeStarted) != std::string_view::npos &&
-          (text.starts_with("was killed by disttest: rank ") ||
-           text.starts_with("was not started: rank ")));
-}
-
 namespace {
 
 // Where `stack` says the rank is in the test's own file: the innermost
@@ -345,7 +146,7 @@ constexpr std::string_view kHungInItsBody =
 
 bool FoundStuck(const RankReport& r) {
   return !r.overran.empty() ||
-         r.killed_because.find(kStillRunningAfter) != std::string::npos;
+         r.killed_for == RankReport::KilledFor::kPeersFailure;
 }
 
 // What the collective report needs of each rank (collective_report.h).

@@ -51,10 +51,6 @@ inline constexpr std::string_view kStillRunningAfter = "still running";
 inline constexpr std::string_view kCouldNotBeStarted = "could not be started";
 // Added to the reason of a kill of a rank found stopped.
 inline constexpr std::string_view kWasStopped = "it was stopped, not running";
-// Whether a failure's text says that it follows from another rank's: a
-// collective that a peer broke (the host arena's errors), or a kill after a
-// peer's failure. The verdict lists these after the failures they follow.
-bool FollowsFromAnother(std::string_view text);
 
 // When ranks were stuck, or a collective did not complete on every rank:
 // the paragraph that says which (collective_report.h), from the ranks'

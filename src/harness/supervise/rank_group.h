@@ -90,8 +90,10 @@ class RankGroup {
   // Sees which ranks ended; reads every queue again before it judges them.
   void ObserveExits();
   // SIGKILL to every rank still running and to the ranks' process group;
-  // `reason` is what a rank killed before its verdict is told.
-  void Kill(const std::string& reason);
+  // `reason` is what a rank killed before its verdict is told, and `why`
+  // whose doing that is (RankReport::killed_for).
+  void Kill(const std::string& reason,
+            RankReport::KilledFor why = RankReport::KilledFor::kItself);
   // Reads every rank's collective ledger into its report (one that has
   // one already keeps it, unless `again`).
   void ReadLedgers(bool again);

@@ -1,6 +1,7 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// RankGroup's spawning: the output pipes and the SpawnRequest of each rank.
+// RankGroup's spawning: the output pipes and the SpawnRequest of each rank,
+// and what of the group a rank of another group must close.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -90,11 +91,13 @@ void RankGroup::SpawnAll() {
       SpawnRank(r);
     } catch (const std::exception& e) {
       // The ranks already started are waiting for this one; end them now.
-      Kill(fmt::format("rank {} {}", r, kCouldNotBeStarted));
+      Kill(fmt::format("rank {} {}", r, kCouldNotBeStarted),
+           RankReport::KilledFor::kPeersStart);
       ranks_[r].report.not_started = e.what();
       for (int later = r + 1; later < spec_.world_size; ++later) {
         ranks_[later].report.not_started =
             fmt::format("rank {} {}", r, kCouldNotBeStarted);
+        ranks_[later].report.killed_for = RankReport::KilledFor::kPeersStart;
       }
       return;
     }
@@ -151,6 +154,25 @@ SpawnRequest RankGroup::RequestFor(int r, int stdout_fd, int stderr_fd) {
     if (other != this) other->AppendDescriptors(&request.close_in_child);
   }
   return request;
+}
+
+void RankGroup::AppendDescriptors(std::vector<int>* fds) const {
+  if (server_) {
+    std::vector<pollfd> server_fds;
+    server_->AppendPollFds(&server_fds);
+    for (const pollfd& p : server_fds) fds->push_back(p.fd);
+  }
+  if (arena_ != nullptr && arena_->fd() >= 0) fds->push_back(arena_->fd());
+  if (ledger_ != nullptr && ledger_->fd() >= 0) fds->push_back(ledger_->fd());
+  for (int fd : results_ready_) {
+    if (fd >= 0) fds->push_back(fd);
+  }
+  if (master_port_fd_ >= 0) fds->push_back(master_port_fd_);
+  for (const Rank& rank : ranks_) {
+    if (rank.out && rank.out->open()) fds->push_back(rank.out->fd());
+    if (rank.err && rank.err->open()) fds->push_back(rank.err->fd());
+    if (rank.pidfd >= 0) fds->push_back(rank.pidfd);
+  }
 }
 
 void RankGroup::SpawnRank(int r) {

@@ -1,4 +1,9 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The run of one test: the poll loop and its deadlines, the failure grace
+// (and the leak checks it waits for), the first failure as it comes, and
+// the heartbeat. Finding ranks that cannot go on is supervisor_deadlock.cc,
+// killing the stuck ones supervisor_stuck.cc.
 #include "harness/supervise/supervisor.h"
 
 #include <fmt/format.h>
@@ -6,7 +11,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 
 #include "disttest/env/rank_env.h"
 #include "disttest/error.h"
@@ -14,11 +18,8 @@
 #include "env/text.h"
 #include "harness/process/descendants.h"
 #include "harness/process/resources.h"
-#include "harness/process/stack_dump.h"
-#include "harness/report/collective_report.h"
-#include "harness/report/deadlock.h"
-#include "harness/report/stack_tree.h"
 #include "harness/report/verdict.h"
+#include "harness/supervise/supervisor_looks.h"
 
 namespace disttest::internal {
 namespace {
@@ -37,46 +38,6 @@ constexpr std::chrono::seconds kInterruptStacks(5);
 // check (scaled): hundreds of ranks that check at once on a few cores take
 // seconds, and a rank in it is not stuck.
 constexpr std::chrono::seconds kLeakCheckWait(20);
-
-// How often the parent looks for ranks that wait in a collective that
-// others entered with another call, and how long a rank must have waited
-// for a look at every rank's calls (a few microseconds a rank).
-constexpr std::chrono::milliseconds kMatchEvery(250);
-constexpr std::chrono::milliseconds kMatchAfter(200);
-// After a look that found the calls alike, the next one waits this long.
-constexpr std::chrono::milliseconds kMatchAgain(1000);
-// Ranks that wait for each other are a deadlock once none of them has
-// moved for this long, unless one's call gives up by itself within
-// kGivesUpSoon (a test that waits for a timeout on purpose gets it).
-constexpr std::chrono::milliseconds kStillFor(500);
-constexpr std::chrono::milliseconds kGivesUpSoon(2000);
-// The CPU time (clock ticks, 10 ms) a rank in a deadlock may spend between
-// two looks: its runtime's own threads waking now and then, not one that
-// computes.
-constexpr long long kIdleTicks = 2;
-
-// A process's CPU time so far, all threads, in clock ticks (utime + stime
-// of /proc/<pid>/stat); -1 when it cannot be read.
-long long CpuTicks(pid_t pid) {
-  if (pid <= 0) return -1;
-  std::FILE* f = std::fopen(fmt::format("/proc/{}/stat", pid).c_str(), "r");
-  if (f == nullptr) return -1;
-  char buf[1024];
-  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  buf[n] = '\0';
-  // After the command's closing parenthesis: field 3 (state) on; utime and
-  // stime are fields 14 and 15.
-  const char* p = std::strrchr(buf, ')');
-  if (p == nullptr) return -1;
-  unsigned long long utime = 0, stime = 0;
-  if (std::sscanf(p + 1,
-                  " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-                  &utime, &stime) != 2) {
-    return -1;
-  }
-  return static_cast<long long>(utime + stime);
-}
 
 }  // namespace
 
@@ -117,10 +78,11 @@ Supervisor::Supervisor(RankGroup& group)
     // Where, in one word: the whole path comes with the verdict.
     const std::size_t slash = m.file.rfind('/');
     StreamFirstFailure(
-        rank, m.file.empty()
-                  ? m.message
-                  : fmt::format("at {}:{}: {}", m.file.substr(slash + 1),
-                                m.line, m.message));
+        rank,
+        m.file.empty() ? m.message
+                       : fmt::format("at {}:{}: {}", m.file.substr(slash + 1),
+                                     m.line, m.message),
+        m.follows);
   });
   start_ = Clock::now();
   next_match_ =
@@ -150,8 +112,8 @@ Supervisor::~Supervisor() {
 }
 
 void Supervisor::StreamFirstFailure(const RankGroup::Rank& rank,
-                                    const std::string& what) {
-  if (failure_streamed_ || pending_failure_ || FollowsFromAnother(what)) {
+                                    const std::string& what, bool follows) {
+  if (failure_streamed_ || pending_failure_ || follows) {
     return;
   }
   // Printed once the poll loop has read every rank's results this turn
@@ -306,7 +268,7 @@ void Supervisor::OnExit(RankGroup::Rank& rank) {
   // One that disttest ended after its verdict came had finished.
   if (!passed && !known && rank.report.killed_because.empty() &&
       !rank.report.killed_after_done) {
-    StreamFirstFailure(rank, o.str());
+    StreamFirstFailure(rank, o.str(), /*follows=*/false);
   }
   if (passed || grace_deadline_ || !rank.report.killed_because.empty()) return;
   // Peers may be waiting for this rank in a collective that will never
@@ -337,7 +299,8 @@ void Supervisor::Run() {
       deadline_ = Clock::time_point::max();  // Now only reaping is left.
     } else if (grace_deadline_ && now >= *grace_deadline_ &&
                !WaitForLeakChecks(now)) {
-      KillStuck(grace_reason_, /*deadline=*/false, kStackDeadline);
+      KillStuck(grace_reason_, /*deadline=*/false, kStackDeadline,
+                RankReport::KilledFor::kPeersFailure);
     } else if (!grace_deadline_ && now >= next_match_) {
       if (const std::string differ = CallsThatDiffer(now); !differ.empty()) {
         next_match_ = Clock::time_point::max();  // Once: now they are ended.
@@ -367,220 +330,6 @@ void Supervisor::Run() {
     FlushFirstFailure();
   }
   FlushFirstFailure();
-}
-
-std::string Supervisor::CallsThatDiffer(Clock::time_point now) {
-  next_match_ = now + kMatchEvery;
-  const LedgerMemory* ledger = group_.ledger();
-  if (ledger == nullptr) return "";
-  const std::int64_t before =
-      MonotonicNs() -
-      std::chrono::duration_cast<std::chrono::nanoseconds>(kMatchAfter).count();
-  bool waiting = false;
-  for (const RankGroup::Rank& rank : group_.ranks()) {
-    if (!Ended(rank) && ledger->InCollectiveSince(rank.report.rank, before)) {
-      waiting = true;
-      break;
-    }
-  }
-  if (!waiting) return "";
-  std::vector<RankLedgerView> views;
-  views.reserve(group_.ranks().size());
-  for (const RankGroup::Rank& rank : group_.ranks()) {
-    views.push_back(ledger->Read(rank.report.rank));
-  }
-  std::string differ = OpenMismatch(views);
-  if (differ.empty()) next_match_ = now + kMatchAgain;
-  return differ;
-}
-
-std::string Supervisor::Deadlock(Clock::time_point now) {
-  const LedgerMemory* ledger = group_.ledger();
-  if (ledger == nullptr) return "";
-  const std::vector<RankGroup::Rank>& ranks = group_.ranks();
-  progress_.resize(ranks.size());
-  progress_since_.resize(ranks.size(), now);
-  gives_up_.resize(ranks.size(), now);
-  if (last_look_ == Clock::time_point()) last_look_ = start_;
-  std::vector<bool> still(ranks.size(), false);
-  std::vector<bool> finished(ranks.size(), false);
-  bool any = false;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    // Its verdict came: it calls nothing more in this test.
-    finished[i] = ranks[i].report.done.has_value();
-    const Progress p =
-        Ended(ranks[i]) ? Progress{} : ledger->ProgressOf(ranks[i].report.rank);
-    if (!(p == progress_[i])) {
-      progress_[i] = p;
-      progress_since_[i] = now;
-      // Its call began after the last look: it gives up no sooner than
-      // its timeout after that.
-      gives_up_[i] = last_look_ + std::chrono::milliseconds(p.timeout_ms);
-      continue;
-    }
-    still[i] = p.blocked != 0 && !p.threads &&
-               now - progress_since_[i] >= kStillFor &&
-               gives_up_[i] - now > kGivesUpSoon;
-    any = any || still[i];
-  }
-  last_look_ = now;
-  if (!any) {
-    deadlock_seen_.reset();
-    return "";
-  }
-  // The same ranks still and finished as at the last look: what was no
-  // deadlock then is none now (unless one waits to be confirmed).
-  std::vector<bool> looked_at = still;
-  looked_at.insert(looked_at.end(), finished.begin(), finished.end());
-  if (!deadlock_seen_ && looked_at == still_looked_at_) return "";
-  still_looked_at_ = std::move(looked_at);
-  std::vector<RankLedgerView> views;
-  views.reserve(ranks.size());
-  for (const RankGroup::Rank& rank : ranks) {
-    views.push_back(ledger->Read(rank.report.rank));
-  }
-  // Read after the progress: a rank that moved meanwhile is not still.
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    if (still[i] && (views[i].written != progress_[i].written ||
-                     views[i].blocked != progress_[i].blocked)) {
-      still[i] = false;
-    }
-  }
-  std::string found = FindDeadlock(views, still, finished);
-  if (found.empty()) {
-    deadlock_seen_.reset();
-    return "";
-  }
-  // Declared at the next look, when it is the same and none of the still
-  // ranks' processes ran meanwhile: a thread of theirs that computes (and
-  // has not called a communicator yet) may still send what they wait for.
-  std::vector<long long> cpu(ranks.size(), -1);
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    if (still[i]) cpu[i] = CpuTicks(ranks[i].pid);
-  }
-  if (deadlock_seen_ && deadlock_seen_->text == found) {
-    bool idle = true;
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      if (!still[i]) continue;
-      const long long before = deadlock_seen_->cpu[i];
-      idle =
-          idle && before >= 0 && cpu[i] >= 0 && cpu[i] - before <= kIdleTicks;
-    }
-    if (idle) return found;
-  }
-  deadlock_seen_ = DeadlockSeen{std::move(found), std::move(cpu)};
-  return "";
-}
-
-void Supervisor::KillStuck(const std::string& reason, bool deadline,
-                           std::chrono::milliseconds stack_deadline) {
-  std::vector<pid_t> pids;
-  std::vector<RankGroup::Rank*> stuck;
-  std::vector<std::size_t> results_at_deadline;  // Of each stuck rank.
-  group_.DrainChannels();  // A rank that reported its verdict is not stuck.
-  group_.ObserveExits();
-  for (RankGroup::Rank& rank : group_.ranks()) {
-    if (rank.pid <= 0 || rank.exited || rank.report.done) continue;
-    // Decided now: whatever the rank does while its stack is taken, it did
-    // not finish in time.
-    if (deadline) rank.report.overran = reason;
-    if (CheckingLeaks(rank)) {
-      // Its threads are the check's tracer's: no debugger can attach, and
-      // where it is is known.
-      if (rank.report.killed_because.empty()) {
-        rank.report.killed_because = fmt::format(
-            "{}; its test had ended, and it was still in LeakSanitizer's "
-            "leak check",
-            reason);
-      }
-      continue;
-    }
-    pids.push_back(rank.pid);
-    stuck.push_back(&rank);
-    results_at_deadline.push_back(rank.report.results.size());
-    if (group_.spawner().Stopped(rank.pid) &&
-        rank.report.killed_because.empty()) {
-      rank.report.killed_because = fmt::format(
-          "{}; {} (SIGSTOP, SIGTSTP or a tracer)", reason, kWasStopped);
-    }
-  }
-  // The deadline is the test's failure, printed below: a rank that gives
-  // up a collective while its stack is taken only follows from it, and is
-  // not streamed as the first failure.
-  FlushFirstFailure();  // What came before this.
-  if (deadline) failure_streamed_ = true;
-  // Where each rank's communicators are now, before stacks and kills
-  // change anything.
-  if (!pids.empty()) group_.ReadLedgers(/*again=*/true);
-  if (!pids.empty()) {
-    std::printf("[ disttest ] %s: %s; taking the stacks of %zu rank%s\n",
-                group_.Subject().c_str(), reason.c_str(), pids.size(),
-                pids.size() == 1 ? "" : "s");
-    std::fflush(stdout);
-    std::vector<std::string> stacks =
-        group_.spawner().Stacks(pids, stack_deadline);
-    for (std::size_t i = 0; i < stuck.size(); ++i) {
-      stuck[i]->report.stack = std::move(stacks[i]);
-    }
-    // Taking stacks takes a while: a rank that finished meanwhile is not
-    // stuck, and is not killed.
-    group_.DrainChannels();
-    group_.ObserveExits();
-    std::vector<RankGroup::Rank*> still;
-    for (std::size_t i = 0; i < stuck.size(); ++i) {
-      if (!ExcuseIfItFailedMeanwhile(*stuck[i], results_at_deadline[i])) {
-        still.push_back(stuck[i]);
-      }
-    }
-    PrintParagraph(still, reason);
-  }
-  group_.Kill(reason);
-  grace_deadline_.reset();
-}
-
-void Supervisor::PrintParagraph(const std::vector<RankGroup::Rank*>& stuck,
-                                const std::string& reason) {
-  // As the verdict will say it, with the stuck ranks as they were found.
-  std::vector<RankReport> reports;
-  for (RankGroup::Rank& rank : group_.ranks()) {
-    RankReport r;
-    r.rank = rank.report.rank;
-    r.ledger = rank.report.ledger;
-    r.stack = rank.report.stack;
-    r.outcome = rank.report.outcome;
-    if (std::find(stuck.begin(), stuck.end(), &rank) != stuck.end()) {
-      r.overran = reason;
-      r.outcome.reset();
-    }
-    reports.push_back(std::move(r));
-  }
-  const std::string text = CollectiveParagraph(group_.spec(), reports);
-  if (text.empty()) return;
-  std::printf("[ disttest ] %s: %s\n", group_.Subject().c_str(), text.c_str());
-  std::fflush(stdout);
-}
-
-bool Supervisor::ExcuseIfItFailedMeanwhile(RankGroup::Rank& rank,
-                                           std::size_t from) {
-  if (!rank.exited && !rank.report.done) return false;
-  if (!rank.report.killed_because.empty()) return false;
-  const std::vector<RankMessage>& results = rank.report.results;
-  const bool failed = std::any_of(
-      results.begin() +
-          static_cast<std::ptrdiff_t>(std::min(from, results.size())),
-      results.end(), [](const RankMessage& m) {
-        return m.kind == RankMessage::Kind::kFatalFailure;
-      });
-  if (!failed) return false;
-  rank.report.overran.clear();
-  // What the stack tool said of a process that had ended, not a stack.
-  if (ParseStacks(rank.report.stack).empty()) rank.report.stack.clear();
-  // Its collectives as it left them (it failed in one, say), not as they
-  // were at the deadline.
-  if (const LedgerMemory* ledger = group_.ledger()) {
-    rank.report.ledger = ledger->Read(rank.report.rank);
-  }
-  return true;
 }
 
 std::vector<RankReport> RunTest(const TestSpec& spec,

@@ -1,37 +1,10 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Supervisor: one distributed test from the parent's side, over the ranks
-// of a RankGroup (rank_group.h), from the moment they run it until each has
-// ended it: exited, or, for ranks that park (a worker pool's), reported
-// its verdict.
-//
-//   std::vector<RankReport> ranks = RunTest(spec, MakeSpawner(...));
-//   std::vector<Finding> verdict = Judge(spec, ranks);
-//
-// The parent serves the ranks' store itself, from its one single-threaded
-// poll loop (RankGroup::Serve): it forks, so it must not run threads; it
-// outlives every rank, so no rank has to come up first and a dead rank 0
-// cannot take the store with it; and it sees every request, which is where
-// hang diagnosis belongs.
-//
-// When a rank ends in anything but a pass, the others get
-// options.failure_grace to finish, then their stacks are taken and they
-// are killed (they may be blocked in a collective that cannot complete); a
-// rank that skipped gives them five times as long, since skipping ranks
-// usually all skip at once. At options.timeout the ranks still running have
-// overrun it: their stacks are taken and they are killed. The first failure
-// (a failure a rank reports, or a rank that dies) is printed when it comes:
-//   [ disttest ] Suite.Name/8ranks: first failure, rank 3 after 412 ms:
-//   barrier failed: timed out after 2700 ms waiting for rank 5 (...)
-// Ranks that wait in a collective that others entered with another call
-// (operation, count, type, reduce op or root; read from their ledgers every
-// kMatchEvery) cannot go on: their stacks are taken and they are killed at
-// once, with the calls in the report; so do ranks that wait for each other
-// in sends, receives and collectives none of which can complete (a
-// deadlock, deadlock.h), once none of them has moved for kStillFor.
-// SIGTERM or SIGINT while it runs (interrupt.h) is a deadline too: the
-// stacks (at most kInterruptStacks) and ledgers are taken, the ranks killed,
-// and the test fails saying which signal ended it.
+// Supervisor: one distributed test from the parent's side, over the ranks of
+// a RankGroup (rank_group.h), from the moment they run it until each has
+// ended it; and RunTest(), which runs one test on ranks of its own. Why the
+// parent serves the store, and when it ends the ranks:
+// docs/how-it-works.md#the-supervisor.
 #ifndef DISTTEST_SRC_HARNESS_SUPERVISE_SUPERVISOR_H_
 #define DISTTEST_SRC_HARNESS_SUPERVISE_SUPERVISOR_H_
 
@@ -58,7 +31,8 @@ class Supervisor {
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
-  // Serves the group until every rank has ended the test (see above).
+  // Serves the group until every rank has ended the test
+  // (docs/how-it-works.md#the-supervisor).
   void Run();
 
  private:
@@ -81,7 +55,9 @@ class Supervisor {
   void OnExit(RankGroup::Rank& rank);
   // Prints the test's first failure when it happens, once: at 2 a.m. the
   // root cause is on the terminal before the consequences and the kills.
-  void StreamFirstFailure(const RankGroup::Rank& rank, const std::string& what);
+  // A failure that `follows` from another rank's is no first failure.
+  void StreamFirstFailure(const RankGroup::Rank& rank, const std::string& what,
+                          bool follows);
   // Prints the failure StreamFirstFailure() kept, once every rank's results
   // of the poll loop's turn are read (a partial skip read in the same turn
   // is then printed as the cause).
@@ -89,9 +65,11 @@ class Supervisor {
   // Takes the stacks of the ranks still running, then kills them. At the
   // test's `deadline` the ranks still running have overrun it, whatever
   // they do while the stacks are taken, unless what they do is fail by
-  // themselves (ExcuseIfItFailedMeanwhile).
+  // themselves (ExcuseIfItFailedMeanwhile). `why`: whose doing the kill is
+  // (a peer's failure at the grace's end).
   void KillStuck(const std::string& reason, bool deadline,
-                 std::chrono::milliseconds stack_deadline);
+                 std::chrono::milliseconds stack_deadline,
+                 RankReport::KilledFor why = RankReport::KilledFor::kItself);
   // When a rank has waited in a collective for a while: the first one
   // that ranks entered with different calls (OpenMismatch), or "". Ranks
   // of one host that disagree fail at once in the host arena; this catches

@@ -88,6 +88,19 @@ TEST(RankMessageTest, RoundTrips) {
   EXPECT_EQ(back.file, m.file);
   EXPECT_EQ(back.line, 42);
   EXPECT_EQ(back.message, m.message);
+  EXPECT_FALSE(back.follows);
+  // That it follows from a peer's error travels with it, for every kind.
+  m.follows = true;
+  for (auto kind :
+       {RankMessage::Kind::kNonFatalFailure, RankMessage::Kind::kFatalFailure,
+        RankMessage::Kind::kExpectEnd}) {
+    m.kind = kind;
+    bytes = EncodeRankMessage(m, 1024);
+    ASSERT_TRUE(DecodeRankMessage(bytes.data(), bytes.size(), &back, &error))
+        << error;
+    EXPECT_EQ(back.kind, kind);
+    EXPECT_TRUE(back.follows);
+  }
 }
 
 TEST(RankMessageTest, OversizedMessageIsTruncatedWithANote) {

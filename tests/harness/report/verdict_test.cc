@@ -315,10 +315,14 @@ TEST(JudgeTest, ChannelErrorsAreReported) {
 }
 
 // A failed rank whose one failure came `ms` after `t0`.
+// `follows`: the rank marked it as reporting an error a peer caused
+// (comm/peer_errors.h).
 RankReport FailedWith(int rank, const std::string& text,
-                      std::chrono::steady_clock::time_point t0, int ms) {
+                      std::chrono::steady_clock::time_point t0, int ms,
+                      bool follows = false) {
   RankReport r = Ended(rank, RankVerdict::kFailed, kExitFailed);
-  r.results.push_back({RankMessage::Kind::kFatalFailure, "x.cc", 7, text});
+  r.results.push_back(
+      {RankMessage::Kind::kFatalFailure, "x.cc", 7, text, follows});
   r.received.push_back(t0 + std::chrono::milliseconds(ms));
   r.ended_at = t0 + std::chrono::milliseconds(ms + 1);
   return r;
@@ -335,7 +339,7 @@ TEST(JudgeTest, TheSameFailureOfManyRanksIsOneFindingWithTheirRanks) {
                              "threw: [rank " + std::to_string(r) +
                                  "/256] barrier failed: rank 3 ended while "
                                  "its peers waited for it in a collective",
-                             t0, 2 + r % 7));
+                             t0, 2 + r % 7, /*follows=*/true));
   }
   auto f = Judge(Spec(256), ranks);
   ASSERT_THAT(f, SizeIs(2));
@@ -391,11 +395,12 @@ TEST(JudgeTest, FailuresGoInTheOrderTheyCameConsequencesLast) {
       0,
       "barrier failed: rank 2 gave up waiting in the host arena (see its "
       "error); the arena cannot be used after that",
-      t0, 1);
+      t0, 1, /*follows=*/true);
   RankReport r1 = FailedWith(1, "late", t0, 90);
   RankReport r2 = FailedWith(2, "timed out waiting for rank 1", t0, 40);
   RankReport r3 = Ended(3, RankVerdict::kFailed, kExitFailed);
   r3.killed_because = "still running 2000 ms after rank 2 failed";
+  r3.killed_for = RankReport::KilledFor::kPeersFailure;
   r3.ended_at = t0;  // Even when it comes first: it followed from rank 2.
   auto f = Judge(Spec(4), {r0, r1, r2, r3});
   ASSERT_THAT(f, SizeIs(4));
@@ -480,6 +485,7 @@ TEST(JudgeTest, KillsBecauseARankCouldNotStartFollowItsFailure) {
   RankReport r0 = Ended(0, RankVerdict::kFailed, kExitFailed);
   r0.done.reset();
   r0.killed_because = "rank 1 could not be started";
+  r0.killed_for = RankReport::KilledFor::kPeersStart;
   r0.ended_at = t0;
   RankReport r1;
   r1.rank = 1;
@@ -491,6 +497,34 @@ TEST(JudgeTest, KillsBecauseARankCouldNotStartFollowItsFailure) {
             "unavailable");
   EXPECT_EQ(f[1].message,
             "[rank 0/2] was killed by disttest: rank 1 could not be started");
+}
+
+// Whether a failure follows from another rank's is a value the rank or the
+// parent set, never read from the words: the same words unmarked are a
+// failure of their own, and a rank found stopped is likely the cause.
+TEST(JudgeTest, WhatFollowsIsAValueNotTheWords) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string peer_words =
+      "barrier failed: rank 1 gave up waiting in the host arena (see its "
+      "error)";
+  auto f = Judge(Spec(2), {FailedWith(0, peer_words, t0, 1),
+                           FailedWith(1, "its own", t0, 50)});
+  ASSERT_THAT(f, SizeIs(2));
+  EXPECT_EQ(f[0].message, "[rank 0/2] (first failure) " + peer_words);
+  f = Judge(Spec(2), {FailedWith(0, "said nothing of a peer", t0, 1, true),
+                      FailedWith(1, "its own", t0, 50)});
+  ASSERT_THAT(f, SizeIs(2));
+  EXPECT_EQ(f[0].message, "[rank 1/2] (first failure) its own");
+  RankReport stopped = Ended(0, RankVerdict::kFailed, kExitFailed);
+  stopped.done.reset();
+  stopped.killed_because = "still running 2000 ms after rank 1 failed";
+  stopped.killed_for = RankReport::KilledFor::kPeersFailure;
+  stopped.was_stopped = true;
+  stopped.ended_at = t0;
+  f = Judge(Spec(2), {stopped, FailedWith(1, "its own", t0, 50)});
+  ASSERT_THAT(f, SizeIs(2));
+  EXPECT_THAT(f[0].message, HasSubstr("[rank 0/2] (first failure) was "
+                                      "killed by disttest: still running"));
 }
 
 }  // namespace

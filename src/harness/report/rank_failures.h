@@ -1,0 +1,34 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// What one rank contributes to the verdict (verdict.h) on its own: the
+// failures and properties it reported, its channel's errors, its
+// sanitizer's report, and how it ended when that is itself a failure (died,
+// killed, overran, exited early, not as ExpectRankToEnd said).
+//
+//   std::vector<FailureItem> items;
+//   AddRankResults(spec, rank, /*in_tree=*/false, &items);
+#ifndef DISTTEST_SRC_HARNESS_REPORT_RANK_FAILURES_H_
+#define DISTTEST_SRC_HARNESS_REPORT_RANK_FAILURES_H_
+
+#include <string>
+#include <vector>
+
+#include "harness/rank_outcome.h"
+#include "harness/report/failure_groups.h"
+#include "harness/report/rank_report.h"
+#include "harness/spec.h"
+
+namespace disttest::internal {
+
+// What a rank's exit status says when its final report never came.
+std::string EndWithoutReport(const RankOutcome& o);
+
+// Rank `r`'s failures and properties, appended to `out` (not its skips or
+// passes). `in_tree`: the rank's stack is in the merged tree, not in its
+// failure.
+void AddRankResults(const TestSpec& spec, const RankReport& r, bool in_tree,
+                    std::vector<FailureItem>* out);
+
+}  // namespace disttest::internal
+
+#endif  // DISTTEST_SRC_HARNESS_REPORT_RANK_FAILURES_H_
