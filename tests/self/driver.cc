@@ -11,8 +11,8 @@ int LineOf(const std::string& marker) {
 }
 
 std::string FailureAt(const std::string& marker, const std::string& label) {
-  return "verdicts_child_.cc:" + std::to_string(LineOf(marker)) + ": Failure\n" +
-         label + " ";
+  return "verdicts_child_.cc:" + std::to_string(LineOf(marker)) +
+         ": Failure\n" + label + " ";
 }
 
 Verdict RunVerdicts(const ChildSetup& setup, const std::string& filter,
