@@ -19,7 +19,6 @@
 #include <typeinfo>
 
 #include "comm/ledger.h"
-#include "comm/peer_errors.h"
 #include "comm/request_account.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
@@ -63,7 +62,6 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
     m.file = r.file_name() != nullptr ? r.file_name() : "";
     m.line = r.line_number();
     m.message = r.message();
-    m.follows = r.failed() && ReportsAnErrorOfAPeer(m.message);
     if (r.skipped()) {
       m.kind = RankMessage::Kind::kSkip;
       skipped_ = true;
@@ -133,8 +131,6 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
   // parent's account, where a plain TEST may have left something) is not
   // this test's.
   TakeRequestProblems(/*ended=*/true);
-  // Nor the errors peers caused in an earlier test (a pooled rank).
-  ForgetErrorsOfPeers();
   const std::map<std::string, std::string> properties_before = Properties();
   ChannelReporter reporter(report, env.rank);
   // The harness's own keys live beside the user's; keep them apart.

@@ -100,7 +100,7 @@ class LaunchedRankHost : public RankHost {
   }
 
   void Report(const RankMessage& m) override {
-    results_.push_back(m);
+    results_.push_back(MarkedIfItFollows(m));
     reported_ns_.push_back(MonotonicNs());
   }
 

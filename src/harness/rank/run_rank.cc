@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "comm/ledger.h"
+#include "comm/peer_errors.h"
 #include "env/knobs.h"
 #include "harness/report/sanitizer_report.h"
 
@@ -30,6 +31,9 @@ std::chrono::milliseconds RankTimeout(const RankEnv& env,
 RankVerdict RunProgram(RankProgram& program, const RankEnv& env,
                        Communicator* comm, Store& store,
                        const ReportFn& report) {
+  // The errors peers caused in an earlier test (a pooled rank's) are not
+  // this one's.
+  ForgetErrorsOfPeers();
   RankVerdict verdict = program.Run(env, comm, store, report);
   // A rank that failed is not checked: its failure is the news, and a
   // collective that failed may leave memory behind that is not the test's.
@@ -46,9 +50,18 @@ RankVerdict RunProgram(RankProgram& program, const RankEnv& env,
   return verdict;
 }
 
+RankMessage MarkedIfItFollows(RankMessage m) {
+  const bool failure = m.kind == RankMessage::Kind::kFatalFailure ||
+                       m.kind == RankMessage::Kind::kNonFatalFailure;
+  if (failure && !m.follows) m.follows = ReportsAnErrorOfAPeer(m.message);
+  return m;
+}
+
 RankVerdict RunRank(RankProgram& program, const Options& options,
                     RankHost& host) {
   const ReportFn report = [&](const RankMessage& m) { host.Report(m); };
+  // A forked rank inherits what its parent's communicators noted.
+  ForgetErrorsOfPeers();
   RankVerdict verdict = RankVerdict::kFailed;
   Communicator* comm = nullptr;
   try {

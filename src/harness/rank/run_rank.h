@@ -71,6 +71,11 @@ RankVerdict RunProgram(RankProgram& program, const RankEnv& env,
                        Communicator* comm, Store& store,
                        const ReportFn& report);
 
+// `m` as a host sends it: a failure that reports an error a peer caused in
+// this process (comm/peer_errors.h) is marked as following from it
+// (RankMessage::follows). Both hosts' Report() send through it.
+RankMessage MarkedIfItFollows(RankMessage m);
+
 // The deadline of every blocking operation in a rank of a test with
 // timeout `test`: a tenth (at most 5 s) shorter, so that a rank stuck in
 // a collective reports which operation and which peer before the test's

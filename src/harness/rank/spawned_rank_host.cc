@@ -307,7 +307,7 @@ class SpawnedRankHost : public RankHost {
   }
 
   void Report(const RankMessage& m) override {
-    if (!channel_->Send(m, kSendTimeout)) {
+    if (!channel_->Send(MarkedIfItFollows(m), kSendTimeout)) {
       std::fprintf(stderr, "disttest: a result could not be sent: %s\n",
                    m.message.c_str());
     }

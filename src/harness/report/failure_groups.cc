@@ -49,7 +49,9 @@ struct FailureGroup {
   std::string first_text;  // The first rank's own text.
   std::vector<int> ranks;
   std::optional<std::chrono::steady_clock::time_point> at;  // Earliest.
-  bool follows = false;                                     // Its first item's.
+  // Every item follows from another rank's failure: a group with one of
+  // the cause's own is never put after what it caused.
+  bool follows = false;
 };
 
 // For texts of the same number of lines, each line's place where the texts
@@ -236,6 +238,7 @@ std::vector<FailureGroup> GroupAlike(const TestSpec& spec,
     }
     FailureGroup& group = groups[same[n]];
     group.ranks.push_back(item.rank);
+    group.follows = group.follows && item.follows;
     if (item.at && (!group.at || *item.at < *group.at)) group.at = item.at;
   }
   return groups;

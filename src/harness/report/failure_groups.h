@@ -31,7 +31,7 @@ struct FailureItem {
   std::string value;  // A property's value.
   std::optional<std::chrono::steady_clock::time_point> at;
   // It follows from another rank's failure (RankMessage::follows,
-  // RankReport::ended_for_a_peer): listed after the others.
+  // RankReport::killed_for and was_stopped): listed after the others.
   bool follows = false;
 };
 

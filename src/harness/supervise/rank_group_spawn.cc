@@ -94,6 +94,7 @@ void RankGroup::SpawnAll() {
       Kill(fmt::format("rank {} {}", r, kCouldNotBeStarted),
            RankReport::KilledFor::kPeersStart);
       ranks_[r].report.not_started = e.what();
+      ranks_[r].report.killed_for = RankReport::KilledFor::kItself;
       for (int later = r + 1; later < spec_.world_size; ++later) {
         ranks_[later].report.not_started =
             fmt::format("rank {} {}", r, kCouldNotBeStarted);

@@ -199,6 +199,8 @@ class StepProtocolTest : public ::testing::Test {
   static std::vector<std::string> RunJobOn(int n, int port, const Body& body) {
     std::vector<pid_t> pids;
     std::vector<int> reads;
+    const pid_t parent_pid = getpid();
+    const std::string nonce = std::to_string(std::random_device{}());
     for (int r = 0; r < n; ++r) {
       LauncherEnv env;
       env.launcher = "torchrun";
@@ -208,7 +210,9 @@ class StepProtocolTest : public ::testing::Test {
       env.local_size = n;
       env.master_addr = "127.0.0.1";
       env.master_port = port;
-      env.store_token = "step-protocol-test";
+      // Another job on the same port (ctest -j) is refused, not joined.
+      env.store_token = "step-protocol-test-" + std::to_string(parent_pid) +
+                        "-" + std::to_string(port) + "-" + nonce;
       int fds[2];
       if (pipe2(fds, O_CLOEXEC) != 0) break;
       const pid_t parent = getpid();

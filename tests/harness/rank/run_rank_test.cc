@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/peer_errors.h"
 #include "disttest/error.h"
 
 namespace disttest::internal {
@@ -27,11 +28,20 @@ class RecordingCommunicator : public Communicator {
   int size() const override { return 2; }
   const char* backend_name() const override { return "fake"; }
   bool fail_barrier = false;
+  // The barrier fails as the host arena's does when a peer ended.
+  bool peer_ends_in_barrier = false;
 
  protected:
   void DoBarrier() override {
     log_->push_back("barrier");
     if (fail_barrier) throw CommError("[rank 0/2] barrier failed: peer gone");
+    if (peer_ends_in_barrier) {
+      throw CommError(
+          std::string("[rank 0/2] barrier failed: ") +
+          ErrorOfAPeer(
+              "rank 1 ended while its peers waited for it in a collective")
+              .what());
+    }
   }
   void DoAllReduce(void*, std::size_t, DataType, ReduceOp) override {}
   void DoBroadcast(void*, std::size_t, DataType, int) override {}
@@ -71,7 +81,10 @@ class RecordingHost : public RankHost {
     if (!connect_error.empty()) throw CommError(connect_error);
     return &comm;
   }
-  void Report(const RankMessage& m) override { reported.push_back(m); }
+  // As both real hosts send it.
+  void Report(const RankMessage& m) override {
+    reported.push_back(MarkedIfItFollows(m));
+  }
   RankVerdict Finish(RankVerdict verdict, Communicator* c) override {
     log.push_back(std::string("finish ") + NameOf(verdict));
     finished_with = c;
@@ -168,6 +181,31 @@ TEST(RunRankTest, AFailedSetUpIsTheRanksFatalFailureAtTheTest) {
     EXPECT_THAT(m.message,
                 HasSubstr(host.comm.fail_barrier ? "barrier failed" : cause));
   }
+}
+
+// A set-up that a peer broke (it ended while this rank waited in the first
+// barrier) follows from that peer's failure, a value the host sends with
+// it; what was noted before the rank's test (a forked rank inherits its
+// parent's) is forgotten, so the same words of its own are its own.
+TEST(RunRankTest, ASetUpAPeerBrokeFollowsFromItButNotWhatCameBefore) {
+  RecordingHost broken;
+  broken.comm.peer_ends_in_barrier = true;
+  RecordingProgram program(&broken.log);
+  EXPECT_EQ(RunRank(program, Options{}, broken), RankVerdict::kFailed);
+  ASSERT_EQ(broken.reported.size(), 1u);
+  EXPECT_THAT(broken.reported[0].message, HasSubstr("rank 1 ended while"));
+  EXPECT_TRUE(broken.reported[0].follows);
+
+  const std::string words =
+      "rank 1 gave up waiting in the host arena (see its error)";
+  (void)ErrorOfAPeer(words);  // Before this rank's test.
+  RecordingHost own;
+  own.connect_error = words;
+  RecordingProgram second(&own.log);
+  EXPECT_EQ(RunRank(second, Options{}, own), RankVerdict::kFailed);
+  ASSERT_EQ(own.reported.size(), 1u);
+  EXPECT_THAT(own.reported[0].message, HasSubstr(words));
+  EXPECT_FALSE(own.reported[0].follows);
 }
 
 }  // namespace

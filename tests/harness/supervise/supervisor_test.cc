@@ -91,6 +91,8 @@ TEST(SupervisorTest, AFailureGivesAStuckPeerTheGraceThenItsStackAndTheKill) {
   EXPECT_GE(took, kGrace);
   EXPECT_LT(took, spec.options.timeout / 2);
   EXPECT_EQ(r[0].killed_because, "still running 200 ms after rank 1 failed");
+  EXPECT_EQ(r[0].killed_for, RankReport::KilledFor::kPeersFailure);
+  EXPECT_EQ(r[1].killed_for, RankReport::KilledFor::kItself);
   EXPECT_EQ(r[0].stack, "#0 stack of fake rank 0\n");
   EXPECT_EQ(r[0].overran, "");
   const std::string messages = Messages(spec, r);
@@ -111,6 +113,7 @@ TEST(SupervisorTest, ASkipGivesPeersFiveTimesTheGrace) {
                         std::vector<Script>{Skips(), FakeSpawner::Hangs()}));
   EXPECT_GE(Clock::now() - start, 5 * kGrace);
   EXPECT_EQ(r[1].killed_because, "still running 1000 ms after rank 0 skipped");
+  EXPECT_EQ(r[1].killed_for, RankReport::KilledFor::kPeersFailure);
 }
 
 TEST(SupervisorTest, RanksStillRunningAtTheTimeoutHaveOverrunIt) {
