@@ -39,6 +39,7 @@
 #include "disttest/env/names.h"
 #include "env/internal_names.h"
 #include "harness/rank_outcome.h"
+#include "harness/spawn/process_helpers.h"
 
 namespace disttest::internal {
 namespace {
@@ -49,38 +50,6 @@ using ::testing::HasSubstr;
 
 // Every wait of these tests: far beyond what any of them takes.
 constexpr seconds kBound{60};
-
-// A pipe; both ends close with it.
-class Pipe {
- public:
-  Pipe() {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) == 0) {
-      read_ = fds[0];
-      write_ = fds[1];
-    }
-  }
-  ~Pipe() {
-    CloseRead();
-    CloseWrite();
-  }
-  Pipe(const Pipe&) = delete;
-  Pipe& operator=(const Pipe&) = delete;
-  int read_end() const { return read_; }
-  int write_end() const { return write_; }
-  void CloseRead() {
-    if (read_ >= 0) close(read_);
-    read_ = -1;
-  }
-  void CloseWrite() {
-    if (write_ >= 0) close(write_);
-    write_ = -1;
-  }
-
- private:
-  int read_ = -1;
-  int write_ = -1;
-};
 
 // What was written into each of `fds` until every writer closed it, or
 // until `deadline` (then what came so far; *complete turns false).
@@ -121,28 +90,16 @@ std::vector<std::string> ReadUntilClosed(std::vector<int> fds,
   }
 }
 
-// Kills and reaps, at the end of a test, every rank it started that is
-// still this process's unreaped child (an ASSERT left early); a pid that
-// was reaped is no child any more, and is left alone.
-class Reaper {
- public:
-  ~Reaper() {
-    for (pid_t pid : pids_) {
-      if (waitpid(pid, nullptr, WNOHANG) == 0) {
-        kill(pid, SIGKILL);
-        while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-        }
-      }
-    }
-  }
-  pid_t operator()(pid_t pid) {
-    if (pid > 0) pids_.push_back(pid);
-    return pid;
-  }
-
- private:
-  std::vector<pid_t> pids_;
-};
+// What the rank wrote into `out` and `err` ([0] and [1]) until it closed
+// them: the parent's write ends close first, so that only the rank's hold
+// them open. At the bound, what came so far (*complete turns false).
+std::vector<std::string> OutputOf(Pipe& out, Pipe& err,
+                                  bool* complete = nullptr) {
+  out.CloseWrite();
+  err.CloseWrite();
+  return ReadUntilClosed({out.read_end(), err.read_end()},
+                         Clock::now() + kBound, complete);
+}
 
 // Writes `text` to the rank's stdout with one raw call.
 void Say(const std::string& text) {
@@ -166,32 +123,6 @@ SpawnRequest Request(int rank, int world, const Pipe& out, const Pipe& err) {
   request.close_in_child = {out.read_end(), err.read_end()};
   return request;
 }
-
-// Sets a variable for the scope, then puts back what was there.
-class ScopedVariable {
- public:
-  ScopedVariable(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedVariable() {
-    if (old_) {
-      setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-  ScopedVariable(const ScopedVariable&) = delete;
-  ScopedVariable& operator=(const ScopedVariable&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 class RankSpawnerTest : public ::testing::Test {
  protected:
@@ -241,11 +172,8 @@ TEST_F(RankSpawnerTest, AForkedRankRunsItsEntryAndItsExitStatusComesBack) {
   });
   const pid_t pid = reaper_(spawner->Spawn(Request(2, 4, out, err)));
   ASSERT_GT(pid, 0);
-  out.CloseWrite();
-  err.CloseWrite();
   bool complete = false;
-  const std::vector<std::string> said = ReadUntilClosed(
-      {out.read_end(), err.read_end()}, Clock::now() + kBound, &complete);
+  const std::vector<std::string> said = OutputOf(out, err, &complete);
   ASSERT_TRUE(complete) << "the rank's output never closed";
   EXPECT_EQ(said[0], "rank 2 says hello\n");
   EXPECT_EQ(said[1], "and complains\n");
@@ -311,10 +239,7 @@ TEST_F(RankSpawnerTest, AnEntryThatThrowsEndsTheRankAsAHarnessErrorSayingWhy) {
   });
   const pid_t pid = reaper_(spawner->Spawn(Request(0, 1, out, err)));
   ASSERT_GT(pid, 0);
-  out.CloseWrite();
-  err.CloseWrite();
-  const std::vector<std::string> said =
-      ReadUntilClosed({out.read_end(), err.read_end()}, Clock::now() + kBound);
+  const std::vector<std::string> said = OutputOf(out, err);
   const std::optional<RankOutcome> outcome = EndOf(*spawner, pid);
   ASSERT_TRUE(outcome.has_value());
   ASSERT_TRUE(outcome->exited());
@@ -355,10 +280,7 @@ TEST_F(RankSpawnerTest, TheRankSeesTheEnvironmentItIsGiven) {
   request.extra_env = {{"DISTTEST_SPAWNER_TEST_EXTRA", "extra value"}};
   const pid_t pid = reaper_(spawner->Spawn(request));
   ASSERT_GT(pid, 0);
-  out.CloseWrite();
-  err.CloseWrite();
-  const std::vector<std::string> said =
-      ReadUntilClosed({out.read_end(), err.read_end()}, Clock::now() + kBound);
+  const std::vector<std::string> said = OutputOf(out, err);
   EXPECT_EQ(
       said[0],
       std::string("RANK=2\nWORLD_SIZE=4\nLOCAL_RANK=2\nMASTER_PORT=29999\n") +
@@ -414,10 +336,7 @@ TEST_F(RankSpawnerTest, TheRankHasNoTerminalAndNoneOfTheParentsDescriptors) {
   const pid_t pid = reaper_(spawner->Spawn(request));
   close(above);
   ASSERT_GT(pid, 0);
-  out.CloseWrite();
-  err.CloseWrite();
-  const std::vector<std::string> said =
-      ReadUntilClosed({out.read_end(), err.read_end()}, Clock::now() + kBound);
+  const std::vector<std::string> said = OutputOf(out, err);
   EXPECT_EQ(said[0], std::string("listed closed: yes\n") +
                          (can_close_from ? "above closed: yes\n" : "") +
                          "stdin: /dev/null, reads 0\n");
@@ -542,11 +461,8 @@ TEST_F(RankSpawnerTest, AReExecutedRankRunsOnlyItsTestWithItsEnvironment) {
   request.extra_env = {{"DISTTEST_SPAWNER_TEST_WORD", "exec'd"}};
   const pid_t pid = reaper_(spawner->Spawn(request));
   ASSERT_GT(pid, 0);
-  out.CloseWrite();
-  err.CloseWrite();
   bool complete = false;
-  const std::vector<std::string> said = ReadUntilClosed(
-      {out.read_end(), err.read_end()}, Clock::now() + kBound, &complete);
+  const std::vector<std::string> said = OutputOf(out, err, &complete);
   ASSERT_TRUE(complete);
   const std::optional<RankOutcome> outcome = EndOf(*spawner, pid);
   ASSERT_TRUE(outcome.has_value());
@@ -573,10 +489,7 @@ TEST_F(RankSpawnerTest, AnExecThatFailsEndsTheRankAsExecFailedSayingWhy) {
       {"DISTTEST_SPAWNER_TEST_HUGE", std::string(4u << 20, 'x')}};
   const pid_t pid = reaper_(spawner->Spawn(request));
   ASSERT_GT(pid, 0);
-  out.CloseWrite();
-  err.CloseWrite();
-  const std::vector<std::string> said =
-      ReadUntilClosed({out.read_end(), err.read_end()}, Clock::now() + kBound);
+  const std::vector<std::string> said = OutputOf(out, err);
   const std::optional<RankOutcome> outcome = EndOf(*spawner, pid);
   ASSERT_TRUE(outcome.has_value());
   ASSERT_TRUE(outcome->exited()) << outcome->str();

@@ -13,7 +13,6 @@
 // (ZygoteAlone.*, started by the ZygoteTest of the same name).
 #include "harness/spawn/zygote.h"
 
-#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -41,6 +40,7 @@
 #include "harness/process/command_line.h"
 #include "harness/process/descendants.h"
 #include "harness/rank_outcome.h"
+#include "harness/spawn/process_helpers.h"
 #include "harness/spawn/rank_spawner.h"
 #include "harness/spawn/zygote_wire.h"
 
@@ -59,34 +59,6 @@ constexpr char kWord[] = "DISTTEST_ZYGOTE_TEST_WORD";
 // Set for the copy of this binary that runs a ZygoteAlone test.
 constexpr char kAlone[] = "DISTTEST_ZYGOTE_TEST_ALONE";
 constexpr char kRankTest[] = "ZygoteRank.DISABLED_SaysWhatItGot";
-
-// A pipe; both ends close with it.
-class Pipe {
- public:
-  Pipe() {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) == 0) {
-      read_ = fds[0];
-      write_ = fds[1];
-    }
-  }
-  ~Pipe() {
-    if (read_ >= 0) close(read_);
-    CloseWrite();
-  }
-  Pipe(const Pipe&) = delete;
-  Pipe& operator=(const Pipe&) = delete;
-  int read_end() const { return read_; }
-  int write_end() const { return write_; }
-  void CloseWrite() {
-    if (write_ >= 0) close(write_);
-    write_ = -1;
-  }
-
- private:
-  int read_ = -1;
-  int write_ = -1;
-};
 
 // What was written into `fd` until every writer closed it; nullopt when
 // that did not happen by the bound.
@@ -109,28 +81,6 @@ std::optional<std::string> ReadUntilClosed(int fd) {
   }
 }
 
-// Kills and reaps, at the end of a test, every process it recorded that is
-// still this process's unreaped child (an ASSERT left early).
-class Reaper {
- public:
-  ~Reaper() {
-    for (pid_t pid : pids_) {
-      if (waitpid(pid, nullptr, WNOHANG) == 0) {
-        kill(pid, SIGKILL);
-        while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-        }
-      }
-    }
-  }
-  pid_t operator()(pid_t pid) {
-    if (pid > 0) pids_.push_back(pid);
-    return pid;
-  }
-
- private:
-  std::vector<pid_t> pids_;
-};
-
 // This process as a child subreaper for the scope, as the supervisor is
 // while a test runs: a rank, a grandchild of the zygote, is its child.
 class Subreaper {
@@ -145,32 +95,6 @@ class Subreaper {
 
  private:
   int was_ = 0;
-};
-
-// Sets (or, with null, unsets) a variable for the scope.
-class ScopedVariable {
- public:
-  ScopedVariable(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedVariable() {
-    if (old_) {
-      setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-  ScopedVariable(const ScopedVariable&) = delete;
-  ScopedVariable& operator=(const ScopedVariable&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
 };
 
 // This process's environment, without gtest's run-wide variables (a rank
