@@ -15,7 +15,8 @@
 // Link disttest::disttest and GTest::gtest_main (or your own main).
 //
 // It gives a test author what a test uses: the fixture and DIST_TEST_F,
-// options(), the communicator, the errors and the collective assertions.
+// options(), the communicator, the errors, the collective assertions, and
+// CurrentRank() for code under test that has no fixture at hand.
 // The rest is included on purpose, where it is used:
 //   <disttest/launch/launch.h>          launch(), Context (InternLM-style)
 //   <disttest/launch/launcher_env.h>    who this process is to its launcher
@@ -29,6 +30,7 @@
 
 #include "disttest/collective_assertions.h"
 #include "disttest/comm/communicator.h"
+#include "disttest/current_rank.h"
 #include "disttest/distributed_fixture.h"
 #include "disttest/distributed_test.h"
 #include "disttest/error.h"

@@ -1,17 +1,21 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The communicator of the rank this process runs, for code that has no
-// fixture at hand (the collective assertions). Set by the gtest glue around
-// SetUpRank(), the body and TearDownRank(); null elsewhere.
+// The rank this process runs, and its communicator, for code that has no
+// fixture at hand (the collective assertions, disttest::CurrentRank()). Set
+// by the gtest glue around SetUpRank(), the body and TearDownRank() (and a
+// DistributedFixture's Run()); null elsewhere.
 #ifndef DISTTEST_SRC_GLUE_CURRENT_COMMUNICATOR_H_
 #define DISTTEST_SRC_GLUE_CURRENT_COMMUNICATOR_H_
 
 #include "disttest/comm/communicator.h"
+#include "disttest/env/rank_env.h"
 
 namespace disttest::internal {
 
 Communicator* CurrentCommunicatorOrNull();
-void SetCurrentCommunicator(Communicator* comm);
+// The rank of `env` over `comm` is the current one until ClearCurrentRank().
+void SetCurrentRank(const RankEnv& env, Communicator* comm);
+void ClearCurrentRank();
 
 }  // namespace disttest::internal
 

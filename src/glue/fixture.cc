@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <csignal>
@@ -26,6 +27,7 @@
 #include <string_view>
 #include <typeinfo>
 
+#include "disttest/current_rank.h"
 #include "disttest/distributed_test.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
@@ -142,8 +144,11 @@ void StopAfterInterrupt(const TestSpec& spec, bool quiet, bool launched) {
 
 namespace {
 
-// A rank is a process of its own: one communicator for all its threads.
-Communicator* g_current_comm = nullptr;
+// A rank is a process of its own: one rank for all its threads. The info is
+// written before `g_in_rank` says so and never while it does, so a thread
+// that read true reads it whole.
+RankInfo g_current_rank;
+std::atomic<bool> g_in_rank{false};
 
 // The child of a "threadsafe" death test started by a rank (the binary
 // re-executed, the rank's environment inherited): runs the body in place as
@@ -190,10 +195,39 @@ int ChildFixtureIndex(DistributedTest& test) {
 
 }  // namespace
 
-Communicator* CurrentCommunicatorOrNull() { return g_current_comm; }
-void SetCurrentCommunicator(Communicator* comm) { g_current_comm = comm; }
+Communicator* CurrentCommunicatorOrNull() {
+  const RankInfo* rank = CurrentRankOrNull();
+  return rank != nullptr ? rank->comm : nullptr;
+}
+
+void SetCurrentRank(const RankEnv& env, Communicator* comm) {
+  g_in_rank.store(false, std::memory_order_release);
+  g_current_rank =
+      RankInfo{env.rank, env.world_size, env.local_rank, env.local_size, comm};
+  g_in_rank.store(true, std::memory_order_release);
+}
+
+void ClearCurrentRank() { g_in_rank.store(false, std::memory_order_release); }
 
 }  // namespace internal
+
+const RankInfo* CurrentRankOrNull() {
+  return internal::g_in_rank.load(std::memory_order_acquire)
+             ? &internal::g_current_rank
+             : nullptr;
+}
+
+const RankInfo& CurrentRank() {
+  const RankInfo* rank = CurrentRankOrNull();
+  if (rank == nullptr) {
+    throw Error(
+        "disttest::CurrentRank() was called outside a rank's test: it is set "
+        "in a distributed test's SetUpRank(), body and TearDownRank() (and a "
+        "DistributedFixture's Run()), in every launch mode and from every "
+        "thread of the rank; CurrentRankOrNull() asks without throwing");
+  }
+  return *rank;
+}
 
 bool InRank() {
   // A re-executed rank, before its test starts (its Environments' SetUp()):

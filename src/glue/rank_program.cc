@@ -126,7 +126,7 @@ std::string Demangle(const char* name) {
 
 RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
                                   Store& store, const ReportFn& report) {
-  SetCurrentCommunicator(comm);
+  SetCurrentRank(env, comm);
   // What the process held before this test (a forked rank inherits the
   // parent's account, where a plain TEST may have left something) is not
   // this test's.
@@ -186,7 +186,7 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
                       p.message.c_str(),
                       ::testing::TestPartResult::kNonFatalFailure);
   }
-  SetCurrentCommunicator(nullptr);
+  ClearCurrentRank();
   // What the rank recorded goes to the parent's XML (a pooled rank's
   // earlier tests recorded into the same gtest result: only what is new).
   for (const auto& [key, value] : Properties()) {
@@ -320,6 +320,19 @@ void AdoptFixtureDirs(DistributedTest& test, const std::string& joined) {
 // overrides.
 Options EffectiveOptions(const DistributedTest& test) {
   Options options = TestAccess::options(test);
+  if (const char* mode = std::getenv(env::kLaunch);
+      mode != nullptr && *mode != '\0') {
+    if (std::string_view(mode) == Name(LaunchMode::kFork)) {
+      options.launch = LaunchMode::kFork;
+    } else if (std::string_view(mode) == Name(LaunchMode::kExec)) {
+      options.launch = LaunchMode::kExec;
+    } else {
+      throw ConfigError(fmt::format(
+          "environment variable {}='{}': expected fork or exec (the launch "
+          "mode of every test of the run)",
+          env::kLaunch, mode));
+    }
+  }
   if (auto timeout = SecondsVariable(env::kTimeout)) options.timeout = *timeout;
   // A timeout of milliseconds::max() (or a thousand years) means no limit:
   // cut to the longest deadline that can be added to a time point.

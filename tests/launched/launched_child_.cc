@@ -64,8 +64,14 @@ const std::string kLaunchedRank = Env("RANK");
 const std::string kLaunchedWorldSize = Env("WORLD_SIZE");
 const std::string kLaunchedLocalWorldSize = Env("LOCAL_WORLD_SIZE");
 
-// The body sees its own test's rank environment, as a spawned rank does.
+// The body sees its own test's rank environment, as a spawned rank does,
+// and disttest::CurrentRank() is its test's rank.
 DIST_TEST_F(Launched, SeesItsOwnRankEnvironment, 2) {
+  const disttest::RankInfo& me = disttest::CurrentRank();
+  EXPECT_EQ(me.rank, rank());
+  EXPECT_EQ(me.world_size, 2);
+  EXPECT_EQ(me.local_size, 2);
+  EXPECT_EQ(me.comm, &comm());
   EXPECT_EQ(Env("RANK"), std::to_string(rank()));
   EXPECT_EQ(Env("WORLD_SIZE"), "2");
   EXPECT_EQ(Env("LOCAL_SIZE"), "2");
@@ -75,6 +81,7 @@ DIST_TEST_F(Launched, SeesItsOwnRankEnvironment, 2) {
 // After a distributed test the launcher's variables are back, each as it
 // was (torchrun's LOCAL_WORLD_SIZE too).
 TEST(LaunchedAfterwards, TheLauncherEnvironmentIsBack) {
+  EXPECT_EQ(disttest::CurrentRankOrNull(), nullptr);
   EXPECT_EQ(Env("RANK"), kLaunchedRank);
   EXPECT_EQ(Env("WORLD_SIZE"), kLaunchedWorldSize);
   EXPECT_EQ(Env("LOCAL_WORLD_SIZE"), kLaunchedLocalWorldSize);

@@ -1393,4 +1393,47 @@ DIST_TYPED_TEST(VerdictsTyped, SumsInItsType, 2, 3) {
   EXPECT_FALSE(fails) << "marker-typed-fails";
 }
 
+// disttest::CurrentRank(), for code under test without the fixture: the
+// fixture's own rank in SetUpRank(), the body, a thread of the body and
+// TearDownRank(), in every launch mode and in pooled ranks; outside a rank
+// it says where it may be called.
+class VerdictsCurrentRank : public disttest::DistributedTest {
+ protected:
+  void SetUpRank() override { Check("SetUpRank()"); }
+  void TearDownRank() override { Check("TearDownRank()"); }
+  void Check(const char* where) {
+    const disttest::RankInfo* me = disttest::CurrentRankOrNull();
+    ASSERT_NE(me, nullptr) << where;
+    EXPECT_EQ(me->rank, rank()) << where;
+    EXPECT_EQ(me->world_size, world_size()) << where;
+    EXPECT_EQ(me->local_rank, local_rank()) << where;
+    EXPECT_EQ(me->local_size, local_size()) << where;
+    EXPECT_EQ(me->comm, &comm()) << where;
+  }
+};
+DIST_TEST_F(VerdictsCurrentRank, IsTheFixturesRankThroughoutTheRank, 1, 3) {
+  Check("the body");
+  std::thread([this] { Check("a thread of the body"); }).join();
+  const disttest::RankInfo& me = disttest::CurrentRank();
+  std::printf("marker-current-rank %d of %d\n", me.rank, me.world_size);
+}
+class VerdictsCurrentRankPooled : public VerdictsCurrentRank {
+ protected:
+  VerdictsCurrentRankPooled() { options().reuse_workers = true; }
+};
+DIST_TEST_F(VerdictsCurrentRankPooled, First, 2) { Check("the body"); }
+DIST_TEST_F(VerdictsCurrentRankPooled, Second, 2) {
+  Check("the body");
+  std::printf("marker-pooled-current-rank %d\n", disttest::CurrentRank().rank);
+}
+TEST(VerdictsCurrentRankOutside, SaysWhereItMayBeCalled) {
+  EXPECT_EQ(disttest::CurrentRankOrNull(), nullptr);
+  try {
+    disttest::CurrentRank();
+    ADD_FAILURE() << "CurrentRank() returned outside a rank";
+  } catch (const disttest::Error& e) {
+    std::printf("marker-outside %s\n", e.what());
+  }
+}
+
 }  // namespace

@@ -23,6 +23,24 @@ TEST_P(VerdictsTest, PassingTestPassesAtEverySize) {
   }
 }
 
+// DISTTEST_LAUNCH sets the launch mode of every test of the run over the
+// fixture's (the XML says which ran); any other word is a clear failure.
+TEST_P(VerdictsTest, LaunchVariableSetsEveryTestsLaunchMode) {
+  const std::string other =
+      std::string(GetParam().launch) == "exec" ? "fork" : "exec";
+  Verdict v = Run("Verdicts.Passes/2ranks", {{"DISTTEST_LAUNCH", other}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(
+      TestCaseXml(v.xml, "Passes/2ranks"),
+      HasSubstr("<property name=\"disttest_launch\" value=\"" + other + "\"/>"))
+      << v.xml;
+  v = Run("Verdicts.Passes/2ranks", {{"DISTTEST_LAUNCH", "threads"}});
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("environment variable "
+                                   "DISTTEST_LAUNCH='threads': expected fork "
+                                   "or exec"));
+}
+
 TEST_P(VerdictsTest, NonFatalFailureOnOneRankNamesOnlyThatRank) {
   Verdict v = Run("Verdicts.FailsOnRank1Only/2ranks");
   EXPECT_EQ(v.run.exit_code, 1);
@@ -246,6 +264,25 @@ TEST_P(VerdictsTest, CommWithoutInitDistributedSaysWhy) {
                                    "options().init_distributed is false"));
   EXPECT_THAT(TestCaseXml(v.xml, "RunsWithoutCommunicator/3ranks"),
               Not(HasSubstr("<failure")));
+}
+
+// Code under test finds its rank without the environment or the fixture:
+// disttest::CurrentRank() is the fixture's rank in every part of the rank's
+// test, from its threads too, in every launch mode and in a pooled rank's
+// next test; outside a rank it throws saying where it may be called.
+TEST_P(VerdictsTest, CurrentRankIsTheRankThroughoutItsTest) {
+  Verdict v = Run("VerdictsCurrentRank*");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(v.run.out, HasSubstr(fmt::format(
+                               "[rank {}] marker-current-rank {} of 3", r, r)));
+  }
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 0] marker-current-rank 0 of 1"));
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1] marker-pooled-current-rank 1"));
+  EXPECT_THAT(v.run.out,
+              HasSubstr("marker-outside disttest::CurrentRank() was called "
+                        "outside a rank's test: it is set in a distributed "
+                        "test's SetUpRank(), body and TearDownRank()"));
 }
 
 TEST_P(VerdictsTest, TestWithoutCommunicatorBuildsItsOwnFromTheStore) {

@@ -28,6 +28,10 @@ inline constexpr char kLocalWorldSize[] = "LOCAL_WORLD_SIZE";
 
 // --- The harness's own knobs (environment variables only, so that any
 // main() and any launcher pass them through unchanged). ---
+// "fork" or "exec": the launch mode of every spawned test of the run,
+// whatever its options().launch (on CI, say, every test as exec'd ranks).
+// Unset or empty: each test's own.
+inline constexpr char kLaunch[] = "DISTTEST_LAUNCH";
 // Per-test timeout in seconds (a positive number); overrides
 // options().timeout.
 inline constexpr char kTimeout[] = "DISTTEST_TIMEOUT";
