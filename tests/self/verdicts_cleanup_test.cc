@@ -176,7 +176,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
       "128ranks",
       {{"DISTTEST_GPUS", "1"}}, deadline);
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 68 tests."));
+  EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 73 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 6 tests"));
   EXPECT_THAT(v.run.out, HasSubstr("64 FAILED TESTS"));
 }

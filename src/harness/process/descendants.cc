@@ -1,6 +1,7 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include "harness/process/descendants.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
@@ -13,8 +14,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -22,10 +21,29 @@
 namespace disttest::internal {
 namespace {
 
+// The whole of a small file, or "" where it cannot be read. A /proc file
+// of a process that ends between the open and the read fails with ESRCH,
+// which std::ifstream turns into an exception (basic_filebuf::underflow),
+// not an end: a rank that dies while its descendants are looked for is
+// gone, not an error of the test.
 std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in),
-                     std::istreambuf_iterator<char>());
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      out.append(buffer, static_cast<std::size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      if (n < 0) out.clear();
+      break;
+    }
+  }
+  close(fd);
+  return out;
 }
 
 // The state letter of /proc/<pid>/stat ('Z': a zombie), or 0 if it is gone.
@@ -107,8 +125,9 @@ std::vector<pid_t> Children() {
   bool listed = false;
   for (const auto& task :
        std::filesystem::directory_iterator("/proc/self/task", ec)) {
-    std::ifstream in(task.path() / "children");
-    if (!in) continue;
+    // A thread that ends meanwhile reads as none (Slurp).
+    if (access((task.path() / "children").c_str(), R_OK) != 0) continue;
+    std::istringstream in(Slurp(task.path() / "children"));
     listed = true;
     pid_t pid;
     while (in >> pid) found.insert(pid);
