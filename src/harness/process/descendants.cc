@@ -15,20 +15,21 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
 namespace disttest::internal {
 namespace {
 
-// The whole of a small file, or "" where it cannot be read. A /proc file
-// of a process that ends between the open and the read fails with ESRCH,
-// which std::ifstream turns into an exception (basic_filebuf::underflow),
-// not an end: a rank that dies while its descendants are looked for is
-// gone, not an error of the test.
-std::string Slurp(const std::string& path) {
+// The whole of a small file; nullopt where it cannot be opened, "" where
+// it cannot be read. A /proc file of a process that ends between the open
+// and the read fails with ESRCH, which std::ifstream turns into an
+// exception (basic_filebuf::underflow), not an end: a rank that dies while
+// its descendants are looked for is gone, not an error of the test.
+std::optional<std::string> Slurp(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
+  if (fd < 0) return std::nullopt;
   std::string out;
   char buffer[4096];
   for (;;) {
@@ -48,7 +49,8 @@ std::string Slurp(const std::string& path) {
 
 // The state letter of /proc/<pid>/stat ('Z': a zombie), or 0 if it is gone.
 char State(pid_t pid) {
-  const std::string stat = Slurp(fmt::format("/proc/{}/stat", pid));
+  const std::string stat =
+      Slurp(fmt::format("/proc/{}/stat", pid)).value_or("");
   const std::size_t close = stat.rfind(')');
   if (close == std::string::npos || close + 2 >= stat.size()) return 0;
   return stat[close + 2];
@@ -56,7 +58,8 @@ char State(pid_t pid) {
 
 // The parent of `pid` from /proc/<pid>/stat; 0 when it is gone.
 pid_t ParentOf(pid_t pid) {
-  const std::string stat = Slurp(fmt::format("/proc/{}/stat", pid));
+  const std::string stat =
+      Slurp(fmt::format("/proc/{}/stat", pid)).value_or("");
   const std::size_t close = stat.rfind(')');
   if (close == std::string::npos || close + 4 >= stat.size()) return 0;
   return static_cast<pid_t>(std::strtol(stat.c_str() + close + 4, nullptr, 10));
@@ -65,7 +68,8 @@ pid_t ParentOf(pid_t pid) {
 }  // namespace
 
 unsigned long long StartedAt(pid_t pid) {
-  const std::string stat = Slurp(fmt::format("/proc/{}/stat", pid));
+  const std::string stat =
+      Slurp(fmt::format("/proc/{}/stat", pid)).value_or("");
   const std::size_t close = stat.rfind(')');
   if (close == std::string::npos) return 0;
   // Fields after the command: state is field 3, starttime field 22.
@@ -125,9 +129,10 @@ std::vector<pid_t> Children() {
   bool listed = false;
   for (const auto& task :
        std::filesystem::directory_iterator("/proc/self/task", ec)) {
-    // A thread that ends meanwhile reads as none (Slurp).
-    if (access((task.path() / "children").c_str(), R_OK) != 0) continue;
-    std::istringstream in(Slurp(task.path() / "children"));
+    // A thread that ends meanwhile reads as one without children.
+    const std::optional<std::string> children = Slurp(task.path() / "children");
+    if (!children) continue;
+    std::istringstream in(*children);
     listed = true;
     pid_t pid;
     while (in >> pid) found.insert(pid);
@@ -139,7 +144,7 @@ std::vector<pid_t> Children() {
     for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
       const std::string name = entry.path().filename().string();
       if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      const std::string stat = Slurp(entry.path() / "stat");
+      const std::string stat = Slurp(entry.path() / "stat").value_or("");
       const std::size_t close = stat.rfind(')');
       if (close == std::string::npos) continue;
       std::istringstream rest(stat.substr(close + 2));
@@ -159,11 +164,12 @@ bool Stopped(pid_t pid) {
 }
 
 std::string DescribeProcess(pid_t pid) {
-  std::string cmdline = Slurp(fmt::format("/proc/{}/cmdline", pid));
+  std::string cmdline =
+      Slurp(fmt::format("/proc/{}/cmdline", pid)).value_or("");
   while (!cmdline.empty() && cmdline.back() == '\0') cmdline.pop_back();
   std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
   if (cmdline.empty()) {
-    cmdline = Slurp(fmt::format("/proc/{}/comm", pid));
+    cmdline = Slurp(fmt::format("/proc/{}/comm", pid)).value_or("");
     while (!cmdline.empty() && cmdline.back() == '\n') cmdline.pop_back();
   }
   // A kExec rank is a fork of the zygote, and so is what it forks without
@@ -180,7 +186,8 @@ std::string DescribeProcess(pid_t pid) {
 }
 
 bool EnvironmentHas(pid_t pid, const std::string& entry) {
-  const std::string environ = Slurp(fmt::format("/proc/{}/environ", pid));
+  const std::string environ =
+      Slurp(fmt::format("/proc/{}/environ", pid)).value_or("");
   std::size_t start = 0;
   while (start < environ.size()) {
     std::size_t end = environ.find('\0', start);

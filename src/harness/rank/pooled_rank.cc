@@ -12,6 +12,7 @@
 
 #include "comm/host_arena.h"
 #include "comm/ledger.h"
+#include "comm/peer_errors.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
 #include "env/internal_names.h"
@@ -56,6 +57,8 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
             fmt::format("this binary has no distributed test {}", *test));
       }
       PrefixStore own(PoolKey(n), store);
+      // The errors peers caused in an earlier test are not this one's.
+      ForgetErrorsOfPeers();
       if (Ledger* ledger = Ledger::Current()) {
         ledger->BeginTest();
         ledger->Enter(RankPhase::kConnected);  // Since an earlier test.

@@ -31,9 +31,6 @@ std::chrono::milliseconds RankTimeout(const RankEnv& env,
 RankVerdict RunProgram(RankProgram& program, const RankEnv& env,
                        Communicator* comm, Store& store,
                        const ReportFn& report) {
-  // The errors peers caused in an earlier test (a pooled rank's) are not
-  // this one's.
-  ForgetErrorsOfPeers();
   RankVerdict verdict = program.Run(env, comm, store, report);
   // A rank that failed is not checked: its failure is the news, and a
   // collective that failed may leave memory behind that is not the test's.
