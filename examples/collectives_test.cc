@@ -94,7 +94,14 @@ DIST_TEST_F(Collectives, EveryRankHoldsTheSameSum, 2, 4) {
   DIST_EXPECT_ALL_TRUE(sum == world_size() * (world_size() + 1) / 2);
 }
 
-DIST_TEST_F(Collectives, RankEnvironment) {  // The default world size, 2.
+// Each rank is a process with the rank environment set; even under
+// DISTTEST_LAUNCH=threads, where ranks are threads sharing one environment.
+class RankProcesses : public disttest::DistributedTest {
+ protected:
+  RankProcesses() { options().process_only = true; }
+};
+
+DIST_TEST_F(RankProcesses, RankEnvironment) {  // The default world size, 2.
   EXPECT_EQ(world_size(), 2);
   EXPECT_EQ(local_rank(), rank());
   EXPECT_EQ(std::getenv("RANK"), std::to_string(rank()));

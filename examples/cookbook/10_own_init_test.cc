@@ -45,6 +45,9 @@ class OwnInit : public disttest::DistributedTest {
   OwnInit() {
     options().init_distributed = false;
     options().launch = disttest::LaunchMode::kExec;
+    // Its code reads RANK and WORLD_SIZE: each rank needs an environment of
+    // its own, which threads (DISTTEST_LAUNCH=threads) do not have.
+    options().process_only = true;
   }
 };
 

@@ -40,4 +40,12 @@ std::string AddressSpaceHint(const std::string& error) {
   return AddressSpaceHint(error, limit.rlim_cur);
 }
 
+namespace {
+thread_local int t_threads_rank = -1;
+}  // namespace
+
+int ThreadsRank() { return t_threads_rank; }
+
+void SetThreadsRank(int rank) { t_threads_rank = rank; }
+
 }  // namespace disttest::internal

@@ -24,6 +24,16 @@ std::string AddressSpaceHint(const std::string& error);
 std::string AddressSpaceHint(const std::string& error,
                              unsigned long long limit);
 
+// Where one process hosts the ranks of a test as threads
+// (LaunchMode::kThreads): the rank the calling thread runs, or -1 (a
+// process per rank; the host's main thread; a thread a rank started).
+// What a rank keeps for itself in a process (the errors its peers caused,
+// its requests in flight, its ledger, its CurrentRank()) is kept per rank
+// by it; -1 is the process's one rank.
+int ThreadsRank();
+// Makes the calling thread rank `rank`'s (-1: none).
+void SetThreadsRank(int rank);
+
 }  // namespace disttest::internal
 
 #endif  // DISTTEST_SRC_BASE_THREADS_H_

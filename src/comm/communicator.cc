@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "base/threads.h"
 #include "comm/communicator_recorded.h"
 #include "comm/ledger.h"
 #include "disttest/comm/collective_call.h"
@@ -53,8 +54,9 @@ void Communicator::SetName(const std::string& name, const std::string& prefix,
           : prefix.empty() ? std::string("unnamed communicator")
                            : fmt::format("communicator \"{}\"", prefix);
   // The keys its rendezvous uses (a PrefixStore(prefix, store)'s) and how
-  // many of those this process made before (one made again is another: its
-  // numbers start at 0, as on every rank). Not its name: a name is a label
+  // many of those this rank made before (one made again is another: its
+  // numbers start at 0, as on every rank; ranks that are threads of one
+  // process count their own). Not its name: a name is a label
   // for reports, and ranks that name one communicator differently still
   // have their calls compared.
   const std::string identity = store_scope + prefix + "/\n";
@@ -63,7 +65,8 @@ void Communicator::SetName(const std::string& name, const std::string& prefix,
   std::uint64_t before = 0;
   {
     std::lock_guard<std::mutex> lock(mu);
-    before = (*made)[identity]++;
+    before = (*made)[fmt::format("{}\n{}", internal::ThreadsRank(),
+                                 identity)]++;
   }
   key_ = internal::LedgerKey(fmt::format("{}\n{}", identity, before));
   // In the ledger from now on, before its first operation: a reader then

@@ -35,6 +35,7 @@ std::vector<std::unique_ptr<Ledger>>& Retired() {
 }  // namespace
 
 std::atomic<Ledger*> Ledger::current_{nullptr};
+thread_local Ledger* Ledger::thread_current_ = nullptr;
 
 std::int64_t MonotonicNs() {
   timespec ts{};
@@ -67,6 +68,23 @@ void Ledger::Install(std::shared_ptr<LedgerMemory> memory, int slot) {
   if (old != nullptr) Retired().emplace_back(old);
 }
 
+void Ledger::InstallForThread(std::shared_ptr<LedgerMemory> memory, int slot) {
+  if (memory == nullptr || slot < 0 || slot >= memory->ranks()) {
+    throw Error(fmt::format("no ledger area {} to install", slot));
+  }
+  std::lock_guard<std::mutex> lock(InstallMutex());
+  auto* ledger = new Ledger(std::move(memory), slot);
+  // Kept: the thread's communicators may outlive it.
+  Retired().emplace_back(ledger);
+  thread_current_ = ledger;
+}
+
+void Ledger::NoteEndedProcess(int how) {
+  if (Ledger* mine = thread_current_) {
+    mine->area_->ended_process.store(how, std::memory_order_release);
+  }
+}
+
 Ledger::Ledger(std::shared_ptr<LedgerMemory> memory, int slot)
     : memory_(std::move(memory)),
       slot_(slot),
@@ -74,6 +92,8 @@ Ledger::Ledger(std::shared_ptr<LedgerMemory> memory, int slot)
       ring_(memory_->ring()) {
   comms_ = area_->named.load(std::memory_order_relaxed);
   area_->pid.store(static_cast<std::int32_t>(getpid()),
+                   std::memory_order_release);
+  area_->tid.store(static_cast<std::int32_t>(gettid()),
                    std::memory_order_release);
 }
 

@@ -192,6 +192,14 @@ class LedgerMemory {
   // The process of rank `rank`, as it wrote it when it installed its
   // ledger; 0 before that (or out of range).
   pid_t Pid(int rank) const;
+  // The thread of rank `rank` that installed its ledger (its tid); 0
+  // before that.
+  pid_t Tid(int rank) const;
+  // How rank `rank`'s thread ended its whole process, where the ranks are
+  // threads of one (LaunchMode::kThreads): a signal's number (a crash in
+  // it), kCalledExit (it called exit()), or 0 (not by its hand).
+  static constexpr int kCalledExit = -1;
+  int EndedProcess(int rank) const;
   // The phase rank `rank` last entered in this test: a few loads.
   RankPhase Phase(int rank) const;
   // Rank `rank`'s progress: four loads.
@@ -224,7 +232,16 @@ class Ledger {
  public:
   // Makes `memory`'s area `slot` this process's ledger (replacing any).
   static void Install(std::shared_ptr<LedgerMemory> memory, int slot);
-  static Ledger* Current() { return current_.load(std::memory_order_acquire); }
+  // Makes `memory`'s area `slot` the calling thread's ledger, ahead of the
+  // process's: a rank that is a thread (LaunchMode::kThreads).
+  static void InstallForThread(std::shared_ptr<LedgerMemory> memory, int slot);
+  static Ledger* Current() {
+    if (Ledger* mine = thread_current_) return mine;
+    return current_.load(std::memory_order_acquire);
+  }
+  // The calling thread's rank ended its process: `how` as EndedProcess()
+  // reads it. Async-signal-safe (one store).
+  static void NoteEndedProcess(int how);
 
   // A new test starts: Read() shows entries from here on, and no phase.
   void BeginTest();
@@ -289,11 +306,13 @@ class Ledger {
   // Every rank's ledgers, this one among them, and which is this one's.
   const LedgerMemory& memory() const { return *memory_; }
   int slot() const { return slot_; }
+  const std::shared_ptr<LedgerMemory>& shared_memory() const { return memory_; }
 
  private:
   Ledger(std::shared_ptr<LedgerMemory> memory, int slot);
   static void NoteCaller(LedgerMemory::Area& a);
   static std::atomic<Ledger*> current_;
+  static thread_local Ledger* thread_current_;
 
   std::shared_ptr<LedgerMemory> memory_;
   int slot_;

@@ -53,6 +53,10 @@ struct LedgerMemory::Area {
   std::atomic<std::uint64_t> digest[kComms] = {};
   // The process that installed this area (0: none yet), for SignalRank.
   std::atomic<std::int32_t> pid{0};
+  // Its thread, and how that thread ended the process (Ledger::
+  // NoteEndedProcess) where ranks are threads.
+  std::atomic<std::int32_t> tid{0};
+  std::atomic<std::int32_t> ended_process{0};
   // Per communicator: this rank's rank in it, and its size, so that a
   // reader can tell which rank a peer of a send is.
   std::int32_t comm_rank[kComms] = {};

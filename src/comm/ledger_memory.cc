@@ -241,6 +241,16 @@ pid_t LedgerMemory::Pid(int rank) const {
   return area(rank).pid.load(std::memory_order_acquire);
 }
 
+pid_t LedgerMemory::Tid(int rank) const {
+  if (rank < 0 || rank >= ranks_) return 0;
+  return area(rank).tid.load(std::memory_order_acquire);
+}
+
+int LedgerMemory::EndedProcess(int rank) const {
+  if (rank < 0 || rank >= ranks_) return 0;
+  return area(rank).ended_process.load(std::memory_order_acquire);
+}
+
 RankPhase LedgerMemory::Phase(int rank) const {
   if (rank < 0 || rank >= ranks_) return RankPhase::kStarted;
   const Area& a = area(rank);

@@ -2,8 +2,11 @@
 #include "comm/peer_errors.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <vector>
+
+#include "base/threads.h"
 
 namespace disttest::internal {
 namespace {
@@ -12,9 +15,11 @@ namespace {
 // a rank that keeps calling after that adds the same text again.
 constexpr std::size_t kMaxNoted = 64;
 
+// By rank: rank threads of one process (LaunchMode::kThreads) each note
+// their own (base/threads.h); -1 is a process's one rank.
 struct Noted {
   std::mutex mu;
-  std::vector<std::string> errors;
+  std::map<int, std::vector<std::string>> errors;
 };
 
 Noted& TheNoted() {
@@ -28,9 +33,10 @@ CommError ErrorOfAPeer(std::string what) {
   Noted& n = TheNoted();
   {
     std::lock_guard<std::mutex> lock(n.mu);
-    if (n.errors.size() < kMaxNoted &&
-        std::find(n.errors.begin(), n.errors.end(), what) == n.errors.end()) {
-      n.errors.push_back(what);
+    std::vector<std::string>& errors = n.errors[ThreadsRank()];
+    if (errors.size() < kMaxNoted &&
+        std::find(errors.begin(), errors.end(), what) == errors.end()) {
+      errors.push_back(what);
     }
   }
   return CommError(what);
@@ -39,16 +45,16 @@ CommError ErrorOfAPeer(std::string what) {
 bool ReportsAnErrorOfAPeer(std::string_view failure_text) {
   Noted& n = TheNoted();
   std::lock_guard<std::mutex> lock(n.mu);
-  return std::any_of(n.errors.begin(), n.errors.end(),
-                     [&](const std::string& e) {
-                       return failure_text.find(e) != std::string_view::npos;
-                     });
+  const std::vector<std::string>& errors = n.errors[ThreadsRank()];
+  return std::any_of(errors.begin(), errors.end(), [&](const std::string& e) {
+    return failure_text.find(e) != std::string_view::npos;
+  });
 }
 
 void ForgetErrorsOfPeers() {
   Noted& n = TheNoted();
   std::lock_guard<std::mutex> lock(n.mu);
-  n.errors.clear();
+  n.errors.erase(ThreadsRank());
 }
 
 }  // namespace disttest::internal

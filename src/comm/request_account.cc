@@ -8,6 +8,8 @@
 #include <mutex>
 #include <utility>
 
+#include "base/threads.h"
+
 namespace disttest::internal {
 namespace {
 
@@ -15,14 +17,19 @@ struct InFlight {
   std::string what;
   const char* file;
   unsigned line;
+  int rank;  // ThreadsRank() of the thread that made it.
 };
+
+// Rank threads of one process (LaunchMode::kThreads) each take their own;
+// what a thread that is no rank's made goes to the first that takes.
+bool Takes(int taker, int owner) { return owner == taker || owner == -1; }
 
 // Never destroyed: a request may be waited for from a static's destructor.
 struct Account {
   std::mutex mu;
   std::uint64_t next = 1;
   std::map<std::uint64_t, InFlight> in_flight;  // By id: in order made.
-  std::vector<RequestProblem> problems;
+  std::vector<std::pair<int, RequestProblem>> problems;  // By rank.
 };
 Account& TheAccount() {
   static auto* account = new Account;
@@ -35,7 +42,7 @@ std::uint64_t RequestMade(std::string what, const char* file, unsigned line) {
   Account& a = TheAccount();
   std::lock_guard<std::mutex> lock(a.mu);
   const std::uint64_t id = a.next++;
-  a.in_flight.emplace(id, InFlight{std::move(what), file, line});
+  a.in_flight.emplace(id, InFlight{std::move(what), file, line, ThreadsRank()});
   return id;
 }
 
@@ -50,20 +57,31 @@ void RequestDroppedAndFailed(const std::string& what, const char* file,
                              unsigned line, const std::string& error) {
   Account& a = TheAccount();
   std::lock_guard<std::mutex> lock(a.mu);
-  a.problems.push_back(
-      {file, line,
-       fmt::format("the Request of {} made here was destroyed without "
-                   "wait(), and its operation failed: {}",
-                   what, error)});
+  a.problems.emplace_back(
+      ThreadsRank(),
+      RequestProblem{file, line,
+                     fmt::format("the Request of {} made here was destroyed "
+                                 "without wait(), and its operation failed: {}",
+                                 what, error)});
 }
 
 std::vector<RequestProblem> TakeRequestProblems(bool ended) {
   Account& a = TheAccount();
   std::lock_guard<std::mutex> lock(a.mu);
-  std::vector<RequestProblem> out = std::move(a.problems);
-  a.problems.clear();
+  const int me = ThreadsRank();
+  std::vector<RequestProblem> out;
+  std::erase_if(a.problems, [&](auto& p) {
+    if (!Takes(me, p.first)) return false;
+    out.push_back(std::move(p.second));
+    return true;
+  });
   if (!ended) return out;
-  for (const auto& [id, request] : a.in_flight) {
+  for (auto it = a.in_flight.begin(); it != a.in_flight.end();) {
+    const InFlight& request = it->second;
+    if (!Takes(me, request.rank)) {
+      ++it;
+      continue;
+    }
     out.push_back(
         {request.file, request.line,
          fmt::format("{} made here was never waited for: the test ended "
@@ -73,8 +91,8 @@ std::vector<RequestProblem> TakeRequestProblems(bool ended) {
                      "message nobody receives, or a receive nobody sends to, "
                      "never completes)",
                      request.what)});
+    it = a.in_flight.erase(it);
   }
-  a.in_flight.clear();
   return out;
 }
 

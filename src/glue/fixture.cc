@@ -27,6 +27,7 @@
 #include <string_view>
 #include <typeinfo>
 
+#include "base/threads.h"
 #include "disttest/current_rank.h"
 #include "disttest/distributed_test.h"
 #include "disttest/env/names.h"
@@ -149,6 +150,9 @@ namespace {
 // that read true reads it whole.
 RankInfo g_current_rank;
 std::atomic<bool> g_in_rank{false};
+// A rank that is a thread (LaunchMode::kThreads) has its own, in its thread.
+thread_local RankInfo t_current_rank;
+thread_local bool t_in_rank = false;
 
 // The child of a "threadsafe" death test started by a rank (the binary
 // re-executed, the rank's environment inherited): runs the body in place as
@@ -201,17 +205,30 @@ Communicator* CurrentCommunicatorOrNull() {
 }
 
 void SetCurrentRank(const RankEnv& env, Communicator* comm) {
+  const RankInfo info{env.rank, env.world_size, env.local_rank, env.local_size,
+                      comm};
+  if (ThreadsRank() >= 0) {
+    t_current_rank = info;
+    t_in_rank = true;
+    return;
+  }
   g_in_rank.store(false, std::memory_order_release);
-  g_current_rank =
-      RankInfo{env.rank, env.world_size, env.local_rank, env.local_size, comm};
+  g_current_rank = info;
   g_in_rank.store(true, std::memory_order_release);
 }
 
-void ClearCurrentRank() { g_in_rank.store(false, std::memory_order_release); }
+void ClearCurrentRank() {
+  if (ThreadsRank() >= 0) {
+    t_in_rank = false;
+    return;
+  }
+  g_in_rank.store(false, std::memory_order_release);
+}
 
 }  // namespace internal
 
 const RankInfo* CurrentRankOrNull() {
+  if (internal::t_in_rank) return &internal::t_current_rank;
   return internal::g_in_rank.load(std::memory_order_acquire)
              ? &internal::g_current_rank
              : nullptr;
@@ -328,6 +345,13 @@ internal::RankControl& ControlFor(const char* what, const RankEnv* env) {
         what));
   }
   internal::RankControl* control = internal::CurrentRankControl();
+  if (control == nullptr && internal::ThreadsRank() >= 0) {
+    throw Error(fmt::format(
+        "{}() needs ranks that are processes: this test's ranks are threads "
+        "of one process (LaunchMode::kThreads), and a thread cannot end or "
+        "take a signal alone; mark the fixture options().process_only = true",
+        what));
+  }
   if (control == nullptr) {
     throw Error(fmt::format(
         "{}() needs ranks that disttest spawns itself: under an external "

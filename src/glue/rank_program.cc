@@ -18,6 +18,7 @@
 #include <string_view>
 #include <typeinfo>
 
+#include "base/threads.h"
 #include "comm/ledger.h"
 #include "comm/request_account.h"
 #include "disttest/env/names.h"
@@ -51,8 +52,13 @@ std::map<std::string, std::string> Properties() {
 // of recording it in the rank's (never reported) copy of the test.
 class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
  public:
+  // A rank that is a thread takes only its own thread's results (gtest
+  // keeps a reporter per thread); a process's rank takes every thread's.
   ChannelReporter(const ReportFn& report, int rank)
-      : ScopedFakeTestPartResultReporter(INTERCEPT_ALL_THREADS, &unused_),
+      : ScopedFakeTestPartResultReporter(ThreadsRank() >= 0
+                                             ? INTERCEPT_ONLY_CURRENT_THREAD
+                                             : INTERCEPT_ALL_THREADS,
+                                         &unused_),
         report_(report),
         rank_(rank) {}
 
@@ -109,6 +115,19 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
 };
 
 }  // namespace
+
+std::map<std::string, std::string> RecordedProperties() { return Properties(); }
+
+void ReportThreadsProperties(const std::map<std::string, std::string>& before,
+                             const ReportFn& report) {
+  for (const auto& [key, value] : Properties()) {
+    auto it = before.find(key);
+    if (it != before.end() && it->second == value) continue;
+    report({RankMessage::Kind::kProperty, "", -1,
+            std::string(1, kPropertyOfTheRanks) + key + std::string(1, '\0') +
+                value});
+  }
+}
 
 std::string CurrentTestName() {
   const ::testing::TestInfo* info =
@@ -189,7 +208,12 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
   ClearCurrentRank();
   // What the rank recorded goes to the parent's XML (a pooled rank's
   // earlier tests recorded into the same gtest result: only what is new).
-  for (const auto& [key, value] : Properties()) {
+  // Rank threads record into their process's one result, where whose a
+  // property is cannot be told: the process reports them once, after them
+  // (ReportThreadsProperties).
+  for (const auto& [key, value] : ThreadsRank() >= 0
+                                      ? std::map<std::string, std::string>{}
+                                      : Properties()) {
     auto it = properties_before.find(key);
     if (it != properties_before.end() && it->second == value) continue;
     report({RankMessage::Kind::kProperty, "", -1,
@@ -316,22 +340,50 @@ void AdoptFixtureDirs(DistributedTest& test, const std::string& joined) {
   }
 }
 
+const char* WhyNotThreads(const DistributedTest& test) {
+  if (TestAccess::options(test).process_only) {
+    return "its fixture is options().process_only";
+  }
+  if (!FixtureAccess::fixtures(const_cast<DistributedTest&>(test)).empty()) {
+    return "it has DistributedFixtures";
+  }
+  // Each thread makes its own test object by the test's name.
+  if (::testing::UnitTest::GetInstance()->current_test_info() == nullptr) {
+    return nullptr;
+  }
+  const std::string name = CurrentTestName();
+  try {
+    if (TestFactories().count(name) != 0 || FindParamTestFactory(name)) {
+      return nullptr;
+    }
+  } catch (const Error&) {
+    // Parameters that print alike: which is this test's is unknown.
+  }
+  return "its test object cannot be made by its name in each thread "
+         "(parameters that print alike?)";
+}
+
 // Options as the parent applies them: the fixture's, with environment
 // overrides.
 Options EffectiveOptions(const DistributedTest& test) {
   Options options = TestAccess::options(test);
   if (const char* mode = std::getenv(env::kLaunch);
       mode != nullptr && *mode != '\0') {
-    if (std::string_view(mode) == Name(LaunchMode::kFork)) {
-      options.launch = LaunchMode::kFork;
-    } else if (std::string_view(mode) == Name(LaunchMode::kExec)) {
-      options.launch = LaunchMode::kExec;
-    } else {
+    const LaunchMode modes[] = {LaunchMode::kFork, LaunchMode::kExec,
+                                LaunchMode::kThreads};
+    const auto* it = std::find_if(
+        std::begin(modes), std::end(modes),
+        [&](LaunchMode m) { return std::string_view(mode) == Name(m); });
+    if (it == std::end(modes)) {
       throw ConfigError(fmt::format(
-          "environment variable {}='{}': expected fork or exec (the launch "
-          "mode of every test of the run)",
+          "environment variable {}='{}': expected fork, exec or threads (the "
+          "launch mode of every test of the run)",
           env::kLaunch, mode));
     }
+    options.launch = *it;
+  }
+  if (options.launch == LaunchMode::kThreads && WhyNotThreads(test)) {
+    options.launch = LaunchMode::kFork;
   }
   if (auto timeout = SecondsVariable(env::kTimeout)) options.timeout = *timeout;
   // A timeout of milliseconds::max() (or a thousand years) means no limit:

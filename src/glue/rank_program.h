@@ -12,6 +12,7 @@
 #ifndef DISTTEST_SRC_GLUE_RANK_PROGRAM_H_
 #define DISTTEST_SRC_GLUE_RANK_PROGRAM_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,15 @@
 #include "harness/report/verdict.h"
 
 namespace disttest::internal {
+
+// The properties recorded so far in the running test's gtest result.
+std::map<std::string, std::string> RecordedProperties();
+
+// Ranks that are threads: the properties recorded since `before`, each
+// once, through `report`, as the ranks' together (kPropertyOfTheRanks):
+// they record into their process's one gtest result.
+void ReportThreadsProperties(const std::map<std::string, std::string>& before,
+                             const ReportFn& report);
 
 // "Suite.Name/2ranks": the gtest test running now.
 std::string CurrentTestName();
@@ -119,8 +129,13 @@ class NoBreakOnFailure {
 };
 
 // Options as they apply to this run: the fixture's, with environment
-// overrides (DISTTEST_TIMEOUT).
+// overrides (DISTTEST_TIMEOUT, DISTTEST_LAUNCH); LaunchMode::kThreads
+// becomes kFork where WhyNotThreads() says why.
 Options EffectiveOptions(const DistributedTest& test);
+
+// Why `test`'s ranks cannot be threads (its fixture is process_only, it
+// has DistributedFixtures), or null.
+const char* WhyNotThreads(const DistributedTest& test);
 
 // The test's world size, backend and launch mode as XML properties.
 void RecordProperties(const TestSpec& spec);

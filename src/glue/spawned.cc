@@ -40,6 +40,7 @@
 #include "harness/rank/rank_control.h"
 #include "harness/rank/run_rank.h"
 #include "harness/rank/spawned_rank_host.h"
+#include "harness/rank/thread_rank_host.h"
 #include "harness/rank_outcome.h"
 #include "harness/report/verdict.h"
 #include "harness/spawn/rank_spawner.h"
@@ -63,9 +64,57 @@ namespace disttest::internal {
 // rank. A test with DistributedFixtures (their directories are set on the
 // parent's object), or whose object the rank cannot make (parameters that
 // print alike), keeps the parent's, undestroyed in the rank.
+namespace {
+
+// A failure in a thread that is no rank's own (one a rank thread started):
+// gtest gives it to the process's reporter, which is this one. It goes to
+// rank 0, saying so: which rank started the thread is unknown.
+class NoRanksThreadReporter
+    : public ::testing::ScopedFakeTestPartResultReporter {
+ public:
+  NoRanksThreadReporter()
+      : ScopedFakeTestPartResultReporter(INTERCEPT_ALL_THREADS, &unused_) {}
+  void ReportTestPartResult(const ::testing::TestPartResult& r) override {
+    if (!r.failed()) return;
+    ReportForThreadRank(
+        0, {r.fatally_failed() ? RankMessage::Kind::kFatalFailure
+                               : RankMessage::Kind::kNonFatalFailure,
+            r.file_name() != nullptr ? r.file_name() : "", r.line_number(),
+            fmt::format("in a thread that no rank runs (one a rank thread "
+                        "started; which is unknown, so it is told to rank "
+                        "0): {}",
+                        r.message())});
+  }
+
+ private:
+  ::testing::TestPartResultArray unused_;
+};
+
+// The ranks of `test` as threads of this process (a fork of the test
+// process), each with a test object of its own, made in its thread.
+[[noreturn]] void RunAsThreads(DistributedTest& test, const Options& options,
+                               std::shared_ptr<HostArena> arena) {
+  NoRanksThreadReporter no_ranks_threads;
+  const std::string name = CurrentTestName();
+  ProgramMaker make = [&name](int) -> std::unique_ptr<RankProgram> {
+    return GtestRankProgram::Own(name);
+  };
+  const std::map<std::string, std::string> before = RecordedProperties();
+  RunThreadRanks(make, options, std::move(arena), TestAccess::file(test),
+                 TestAccess::line(test));
+  ReportThreadsProperties(
+      before, [](const RankMessage& m) { ReportForThreadRank(0, m); });
+  LeaveThreadRanks();
+}
+
+}  // namespace
+
 void RunAsRank(DistributedTest& test, int fixture,
                std::shared_ptr<HostArena> arena, bool forked) {
   const Options options = EffectiveOptions(test);
+  if (options.launch == LaunchMode::kThreads && fixture < 0) {
+    RunAsThreads(test, options, std::move(arena));
+  }
   auto& fixtures = FixtureAccess::fixtures(test);
   if (fixture >= 0) {
     GtestRankProgram program(test,
@@ -92,12 +141,23 @@ void RunAsRank(DistributedTest& test, int fixture,
 
 namespace {
 
+// Rank threads share one output, and one log (rank_group.cc).
+bool IsThreadsLog(const RankReport& r) {
+  return std::filesystem::path(r.log_path).filename() == "rank-threads.log";
+}
+
+std::string Whose(const RankReport& r) {
+  return IsThreadsLog(r) ? std::string("the rank threads")
+                         : fmt::format("rank {}", r.rank);
+}
+
 // DISTTEST_LOG_DIR: the end of each failing rank's log, where its last words
 // are (output relayed live may be far above, or mixed with other ranks').
 // Ranks that printed nothing are one line together, not one line each.
 void PrintLogTails(const std::vector<RankReport>& ranks) {
   constexpr std::size_t kTailLines = 20;
   std::vector<int> silent;
+  bool threads = false;  // Rank threads: one log, rank 0's report's.
   std::filesystem::path silent_dir;
   for (const RankReport& r : ranks) {
     if (r.log_path.empty() || !RankFailed(r)) continue;
@@ -108,20 +168,56 @@ void PrintLogTails(const std::vector<RankReport>& ranks) {
       if (tail.size() > kTailLines) tail.pop_front();
     }
     if (tail.empty()) {
+      threads = threads || IsThreadsLog(r);
       silent.push_back(r.rank);
       silent_dir = std::filesystem::path(r.log_path).parent_path();
       continue;
     }
     std::printf(
-        "[ disttest ] the last %zu lines of rank %d's output (all of "
+        "[ disttest ] the last %zu lines of %s's output (all of "
         "it: %s):\n",
-        tail.size(), r.rank, r.log_path.c_str());
+        tail.size(), Whose(r).c_str(), r.log_path.c_str());
     for (const std::string& line : tail) std::printf("  %s\n", line.c_str());
   }
   if (!silent.empty()) {
     std::printf("[ disttest ] %s printed nothing (their logs: %s)\n",
-                RanksText(silent).c_str(), silent_dir.c_str());
+                threads ? "the rank threads" : RanksText(silent).c_str(),
+                silent_dir.c_str());
   }
+  std::fflush(stdout);
+}
+
+// Once a run: what a rank that is a thread has not of its own; and, once
+// for each reason, that a test asked for threads runs as processes.
+void SayHowRanksRun(const DistributedTest& test, const Options& options) {
+  const bool asked = TestAccess::options(test).launch == LaunchMode::kThreads ||
+                     std::string_view(std::getenv(env::kLaunch) != nullptr
+                                          ? std::getenv(env::kLaunch)
+                                          : "") == Name(LaunchMode::kThreads);
+  if (!asked) return;
+  if (const char* why = WhyNotThreads(test)) {
+    static std::set<std::string> said;
+    if (said.insert(why).second) {
+      std::printf(
+          "[ disttest ] note: %s runs its ranks as processes, not threads: "
+          "%s (so does every test like it)\n",
+          CurrentTestName().c_str(), why);
+      std::fflush(stdout);
+    }
+    return;
+  }
+  if (options.launch != LaunchMode::kThreads) return;
+  static bool said = false;
+  if (said) return;
+  said = true;
+  std::printf(
+      "[ disttest ] ranks run as threads: one process per test, a thread per "
+      "rank, each with its own fixture object. A rank thread has no "
+      "environment of its own (no RANK, LOCAL_RANK or CUDA_VISIBLE_DEVICES: "
+      "ask disttest::CurrentRank()), shares globals and statics (one RNG, "
+      "one cache) with the other ranks, and shares signals, getpid(), the "
+      "working directory and exit() with them; options().process_only runs "
+      "a fixture as processes.\n");
   std::fflush(stdout);
 }
 
@@ -130,8 +226,11 @@ void PrintLogTails(const std::vector<RankReport>& ranks) {
 bool Pooled(DistributedTest& test, const TestSpec& spec) {
   if (!spec.options.reuse_workers) return false;
   if (SetToOne(env::kNoReuse)) return false;
-  const char* why = spec.options.launch != LaunchMode::kFork
+  const char* why = spec.options.launch == LaunchMode::kExec
                         ? "LaunchMode::kExec starts ranks for each test"
+                    : spec.options.launch == LaunchMode::kThreads
+                        ? "LaunchMode::kThreads forks a process of rank "
+                          "threads for each test"
                     : !FixtureAccess::fixtures(test).empty()
                         ? "a test with DistributedFixtures starts its ranks"
                     : spec.options.parallel
@@ -244,6 +343,7 @@ void Supervise(DistributedTest& test) {
   };
   try {
     spec.options = EffectiveOptions(test);
+    SayHowRanksRun(test, spec.options);
     int most = spec.world_size;
     for (auto& fixture : fixtures) most = std::max(most, fixture->world_size());
     if (ListResources(spec.name, most, spec.options)) {

@@ -4,7 +4,15 @@
 namespace disttest {
 
 const char* Name(LaunchMode mode) {
-  return mode == LaunchMode::kExec ? "exec" : "fork";
+  switch (mode) {
+    case LaunchMode::kExec:
+      return "exec";
+    case LaunchMode::kThreads:
+      return "threads";
+    case LaunchMode::kFork:
+      break;
+  }
+  return "fork";
 }
 
 }  // namespace disttest

@@ -24,7 +24,9 @@ struct RankMessage {
     kFatalFailure = 2,
     kSkip = 3,
     kDone = 4,  // The rank finished its body; message is its verdict.
-    // RecordProperty() in the rank: message is the key, a NUL, the value.
+    // RecordProperty() in the rank: message is the key, a NUL, the value;
+    // a key that starts with kPropertyOfTheRanks is the ranks' together
+    // (rank threads record into one gtest result: whose is unknown).
     kProperty = 5,
     // ExpectRankToEnd(): message is EncodeExpectedEnd()'s (expected_end.h).
     kExpectEnd = 6,
@@ -37,6 +39,8 @@ struct RankMessage {
   // verdict lists it after that peer's own.
   bool follows = false;
 };
+
+inline constexpr char kPropertyOfTheRanks = '\x01';
 
 // Serialises `m` into at most `max_bytes` bytes, truncating the message
 // (with a note saying how much was cut) when it does not fit.

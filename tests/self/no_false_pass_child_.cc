@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <list>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -40,6 +41,8 @@ class NoFalsePass : public disttest::DistributedTest {
     if (const char* mode = std::getenv("VERDICTS_LAUNCH")) {
       if (std::string(mode) == "exec") {
         options().launch = disttest::LaunchMode::kExec;
+      } else if (std::string(mode) == "threads") {
+        options().launch = disttest::LaunchMode::kThreads;
       }
     }
     options().reuse_workers = std::getenv("VERDICTS_REUSE") != nullptr;
@@ -96,7 +99,10 @@ class TermWhileReporting : public ::testing::EmptyTestEventListener {
 // A communicator of the test's own, kept until the rank's _exit (Gloo's
 // destructor would wait on its event loop); held, not leaked.
 void KeepUntilExit(std::unique_ptr<disttest::Communicator> comm) {
+  // Ranks that are threads share it.
+  static std::mutex mu;
   static auto* kept = new std::vector<std::unique_ptr<disttest::Communicator>>;
+  std::lock_guard<std::mutex> lock(mu);
   kept->push_back(std::move(comm));
 }
 

@@ -51,6 +51,10 @@ class NoFalsePassTest : public ::testing::TestWithParam<Mode> {
     return RunVerdicts(GetParam().setup, "NoFalsePass*." + filter,
                        std::move(env));
   }
+  // Whether the ranks are threads of one process (LaunchMode::kThreads).
+  bool Threads() const {
+    return std::string(GetParam().setup.launch) == "threads";
+  }
 };
 
 // --- Collective assertions: values, compared with ==. ---
@@ -402,10 +406,12 @@ TEST_P(NoFalsePassTest, RanksThatPrintedNothingAreOneLine) {
   Verdict v = Run("SilentRanksFail/4ranks", {{"DISTTEST_LOG_DIR", dir}});
   std::filesystem::remove_all(dir);
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  // Rank threads write to one output: one log, theirs.
   EXPECT_THAT(v.run.out,
-              HasSubstr("[ disttest ] ranks 0-3 printed nothing "
-                        "(their logs: " +
-                        dir + "/NoFalsePass.SilentRanksFail/4ranks)"))
+              HasSubstr(std::string(Threads() ? "[ disttest ] the rank threads"
+                                              : "[ disttest ] ranks 0-3") +
+                        " printed nothing (their logs: " + dir +
+                        "/NoFalsePass.SilentRanksFail/4ranks)"))
       << v.run.out;
   EXPECT_THAT(v.run.out, Not(HasSubstr("the last 0 lines")));
 }
@@ -413,8 +419,15 @@ TEST_P(NoFalsePassTest, RanksThatPrintedNothingAreOneLine) {
 TEST_P(NoFalsePassTest, ExitZeroMidBodyIsSaidOneWay) {
   Verdict v = Run("ExitZeroMidBody/2ranks");
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
-  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] (first failure) exited with "
-                                   "status 0 before the test body finished"))
+  // A rank thread's exit() ends every rank's thread: said, with whose it
+  // was.
+  EXPECT_THAT(
+      v.run.out,
+      HasSubstr(Threads() ? "[rank 1/2] rank 1's thread called exit() "
+                            "(exited with status 0), which ends the process "
+                            "of every rank's thread"
+                          : "[rank 1/2] (first failure) exited with status "
+                            "0 before the test body finished"))
       << v.run.out;
   EXPECT_THAT(v.run.out, HasSubstr("rank 1 is not in it: its last collective, "
                                    "#0 barrier() (disttest's, before the "
@@ -499,6 +512,10 @@ TEST_P(NoFalsePassTest, SigtermWhileReportingFinishesTheReportAndTheXml) {
 // --- Expected ends. ---
 
 TEST_P(NoFalsePassTest, EndDeclaredAfterItCameFailsTheTest) {
+  if (Threads()) {
+    GTEST_SKIP() << "cannot apply to ranks that are threads: a thread cannot "
+                    "end alone (ExpectRankToEnd is refused)";
+  }
   Verdict v = Run("EndExpectedAfterItCame/2ranks");
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
   EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] had already ended (killed by "
@@ -510,6 +527,10 @@ TEST_P(NoFalsePassTest, EndDeclaredAfterItCameFailsTheTest) {
 }
 
 TEST_P(NoFalsePassTest, EndDeclaredOnHearingOfItFailsTheTest) {
+  if (Threads()) {
+    GTEST_SKIP() << "cannot apply to ranks that are threads: a thread cannot "
+                    "end alone (ExpectRankToEnd is refused)";
+  }
   for (const char* arena : {"0", "1"}) {
     Verdict v = Run("EndExpectedJustAfterItCame/2ranks",
                     {{"DISTTEST_NO_HOST_ARENA", arena}});
@@ -555,6 +576,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Mode{{"fork", DISTTEST_NO_FALSE_PASS_CHILD, "fork", ""}, false},
         Mode{{"exec", DISTTEST_NO_FALSE_PASS_CHILD, "exec", ""}, false},
+        Mode{{"threads", DISTTEST_NO_FALSE_PASS_CHILD, "threads", ""}, false},
         Mode{{"fork", DISTTEST_NO_FALSE_PASS_CHILD, "fork", ""}, true}),
     [](const ::testing::TestParamInfo<Mode>& info) {
       return std::string(info.param.setup.name) +

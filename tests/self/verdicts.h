@@ -42,11 +42,25 @@ inline int Count(const std::string& haystack, const std::string& needle) {
   return static_cast<int>(Occurrences(haystack, needle));
 }
 
+// A case that cannot apply to ranks that are threads, and why.
+#define SKIP_FOR_THREADS(why)                                       \
+  if (Threads()) {                                                  \
+    GTEST_SKIP() << "cannot apply to ranks that are threads: " why; \
+  }
+
 class VerdictsTest : public ::testing::TestWithParam<ChildSetup> {
  protected:
   Verdict Run(const std::string& filter,
               std::vector<std::pair<std::string, std::string>> env = {}) {
     return RunVerdicts(GetParam(), filter, std::move(env));
+  }
+  // Whether the ranks are threads of one process (LaunchMode::kThreads).
+  bool Threads() const { return std::string(GetParam().launch) == "threads"; }
+  // How rank `rank`'s output is labelled: "[rank 1] ", or, for ranks that
+  // are threads, their process's one label (they share its output).
+  std::string Out(int rank) const {
+    return Threads() ? std::string("[rank threads] ")
+                     : fmt::format("[rank {}] ", rank);
   }
 };
 

@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -82,6 +83,8 @@ class Verdicts : public disttest::DistributedTest {
     if (const char* mode = std::getenv("VERDICTS_LAUNCH")) {
       if (std::string(mode) == "exec") {
         options().launch = disttest::LaunchMode::kExec;
+      } else if (std::string(mode) == "threads") {
+        options().launch = disttest::LaunchMode::kThreads;
       }
     }
   }
@@ -91,6 +94,18 @@ DIST_TEST_F(Verdicts, Passes, 1, 2, 3) {
   int one = 1;
   comm().allreduce(&one, 1, disttest::ReduceOp::kSum);
   EXPECT_EQ(one, world_size());
+}
+
+// Reads its rank from the environment: its ranks must be processes.
+class VerdictsProcessOnly : public disttest::DistributedTest {
+ protected:
+  VerdictsProcessOnly() { options().process_only = true; }
+};
+DIST_TEST_F(VerdictsProcessOnly, OwnsItsRank) {
+  const char* mine = std::getenv("RANK");
+  ASSERT_NE(mine, nullptr);
+  EXPECT_EQ(std::string(mine), std::to_string(rank()));
+  std::printf("marker-process-only RANK=%s\n", mine);
 }
 
 DIST_TEST_F(Verdicts, FailsOnRank1Only) {
@@ -949,7 +964,10 @@ DIST_TEST_F(VerdictsRankHooks, FatalSetUpSkipsBody) {
 // would wait on its event loop. Held in a static, not released: a released
 // communicator is a leak, and the rank's leak check would rightly say so.
 void KeepUntilExit(std::unique_ptr<disttest::Communicator> comm) {
+  // Ranks that are threads share it.
+  static std::mutex mu;
   static auto* kept = new std::vector<std::unique_ptr<disttest::Communicator>>;
+  std::lock_guard<std::mutex> lock(mu);
   kept->push_back(std::move(comm));
 }
 
@@ -1399,6 +1417,11 @@ DIST_TYPED_TEST(VerdictsTyped, SumsInItsType, 2, 3) {
 // it says where it may be called.
 class VerdictsCurrentRank : public disttest::DistributedTest {
  protected:
+  VerdictsCurrentRank() {
+    const char* mode = std::getenv("VERDICTS_LAUNCH");
+    threads_ = mode != nullptr && std::string(mode) == "threads";
+    if (threads_) options().launch = disttest::LaunchMode::kThreads;
+  }
   void SetUpRank() override { Check("SetUpRank()"); }
   void TearDownRank() override { Check("TearDownRank()"); }
   void Check(const char* where) {
@@ -1410,10 +1433,18 @@ class VerdictsCurrentRank : public disttest::DistributedTest {
     EXPECT_EQ(me->local_size, local_size()) << where;
     EXPECT_EQ(me->comm, &comm()) << where;
   }
+  // Ranks that are threads: a thread a rank starts is no rank's.
+  bool threads_ = false;
 };
 DIST_TEST_F(VerdictsCurrentRank, IsTheFixturesRankThroughoutTheRank, 1, 3) {
   Check("the body");
-  std::thread([this] { Check("a thread of the body"); }).join();
+  std::thread([this] {
+    if (threads_) {
+      EXPECT_EQ(disttest::CurrentRankOrNull(), nullptr);
+    } else {
+      Check("a thread of the body");
+    }
+  }).join();
   const disttest::RankInfo& me = disttest::CurrentRank();
   std::printf("marker-current-rank %d of %d\n", me.rank, me.world_size);
 }

@@ -37,6 +37,8 @@ std::string DevicesLine(int rank, const std::string& devices) {
 }
 
 TEST_P(VerdictsTest, EachRankSeesOnlyItsOwnGpus) {
+  SKIP_FOR_THREADS(
+      "CUDA_VISIBLE_DEVICES is one per process, not per rank thread");
   Verdict v = Run("VerdictsGpus.ShowsItsDevices/2ranks",
                   {{"DISTTEST_GPUS", "GPU-a,GPU-b,GPU-c,GPU-d"},
                    {"VERDICTS_GPUS_PER_RANK", "1"}});
@@ -50,6 +52,8 @@ TEST_P(VerdictsTest, EachRankSeesOnlyItsOwnGpus) {
 }
 
 TEST_P(VerdictsTest, TwoGpusPerRankAllRotated) {
+  SKIP_FOR_THREADS(
+      "CUDA_VISIBLE_DEVICES is one per process, not per rank thread");
   Verdict v = Run("VerdictsGpus.ShowsItsDevices/2ranks",
                   {{"DISTTEST_GPUS", "4"},
                    {"VERDICTS_GPUS_PER_RANK", "2"},
@@ -60,6 +64,8 @@ TEST_P(VerdictsTest, TwoGpusPerRankAllRotated) {
 }
 
 TEST_P(VerdictsTest, GlooRanksWithoutGpusKeepTheInheritedDevices) {
+  SKIP_FOR_THREADS(
+      "CUDA_VISIBLE_DEVICES is one per process, not per rank thread");
   Verdict v = Run("VerdictsGpus.ShowsItsDevices/2ranks",
                   {{"CUDA_VISIBLE_DEVICES", "5,6"}});
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
@@ -68,6 +74,8 @@ TEST_P(VerdictsTest, GlooRanksWithoutGpusKeepTheInheritedDevices) {
 }
 
 TEST_P(VerdictsTest, CtestResourceGroupsGiveEachRankItsIds) {
+  SKIP_FOR_THREADS(
+      "CUDA_VISIBLE_DEVICES is one per process, not per rank thread");
   // A fake resource spec: ctest gave rank 0 the 4th GPU of the inherited
   // list and rank 1 the 2nd.
   const Env gpus{{"DISTTEST_GPUS", "GPU-a,GPU-b,GPU-c,GPU-d"}};
@@ -120,6 +128,8 @@ TEST_P(VerdictsTest, FailureNamesTheGpusAndTheRerunKeepsThem) {
 }
 
 TEST_P(VerdictsTest, RerunOfOneNumericGpuNamesItAsAList) {
+  SKIP_FOR_THREADS(
+      "CUDA_VISIBLE_DEVICES is one per process, not per rank thread");
   // "DISTTEST_GPUS=3" would be a count of three; "3," is GPU 3.
   Verdict v = Run("VerdictsGpus.FailsOnRank1/2ranks",
                   Plus(Plus({{"DISTTEST_GPUS", "4"}}, CtestGroups({"3", "1"})),
@@ -157,7 +167,7 @@ TEST_P(VerdictsTest, AutoWithoutGpusRunsOnGloo) {
   Verdict v =
       Run("VerdictsAuto.ChoosesTheBackend/2ranks", {{"DISTTEST_GPUS", "0"}});
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
-  EXPECT_THAT(v.run.out, HasSubstr("[rank 1] marker-backend gloo\n"));
+  EXPECT_THAT(v.run.out, HasSubstr(Out(1) + "marker-backend gloo\n"));
   EXPECT_THAT(
       TestCaseXml(v.xml, "ChoosesTheBackend/2ranks"),
       HasSubstr("<property name=\"disttest_backend\" value=\"gloo\"/>"));

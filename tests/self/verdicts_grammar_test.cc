@@ -23,10 +23,10 @@ TEST_P(VerdictsTest, ParameterizedTestIsOneTestPerParameterAndWorldSize) {
                         "Expected: (sum) != (15), actual: 15 vs 15\n"
                         "marker-sweep-fails at 5\n"));
   // Every rank had the parameter.
-  for (const char* line : {"[rank 0] marker-sweep 0 of 2: 1\n",
-                           "[rank 1] marker-sweep 1 of 2: 5\n",
-                           "[rank 2] marker-sweep 2 of 3: 1\n",
-                           "[rank 2] marker-sweep 2 of 3: 5\n"}) {
+  for (const std::string& line : {Out(0) + "marker-sweep 0 of 2: 1\n",
+                                  Out(1) + "marker-sweep 1 of 2: 5\n",
+                                  Out(2) + "marker-sweep 2 of 3: 1\n",
+                                  Out(2) + "marker-sweep 2 of 3: 5\n"}) {
     EXPECT_THAT(v.run.out, HasSubstr(line));
   }
   EXPECT_THAT(v.run.out,
@@ -38,11 +38,13 @@ TEST_P(VerdictsTest, ParameterizedTestIsOneTestPerParameterAndWorldSize) {
   Verdict one = Run("Counts/VerdictsSweep.SumsTheParameter/2ranks/n5");
   EXPECT_EQ(one.run.exit_code, 0) << one.run.out;
   EXPECT_THAT(one.run.out, HasSubstr("[  PASSED  ] 1 test."));
-  EXPECT_THAT(one.run.out, HasSubstr("[rank 1] marker-sweep 1 of 2: 5\n"));
+  EXPECT_THAT(one.run.out, HasSubstr(Out(1) + "marker-sweep 1 of 2: 5\n"));
 }
 
 // Reused ranks make each parameter's test themselves, from its name.
 TEST_P(VerdictsTest, PooledRanksRunEveryParameterOfASweep) {
+  SKIP_FOR_THREADS(
+      "rank threads are not pooled: a process of them is forked for each test");
   Verdict v = Run("Words/VerdictsPooledSweep.*");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
   for (int r = 0; r < 2; ++r) {
@@ -61,6 +63,13 @@ TEST_P(VerdictsTest, PooledRanksRunEveryParameterOfASweep) {
 // own test object, runs it rightly).
 TEST_P(VerdictsTest, PooledParametersThatPrintAlikeFailRatherThanRunTwice) {
   Verdict v = Run("Close/VerdictsPooledAlike.*");
+  if (Threads()) {
+    // No thread can make its own test object by name: the ranks are
+    // processes, forked and then pooled as in fork mode.
+    EXPECT_THAT(v.run.out,
+                HasSubstr("runs its ranks as processes, not threads: its test "
+                          "object cannot be made by its name in each thread"));
+  }
   if (std::string(GetParam().launch) == "exec") {
     // kExec ranks are started for each test, each with its own parameter.
     EXPECT_EQ(v.run.exit_code, 0) << v.run.out;

@@ -17,6 +17,32 @@ TEST_P(VerdictsTest, HangIsEndedAtTheTimeout) {
   EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
 }
 
+// A crash and a hang fail their own tests and never the run: the next test
+// of the binary passes, and the XML holds all three. Ranks that are threads
+// live in a process of their own per test, so a crash in one rank's thread
+// is that test's, naming the rank and its signal.
+TEST_P(VerdictsTest, CrashAndHangFailTheirTestsAndTheNextOnePasses) {
+  Verdict v = Run(
+      "Verdicts.CrashAmongFourInABarrier/4ranks:VerdictsShortTimeout.Hangs/"
+      "2ranks:Verdicts.Passes/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 2/4] (first failure) killed by "
+                                   "signal 6 (SIGABRT)"));
+  if (Threads()) {
+    EXPECT_THAT(v.run.out,
+                HasSubstr("[ranks 0-1, 3 of 4] was killed by disttest: its "
+                          "thread ended with the process when rank 2's thread "
+                          "crashed (SIGABRT)"));
+  }
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] was killed by disttest: the "
+                                   "test timed out after 3000 ms"));
+  EXPECT_THAT(v.run.out, HasSubstr("[       OK ] Verdicts.Passes/2ranks"));
+  EXPECT_THAT(TestCaseXml(v.xml, "CrashAmongFourInABarrier/4ranks"),
+              HasSubstr("<failure"));
+  EXPECT_THAT(TestCaseXml(v.xml, "Hangs/2ranks"), HasSubstr("<failure"));
+  EXPECT_THAT(TestCaseXml(v.xml, "Passes/2ranks"), Not(HasSubstr("<failure")));
+}
+
 // DISTTEST_TIMEOUT_SCALE multiplies the test's timeout and says so; a
 // malformed factor fails the test naming it.
 TEST_P(VerdictsTest, TimeoutScaleMultipliesTheTimeout) {
@@ -107,6 +133,7 @@ TEST_P(VerdictsTest, RankThatFailedBeforeTheDeadlineAndEndsLateHasTimedOut) {
 }
 
 TEST_P(VerdictsTest, StoppedRankIsReportedAsStopped) {
+  SKIP_FOR_THREADS("SIGSTOP stops the process of every rank thread");
   Verdict v = Run("VerdictsShortTimeout.StopsItself/2ranks",
                   {{"DISTTEST_TIMEOUT", "1"}, {"DISTTEST_HEARTBEAT", "0.2"}});
   EXPECT_EQ(v.run.exit_code, 1);

@@ -26,6 +26,8 @@ std::map<std::string, std::pair<int, int>> PoolLines(const std::string& out,
 namespace {
 
 TEST_P(VerdictsTest, DaemonStartedByAPooledRankEndsWithItsTest) {
+  SKIP_FOR_THREADS(
+      "rank threads are not pooled: a process of them is forked for each test");
   Verdict v = Run("VerdictsPooledDaemon.*");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   EXPECT_THAT(v.run.err, ::testing::ContainsRegex(
@@ -33,7 +35,7 @@ TEST_P(VerdictsTest, DaemonStartedByAPooledRankEndsWithItsTest) {
                              "[0-9]+ \\(sleep 1000\\)"));
   // Ended with its test, not when the pool ends: the next test on the same
   // rank finds no child left.
-  EXPECT_THAT(v.run.out, HasSubstr("[rank 1] marker-no-children\n"));
+  EXPECT_THAT(v.run.out, HasSubstr(Out(1) + "marker-no-children\n"));
   auto tests = PoolLines(v.run.out, 1);
   ASSERT_EQ(tests.size(), 2u) << v.run.out;
   if (std::string(GetParam().launch) == "fork") {
@@ -42,6 +44,8 @@ TEST_P(VerdictsTest, DaemonStartedByAPooledRankEndsWithItsTest) {
 }
 
 TEST_P(VerdictsTest, PooledRanksRunTheNextTestUntilOneFails) {
+  SKIP_FOR_THREADS(
+      "rank threads are not pooled: a process of them is forked for each test");
   Verdict v = Run("VerdictsPooled.*");
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out,
@@ -90,6 +94,8 @@ TEST_P(VerdictsTest, PooledRanksRunTheNextTestUntilOneFails) {
 // parked between tests) checks what a fresh test's ranks check: ranks that
 // disagree about a collective all fail, through the arena and through Gloo.
 TEST_P(VerdictsTest, PooledRanksThatDisagreeFail) {
+  SKIP_FOR_THREADS(
+      "rank threads are not pooled: a process of them is forked for each test");
   const std::string calls =
       "does not match across the 2 ranks: rank 0: allreduce(8 x float32, "
       "sum); rank 1: broadcast(8 x float32, root 0)";
@@ -131,6 +137,8 @@ TEST_P(VerdictsTest, PooledRanksThatDisagreeFail) {
 }
 
 TEST_P(VerdictsTest, PooledRankKilledEndsThePool) {
+  SKIP_FOR_THREADS(
+      "rank threads are not pooled: a process of them is forked for each test");
   Verdict v =
       Run("VerdictsPooled.AfterTheFailure/*:VerdictsPooled.KilledOnRank0/"
           "*:VerdictsPooled.AfterTheKill/*");
@@ -151,6 +159,8 @@ TEST_P(VerdictsTest, PooledRankKilledEndsThePool) {
 }
 
 TEST_P(VerdictsTest, PooledPartialSkipFailsAndEndsThePool) {
+  SKIP_FOR_THREADS(
+      "rank threads are not pooled: a process of them is forked for each test");
   Verdict v =
       Run("VerdictsPooled.AfterTheKill/*:VerdictsPooled.SkipsOnRank1/"
           "*:VerdictsPooled.AfterThePartialSkip/*");
@@ -165,6 +175,8 @@ TEST_P(VerdictsTest, PooledPartialSkipFailsAndEndsThePool) {
 }
 
 TEST_P(VerdictsTest, DeathTestChildLeavesThePoolsAlone) {
+  SKIP_FOR_THREADS(
+      "rank threads are not pooled: a process of them is forked for each test");
   Verdict v =
       Run("VerdictsPooled.AfterTheKill/*:VerdictsPoolsAndDeathTests.*:"
           "VerdictsPooledAgain.*");
@@ -178,6 +190,8 @@ TEST_P(VerdictsTest, DeathTestChildLeavesThePoolsAlone) {
 }
 
 TEST_P(VerdictsTest, CaughtCommunicatorFailureEndsThePool) {
+  SKIP_FOR_THREADS(
+      "rank threads are not pooled: a process of them is forked for each test");
   Verdict v = Run("VerdictsPooledShort.*");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   auto tests = PoolLines(v.run.out, 0);
@@ -188,6 +202,8 @@ TEST_P(VerdictsTest, CaughtCommunicatorFailureEndsThePool) {
 }
 
 TEST_P(VerdictsTest, NoReuseStartsRanksForEveryTest) {
+  SKIP_FOR_THREADS(
+      "rank threads are not pooled: a process of them is forked for each test");
   Verdict v = Run("VerdictsPooled.First/*:VerdictsPooled.Second/*",
                   {{"DISTTEST_NO_REUSE", "1"}});
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
@@ -203,6 +219,7 @@ TEST_P(VerdictsTest, NoReuseStartsRanksForEveryTest) {
 // directory of the moment (it moved after the zygote started), their own
 // rank's environment. DISTTEST_NO_ZYGOTE=1 execs each rank.
 TEST_P(VerdictsTest, ExecRanksAreForksOfTheZygote) {
+  SKIP_FOR_THREADS("their process is forked, not started through the zygote");
   if (std::string(GetParam().launch) != "exec") GTEST_SKIP() << "kExec only";
   const std::string filter =
       "Verdicts.ShowsWhereItCameFrom/2ranks:"
@@ -234,6 +251,7 @@ TEST_P(VerdictsTest, ExecRanksAreForksOfTheZygote) {
 // A zygote killed between tests: the next kExec test execs its ranks, says
 // so once, and passes; nothing is left behind (Run checks).
 TEST_P(VerdictsTest, KilledZygoteMeansRanksAreExecd) {
+  SKIP_FOR_THREADS("their process is forked, not started through the zygote");
   if (std::string(GetParam().launch) != "exec") GTEST_SKIP() << "kExec only";
   Verdict v =
       Run("Verdicts.Passes/2ranks:Verdicts.KillsTheZygote/1ranks:"
@@ -252,6 +270,7 @@ TEST_P(VerdictsTest, KilledZygoteMeansRanksAreExecd) {
 // place); the test passes with every rank once. The unseen one exits by
 // itself, and nothing outlives the test binary (Run checks).
 TEST_P(VerdictsTest, ZygoteGoneBeforeItAnswersStartsNoRankTwice) {
+  SKIP_FOR_THREADS("their process is forked, not started through the zygote");
   if (std::string(GetParam().launch) != "exec") GTEST_SKIP() << "kExec only";
   Verdict v = Run("VerdictsElsewhere.ShowsWhereItCameFrom/2ranks",
                   {{"DISTTEST_INTERNAL_ZYGOTE_DIE_BEFORE_ANSWER", "1"}});

@@ -9,6 +9,8 @@ namespace disttest::testing {
 namespace {
 
 TEST_P(VerdictsTest, OutputArrivesLineByLinePrefixedWithTheRank) {
+  SKIP_FOR_THREADS(
+      "rank threads share their process's output, labelled [rank threads]");
   Verdict v = Run("Verdicts.PrintsLines/2ranks");
   EXPECT_EQ(v.run.exit_code, 0);
   for (int r = 0; r < 2; ++r) {
@@ -23,6 +25,8 @@ TEST_P(VerdictsTest, OutputArrivesLineByLinePrefixedWithTheRank) {
 }
 
 TEST_P(VerdictsTest, LogDirKeepsEachRanksOutputAndShowsTheFailingTail) {
+  SKIP_FOR_THREADS(
+      "rank threads share their process's output: one log, rank-threads.log");
   std::string dir = TempPath(".logs");
   Verdict pass =
       Run("Verdicts.PrintsLines/2ranks", {{"DISTTEST_LOG_DIR", dir}});
@@ -97,12 +101,16 @@ TEST_P(VerdictsTest, JsonOutputHasEveryRanksDetail) {
     for (const auto& test : suite["testsuite"]) tests[test["name"]] = test;
   }
   const nlohmann::json& props = tests["RecordsProperties/3ranks"];
-  for (int r = 0; r < 3; ++r) {
+  // Rank threads record into their process's one result: the ranks'.
+  for (int r = 0; r < 3 && !Threads(); ++r) {
     EXPECT_EQ(props.value(fmt::format("rank{}.marker-key", r), ""),
               std::to_string(r))
         << props.dump(1);
   }
-  EXPECT_EQ(props.value("rank1.marker-only-rank1", ""), "yes");
+  EXPECT_EQ(props.value(Threads() ? "ranks.marker-only-rank1"
+                                  : "rank1.marker-only-rank1",
+                        ""),
+            "yes");
   EXPECT_EQ(props.value("disttest_world_size", ""), "3");
   const nlohmann::json& failed = tests["AllEqDisagrees/4ranks"];
   ASSERT_EQ(failed["failures"].size(), 1u) << failed.dump(1);
@@ -132,6 +140,18 @@ TEST_P(VerdictsTest, PropertiesARankRecordsReachTheXmlPerRank) {
   Verdict v = Run("Verdicts.RecordsProperties/3ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   std::string tc = TestCaseXml(v.xml, "RecordsProperties/3ranks");
+  if (Threads()) {
+    // Rank threads record into their process's one gtest result: each
+    // property once, as the ranks' together (whose it was cannot be told),
+    // never as one rank's.
+    EXPECT_THAT(tc, HasSubstr("<property name=\"ranks.marker-only-rank1\" "
+                              "value=\"yes\"/>"));
+    EXPECT_THAT(tc, ::testing::ContainsRegex(
+                        "<property name=\"ranks.marker-key\" value=\"[012]\""));
+    EXPECT_THAT(tc, Not(HasSubstr("\"rank0.marker")));
+    EXPECT_THAT(tc, Not(HasSubstr("\"rank1.marker")));
+    return;
+  }
   for (int r = 0; r < 3; ++r) {
     EXPECT_THAT(
         tc, HasSubstr(fmt::format(

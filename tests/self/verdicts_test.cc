@@ -28,6 +28,7 @@ TEST_P(VerdictsTest, PassingTestPassesAtEverySize) {
 TEST_P(VerdictsTest, LaunchVariableSetsEveryTestsLaunchMode) {
   const std::string other =
       std::string(GetParam().launch) == "exec" ? "fork" : "exec";
+  // Threads, fork or exec; the ranks of a process-only fixture are forked.
   Verdict v = Run("Verdicts.Passes/2ranks", {{"DISTTEST_LAUNCH", other}});
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   EXPECT_THAT(
@@ -35,10 +36,23 @@ TEST_P(VerdictsTest, LaunchVariableSetsEveryTestsLaunchMode) {
       HasSubstr("<property name=\"disttest_launch\" value=\"" + other + "\"/>"))
       << v.xml;
   v = Run("Verdicts.Passes/2ranks", {{"DISTTEST_LAUNCH", "threads"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(
+      TestCaseXml(v.xml, "Passes/2ranks"),
+      HasSubstr("<property name=\"disttest_launch\" value=\"threads\"/>"))
+      << v.xml;
+  v = Run("VerdictsProcessOnly.*", {{"DISTTEST_LAUNCH", "threads"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[ disttest ] note: VerdictsProcessOnly.OwnsItsRank/"
+                        "2ranks runs its ranks as processes, not threads: its "
+                        "fixture is options().process_only"));
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1] marker-process-only RANK=1"));
+  v = Run("Verdicts.Passes/2ranks", {{"DISTTEST_LAUNCH", "fibers"}});
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out, HasSubstr("environment variable "
-                                   "DISTTEST_LAUNCH='threads': expected fork "
-                                   "or exec"));
+                                   "DISTTEST_LAUNCH='fibers': expected fork, "
+                                   "exec or threads"));
 }
 
 TEST_P(VerdictsTest, NonFatalFailureOnOneRankNamesOnlyThatRank) {
@@ -90,13 +104,12 @@ TEST_P(VerdictsTest, RanksShareAHostArena) {
   Verdict v = Run("Verdicts.ReportsItsHostArena/3ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   for (int r = 0; r < 3; ++r) {
-    EXPECT_THAT(v.run.out,
-                HasSubstr(fmt::format("[rank {}] marker-arena yes\n", r)));
+    EXPECT_THAT(v.run.out, HasSubstr(Out(r) + "marker-arena yes\n"));
   }
   Verdict off = Run("Verdicts.ReportsItsHostArena/3ranks",
                     {{"DISTTEST_NO_HOST_ARENA", "1"}});
   EXPECT_EQ(off.run.exit_code, 0) << off.run.out << off.run.err;
-  EXPECT_THAT(off.run.out, HasSubstr("[rank 1] marker-arena no\n"));
+  EXPECT_THAT(off.run.out, HasSubstr(Out(1) + "marker-arena no\n"));
   EXPECT_THAT(off.run.out, Not(HasSubstr("marker-arena yes")));
 }
 
@@ -154,6 +167,8 @@ TEST_P(VerdictsTest, ExitInTheBodyIsReportedWithItsStatus) {
 }
 
 TEST_P(VerdictsTest, SignalIsReportedByName) {
+  SKIP_FOR_THREADS(
+      "a signal ends the process of every rank thread (SignalRank is refused)");
   Verdict v = Run("Verdicts.KilledBySignal/2ranks");
   EXPECT_EQ(v.run.exit_code, 1);
   // The root cause is on the terminal when it happens, and first in the
@@ -187,6 +202,8 @@ TEST_P(VerdictsTest, InvalidWorldSizeIsAClearFailure) {
 // one its warning recommends (the binary re-executed: the child runs the
 // body as the rank that started it, not a distributed test of its own).
 TEST_P(VerdictsTest, DeathTestsWorkInARankInBothStyles) {
+  SKIP_FOR_THREADS(
+      "a death test forks or re-executes the process of every rank thread");
   for (const char* style : {"fast", "threadsafe"}) {
     SCOPED_TRACE(style);
     Verdict v = Run("Verdicts.DeathTest*", {{"GTEST_DEATH_TEST_STYLE", style}});
@@ -222,6 +239,7 @@ TEST_P(VerdictsTest, WorldSizeListedTwiceIsARegistrationError) {
 }
 
 TEST_P(VerdictsTest, RankEnvironmentIsSetAndParentOnlyVariablesRemoved) {
+  SKIP_FOR_THREADS("a rank thread has no environment of its own");
   Verdict v = Run("Verdicts.ChildEnvironment/2ranks",
                   {{"GTEST_TOTAL_SHARDS", "1"},
                    {"GTEST_SHARD_INDEX", "0"},
@@ -232,6 +250,9 @@ TEST_P(VerdictsTest, RankEnvironmentIsSetAndParentOnlyVariablesRemoved) {
 }
 
 TEST_P(VerdictsTest, GtestOutputVariableDoesNotReachTheRanks) {
+  SKIP_FOR_THREADS(
+      "the case reads RANK, which a rank thread has not (its process has no "
+      "rank environment of its own)");
   // With GTEST_OUTPUT inherited, every rank of an exec-mode test would write
   // (and overwrite) the report; only the parent may. What fails if it leaks
   // is the rank's own EXPECT_EQ(getenv("GTEST_OUTPUT"), nullptr) in
@@ -252,9 +273,9 @@ TEST_P(VerdictsTest, FatalFailureInSetUpRankSkipsTheBodyButNotTearDown) {
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out,
               HasSubstr(FailureAt("marker-setup-fatal", "[rank 1/2]")));
-  EXPECT_THAT(v.run.out, HasSubstr("[rank 0] marker-body rank 0"));
-  EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 1] marker-body")));
-  EXPECT_THAT(v.run.out, HasSubstr("[rank 1] marker-teardown rank 1"));
+  EXPECT_THAT(v.run.out, HasSubstr(Out(0) + "marker-body rank 0"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr(Out(1) + "marker-body rank 1")));
+  EXPECT_THAT(v.run.out, HasSubstr(Out(1) + "marker-teardown rank 1"));
 }
 
 TEST_P(VerdictsTest, CommWithoutInitDistributedSaysWhy) {
@@ -275,10 +296,10 @@ TEST_P(VerdictsTest, CurrentRankIsTheRankThroughoutItsTest) {
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   for (int r = 0; r < 3; ++r) {
     EXPECT_THAT(v.run.out, HasSubstr(fmt::format(
-                               "[rank {}] marker-current-rank {} of 3", r, r)));
+                               "{}marker-current-rank {} of 3", Out(r), r)));
   }
-  EXPECT_THAT(v.run.out, HasSubstr("[rank 0] marker-current-rank 0 of 1"));
-  EXPECT_THAT(v.run.out, HasSubstr("[rank 1] marker-pooled-current-rank 1"));
+  EXPECT_THAT(v.run.out, HasSubstr(Out(0) + "marker-current-rank 0 of 1"));
+  EXPECT_THAT(v.run.out, HasSubstr(Out(1) + "marker-pooled-current-rank 1"));
   EXPECT_THAT(v.run.out,
               HasSubstr("marker-outside disttest::CurrentRank() was called "
                         "outside a rank's test: it is set in a distributed "
@@ -289,8 +310,8 @@ TEST_P(VerdictsTest, TestWithoutCommunicatorBuildsItsOwnFromTheStore) {
   Verdict v = Run("VerdictsNoComm.BuildsItsOwnCommunicator/3ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   for (int r = 0; r < 3; ++r) {
-    EXPECT_THAT(v.run.out, HasSubstr("[rank " + std::to_string(r) +
-                                     "] marker-own-communicator 6 gloo\n"));
+    EXPECT_THAT(v.run.out,
+                HasSubstr(Out(r) + "marker-own-communicator 6 gloo\n"));
   }
 }
 
@@ -340,6 +361,7 @@ TEST_P(VerdictsTest, DistributedFixtureRunsFirstAndItsDirectoryGoes) {
   // ranks; its output is labelled with the fixture's name.
   EXPECT_THAT(v.run.out, HasSubstr("[WritesShards rank 1] "
                                    "marker-fixture-output 1\n"));
+  // A test with DistributedFixtures runs as processes in every mode.
   EXPECT_THAT(v.run.out, HasSubstr("[rank 0] marker-body-after-fixtures 0\n"));
   for (const char* name :
        {"ReadsWhatTheFixtureWrote/1ranks", "ReadsWhatTheFixtureWrote/3ranks",
@@ -381,6 +403,9 @@ TEST_P(VerdictsTest, SkippingDistributedFixtureSkipsTheTest) {
 // (SignalRank); its survivors see it gone, in the arena and over Gloo alike,
 // and the test passes saying how the rank ended.
 TEST_P(VerdictsTest, ExpectedKillOfARankPasses) {
+  SKIP_FOR_THREADS(
+      "a thread cannot end alone (ExpectRankToEnd is refused: "
+      "RankControlMisuseIsNamed)");
   for (const char* arena : {"0", "1"}) {
     Verdict v = Run("Verdicts.SurvivorsOfAnExpectedKill/4ranks",
                     {{"DISTTEST_NO_HOST_ARENA", arena}});
@@ -394,13 +419,16 @@ TEST_P(VerdictsTest, ExpectedKillOfARankPasses) {
                                  "[rank {}] marker-survivor {}: ", r, r)))
           << v.run.out;
     }
-    EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 2] marker-survivor")));
+    EXPECT_THAT(v.run.out, Not(HasSubstr(Out(2) + "marker-survivor")));
     EXPECT_THAT(TestCaseXml(v.xml, "SurvivorsOfAnExpectedKill/4ranks"),
                 Not(HasSubstr("<failure")));
   }
 }
 
 TEST_P(VerdictsTest, ExpectedExitOfARankPasses) {
+  SKIP_FOR_THREADS(
+      "a thread cannot end alone (ExpectRankToEnd is refused: "
+      "RankControlMisuseIsNamed)");
   Verdict v = Run("Verdicts.ExpectedExitOfARank/2ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
   EXPECT_THAT(v.run.out,
@@ -409,6 +437,9 @@ TEST_P(VerdictsTest, ExpectedExitOfARankPasses) {
 }
 
 TEST_P(VerdictsTest, ExpectedEndThatDoesNotComeFails) {
+  SKIP_FOR_THREADS(
+      "a thread cannot end alone (ExpectRankToEnd is refused: "
+      "RankControlMisuseIsNamed)");
   Verdict v = Run("Verdicts.ExpectedKillThatNeverComes/2ranks");
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
   EXPECT_THAT(v.run.out,
@@ -421,6 +452,9 @@ TEST_P(VerdictsTest, ExpectedEndThatDoesNotComeFails) {
 }
 
 TEST_P(VerdictsTest, OtherEndThanExpectedFailsNamingBoth) {
+  SKIP_FOR_THREADS(
+      "a thread cannot end alone (ExpectRankToEnd is refused: "
+      "RankControlMisuseIsNamed)");
   Verdict v = Run("Verdicts.RankEndsOtherThanExpected/2ranks");
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
   EXPECT_THAT(v.run.out,
@@ -433,6 +467,18 @@ TEST_P(VerdictsTest, OtherEndThanExpectedFailsNamingBoth) {
 TEST_P(VerdictsTest, RankControlMisuseIsNamed) {
   Verdict v = Run("Verdicts.RankControlMisuseIsNamed/2ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  if (Threads()) {
+    // Refused, saying why, whatever the arguments.
+    EXPECT_THAT(v.run.out,
+                HasSubstr("marker-misuse 2: ExpectRankToEnd() needs ranks "
+                          "that are processes: this test's ranks are threads "
+                          "of one process (LaunchMode::kThreads), and a "
+                          "thread cannot end or take a signal alone; mark "
+                          "the fixture options().process_only = true"));
+    EXPECT_THAT(v.run.out, HasSubstr("marker-misuse 1: SignalRank() needs "
+                                     "ranks that are processes"));
+    return;
+  }
   EXPECT_THAT(
       v.run.out,
       AllOf(HasSubstr("marker-misuse 1: SignalRank(5, ...) in rank 0: there "
@@ -450,14 +496,14 @@ TEST_P(VerdictsTest, RankControlMisuseIsNamed) {
 
 INSTANTIATE_TEST_SUITE_P(
     LaunchModes, VerdictsTest,
-    ::testing::Values(ChildSetup{"fork", DISTTEST_VERDICTS_CHILD, "fork", ""},
-                      ChildSetup{"exec", DISTTEST_VERDICTS_CHILD, "exec", ""},
-                      ChildSetup{"OwnMainFork",
-                                 DISTTEST_VERDICTS_OWN_MAIN_CHILD, "fork",
-                                 "--user_flag=42"},
-                      ChildSetup{"OwnMainExec",
-                                 DISTTEST_VERDICTS_OWN_MAIN_CHILD, "exec",
-                                 "--user_flag=42"}),
+    ::testing::Values(
+        ChildSetup{"fork", DISTTEST_VERDICTS_CHILD, "fork", ""},
+        ChildSetup{"exec", DISTTEST_VERDICTS_CHILD, "exec", ""},
+        ChildSetup{"threads", DISTTEST_VERDICTS_CHILD, "threads", ""},
+        ChildSetup{"OwnMainFork", DISTTEST_VERDICTS_OWN_MAIN_CHILD, "fork",
+                   "--user_flag=42"},
+        ChildSetup{"OwnMainExec", DISTTEST_VERDICTS_OWN_MAIN_CHILD, "exec",
+                   "--user_flag=42"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -37,6 +37,16 @@ enum class LaunchMode {
   // this test as this rank (like gtest's "threadsafe" death tests). Slower,
   // safe with threads in the parent, and the rank may start processes.
   kExec,
+  // The ranks are threads of one process forked for the test: each with
+  // its own fixture object (constructed, set up, run, torn down and
+  // destroyed in its thread), results, ledger and communicator; a crash or
+  // a hang fails the test, not the run. What a thread does not have of its
+  // own: the environment (no RANK or LOCAL_RANK: ask CurrentRank()),
+  // globals and statics (one per process, shared by every rank), signals,
+  // getpid(), the working directory, CUDA_VISIBLE_DEVICES. Fixtures that
+  // need those set process_only (below). DISTTEST_LAUNCH=threads sets it
+  // for every test of a run.
+  kThreads,
 };
 
 // What a test is when some ranks skip and the others pass.
@@ -101,6 +111,12 @@ struct Options {
   // DISTTEST_COMPARE_CALLS=0 turns it off everywhere. The calls of a test
   // that ended are compared whatever this says.
   bool compare_calls = true;
+
+  // The test's ranks must be processes (it uses the environment per rank,
+  // signals, ExpectRankToEnd(), statics that each rank writes): launch
+  // kThreads, set here or by DISTTEST_LAUNCH=threads, runs it as kFork
+  // instead, with a one-line note.
+  bool process_only = false;
 };
 
 const char* Name(LaunchMode mode);

@@ -102,6 +102,21 @@ std::string StackSignature(const std::string& raw,
   return frames && placed == numbered ? out : "";
 }
 
+std::string StackOfThread(const std::string& stacks, pid_t tid) {
+  const std::string eu = fmt::format("TID {}:", tid);
+  const std::string gdb = fmt::format("(LWP {})", tid);
+  std::stringstream in(stacks);
+  std::string line, out;
+  bool mine = false;
+  while (std::getline(in, line)) {
+    if (line.starts_with("TID ") || line.starts_with("Thread ")) {
+      mine = line.starts_with(eu) || line.find(gdb) != std::string::npos;
+    }
+    if (mine) out += line + "\n";
+  }
+  return out.empty() ? stacks : out;
+}
+
 namespace {
 
 // `text` (a Tidy()ed stack) with its "TID n:" lines, in order, replaced by

@@ -57,6 +57,12 @@ std::vector<std::string> DumpStacks(const std::vector<pid_t>& pids,
 std::string StackSignature(const std::string& raw,
                            std::vector<std::string>* threads);
 
+// The part of one process's stacks (one string of DumpStacks's) that is
+// thread `tid`'s: its "TID n:" (eu-stack) or "Thread ... (LWP n)" (gdb)
+// line and its frames; `stacks` whole when it has no such thread (a line
+// that says why there are none, a tool that does not name threads).
+std::string StackOfThread(const std::string& stacks, pid_t tid);
+
 // In a spawned rank: lets the parent's stack tool attach, and installs the
 // SIGUSR2 fallback (below).
 void InstallStackSignalHandler();

@@ -135,6 +135,8 @@ ResultChannel* OpenChannel(std::unique_ptr<ResultChannel>* opened) {
   }
 }
 
+}  // namespace
+
 bool DebuggerAttached() {
   std::ifstream status("/proc/self/status");
   std::string line;
@@ -145,6 +147,8 @@ bool DebuggerAttached() {
   }
   return false;
 }
+
+namespace {
 
 // DISTTEST_DEBUG_RANK: this rank waits, before it joins the others, until a
 // debugger has attached. Any process of this user may attach to it.
@@ -401,10 +405,16 @@ std::atomic<bool> g_in_rank{false};
 
 bool InSpawnedRank() { return g_in_rank.load(std::memory_order_relaxed); }
 
-void RunSpawnedRank(RankProgram& program, const Options& options,
-                    std::shared_ptr<HostArena> forked_arena) {
+void BecomeRankProcess() {
   g_in_rank.store(true, std::memory_order_relaxed);
   ResetCoverage();
+}
+
+void LeaveRankProcess(int code) { Leave(code); }
+
+void RunSpawnedRank(RankProgram& program, const Options& options,
+                    std::shared_ptr<HostArena> forked_arena) {
+  BecomeRankProcess();
   SpawnedRankHost host(program, options, std::move(forked_arena));
   host.Exit(RunRank(program, options, host));
 }

@@ -28,8 +28,17 @@ namespace disttest::internal {
 [[noreturn]] void RunSpawnedRank(RankProgram& program, const Options& options,
                                  std::shared_ptr<HostArena> forked_arena);
 
-// Whether RunSpawnedRank has started in this process (it is a rank).
+// Whether RunSpawnedRank (or RunThreadRanks) has started in this process
+// (it is a rank, or holds ranks).
 bool InSpawnedRank();
+
+// What a process of ranks does first (RunSpawnedRank, RunThreadRanks): it
+// is a rank from now on, and counts coverage of its own.
+void BecomeRankProcess();
+// Leaves a process of ranks: stdio flushed, coverage written, _exit.
+[[noreturn]] void LeaveRankProcess(int code);
+// Whether a debugger (any tracer) is attached to this process.
+bool DebuggerAttached();
 
 // In the parent, before it forks ranks: the TCP sockets among `fds` (its
 // open descriptors) that they will inherit (a forked rank then need not list

@@ -171,7 +171,10 @@ void AddRankResults(const TestSpec& spec, const RankReport& r, bool in_tree,
       // Per rank in the XML: "rank1.key".
       const std::size_t nul = m.message.find('\0');
       item.kind = Finding::Kind::kProperty;
-      item.text = fmt::format("rank{}.{}", r.rank, m.message.substr(0, nul));
+      item.text =
+          !m.message.empty() && m.message[0] == kPropertyOfTheRanks
+              ? fmt::format("ranks.{}", m.message.substr(1, nul - 1))
+              : fmt::format("rank{}.{}", r.rank, m.message.substr(0, nul));
       item.value = nul == std::string::npos ? "" : m.message.substr(nul + 1);
     } else {
       continue;  // Skips and successes are judged below.

@@ -130,7 +130,10 @@ void RankGroup::OpenLogs() {
     throw ConfigError(fmt::format("{}={}: {}", env::kLogDir, dir, why));
   }
   for (Rank& rank : ranks_) {
-    std::string file = fmt::format("rank-{}.log", rank.report.rank);
+    // Rank threads write to one output, the process's: one log.
+    if (threads() && rank.report.rank > 0) continue;
+    std::string file = threads() ? std::string("rank-threads.log")
+                                 : fmt::format("rank-{}.log", rank.report.rank);
     if (!spec_.fixture.empty()) file = spec_.fixture + "-" + file;
     std::string path = (test_dir / file).string();
     std::string why;

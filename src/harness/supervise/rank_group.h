@@ -62,6 +62,9 @@ class RankGroup {
     std::unique_ptr<OutputRelay> err;
     std::unique_ptr<ResultChannel> channel;
     RankReport report;
+    // A thread of the one process that holds every rank of the test
+    // (LaunchMode::kThreads): `pid` is that process, spawned as rank 0's.
+    bool thread = false;
     // Why an ExpectRankToEnd() of this rank came too late (after its end),
     // when no declaration came in time: a failure of the rank at End().
     std::string late_expectation;
@@ -114,6 +117,8 @@ class RankGroup {
   // Whether the ranks park after each test's verdict, waiting for the next
   // (a worker pool's: started with DISTTEST_INTERNAL_POOL).
   bool parks() const;
+  // Whether the ranks are threads of one process (LaunchMode::kThreads).
+  bool threads() const;
   std::vector<Rank>& ranks() { return ranks_; }
   const std::vector<Rank>& ranks() const { return ranks_; }
   TcpStoreServer& server() { return *server_; }
@@ -144,6 +149,9 @@ class RankGroup {
   // and every descriptor of this process it must not keep.
   SpawnRequest RequestFor(int r, int stdout_fd, int stderr_fd);
   void OnRankEnded(Rank& rank);
+  // Ranks that are threads ended with their process: each one's outcome
+  // as its own (rank_group_threads.cc); with `notify`, OnRankEnded() each.
+  void OnThreadsEnded(const std::vector<Rank*>& ended, bool notify);
   // A kExpectEnd message of `from`: its expected end goes to its rank.
   void ExpectEnd(Rank& from, const std::string& text);
   void ReapAll();

@@ -10,6 +10,9 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <map>
+#include <optional>
+#include <vector>
 
 #include "base/threads.h"
 #include "disttest/env/names.h"
@@ -108,9 +111,19 @@ void RankGroup::Kill(const std::string& reason, RankReport::KilledFor why) {
 
 void RankGroup::ReapAll() {
   auto deadline = std::chrono::steady_clock::now() + kReapDeadline;
+  // Rank threads share their process: reaped once, for all of them.
+  std::map<pid_t, std::optional<RankOutcome>> reaped;
+  std::vector<Rank*> ended_threads;
   for (Rank& rank : ranks_) {
     if (rank.pid <= 0 || rank.reaped) continue;
-    std::optional<RankOutcome> outcome = spawner_->Reap(rank.pid, deadline);
+    auto once = reaped.find(rank.pid);
+    std::optional<RankOutcome> outcome =
+        once != reaped.end() ? once->second
+                             : spawner_->Reap(rank.pid, deadline);
+    reaped.emplace(rank.pid, outcome);
+    if (outcome && !rank.exited && rank.thread) {
+      ended_threads.push_back(&rank);
+    }
     if (!outcome) {
       rank.report.channel_errors.push_back(fmt::format(
           "could not be reaped within {} s of SIGKILL (uninterruptible "
@@ -126,6 +139,7 @@ void RankGroup::ReapAll() {
       rank.report.ended_at = std::chrono::steady_clock::now();
     }
   }
+  if (!ended_threads.empty()) OnThreadsEnded(ended_threads, /*notify=*/false);
 }
 
 void RankGroup::EndOrphans() {
@@ -142,7 +156,7 @@ void RankGroup::EndOrphans() {
   // the test: every new child is an orphan of the ranks (a daemon that
   // cleared its environment too).
   const bool only_ranks_start_processes =
-      spec_.options.launch == LaunchMode::kFork || ThreadCount() == 1;
+      spec_.options.launch != LaunchMode::kExec || ThreadCount() == 1;
   const auto pick = [&](pid_t pid) {
     if (children_before_.count(pid) != 0 || LiveRanks().count(pid) != 0 ||
         pid == Zygote::Get().pid()) {

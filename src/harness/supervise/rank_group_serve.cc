@@ -191,8 +191,9 @@ void RankGroup::ObserveExits() {
           "ended while it sent a result ({} bytes of it had arrived)",
           rank->channel->PartialResultBytes()));
     }
-    OnRankEnded(*rank);
+    if (!rank->thread) OnRankEnded(*rank);
   }
+  if (threads()) OnThreadsEnded(ended, /*notify=*/true);
 }
 
 void RankGroup::OnRankEnded(Rank& rank) {

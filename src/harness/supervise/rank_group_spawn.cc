@@ -19,6 +19,7 @@
 #include "env/internal_names.h"
 #include "harness/process/resources.h"
 #include "harness/rank/spawned_rank_host.h"
+#include "harness/rank/thread_rank_host.h"
 #include "harness/report/verdict.h"
 #include "harness/supervise/rank_group.h"
 
@@ -64,7 +65,7 @@ int Above(int fd, int floor) {
 }  // namespace
 
 void RankGroup::SpawnAll() {
-  if (spec_.options.launch == LaunchMode::kFork) WarnIfThreaded(spec_.name);
+  if (spec_.options.launch != LaunchMode::kExec) WarnIfThreaded(spec_.name);
   // One listing of this process's descriptors for both below.
   const std::optional<std::vector<int>> fds = OpenDescriptors();
   // Once for every rank it forks, not once in each (a pool forks its ranks
@@ -86,9 +87,22 @@ void RankGroup::SpawnAll() {
            files.rlim_cur)) {
     fd_floor_ = -1;
   }
+  if (threads()) {
+    std::vector<ResultChannel*> channels;
+    for (Rank& rank : ranks_) channels.push_back(rank.channel.get());
+    NoteThreadRankChannels(std::move(channels));
+  }
   for (int r = 0; r < spec_.world_size; ++r) {
     try {
+      if (threads() && r > 0) {
+        // A thread of rank 0's process, which starts them all.
+        ranks_[r].pid = ranks_[0].pid;
+        ranks_[r].thread = true;
+        ranks_[r].report.spawned_at = ranks_[0].report.spawned_at;
+        continue;
+      }
       SpawnRank(r);
+      ranks_[r].thread = threads();
     } catch (const std::exception& e) {
       // The ranks already started are waiting for this one; end them now.
       Kill(fmt::format("rank {} {}", r, kCouldNotBeStarted),
@@ -183,7 +197,9 @@ void RankGroup::SpawnRank(int r) {
   auto [out_read_low, out_write_fd] = MakePipe();
   FdCloser out_write(out_write_fd);
   const int out_read = Above(out_read_low, fd_floor_);
-  std::string prefix = spec_.fixture.empty()
+  // Rank threads share their process's output: labelled as theirs.
+  std::string prefix = threads() ? std::string("[rank threads] ")
+                       : spec_.fixture.empty()
                            ? fmt::format("[rank {}] ", r)
                            : fmt::format("[{} rank {}] ", spec_.fixture, r);
   rank.out = std::make_unique<OutputRelay>(out_read, stdout, prefix);

@@ -61,7 +61,8 @@ void ValidateSpec(const TestSpec& spec) {
   }
   auto launch = static_cast<int>(spec.options.launch);
   if (launch != static_cast<int>(LaunchMode::kFork) &&
-      launch != static_cast<int>(LaunchMode::kExec)) {
+      launch != static_cast<int>(LaunchMode::kExec) &&
+      launch != static_cast<int>(LaunchMode::kThreads)) {
     throw ConfigError(
         fmt::format("options().launch has the unknown value {}", launch));
   }
@@ -248,10 +249,14 @@ bool Supervisor::WaitForLeakChecks(Clock::time_point now) {
 }
 
 void Supervisor::OnVerdict(RankGroup::Rank& rank) {
-  // A parked rank does not exit: its verdict starts the grace its exit
-  // would (peers may wait for it in a collective).
+  // A parked rank does not exit, nor does a rank thread whose peers still
+  // run: its verdict starts the grace its exit would (peers may wait for it
+  // in a collective).
   const RankVerdict verdict = *rank.report.done;
-  if (!parks_ || verdict == RankVerdict::kPassed || grace_deadline_) return;
+  if (!(parks_ || rank.thread) || verdict == RankVerdict::kPassed ||
+      grace_deadline_) {
+    return;
+  }
   StartGrace(rank, NameOf(verdict), verdict == RankVerdict::kSkipped);
 }
 

@@ -14,6 +14,35 @@
 #include "harness/supervise/supervisor.h"
 
 namespace disttest::internal {
+namespace {
+
+// The stacks of the `stuck` ranks, one string each. Rank threads share a
+// process: its stacks are taken once, and each rank gets its thread's.
+std::vector<std::string> StacksOf(RankGroup& group,
+                                  const std::vector<RankGroup::Rank*>& stuck,
+                                  std::chrono::milliseconds deadline) {
+  std::vector<pid_t> pids;
+  for (const RankGroup::Rank* rank : stuck) {
+    if (!rank->thread ||
+        std::find(pids.begin(), pids.end(), rank->pid) == pids.end()) {
+      pids.push_back(rank->pid);
+    }
+  }
+  std::vector<std::string> stacks = group.spawner().Stacks(pids, deadline);
+  if (!group.threads()) return stacks;
+  std::vector<std::string> mine;
+  for (const RankGroup::Rank* rank : stuck) {
+    const auto at = std::find(pids.begin(), pids.end(), rank->pid);
+    const std::string& whole =
+        stacks[static_cast<std::size_t>(at - pids.begin())];
+    const pid_t tid =
+        group.ledger() != nullptr ? group.ledger()->Tid(rank->report.rank) : 0;
+    mine.push_back(tid > 0 ? StackOfThread(whole, tid) : whole);
+  }
+  return mine;
+}
+
+}  // namespace
 
 void Supervisor::KillStuck(const std::string& reason, bool deadline,
                            std::chrono::milliseconds stack_deadline,
@@ -64,8 +93,7 @@ void Supervisor::KillStuck(const std::string& reason, bool deadline,
                 group_.Subject().c_str(), reason.c_str(), pids.size(),
                 pids.size() == 1 ? "" : "s");
     std::fflush(stdout);
-    std::vector<std::string> stacks =
-        group_.spawner().Stacks(pids, stack_deadline);
+    std::vector<std::string> stacks = StacksOf(group_, stuck, stack_deadline);
     for (std::size_t i = 0; i < stuck.size(); ++i) {
       stuck[i]->report.stack = std::move(stacks[i]);
     }
