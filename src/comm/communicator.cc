@@ -65,8 +65,8 @@ void Communicator::SetName(const std::string& name, const std::string& prefix,
   std::uint64_t before = 0;
   {
     std::lock_guard<std::mutex> lock(mu);
-    before = (*made)[fmt::format("{}\n{}", internal::ThreadsRank(),
-                                 identity)]++;
+    before =
+        (*made)[fmt::format("{}\n{}", internal::ThreadsRank(), identity)]++;
   }
   key_ = internal::LedgerKey(fmt::format("{}\n{}", identity, before));
   // In the ledger from now on, before its first operation: a reader then
