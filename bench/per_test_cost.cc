@@ -3,7 +3,8 @@
 // What one distributed test costs: spawn, rendezvous, communicator, barrier,
 // an allreduce of 8 floats, and teardown, at world sizes 1 to 256, with
 // forked ranks (with and without the same-host arena), re-executed ranks,
-// pooled ranks, and ranks without a communicator. Prints
+// ranks as threads (to 1,024), pooled ranks, and ranks without a
+// communicator. Prints
 // the median (and the 10th and 90th percentiles) over N runs of each (at 64
 // ranks and more, over --big-runs), and the peak RSS of the parent and of
 // the largest rank.
@@ -50,7 +51,7 @@ namespace {
 
 // The world sizes of the table; from kFirstBig on, a test runs --big-runs
 // times (it skips itself after that, and skips are not timed), not --runs.
-constexpr int kWorlds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+constexpr int kWorlds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024};
 constexpr int kFirstBig = 64;
 int g_big_runs = 10;
 
@@ -88,6 +89,12 @@ class Exec : public Row {
   Exec() { options().launch = disttest::LaunchMode::kExec; }
 };
 
+// Every rank a thread of one process forked for the test.
+class Threads : public Row {
+ protected:
+  Threads() { options().launch = disttest::LaunchMode::kThreads; }
+};
+
 class Pooled : public Row {
  protected:
   Pooled() { options().reuse_workers = true; }
@@ -113,6 +120,9 @@ DIST_TEST_F(ForkGlooOnly, BarrierAllReduce, 1, 2, 4, 8, 16, 32) {
   BarrierAndAllReduce(comm());
 }
 DIST_TEST_F(Exec, BarrierAllReduce, 1, 2, 4, 8, 16, 32, 64, 128, 256) {
+  BarrierAndAllReduce(comm());
+}
+DIST_TEST_F(Threads, BarrierAllReduce, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024) {
   BarrierAndAllReduce(comm());
 }
 // At most four pools live at once (WorkerPools): more world sizes would take
@@ -215,12 +225,15 @@ void PrintTable(const Timer& timer, int runs, int big_runs) {
   std::printf("| mode |");
   for (int n : kWorlds) std::printf(" %d rank%s |", n, n == 1 ? "" : "s");
   std::printf("\n|---|");
-  for (int n : kWorlds) std::printf("---|%s", n == kWorlds[8] ? "\n" : "");
+  for (int n : kWorlds) {
+    std::printf("---|%s", n == kWorlds[std::size(kWorlds) - 1] ? "\n" : "");
+  }
   const std::pair<const char*, const char*> rows[] = {
       {"RawForkGloo", "raw fork + Gloo (hand-rolled, for the ratio)"},
       {"Fork", "fork, barrier + allreduce"},
       {"ForkGlooOnly", "fork, Gloo only (no host arena)"},
       {"Exec", "exec, barrier + allreduce"},
+      {"Threads", "threads, barrier + allreduce"},
       {"Pooled", "pooled (reuse_workers), barrier + allreduce"},
       {"NoComm", "fork, no communicator"}};
   for (const auto& [suite, label] : rows) {

@@ -56,6 +56,21 @@ class VerdictsTest : public ::testing::TestWithParam<ChildSetup> {
   }
   // Whether the ranks are threads of one process (LaunchMode::kThreads).
   bool Threads() const { return std::string(GetParam().launch) == "threads"; }
+  // The verdict of rank `rank` of `world`, which killed itself with
+  // SIGKILL: "[rank 1/2] killed by signal 9 (SIGKILL)". Ranks that are
+  // threads die with their process, and no handler runs on SIGKILL to say
+  // whose thread it was: those still running are named together with it.
+  ::testing::Matcher<const std::string&> KilledBySigkill(int rank,
+                                                         int world) const {
+    if (!Threads()) {
+      return HasSubstr(fmt::format("[rank {}/{}] killed by signal 9 (SIGKILL)",
+                                   rank, world));
+    }
+    return ::testing::ContainsRegex(fmt::format(
+        "\\[ranks? ({}/{}|[0-9, -]*{}[0-9, -]* of {})\\] (\\(first failure\\) "
+        ")?killed by signal 9 \\(SIGKILL\\)",
+        rank, world, rank, world));
+  }
   // How rank `rank`'s output is labelled: "[rank 1] ", or, for ranks that
   // are threads, their process's one label (they share its output).
   std::string Out(int rank) const {

@@ -108,6 +108,23 @@ DIST_TEST_F(VerdictsProcessOnly, OwnsItsRank) {
   std::printf("marker-process-only RANK=%s\n", mine);
 }
 
+// Crashes as the thread that holds it ends: after the rank's verdict,
+// where ranks are threads (a process rank's _exit destroys no
+// thread_local).
+struct CrashesWhenDestroyed {
+  bool armed = false;
+  ~CrashesWhenDestroyed() {
+    if (!armed) return;
+    rlimit no_core{0, 0};  // A core file would be left behind.
+    setrlimit(RLIMIT_CORE, &no_core);
+    raise(SIGSEGV);  // marker-crash-after-verdict
+  }
+};
+DIST_TEST_F(Verdicts, CrashesAfterItsVerdict, 2) {
+  static thread_local CrashesWhenDestroyed crash;
+  crash.armed = rank() == 1;
+}
+
 DIST_TEST_F(Verdicts, FailsOnRank1Only) {
   std::printf("marker-rank-output %d\n", rank());
   comm().barrier();

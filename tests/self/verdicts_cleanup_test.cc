@@ -21,7 +21,7 @@ TEST_P(VerdictsTest, ProcessesStartedByARankEndWithTheTest) {
 TEST_P(VerdictsTest, ForkedChildOfAKilledRankEndsWithTheTest) {
   Verdict v = Run("Verdicts.ForksAChildAndIsKilled/2ranks");
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] killed by signal 9 (SIGKILL)"));
+  EXPECT_THAT(v.run.out, KilledBySigkill(1, 2));
   EXPECT_THAT(v.run.out,
               ::testing::ContainsRegex(
                   "\\[ disttest \\] note: Verdicts.ForksAChildAndIsKilled/"
@@ -49,7 +49,7 @@ TEST_P(VerdictsTest, DaemonStartedByARankEndsWithTheTest) {
 TEST_P(VerdictsTest, DaemonOfAKilledRankEndsWithTheTest) {
   Verdict v = Run("Verdicts.StartsADaemonAndIsKilled/2ranks");
   EXPECT_EQ(v.run.exit_code, 1);
-  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/2] killed by signal 9 (SIGKILL)"));
+  EXPECT_THAT(v.run.out, KilledBySigkill(1, 2));
   EXPECT_THAT(v.run.out,
               ::testing::ContainsRegex(
                   "\\[ disttest \\] note: "
@@ -165,6 +165,23 @@ TEST_P(VerdictsTest, CodeUnderTestCanServeAStoreOnMasterPort) {
   }
 }
 
+// A crash after a rank's verdict is no pass: a rank thread whose
+// thread_local crashes as its thread ends (after its verdict went) fails
+// the test, named with its signal. Process ranks _exit: no thread_local is
+// destroyed, and the test passes.
+TEST_P(VerdictsTest, CrashAfterTheVerdictFailsTheTest) {
+  Verdict v = Run("Verdicts.CrashesAfterItsVerdict/2ranks");
+  if (!Threads()) {
+    EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+    return;
+  }
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, ::testing::ContainsRegex(
+                             "\\[rank 1/2\\] (\\(first failure\\) )?killed "
+                             "by signal 11 \\(SIGSEGV"));
+  EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/2]")));
+}
+
 TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // Every case at once, failures, crashes and hangs included; Run() checks
   // for leftover queues and processes.
@@ -182,12 +199,13 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
       {{"DISTTEST_GPUS", "1"}}, deadline);
   EXPECT_EQ(v.run.exit_code, 1);
   // As threads, four cases that read the rank environment or expect a
-  // rank to end alone fail, saying so.
+  // rank to end alone fail, saying so, and so does a crash after a rank's
+  // verdict (a process rank's _exit destroys no thread_local).
   EXPECT_THAT(v.run.out, HasSubstr(Threads() ? "[  PASSED  ] 69 tests."
-                                             : "[  PASSED  ] 73 tests."));
+                                             : "[  PASSED  ] 75 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 6 tests"));
   EXPECT_THAT(v.run.out,
-              HasSubstr(Threads() ? "69 FAILED TESTS" : "64 FAILED TESTS"));
+              HasSubstr(Threads() ? "70 FAILED TESTS" : "64 FAILED TESTS"));
 }
 
 }  // namespace

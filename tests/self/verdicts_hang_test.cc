@@ -22,9 +22,9 @@ TEST_P(VerdictsTest, HangIsEndedAtTheTimeout) {
 // live in a process of their own per test, so a crash in one rank's thread
 // is that test's, naming the rank and its signal.
 TEST_P(VerdictsTest, CrashAndHangFailTheirTestsAndTheNextOnePasses) {
-  Verdict v = Run(
-      "Verdicts.CrashAmongFourInABarrier/4ranks:VerdictsShortTimeout.Hangs/"
-      "2ranks:Verdicts.Passes/2ranks");
+  Verdict v =
+      Run("Verdicts.CrashAmongFourInABarrier/4ranks:VerdictsShortTimeout.Hangs/"
+          "2ranks:Verdicts.Passes/2ranks");
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out, HasSubstr("[rank 2/4] (first failure) killed by "
                                    "signal 6 (SIGABRT)"));
