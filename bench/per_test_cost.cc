@@ -58,8 +58,10 @@ int g_big_runs = 10;
 class Row : public disttest::DistributedTest {
  protected:
   void SetUp() override {
-    // A re-executed rank runs SetUp() too, once: it never skips.
-    if (std::getenv(disttest::env::kInternalChildTest) != nullptr) return;
+    // A re-executed rank runs SetUp() too, once, and so does each rank
+    // thread (its own fixture object, beside the others' and this static):
+    // a rank never skips; the parent decides.
+    if (disttest::InRank()) return;
     const ::testing::TestInfo* info =
         ::testing::UnitTest::GetInstance()->current_test_info();
     const std::string name =
