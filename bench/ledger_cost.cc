@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
       RequestWaited(
           RequestMade(fmt::format("isend({} x {} to rank {}, tag {}) on {}", 8,
                                   "float32", 1, i, "world"),
-                      __FILE__, __LINE__));
+                      __FILE__, __LINE__, /*rank_of_comm=*/-1));
     }
     per_request.push_back(
         std::chrono::duration<double, std::nano>(Clock::now() - start).count() /

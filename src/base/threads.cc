@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <atomic>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -42,7 +43,16 @@ std::string AddressSpaceHint(const std::string& error) {
 
 namespace {
 thread_local int t_threads_rank = -1;
+std::atomic<bool> g_ranks_are_threads{false};
 }  // namespace
+
+bool RanksAreThreads() {
+  return g_ranks_are_threads.load(std::memory_order_relaxed);
+}
+
+void SetRanksAreThreads() {
+  g_ranks_are_threads.store(true, std::memory_order_relaxed);
+}
 
 int ThreadsRank() { return t_threads_rank; }
 

@@ -33,6 +33,10 @@ std::string AddressSpaceHint(const std::string& error,
 int ThreadsRank();
 // Makes the calling thread rank `rank`'s (-1: none).
 void SetThreadsRank(int rank);
+// Whether this process hosts the ranks of a test as threads; said once by
+// the host, before it starts them.
+bool RanksAreThreads();
+void SetRanksAreThreads();
 
 }  // namespace disttest::internal
 

@@ -59,6 +59,17 @@ void Communicator::SetName(const std::string& name, const std::string& prefix,
   // process count their own). Not its name: a name is a label
   // for reports, and ranks that name one communicator differently still
   // have their calls compared.
+  if (internal::RanksAreThreads() && internal::ThreadsRank() < 0) {
+    // Which rank's it is, and so its calls' comparison across the ranks,
+    // would be unknown: refused, never run unchecked.
+    throw CommError(fmt::format(
+        "[rank {}/{}] {}: made in a thread that no rank runs (one a rank "
+        "thread started); the ranks are threads of one process "
+        "(LaunchMode::kThreads): make communicators in the rank's own "
+        "thread (SetUpRank(), the body), or run the test as processes "
+        "(options().process_only)",
+        rank(), size(), name_));
+  }
   const std::string identity = store_scope + prefix + "/\n";
   static std::mutex mu;
   static auto* made = new std::map<std::string, std::uint64_t>;

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/threads.h"
 #include "comm/ledger.h"
 #include "disttest/error.h"
 
@@ -17,7 +18,9 @@ namespace disttest {
 Communicator::Recorded::Recorded(Communicator& comm, bool collective,
                                  const internal::Ledger::Call& call,
                                  const Where& where, std::uint64_t entry)
-    : ledger_(internal::Ledger::Current()) {
+    : ledger_(internal::ThreadsRank() < 0 && internal::RanksAreThreads()
+                  ? comm.ledger_
+                  : internal::Ledger::Current()) {
   if (ledger_ == nullptr) return;
   if (entry != kNoEntry) {
     if (comm.ledger_ != ledger_) {

@@ -55,7 +55,7 @@ Request Communicator::isend(const void* data, std::size_t count, DataType type,
   request.entry_ = r.index();
   request.id_ = internal::RequestMade(
       DescribeRequest(true, count, type, peer, tag, name_), where.file_name(),
-      where.line());
+      where.line(), ledger_ != nullptr ? ledger_->slot() : -1);
   request.comm_alive_ = alive_;
   return request;
 }
@@ -79,7 +79,7 @@ Request Communicator::irecv(void* data, std::size_t count, DataType type,
   request.entry_ = r.index();
   request.id_ = internal::RequestMade(
       DescribeRequest(false, count, type, peer, tag, name_), where.file_name(),
-      where.line());
+      where.line(), ledger_ != nullptr ? ledger_->slot() : -1);
   request.comm_alive_ = alive_;
   return request;
 }
@@ -134,11 +134,14 @@ bool Request::Orphaned() noexcept {
 
 void Request::Finish() noexcept {
   if (state_ == nullptr || comm_ == nullptr) return;
+  // Whose it is, before waiting takes it out of the account.
+  const int owner = internal::RequestOwner(id_);
   if (Orphaned()) {
     // Destroyed without wait() after its communicator: the test is told
     // here (wait() throws instead).
     internal::RequestDroppedAndFailed(
-        DescribeRequest(send_, count_, type_, peer_, tag_, ""), file_, line_,
+        owner, DescribeRequest(send_, count_, type_, peer_, tag_, ""), file_,
+        line_,
         "its communicator was destroyed first (wait for a Request before "
         "its communicator goes)");
     return;
@@ -150,6 +153,7 @@ void Request::Finish() noexcept {
     // ledger; a destructor cannot throw, so the rank runtime fails the test
     // with it after the body (an error nobody sees would pass).
     internal::RequestDroppedAndFailed(
+        owner,
         DescribeRequest(send_, count_, type_, peer_, tag_, comm_->name()),
         file_, line_, e.what());
   }

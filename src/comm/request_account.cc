@@ -17,12 +17,13 @@ struct InFlight {
   std::string what;
   const char* file;
   unsigned line;
-  int rank;  // ThreadsRank() of the thread that made it.
+  int rank;  // Whose it is (RequestMade).
 };
 
-// Rank threads of one process (LaunchMode::kThreads) each take their own;
-// what a thread that is no rank's made goes to the first that takes.
-bool Takes(int taker, int owner) { return owner == taker || owner == -1; }
+// Rank threads of one process (LaunchMode::kThreads) each take their own
+// (a request made in a thread a rank started is charged to the rank of its
+// communicator); a process's one rank is -1.
+bool Takes(int taker, int owner) { return owner == taker; }
 
 // Never destroyed: a request may be waited for from a static's destructor.
 struct Account {
@@ -38,12 +39,23 @@ Account& TheAccount() {
 
 }  // namespace
 
-std::uint64_t RequestMade(std::string what, const char* file, unsigned line) {
+std::uint64_t RequestMade(std::string what, const char* file, unsigned line,
+                          int rank_of_comm) {
+  const int rank = ThreadsRank() >= 0  ? ThreadsRank()
+                   : RanksAreThreads() ? rank_of_comm
+                                       : -1;
   Account& a = TheAccount();
   std::lock_guard<std::mutex> lock(a.mu);
   const std::uint64_t id = a.next++;
-  a.in_flight.emplace(id, InFlight{std::move(what), file, line, ThreadsRank()});
+  a.in_flight.emplace(id, InFlight{std::move(what), file, line, rank});
   return id;
+}
+
+int RequestOwner(std::uint64_t id) {
+  Account& a = TheAccount();
+  std::lock_guard<std::mutex> lock(a.mu);
+  auto it = a.in_flight.find(id);
+  return it != a.in_flight.end() ? it->second.rank : ThreadsRank();
 }
 
 void RequestWaited(std::uint64_t id) {
@@ -53,12 +65,13 @@ void RequestWaited(std::uint64_t id) {
   a.in_flight.erase(id);
 }
 
-void RequestDroppedAndFailed(const std::string& what, const char* file,
-                             unsigned line, const std::string& error) {
+void RequestDroppedAndFailed(int owner, const std::string& what,
+                             const char* file, unsigned line,
+                             const std::string& error) {
   Account& a = TheAccount();
   std::lock_guard<std::mutex> lock(a.mu);
   a.problems.emplace_back(
-      ThreadsRank(),
+      owner,
       RequestProblem{file, line,
                      fmt::format("the Request of {} made here was destroyed "
                                  "without wait(), and its operation failed: {}",

@@ -30,13 +30,22 @@ struct RequestProblem {
 };
 
 // A request now in flight: "isend(1 x int32 to rank 1, tag 7) on
-// communicator \"grads\"", made at file:line. Returns its id (never 0).
-std::uint64_t RequestMade(std::string what, const char* file, unsigned line);
+// communicator \"grads\"", made at file:line on a communicator of rank
+// `rank_of_comm` (its ledger's slot; -1: unknown). Returns its id (never
+// 0). Where ranks are threads, it is that rank's, whichever thread made
+// it (one the rank started included).
+std::uint64_t RequestMade(std::string what, const char* file, unsigned line,
+                          int rank_of_comm);
+// The rank whose request `id` is (as RequestMade charged it); the calling
+// thread's when it is no longer in flight.
+int RequestOwner(std::uint64_t id);
 // Request `id` is being waited for (or was reported): it leaves the account.
 void RequestWaited(std::uint64_t id);
-// A request was destroyed without wait() and its wait failed with `error`.
-void RequestDroppedAndFailed(const std::string& what, const char* file,
-                             unsigned line, const std::string& error);
+// A request of rank `owner` (RequestOwner) was destroyed without wait()
+// and its wait failed with `error`.
+void RequestDroppedAndFailed(int owner, const std::string& what,
+                             const char* file, unsigned line,
+                             const std::string& error);
 // What went wrong since the last call: dropped requests that failed and,
 // with `ended` (the test is over), every request still in flight, which
 // then leaves the account.

@@ -75,10 +75,11 @@ class NoRanksThreadReporter
   NoRanksThreadReporter()
       : ScopedFakeTestPartResultReporter(INTERCEPT_ALL_THREADS, &unused_) {}
   void ReportTestPartResult(const ::testing::TestPartResult& r) override {
-    if (!r.failed()) return;
+    if (!r.failed() && !r.skipped()) return;
     ReportForThreadRank(
-        0, {r.fatally_failed() ? RankMessage::Kind::kFatalFailure
-                               : RankMessage::Kind::kNonFatalFailure,
+        0, {r.skipped()          ? RankMessage::Kind::kSkip
+            : r.fatally_failed() ? RankMessage::Kind::kFatalFailure
+                                 : RankMessage::Kind::kNonFatalFailure,
             r.file_name() != nullptr ? r.file_name() : "", r.line_number(),
             fmt::format("in a thread that no rank runs (one a rank thread "
                         "started; which is unknown, so it is told to rank "

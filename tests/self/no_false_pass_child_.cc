@@ -246,6 +246,36 @@ DIST_TEST_F(NoFalsePass, IsendLeftInFlight, 2) {
   }
 }
 
+// The same from a thread the rank started: the request is the rank's
+// (its communicator's), whichever thread made it, in every launch mode.
+DIST_TEST_F(NoFalsePass, IsendLeftInFlightByAHelperThread, 2) {
+  static int x = 1234;
+  if (rank() == 1) {
+    std::thread([this] {
+      static auto* kept = new disttest::Request(
+          comm().isend(&x, 1, 0, 6));  // marker-helper-left-in-flight
+      (void)kept;
+    }).join();
+  }
+}
+
+// A communicator made in a thread the rank started: where the ranks are
+// threads, whose it is would be unknown, and it is refused, saying so.
+DIST_TEST_F(NoFalsePass, SplitInAHelperThread, 2) {
+  std::string error = "no error";
+  std::thread([&] {
+    try {
+      std::unique_ptr<disttest::Communicator> sub = comm().split(0);
+      int v = 1;
+      sub->allreduce(&v, 1, disttest::ReduceOp::kSum);
+      KeepUntilExit(std::move(sub));
+    } catch (const disttest::CommError& e) {
+      error = e.what();
+    }
+  }).join();
+  std::printf("marker-helper-split %d: %s\n", rank(), error.c_str());
+}
+
 // The next test in a pool: nothing in it sends to rank 1 with tag 5, so
 // its receive must not get the earlier test's 1234.
 DIST_TEST_F(NoFalsePass, ReceivesOnlyWhatItsOwnTestSent, 2) {

@@ -228,6 +228,35 @@ TEST_P(NoFalsePassTest, IsendLeftInFlightFailsAndItsMessageReachesNoLaterTest) {
       << v.run.out;
 }
 
+// A request a rank's helper thread left in flight is that rank's: its
+// failure, at its line (where ranks are threads too: charged to the rank
+// of its communicator, not to whichever rank looks first).
+TEST_P(NoFalsePassTest, IsendAHelperThreadLeftInFlightIsItsRanksFailure) {
+  Verdict v = Run("IsendLeftInFlightByAHelperThread/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(At("marker-helper-left-in-flight", "[rank 1/2]") +
+                        "isend(1 x int32 to rank 0, tag 6) on "))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/2]"))) << v.run.out;
+}
+
+// Where the ranks are threads, a communicator made in a thread no rank runs
+// is refused (whose calls they are would be unknown); elsewhere it works.
+TEST_P(NoFalsePassTest, CommunicatorMadeInAHelperThread) {
+  Verdict v = Run("SplitInAHelperThread/2ranks");
+  if (!Threads()) {
+    EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+    EXPECT_THAT(v.run.out, HasSubstr("marker-helper-split 1: no error"));
+    return;
+  }
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("marker-helper-split 1: [rank 1/2] world split 0 (color "
+                        "0): made in a thread that no rank runs"))
+      << v.run.out;
+}
+
 TEST_P(NoFalsePassTest, IrecvNobodySendsToFailsAtItsLine) {
   Verdict v = Run("IrecvNobodySendsTo/2ranks");
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;

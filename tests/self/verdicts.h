@@ -48,6 +48,13 @@ inline int Count(const std::string& haystack, const std::string& needle) {
     GTEST_SKIP() << "cannot apply to ranks that are threads: " why; \
   }
 
+// A case of ranks that are threads alone.
+#define SKIP_FOR_THREADS_ONLY()                                            \
+  if (!Threads()) {                                                        \
+    GTEST_SKIP() << "a case of ranks that are threads (process ranks end " \
+                    "with _exit, which destroys no thread_local)";         \
+  }
+
 class VerdictsTest : public ::testing::TestWithParam<ChildSetup> {
  protected:
   Verdict Run(const std::string& filter,

@@ -191,6 +191,19 @@ DIST_TEST_F(VerdictsShortTimeout, Hangs) {
 
 // Rank 1 ends 300 ms after a 1 s timeout (DISTTEST_TIMEOUT=1), while the
 // harness still takes its stack.
+// Hangs as the thread that holds it ends: after the rank's verdict, where
+// ranks are threads.
+struct HangsWhenDestroyed {
+  bool armed = false;
+  ~HangsWhenDestroyed() {
+    while (armed) pause();  // marker-hang-after-verdict
+  }
+};
+DIST_TEST_F(VerdictsShortTimeout, HangsAfterItsVerdict, 2) {
+  static thread_local HangsWhenDestroyed hang;
+  hang.armed = rank() == 1;
+}
+
 DIST_TEST_F(VerdictsShortTimeout, FinishesJustAfterTheTimeout) {
   if (rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1300));
 }

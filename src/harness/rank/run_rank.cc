@@ -7,6 +7,7 @@
 #include <exception>
 #include <optional>
 
+#include "base/threads.h"
 #include "comm/ledger.h"
 #include "comm/peer_errors.h"
 #include "env/knobs.h"
@@ -37,7 +38,12 @@ RankVerdict RunProgram(RankProgram& program, const RankEnv& env,
   // And the check is slow: it stops the rank's threads while it scans the
   // heap, which with hundreds of failing ranks on a few cores would outlast
   // the failure grace.
-  if (verdict == RankVerdict::kFailed || !LeakSanitizerRuns()) return verdict;
+  // Rank threads share one heap: their process checks it once, after them
+  // (thread_rank_host.cc).
+  if (verdict == RankVerdict::kFailed || !LeakSanitizerRuns() ||
+      ThreadsRank() >= 0) {
+    return verdict;
+  }
   EnterPhase(RankPhase::kCheckingLeaks);
   if (std::optional<std::string> leaks = LeaksOfThisTest()) {
     report({RankMessage::Kind::kFatalFailure, program.file(), program.line(),

@@ -7,11 +7,15 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -28,6 +32,7 @@
 #include "harness/process/stack_dump.h"
 #include "harness/rank/spawned_rank_host.h"
 #include "harness/rank_outcome.h"
+#include "harness/report/sanitizer_report.h"
 
 namespace disttest::internal {
 namespace {
@@ -47,23 +52,41 @@ std::vector<ResultChannel*>& Channels() {
 constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 struct sigaction g_crash_before[sizeof kCrashSignals / sizeof(int)];
 
+// This process (a process a rank thread forks inherits the handlers and
+// the ledger's mapping: it is not the rank), and whether a rank's thread
+// has noted an end already (the first one ended the process; a crash that
+// follows, in a static destructor that exit() runs, say, is not the cause).
+pid_t g_host_pid = 0;
+std::atomic<bool> g_noted{false};
+
+void NoteEnd(int how) {
+  if (getpid() != g_host_pid) return;
+  if (g_noted.exchange(true)) return;
+  Ledger::NoteEndedProcess(how);
+}
+
 void OnCrash(int sig) {
-  Ledger::NoteEndedProcess(sig);
+  const int saved = errno;
+  NoteEnd(sig);
   for (std::size_t i = 0; i < std::size(kCrashSignals); ++i) {
     if (kCrashSignals[i] == sig) sigaction(sig, &g_crash_before[i], nullptr);
   }
   // Pending until this handler returns: then the action from before runs
   // (a fault that returns would fault again; a raise() would not).
   raise(sig);
+  errno = saved;
 }
 
 void OnExit() {
-  if (ThreadsRank() >= 0) Ledger::NoteEndedProcess(LedgerMemory::kCalledExit);
+  if (ThreadsRank() >= 0) NoteEnd(LedgerMemory::kCalledExit);
 }
 
 void InstallProcessWideNotes() {
+  g_host_pid = getpid();
   struct sigaction sa {};
   sa.sa_handler = OnCrash;
+  // On the rank thread's own signal stack: a stack overflow is noted too.
+  sa.sa_flags = SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
   for (std::size_t i = 0; i < std::size(kCrashSignals); ++i) {
     sigaction(kCrashSignals[i], &sa, &g_crash_before[i]);
@@ -186,8 +209,12 @@ class ThreadRankHost : public RankHost {
   // The store and communicator go with the process (_exit), as a spawned
   // rank's do: Gloo's destructors would wait on its event loop.
   void Abandon() {
-    (void)store_.release();
-    (void)comm_.release();
+    static std::mutex mu;
+    static auto* kept = new std::vector<std::unique_ptr<Store>>;
+    static auto* comms = new std::vector<std::unique_ptr<Communicator>>;
+    std::lock_guard<std::mutex> lock(mu);
+    kept->push_back(std::move(store_));
+    comms->push_back(std::move(comm_));
   }
 
  private:
@@ -197,7 +224,7 @@ class ThreadRankHost : public RankHost {
   std::string store_port_;
   std::string token_;
   std::chrono::milliseconds test_timeout_;
-  std::unique_ptr<TcpStore> store_;
+  std::unique_ptr<Store> store_;
   std::unique_ptr<Communicator> comm_;
 };
 
@@ -222,10 +249,37 @@ struct Shared {
   std::string token;
   const char* file;
   int line;
+  // Each rank's verdict, written by its thread alone.
+  std::vector<RankVerdict> verdicts;
 };
 
-void RunThread(const Shared& s, int rank) {
+// A signal stack of the rank thread's own, for the crash handler.
+class SignalStack {
+ public:
+  SignalStack() : memory_(kBytes) {
+    stack_t ss{};
+    ss.ss_sp = memory_.data();
+    ss.ss_size = memory_.size();
+    on_ = sigaltstack(&ss, nullptr) == 0;
+  }
+  ~SignalStack() {
+    if (!on_) return;
+    stack_t off{};
+    off.ss_flags = SS_DISABLE;
+    sigaltstack(&off, nullptr);
+  }
+  SignalStack(const SignalStack&) = delete;
+  SignalStack& operator=(const SignalStack&) = delete;
+
+ private:
+  static constexpr std::size_t kBytes = 64 * 1024;
+  std::vector<char> memory_;
+  bool on_ = false;
+};
+
+void RunThread(Shared& s, int rank) {
   SetThreadsRank(rank);
+  const SignalStack signal_stack;
   RankEnv env = s.base;
   env.rank = env.local_rank = rank;
   std::unique_ptr<RankProgram> program;
@@ -246,7 +300,8 @@ void RunThread(const Shared& s, int rank) {
   }
   ThreadRankHost host(env, *s.options, s.arena, s.ledger, s.store_port,
                       s.token);
-  RunRank(*program, *s.options, host);
+  s.verdicts[static_cast<std::size_t>(rank)] =
+      RunRank(*program, *s.options, host);
   host.Abandon();
 }
 
@@ -273,7 +328,8 @@ void RunThreadRanks(const ProgramMaker& make, const Options& options,
   std::signal(SIGPIPE, SIG_IGN);
   InstallStackSignalHandler();
   prctl(PR_SET_CHILD_SUBREAPER, 1);
-  Shared s{&make, &options, std::move(arena), nullptr, {}, "", "", file, line};
+  Shared s{&make, &options, std::move(arena), nullptr, {}, "", "", file,
+           line,  {}};
   try {
     s.base = RankEnv::FromEnvironment();
   } catch (const std::exception& e) {
@@ -290,16 +346,19 @@ void RunThreadRanks(const ProgramMaker& make, const Options& options,
     s.ledger = ledger->shared_memory();
   }
   TakeChannels(s.base.world_size);
+  s.verdicts.assign(static_cast<std::size_t>(s.base.world_size),
+                    RankVerdict::kFailed);
   // The process's environment is rank 0's: no thread's own. Code that reads
   // RANK fails rather than finding every thread rank 0.
   unsetenv(env::kRank);
   unsetenv(env::kLocalRank);
+  SetRanksAreThreads();
   InstallProcessWideNotes();
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(s.base.world_size));
   for (int r = 0; r < s.base.world_size; ++r) {
     try {
-      threads.emplace_back(RunThread, std::cref(s), r);
+      threads.emplace_back(RunThread, std::ref(s), r);
     } catch (const std::system_error& e) {
       for (int later = r; later < s.base.world_size; ++later) {
         FailUnstarted(
@@ -315,6 +374,20 @@ void RunThreadRanks(const ProgramMaker& make, const Options& options,
     }
   }
   for (std::thread& t : threads) t.join();
+  // Under LeakSanitizer: the threads share one heap, so it is checked once,
+  // now, and what leaked is every rank's to see (whose it was is unknown);
+  // told to rank 0, where a failed test skips it as a failed rank does.
+  const bool failed = std::find(s.verdicts.begin(), s.verdicts.end(),
+                                RankVerdict::kFailed) != s.verdicts.end();
+  if (LeakSanitizerRuns() && !failed) {
+    if (std::optional<std::string> leaks = LeaksOfThisTest()) {
+      ReportForThreadRank(
+          0, {RankMessage::Kind::kFatalFailure, file, line,
+              fmt::format("the rank threads (one heap: whose is unknown) "
+                          "left leaks: {}",
+                          *leaks)});
+    }
+  }
 }
 
 void LeaveThreadRanks() {
