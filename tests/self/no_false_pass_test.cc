@@ -251,9 +251,10 @@ TEST_P(NoFalsePassTest, CommunicatorMadeInAHelperThread) {
     return;
   }
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
-  EXPECT_THAT(v.run.out,
-              HasSubstr("marker-helper-split 1: [rank 1/2] world split 0 (color "
-                        "0): made in a thread that no rank runs"))
+  EXPECT_THAT(
+      v.run.out,
+      HasSubstr("marker-helper-split 1: [rank 1/2] world split 0 (color "
+                "0): made in a thread that no rank runs"))
       << v.run.out;
 }
 
