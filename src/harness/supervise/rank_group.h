@@ -152,6 +152,9 @@ class RankGroup {
   // Ranks that are threads ended with their process: each one's outcome
   // as its own (rank_group_threads.cc); with `notify`, OnRankEnded() each.
   void OnThreadsEnded(const std::vector<Rank*>& ended, bool notify);
+  // When every rank thread had reported and the process was still ended by
+  // disttest: a failure of rank 0's (something in it ran on).
+  void FailIfItRanOn(const std::vector<Rank*>& ended);
   // A kExpectEnd message of `from`: its expected end goes to its rank.
   void ExpectEnd(Rank& from, const std::string& text);
   void ReapAll();
