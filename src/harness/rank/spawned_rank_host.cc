@@ -285,12 +285,8 @@ class SpawnedRankHost : public RankHost {
     WaitForDebugger(env_);
     // Connects on first use: a test without a communicator that never
     // touches the store never connects.
-    store_ = std::make_unique<TcpStore>(
-        env_.master_addr,
-        IsDigits(store_port_) && store_port_.size() <= 5
-            ? std::stoi(store_port_)
-            : env_.master_port,
-        RankTimeout(env_, test_timeout_), token_);
+    store_ = HarnessStore(env_, store_port_, RankTimeout(env_, test_timeout_),
+                          token_);
     return env_;
   }
 
@@ -298,15 +294,10 @@ class SpawnedRankHost : public RankHost {
 
   Communicator* Connect(const RankEnv& env, const Options& options,
                         std::chrono::milliseconds timeout) override {
-    GlooOptions gloo;
-    gloo.hostname = env.master_addr;
-    gloo.timeout = timeout;
-    gloo.arena = arena_;
-    gloo.name = "world";
     // An NCCL rank uses device 0: the harness lists its own GPU first in
     // CUDA_VISIBLE_DEVICES.
-    comm_ = CreateCommunicator(options.backend, *store_, env.rank,
-                               env.world_size, gloo, /*device=*/0);
+    comm_ = WorldCommunicator(env, options, *store_, arena_, timeout,
+                              /*device=*/0);
     return comm_.get();
   }
 
@@ -376,6 +367,30 @@ class SpawnedRankHost : public RankHost {
 };
 
 }  // namespace
+
+std::unique_ptr<TcpStore> HarnessStore(const RankEnv& env,
+                                       const std::string& store_port,
+                                       std::chrono::milliseconds timeout,
+                                       const std::string& token) {
+  return std::make_unique<TcpStore>(
+      env.master_addr,
+      IsDigits(store_port) && store_port.size() <= 5 ? std::stoi(store_port)
+                                                     : env.master_port,
+      timeout, token);
+}
+
+std::unique_ptr<Communicator> WorldCommunicator(
+    const RankEnv& env, const Options& options, Store& store,
+    std::shared_ptr<HostArena> arena, std::chrono::milliseconds timeout,
+    int device) {
+  GlooOptions gloo;
+  gloo.hostname = env.master_addr;
+  gloo.timeout = timeout;
+  gloo.arena = std::move(arena);
+  gloo.name = "world";
+  return CreateCommunicator(options.backend, store, env.rank, env.world_size,
+                            gloo, device);
+}
 
 void NoteSocketsForkedRanksInherit(const std::vector<int>& fds) {
   ParentSockets() = TcpSockets(fds);

@@ -13,11 +13,14 @@
 #ifndef DISTTEST_SRC_HARNESS_RANK_SPAWNED_RANK_HOST_H_
 #define DISTTEST_SRC_HARNESS_RANK_SPAWNED_RANK_HOST_H_
 
+#include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/host_arena.h"
 #include "disttest/harness/options.h"
+#include "disttest/rendezvous/tcp_store.h"
 #include "harness/rank/run_rank.h"
 
 namespace disttest::internal {
@@ -39,6 +42,20 @@ void BecomeRankProcess();
 [[noreturn]] void LeaveRankProcess(int code);
 // Whether a debugger (any tracer) is attached to this process.
 bool DebuggerAttached();
+
+// The test's store, as a spawned rank or a rank thread connects to it (on
+// first use): the harness's own port (`store_port`, from
+// DISTTEST_INTERNAL_STORE_PORT) when it is one, else MASTER_PORT.
+std::unique_ptr<TcpStore> HarnessStore(const RankEnv& env,
+                                       const std::string& store_port,
+                                       std::chrono::milliseconds timeout,
+                                       const std::string& token);
+// The test's world communicator over `store`, through `arena` (null: none),
+// NCCL on `device`.
+std::unique_ptr<Communicator> WorldCommunicator(
+    const RankEnv& env, const Options& options, Store& store,
+    std::shared_ptr<HostArena> arena, std::chrono::milliseconds timeout,
+    int device);
 
 // In the parent, before it forks ranks: the TCP sockets among `fds` (its
 // open descriptors) that they will inherit (a forked rank then need not list

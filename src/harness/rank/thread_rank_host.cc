@@ -23,7 +23,6 @@
 
 #include "base/threads.h"
 #include "comm/ledger.h"
-#include "disttest/comm/create.h"
 #include "disttest/env/names.h"
 #include "disttest/rendezvous/tcp_store.h"
 #include "env/internal_names.h"
@@ -155,12 +154,8 @@ class ThreadRankHost : public RankHost {
   RankEnv Enter() override {
     if (ledger_ != nullptr) Ledger::InstallForThread(ledger_, env_.rank);
     WaitForDebugger(env_.rank);
-    store_ = std::make_unique<TcpStore>(
-        env_.master_addr,
-        IsDigits(store_port_) && store_port_.size() <= 5
-            ? std::stoi(store_port_)
-            : env_.master_port,
-        RankTimeout(env_, test_timeout_), token_);
+    store_ = HarnessStore(env_, store_port_, RankTimeout(env_, test_timeout_),
+                          token_);
     return env_;
   }
 
@@ -168,15 +163,10 @@ class ThreadRankHost : public RankHost {
 
   Communicator* Connect(const RankEnv& env, const Options& options,
                         std::chrono::milliseconds timeout) override {
-    GlooOptions gloo;
-    gloo.hostname = env.master_addr;
-    gloo.timeout = timeout;
-    gloo.arena = arena_;
-    gloo.name = "world";
     // NCCL: one device per rank thread, in rank order (the process sees
     // every rank's GPUs; visibility cannot differ between threads).
-    comm_ = CreateCommunicator(options.backend, *store_, env.rank,
-                               env.world_size, gloo, /*device=*/env.rank);
+    comm_ = WorldCommunicator(env, options, *store_, arena_, timeout,
+                              /*device=*/env.rank);
     return comm_.get();
   }
 
