@@ -36,12 +36,16 @@ cd "$dir"
 # of the report; their memory is that of 4 ranks, which run), and the two runs of
 # many tests in one process (FullRunLeavesNothingBehind: every verdict
 # case at once, each of which runs here alone; HundredsOfTestsLeaveNoTime-
-# WaitSockets: sockets): together about half of the sanitizer run's time.
+# WaitSockets: sockets), and the verdict and no-false-pass cases in exec
+# mode (a re-executed rank runs the same rank runtime as a forked one and a
+# rank thread, which run here; what is exec's own, the zygote and the
+# re-execution, runs here in harness_processes_test): together about half
+# of the sanitizer run's time.
 # The sanitizer build has neither the cluster tests (their point is the
 # network between namespaces; the launched ranks they run are the launched
 # tests', which run here) nor the benchmarks (CMakeLists.txt).
 exclude=()
 if [[ $sanitize == ON ]]; then
-  exclude=(-E '^package\.|/OwnMain(Fork|Exec)( |$)|HangOfManyRanksIsOneFailureAndOneTreeOfStacks|(Crash|Hang)Among256Ranks|FullRunLeavesNothingBehind|HundredsOfTestsLeaveNoTimeWaitSockets')
+  exclude=(-E '^package\.|/OwnMain(Fork|Exec)( |$)|^(LaunchModes/VerdictsTest|Modes/NoFalsePassTest)\..*/exec( |$)|HangOfManyRanksIsOneFailureAndOneTreeOfStacks|(Crash|Hang)Among256Ranks|FullRunLeavesNothingBehind|HundredsOfTestsLeaveNoTimeWaitSockets')
 fi
 ctest --output-on-failure -j "$(nproc)" --timeout 600 "${exclude[@]}"

@@ -16,6 +16,7 @@
 #include "base/threads.h"
 #include "comm/communicator_recorded.h"
 #include "comm/ledger.h"
+#include "comm/rank_thread_check.h"
 #include "disttest/comm/collective_call.h"
 #include "disttest/error.h"
 #include "env/knobs.h"
@@ -48,6 +49,23 @@ void CheckReduceOp(const Communicator& comm, const char* op, DataType type,
 }
 }  // namespace
 
+namespace internal {
+
+void RefuseOutsideARankThread(int rank, int size, const std::string& what) {
+  if (!RanksAreThreads() || ThreadsRank() >= 0) return;
+  // Which rank's it is, and so its calls' comparison across the ranks,
+  // would be unknown: refused, never run unchecked.
+  throw CommError(fmt::format(
+      "[rank {}/{}] {}: made in a thread that no rank runs (one a rank "
+      "thread started); the ranks are threads of one process "
+      "(LaunchMode::kThreads): make communicators in the rank's own thread "
+      "(SetUpRank(), the body), or run the test as processes "
+      "(options().process_only)",
+      rank, size, what));
+}
+
+}  // namespace internal
+
 void Communicator::SetName(const std::string& name, const std::string& prefix,
                            const std::string& store_scope) {
   name_ = !name.empty()    ? name
@@ -59,17 +77,7 @@ void Communicator::SetName(const std::string& name, const std::string& prefix,
   // process count their own). Not its name: a name is a label
   // for reports, and ranks that name one communicator differently still
   // have their calls compared.
-  if (internal::RanksAreThreads() && internal::ThreadsRank() < 0) {
-    // Which rank's it is, and so its calls' comparison across the ranks,
-    // would be unknown: refused, never run unchecked.
-    throw CommError(fmt::format(
-        "[rank {}/{}] {}: made in a thread that no rank runs (one a rank "
-        "thread started); the ranks are threads of one process "
-        "(LaunchMode::kThreads): make communicators in the rank's own "
-        "thread (SetUpRank(), the body), or run the test as processes "
-        "(options().process_only)",
-        rank(), size(), name_));
-  }
+  internal::RefuseOutsideARankThread(rank(), size(), name_);
   const std::string identity = store_scope + prefix + "/\n";
   static std::mutex mu;
   static auto* made = new std::map<std::string, std::uint64_t>;
@@ -237,6 +245,9 @@ void Communicator::alltoallv(const void* in,
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key,
                                                   Where where) {
+  // Before any rank connects: a peer's refusal must not close a mesh that
+  // another rank is still connecting.
+  internal::RefuseOutsideARankThread(rank(), size(), "split of " + name_);
   Recorded r(*this, true,
              {LedgerOp::kSplit, DataType::kUint8, ReduceOp::kSum, 0, color,
               static_cast<std::uint32_t>(key)},

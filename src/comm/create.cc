@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/rank_thread_check.h"
 #include "disttest/error.h"
 
 #if DISTTEST_HAVE_NCCL
@@ -49,6 +50,7 @@ std::unique_ptr<Communicator> CreateCommunicator(Backend backend, Store& store,
                                                  int rank, int size,
                                                  const GlooOptions& options,
                                                  int device) {
+  internal::RefuseOutsideARankThread(rank, size, "a new communicator");
   switch (backend) {
     case Backend::kAuto:
       if (CudaDeviceCount() < 1) {

@@ -253,8 +253,8 @@ TEST_P(NoFalsePassTest, CommunicatorMadeInAHelperThread) {
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
   EXPECT_THAT(
       v.run.out,
-      HasSubstr("marker-helper-split 1: [rank 1/2] world split 0 (color "
-                "0): made in a thread that no rank runs"))
+      HasSubstr("marker-helper-split 1: [rank 1/2] split of world: made "
+                "in a thread that no rank runs"))
       << v.run.out;
 }
 
@@ -454,8 +454,6 @@ TEST_P(NoFalsePassTest, ExitZeroMidBodyIsSaidOneWay) {
   EXPECT_THAT(
       v.run.out,
       HasSubstr(Threads() ? "[rank 1/2] rank 1's thread called exit() "
-                            "(exited with status 0), which ends the process "
-                            "of every rank's thread"
                           : "[rank 1/2] (first failure) exited with status "
                             "0 before the test body finished"))
       << v.run.out;
@@ -467,9 +465,13 @@ TEST_P(NoFalsePassTest, ExitZeroMidBodyIsSaidOneWay) {
                           "barrier() (disttest's, before the body), completed"))
         << v.run.out;
   }
-  EXPECT_THAT(v.run.out, HasSubstr("; it ended: exited with status 0 before "
-                                   "the test body finished"))
-      << v.run.out;
+  // (As threads, exit() runs the process's static destructors while the
+  // other ranks' threads run: under ASan one of them may crash first.)
+  if (!Threads()) {
+    EXPECT_THAT(v.run.out, HasSubstr("; it ended: exited with status 0 "
+                                     "before the test body finished"))
+        << v.run.out;
+  }
   EXPECT_THAT(v.run.out, Not(HasSubstr("it ended: passed"))) << v.run.out;
 }
 
