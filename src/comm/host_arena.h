@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -220,6 +221,7 @@ class HostArena {
   // Per rank: made on its first send or receive (in a process of one rank,
   // one of them; ranks that are threads of one process, one each).
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;
+  std::mutex mailboxes_made_;  // Made on first use, by any thread.
 };
 
 }  // namespace disttest

@@ -51,6 +51,7 @@ struct PostView {
 }  // namespace
 
 HostArena::Mailbox& HostArena::MailboxOf(int rank) {
+  const std::lock_guard<std::mutex> lock(mailboxes_made_);
   std::unique_ptr<Mailbox>& box = mailboxes_[static_cast<std::size_t>(rank)];
   if (box == nullptr) box = std::make_unique<Mailbox>();
   return *box;
@@ -231,6 +232,7 @@ std::uint64_t HostArena::PostSend(int rank, const void* data, std::size_t count,
   }
   ThrowIfUnusable();
   Mailbox& box = MailboxOf(rank);
+  const std::lock_guard<std::mutex> lock(box.mu);
   Mailbox::Op op;
   op.id = box.next_id++;
   op.send = true;
@@ -254,6 +256,7 @@ std::uint64_t HostArena::PostRecv(int rank, void* data, std::size_t count,
   }
   ThrowIfUnusable();
   Mailbox& box = MailboxOf(rank);
+  const std::lock_guard<std::mutex> lock(box.mu);
   Mailbox::Op op;
   op.id = box.next_id++;
   op.peer = peer;
@@ -270,6 +273,7 @@ void HostArena::WaitFor(int rank, std::uint64_t id,
                         std::chrono::milliseconds timeout) {
   const Deadline deadline(timeout);
   Mailbox& box = MailboxOf(rank);
+  std::unique_lock<std::mutex> lock(box.mu);
   PerRank& me = ranks_[rank];
   // Ends the wait: the operation is forgotten (its pieces still posted
   // stay there; a send's unposted ones are never posted).
@@ -327,10 +331,12 @@ void HostArena::WaitFor(int rank, std::uint64_t id,
              true);
     }
     // Checks the deadline and a failed arena now and then without a wake.
+    lock.unlock();
     internal::FutexWait(
         &me.doorbell, bell,
         std::min<long long>(std::chrono::nanoseconds(left).count(),
                             100'000'000));
+    lock.lock();
     me.waiting_on.store(-1, std::memory_order_relaxed);
   }
 }

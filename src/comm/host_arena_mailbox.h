@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <mutex>
 #include <string>
 
 #include "comm/host_arena.h"
@@ -16,8 +17,12 @@
 
 namespace disttest {
 
-// What a rank has in flight, in its own process.
+// What a rank has in flight, in its own process. Its threads may send and
+// receive at once (a helper thread sends while the rank's own receives):
+// what they change here, they change under `mu`, which none holds while it
+// waits.
 struct HostArena::Mailbox {
+  std::mutex mu;
   struct Op {
     std::uint64_t id = 0;
     bool send = false;
