@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string_view>
 #include <typeinfo>
+#include <utility>
 
 #include "base/threads.h"
 #include "comm/ledger.h"
@@ -33,6 +34,21 @@
 
 namespace disttest::internal {
 namespace {
+
+// gtest's Test saves its global flags when it is made and writes them back
+// when it is destroyed: rank threads make and destroy their test objects
+// one at a time (ThreadSanitizer found them racing on --gtest_color).
+std::mutex& TestObjectsMade() {
+  static auto* made = new std::mutex;
+  return *made;
+}
+
+template <typename F>
+void OneTestObjectAtATime(F&& f) {
+  if (ThreadsRank() < 0) return f();
+  const std::lock_guard<std::mutex> lock(TestObjectsMade());
+  f();
+}
 
 // The properties recorded so far in the running test's gtest result.
 std::map<std::string, std::string> Properties() {
@@ -150,7 +166,9 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
   // parent's account, where a plain TEST may have left something) is not
   // this test's.
   TakeRequestProblems(/*ended=*/true);
-  const std::map<std::string, std::string> properties_before = Properties();
+  // (Rank threads do not read them: the others record into them meanwhile.)
+  const std::map<std::string, std::string> properties_before =
+      ThreadsRank() >= 0 ? std::map<std::string, std::string>{} : Properties();
   ChannelReporter reporter(report, env.rank);
   // The harness's own keys live beside the user's; keep them apart.
   PrefixStore user_store("test", store);
@@ -192,7 +210,8 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
     // its results still reach the parent, whether it is pooled or fresh,
     // forked or re-executed.
     if (owned_ != nullptr) {
-      Guarded("the fixture's destructor", [&] { owned_.reset(); });
+      Guarded("the fixture's destructor",
+              [&] { OneTestObjectAtATime([&] { owned_.reset(); }); });
     } else if (destroy_in_rank_) {
       Guarded("the fixture's destructor", [&] { test_.~DistributedTest(); });
     }
@@ -229,8 +248,9 @@ std::unique_ptr<GtestRankProgram> GtestRankProgram::Own(
   std::function<DistributedTest*()> make =
       it != TestFactories().end() ? it->second : FindParamTestFactory(test);
   if (!make) return nullptr;
-  return std::make_unique<GtestRankProgram>(
-      std::unique_ptr<DistributedTest>(make()));
+  std::unique_ptr<DistributedTest> made;
+  OneTestObjectAtATime([&] { made.reset(make()); });
+  return std::make_unique<GtestRankProgram>(std::move(made));
 }
 
 std::unique_ptr<RankProgram> GtestRankProgram::Next(const std::string& test) {
