@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "base/threads.h"
 #include "comm/communicator_recorded.h"
 #include "comm/ledger.h"
 #include "comm/request_account.h"
@@ -134,8 +135,10 @@ bool Request::Orphaned() noexcept {
 
 void Request::Finish() noexcept {
   if (state_ == nullptr || comm_ == nullptr) return;
-  // Whose it is, before waiting takes it out of the account.
-  const int owner = internal::RequestOwner(id_);
+  // Whose it is, before waiting takes it out of the account (a process
+  // of one rank need not ask: it is the process's, -1).
+  const int owner =
+      internal::RanksAreThreads() ? internal::RequestOwner(id_) : -1;
   if (Orphaned()) {
     // Destroyed without wait() after its communicator: the test is told
     // here (wait() throws instead).
