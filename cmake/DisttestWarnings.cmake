@@ -1,8 +1,30 @@
 # Warnings and sanitizers, applied to every target the project builds.
-if(DISTTEST_SANITIZE)
+# DISTTEST_SANITIZE: OFF, ON or address (ASan+UBSan), thread (TSan). Any
+# sanitizer build leaves out what it adds nothing to (DISTTEST_SANITIZER_FLAGS
+# is empty without one).
+string(TOLOWER "${DISTTEST_SANITIZE}" disttest_sanitize)
+if(disttest_sanitize STREQUAL "thread")
+  set(DISTTEST_SANITIZER_FLAGS -fsanitize=thread)
+  # GCC says ThreadSanitizer cannot see fences: the seqlocks' readers, whose
+  # fences they are, are not checked (src/base/unordered_reads.h).
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer
+                      $<$<CXX_COMPILER_ID:GNU>:-Wno-tsan>)
+elseif(disttest_sanitize STREQUAL "address" OR DISTTEST_SANITIZE)
+  set(DISTTEST_SANITIZER_FLAGS -fsanitize=address,undefined)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
                       -fno-sanitize-recover=undefined)
-  add_link_options(-fsanitize=address,undefined)
+elseif(NOT disttest_sanitize STREQUAL "" AND NOT disttest_sanitize STREQUAL "off")
+  message(FATAL_ERROR "DISTTEST_SANITIZE=${DISTTEST_SANITIZE}: expected OFF, "
+                      "ON (or address: ASan+UBSan) or thread (TSan)")
+endif()
+if(DISTTEST_SANITIZER_FLAGS)
+  add_link_options(${DISTTEST_SANITIZER_FLAGS})
+endif()
+# A project that takes disttest in with add_subdirectory() and its own
+# -fsanitize=thread: the same quiet about the seqlocks' fences.
+if(NOT disttest_sanitize STREQUAL "thread" AND CMAKE_CXX_FLAGS MATCHES "-fsanitize=thread"
+   AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  add_compile_options(-Wno-tsan)
 endif()
 
 function(disttest_set_warnings target)

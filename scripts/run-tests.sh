@@ -3,7 +3,9 @@
 #   bash scripts/run-tests.sh                     # the regular build, in build/
 #   DISTTEST_SANITIZE=ON bash scripts/run-tests.sh  # ASan+UBSan, in build-asan/
 #                                                   # (less what ASan adds nothing to:
-#                                                   # see `exclude` below)
+#                                                   # see `which` below)
+#   DISTTEST_SANITIZE=thread bash scripts/run-tests.sh  # TSan, in build-tsan/: where
+#                                                   # threads meet (see `which` below)
 #   DISTTEST_WITH_NCCL=OFF bash scripts/run-tests.sh  # the CPU-only build
 # The NCCL backend is built when CMake finds CUDA and NCCL (AUTO); without a
 # GPU its tests skip, saying how many GPUs they need.
@@ -14,7 +16,13 @@ bash scripts/install-deps.sh
 sanitize=${DISTTEST_SANITIZE:-OFF}
 nccl=${DISTTEST_WITH_NCCL:-AUTO}
 dir=build
-if [[ $sanitize == ON ]]; then dir=build-asan; fi
+case $sanitize in
+  ON | address) dir=build-asan ;;
+  thread) dir=build-tsan ;;
+  OFF) ;;
+  *) echo "DISTTEST_SANITIZE=$sanitize: expected OFF, ON (address) or thread" >&2
+     exit 2 ;;
+esac
 log=$(mktemp "${TMPDIR:-/tmp}/configure-XXXXXX.log")
 trap 'rm -f "$log"' EXIT
 if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDISTTEST_BUILD_TESTS=ON \
@@ -44,8 +52,14 @@ cd "$dir"
 # The sanitizer build has neither the cluster tests (their point is the
 # network between namespaces; the launched ranks they run are the launched
 # tests', which run here) nor the benchmarks (CMakeLists.txt).
-exclude=()
-if [[ $sanitize == ON ]]; then
-  exclude=(-E '^package\.|/OwnMain(Fork|Exec)( |$)|^(LaunchModes/VerdictsTest|Modes/NoFalsePassTest)\..*/exec( |$)|HangOfManyRanksIsOneFailureAndOneTreeOfStacks|(Crash|Hang)Among256Ranks|FullRunLeavesNothingBehind|HundredsOfTestsLeaveNoTimeWaitSockets')
+which=()
+if [[ $sanitize == ON || $sanitize == address ]]; then
+  which=(-E '^package\.|/OwnMain(Fork|Exec)( |$)|^(LaunchModes/VerdictsTest|Modes/NoFalsePassTest)\..*/exec( |$)|HangOfManyRanksIsOneFailureAndOneTreeOfStacks|(Crash|Hang)Among256Ranks|FullRunLeavesNothingBehind|HundredsOfTestsLeaveNoTimeWaitSockets')
 fi
-ctest --output-on-failure -j "$(nproc)" --timeout 600 "${exclude[@]}"
+# Under ThreadSanitizer, where threads meet: ranks as threads (the verdict
+# and no-false-pass cases, the example suites), a rank's own threads (the
+# same cases forked), the race cases, the units of what threads share.
+if [[ $sanitize == thread ]]; then
+  which=(-R '^(LaunchModes/VerdictsTest|Modes/NoFalsePassTest)\..*/(fork|threads)( |$)|^examples\.(collectives|cookbook)|Race|^(HostArena|Ledger|Request)')
+fi
+ctest --output-on-failure -j "$(nproc)" --timeout 600 "${which[@]}"

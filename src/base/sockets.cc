@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/descriptors.h"
+#include "base/unordered_reads.h"
 
 namespace disttest::internal {
 
@@ -16,6 +17,10 @@ std::map<ino_t, int> TcpSockets() {
 }
 
 std::map<ino_t, int> TcpSockets(const std::vector<int>& fds) {
+  // Every descriptor of the process, whoever's: another thread (a store's
+  // server) may accept or close one meanwhile, unordered with this look
+  // (which ThreadSanitizer would call a race on the descriptor).
+  const UnorderedReads scan;
   std::map<ino_t, int> sockets;
   for (int fd : fds) {
     int type = 0;

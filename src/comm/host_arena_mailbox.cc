@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/unordered_reads.h"
 #include "comm/host_arena.h"
 #include "comm/host_arena_layout.h"
 #include "disttest/error.h"
@@ -60,6 +61,7 @@ HostArena::Mailbox& HostArena::MailboxOf(int rank) {
 namespace {
 template <typename PostT>
 bool ReadPost(const PostT& p, std::uint64_t index, PostView* view) {
+  const internal::UnorderedReads seqlock;
   if (p.stamp.load(std::memory_order_acquire) != index + 1) return false;
   view->to = p.to;
   view->count = p.message.count;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "base/unordered_reads.h"
 #include "comm/ledger.h"
 #include "comm/ledger_area.h"
 #include "comm/shared_memory.h"
@@ -131,6 +132,7 @@ namespace {
 
 // Entry `i`, when it is whole (not being written, not written over).
 bool Copy(const Entry& e, std::uint64_t i, LedgerRecord* out) {
+  const UnorderedReads seqlock;
   const std::uint64_t stamp = e.stamp.load(std::memory_order_acquire);
   if (stamp != i + 1) return false;
   LedgerRecord& r = *out;
@@ -179,6 +181,7 @@ std::optional<LedgerRecord> LedgerMemory::OpenCollective(int rank) const {
 }
 
 bool LedgerMemory::InCollectiveSince(int rank, std::int64_t before_ns) const {
+  const UnorderedReads seqlock;
   if (rank < 0 || rank >= ranks_) return false;
   const Area& a = area(rank);
   const std::uint64_t written = a.written.load(std::memory_order_acquire);

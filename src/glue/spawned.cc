@@ -42,6 +42,7 @@
 #include "harness/rank/spawned_rank_host.h"
 #include "harness/rank/thread_rank_host.h"
 #include "harness/rank_outcome.h"
+#include "harness/report/race_report.h"
 #include "harness/report/verdict.h"
 #include "harness/spawn/rank_spawner.h"
 #include "harness/supervise/supervisor.h"
@@ -344,6 +345,9 @@ void Supervise(DistributedTest& test) {
   };
   try {
     spec.options = EffectiveOptions(test);
+    if (std::string why = WhyNotUnderThisSanitizer(); !why.empty()) {
+      throw Error(why);
+    }
     SayHowRanksRun(test, spec.options);
     int most = spec.world_size;
     for (auto& fixture : fixtures) most = std::max(most, fixture->world_size());

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <ostream>
+#include <regex>
 #include <set>
 #include <string>
 #include <utility>
@@ -36,6 +37,13 @@ void PrintTo(const Mode& mode, std::ostream* os) { *os << mode.name; }
 
 class SanitizerTest : public ::testing::TestWithParam<Mode> {
  protected:
+  void SetUp() override {
+    if (std::string(DISTTEST_SANITIZER_CHILD).empty()) {
+      GTEST_SKIP() << "this build is ThreadSanitizer's: ASan cannot be "
+                      "linked beside it";
+    }
+  }
+
   ChildRun Run(const char* binary, const std::string& test) {
     ChildRun run =
         RunChild({binary, "--gtest_filter=Sanitized*." + test + "/*"},
@@ -161,6 +169,137 @@ TEST_P(SanitizerTest, ARankInItsLeakCheckIsNotEndedAfterAPeerFails) {
     EXPECT_THAT(run.out, HasSubstr("1 FAILED TEST")) << run.out;
   }
 }
+
+// ThreadSanitizer's reports in ranks (race_child_, built with it): the
+// report is read from the runtime as it is made (race_report.h) and fails
+// the rank whose access found it, naming both threads (by rank) and both
+// stacks; the same report in the shared output is not a second failure.
+class RaceTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (std::string(DISTTEST_RACE_CHILD).empty()) {
+      GTEST_SKIP() << "this build is AddressSanitizer's: ThreadSanitizer "
+                      "cannot be linked beside it";
+    }
+    if (!DISTTEST_TSAN_BUILD) {
+      GTEST_SKIP() << "disttest is built without ThreadSanitizer here (the "
+                      "race cases run in DISTTEST_SANITIZE=thread's build); "
+                      "RefusedWhereDisttestIsNotBuiltWithIt runs instead";
+    }
+  }
+
+  ChildRun Run(const std::string& test) {
+    ChildRun run =
+        RunChild({DISTTEST_RACE_CHILD, "--gtest_filter=Raced." + test + "*"},
+                 {{"RACE_LAUNCH", GetParam()}}, std::chrono::seconds(120));
+    EXPECT_TRUE(ShmLeftovers(run.pid).empty());
+    EXPECT_TRUE(KillOrphans().empty());
+    return run;
+  }
+
+  // "    #0 CountCall() race_child_.cc:21" (GCC's symbolizer leaves out
+  // the "()"): the racing line, first in a stack.
+  static std::string RacingFrame() {
+    return fmt::format("    #0 CountCall(\\(\\))? race_child_\\.cc:{}\n",
+                       LineIn(DISTTEST_RACE_CHILD_SOURCE, "marker-race"));
+  }
+};
+
+// A program built with -fsanitize=thread against a disttest built without
+// it (this build's race_child_): ThreadSanitizer would see none of
+// disttest's synchronization and call what it orders races. Each test
+// fails at once, saying so, before any rank starts.
+TEST(RaceTestOutsideTsanBuild, RefusedWhereDisttestIsNotBuiltWithIt) {
+  if (std::string(DISTTEST_RACE_CHILD).empty() || DISTTEST_TSAN_BUILD) {
+    GTEST_SKIP() << "this build has no ThreadSanitizer program with a "
+                    "disttest built without it";
+  }
+  const ChildRun run = RunChild(
+      {DISTTEST_RACE_CHILD, "--gtest_filter=Raced.EachRankWritesItsOwn*"}, {},
+      std::chrono::seconds(120));
+  EXPECT_NE(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("this program runs under ThreadSanitizer, "
+                                 "but disttest was built without it"))
+      << run.out;
+  EXPECT_THAT(run.out, HasSubstr("cmake -DDISTTEST_SANITIZE=thread"));
+  EXPECT_THAT(run.out, HasSubstr("[  FAILED  ] Raced.EachRankWritesItsOwn"));
+  EXPECT_THAT(run.out + run.err, Not(HasSubstr("[rank ")));  // None started.
+  EXPECT_TRUE(ShmLeftovers(run.pid).empty());
+  EXPECT_TRUE(KillOrphans().empty());
+}
+
+// Rank threads share a global that ranks as processes each had: every rank
+// counts in it, and the race fails the test, naming the two ranks.
+TEST_P(RaceTest, RankThreadsThatWriteOneGlobalFailNamingBothRanks) {
+  if (std::string(GetParam()) == "fork") {
+    const ChildRun run = Run("EveryRankCountsInOneGlobal");
+    EXPECT_EQ(run.exit_code, 0) << run.out << run.err;  // Hidden: no race.
+    EXPECT_THAT(run.out, HasSubstr("[  PASSED  ] 1 test."));
+    return;
+  }
+  const ChildRun run = Run("EveryRankCountsInOneGlobal");
+  EXPECT_NE(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out,
+              HasSubstr("[  FAILED  ] Raced.EveryRankCountsInOneGlobal"));
+  const std::smatch m = [&] {
+    std::smatch found;
+    std::regex_search(
+        run.out, found,
+        std::regex(
+            R"(\[rank ([0-3])/4\] ThreadSanitizer: data race on global )"
+            R"('\(anonymous namespace\)::g_calls' \(4 bytes at 0x[0-9a-f]+\): )"
+            R"(rank ([0-3]) and rank ([0-3])\n)"));
+    return found;
+  }();
+  ASSERT_FALSE(m.empty()) << run.out;
+  EXPECT_EQ(m[1], m[2]) << run.out;  // Told to the rank whose access found it.
+  EXPECT_NE(m[2], m[3]) << run.out;
+  // Both accesses are read-modify-writes: the one found may be either.
+  EXPECT_THAT(run.out,
+              ContainsRegex(fmt::format("rank {} (writes|reads) it:\n{}",
+                                        m[2].str(), RacingFrame())));
+  EXPECT_THAT(run.out, ContainsRegex(fmt::format(
+                           "rank {} (wrote|read) it before, unordered with "
+                           "that:\n{}",
+                           m[3].str(), RacingFrame())));
+  EXPECT_THAT(run.out, HasSubstr("The ranks are threads of one process here"));
+  // One failure, the finder's: not rank 0's too for the report in the output.
+  EXPECT_EQ(RanksNaming(run.out, "ThreadSanitizer"),
+            std::set<int>{std::stoi(m[1])})
+      << run.out;
+  // TSan's own report, whole, in the output.
+  EXPECT_THAT(run.out + run.err,
+              HasSubstr("WARNING: ThreadSanitizer: data race"));
+}
+
+// A race between a rank's own threads fails that rank, as threads and as
+// processes alike.
+TEST_P(RaceTest, ARanksOwnThreadsThatRaceFailThatRank) {
+  const ChildRun run = Run("ARanksOwnThreadsRace");
+  EXPECT_NE(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("[rank 1/2] ThreadSanitizer: data race on "
+                                 "global '(anonymous namespace)::g_calls'"))
+      << run.out;
+  EXPECT_THAT(run.out, ContainsRegex(RacingFrame()));
+  EXPECT_THAT(run.out, Not(HasSubstr("The ranks are threads of one process")));
+  EXPECT_EQ(RanksNaming(run.out, "ThreadSanitizer"), std::set<int>{1})
+      << run.out;
+}
+
+// Ranks that write only their own element, then read the others' after a
+// collective, are ordered by it: no report, the test passes.
+TEST_P(RaceTest, RanksOrderedByCollectivesPass) {
+  const ChildRun run = Run("EachRankWritesItsOwn");
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("[  PASSED  ] 1 test."));
+  EXPECT_THAT(run.out + run.err, Not(HasSubstr("ThreadSanitizer")));
+}
+
+INSTANTIATE_TEST_SUITE_P(LaunchModes, RaceTest,
+                         ::testing::Values("threads", "fork"),
+                         [](const auto& info) {
+                           return std::string(info.param);
+                         });
 
 INSTANTIATE_TEST_SUITE_P(
     LaunchModes, SanitizerTest,

@@ -48,6 +48,19 @@ inline int Count(const std::string& haystack, const std::string& needle) {
     GTEST_SKIP() << "cannot apply to ranks that are threads: " why; \
   }
 
+// ThreadSanitizer in this build (DISTTEST_SANITIZE=thread).
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kUnderThreadSanitizer = true;
+#else
+constexpr bool kUnderThreadSanitizer = false;
+#endif
+
+// A case whose point ThreadSanitizer changes when ranks are threads.
+#define SKIP_FOR_THREADS_UNDER_TSAN(why)                                  \
+  if (Threads() && kUnderThreadSanitizer) {                               \
+    GTEST_SKIP() << "under ThreadSanitizer, with ranks as threads: " why; \
+  }
+
 // A case of ranks that are threads alone.
 #define SKIP_FOR_THREADS_ONLY()                                            \
   if (!Threads()) {                                                        \

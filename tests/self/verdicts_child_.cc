@@ -1175,7 +1175,8 @@ DIST_TEST_F(VerdictsAuto, ChoosesTheBackend) {
 
 // Pooled ranks: each test prints its rank process's pid and how many tests
 // that process has run; the driver checks which tests shared processes.
-int g_tests_in_this_process = 0;
+// (A rank thread's own count: one per test, in a process per test.)
+thread_local int g_tests_in_this_process = 0;
 
 class VerdictsPooled : public Verdicts {
  protected:

@@ -11,6 +11,7 @@
 #include "comm/ledger.h"
 #include "comm/peer_errors.h"
 #include "env/knobs.h"
+#include "harness/report/race_report.h"
 #include "harness/report/sanitizer_report.h"
 
 namespace disttest::internal {
@@ -33,6 +34,13 @@ RankVerdict RunProgram(RankProgram& program, const RankEnv& env,
                        Communicator* comm, Store& store,
                        const ReportFn& report) {
   RankVerdict verdict = program.Run(env, comm, store, report);
+  // ThreadSanitizer's reports of this rank's accesses, failed or not: a
+  // race is news of its own (race_report.h).
+  if (std::optional<std::string> races = RacesOfThisRank()) {
+    report({RankMessage::Kind::kNonFatalFailure, program.file(), program.line(),
+            *races});
+    verdict = RankVerdict::kFailed;
+  }
   // A rank that failed is not checked: its failure is the news, and a
   // collective that failed may leave memory behind that is not the test's.
   // And the check is slow: it stops the rank's threads while it scans the

@@ -31,6 +31,7 @@
 #include "harness/process/stack_dump.h"
 #include "harness/rank/spawned_rank_host.h"
 #include "harness/rank_outcome.h"
+#include "harness/report/race_report.h"
 #include "harness/report/sanitizer_report.h"
 
 namespace disttest::internal {
@@ -269,6 +270,7 @@ class SignalStack {
 
 void RunThread(Shared& s, int rank) {
   SetThreadsRank(rank);
+  NameThisRankThread(rank);
   const SignalStack signal_stack;
   RankEnv env = s.base;
   env.rank = env.local_rank = rank;
@@ -364,6 +366,12 @@ void RunThreadRanks(const ProgramMaker& make, const Options& options,
     }
   }
   for (std::thread& t : threads) t.join();
+  // ThreadSanitizer's reports that no rank took: found after their rank's
+  // check (in its teardown, say), or by a thread that is no rank's.
+  for (auto& [rank, races] : RacesNoRankTook()) {
+    ReportForThreadRank(rank, {RankMessage::Kind::kNonFatalFailure, file, line,
+                               std::move(races)});
+  }
   // Under LeakSanitizer: the threads share one heap, so it is checked once,
   // now, and what leaked is every rank's to see (whose it was is unknown);
   // told to rank 0, where a failed test skips it as a failed rank does.

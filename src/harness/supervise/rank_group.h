@@ -155,6 +155,10 @@ class RankGroup {
   // When every rank thread had reported and the process was still ended by
   // disttest: a failure of rank 0's (something in it ran on).
   void FailIfItRanOn(const std::vector<Rank*>& ended);
+  // Rank threads share one output, which rank 0's relay reads: a sanitizer
+  // report in it that a rank told as its own failure (race_report.h) is
+  // that rank's, not rank 0's too.
+  void LeaveSanitizerReportToItsRank();
   // A kExpectEnd message of `from`: its expected end goes to its rank.
   void ExpectEnd(Rank& from, const std::string& text);
   void ReapAll();

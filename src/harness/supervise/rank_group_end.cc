@@ -41,6 +41,7 @@ std::vector<RankReport> RankGroup::End(const std::string& reason) {
   if (emergency_) emergency_->Arm(0, queue_names_);
   FinishOutput();
   DrainChannels();
+  LeaveSanitizerReportToItsRank();
   // What the ranks' communicators did, for the verdict of a failed test
   // (read before CleanUp: the next Start() makes a new ledger).
   if (TraceWanted() ||

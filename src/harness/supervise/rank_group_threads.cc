@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,6 +95,28 @@ void RankGroup::OnThreadsEnded(const std::vector<Rank*>& ended, bool notify) {
   FailIfItRanOn(ended);
   if (!notify) return;
   for (Rank* rank : ended) OnRankEnded(*rank);
+}
+
+void RankGroup::LeaveSanitizerReportToItsRank() {
+  if (!threads() || ranks_.empty()) return;
+  std::optional<SanitizerReport>& found = ranks_.front().report.sanitizer;
+  if (!found) return;
+  for (const Rank& rank : ranks_) {
+    for (const RankMessage& m : rank.report.results) {
+      if (m.message.find(found->headline) != std::string::npos) {
+        found.reset();
+        return;
+      }
+    }
+  }
+  // A report of a crash (TSan's "SEGV on unknown address") is the crashed
+  // thread's rank's, when one noted that it ended the process.
+  const auto [by, how] = WhoEndedIt(ledger_.get(), spec_.world_size);
+  if (by > 0 && how != LedgerMemory::kCalledExit &&
+      by < static_cast<int>(ranks_.size())) {
+    ranks_[static_cast<std::size_t>(by)].report.sanitizer = std::move(found);
+    found.reset();
+  }
 }
 
 void RankGroup::FailIfItRanOn(const std::vector<Rank*>& ended) {

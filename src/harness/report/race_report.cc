@@ -1,0 +1,433 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+#include "harness/report/race_report.h"
+
+#include <fmt/format.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string_view>
+
+#include "base/threads.h"
+
+// ThreadSanitizer's interface for debuggers (what LLDB reads a report
+// with), and the sanitizers' symbolizer: null without the runtime.
+extern "C" {
+__attribute__((weak)) int __tsan_get_report_data(
+    void* report, const char** description, int* count, int* stack_count,
+    int* mop_count, int* loc_count, int* mutex_count, int* thread_count,
+    int* unique_tid_count, void** sleep_trace, std::uintptr_t trace_size);
+__attribute__((weak)) int __tsan_get_report_mop(
+    void* report, std::uintptr_t idx, int* tid, void** addr, int* size,
+    int* write, int* atomic, void** trace, std::uintptr_t trace_size);
+__attribute__((weak)) int __tsan_get_report_thread(
+    void* report, std::uintptr_t idx, int* tid, std::uint64_t* os_id,
+    int* running, const char** name, int* parent_tid, void** trace,
+    std::uintptr_t trace_size);
+__attribute__((weak)) int __tsan_get_report_loc(
+    void* report, std::uintptr_t idx, const char** type, void** addr,
+    std::uintptr_t* start, std::uintptr_t* size, int* tid, int* fd,
+    int* suppressable, void** trace, std::uintptr_t trace_size);
+__attribute__((weak)) void __sanitizer_symbolize_pc(void* pc, const char* fmt,
+                                                    char* out,
+                                                    std::size_t size);
+__attribute__((weak)) void __sanitizer_symbolize_global(void* data,
+                                                        const char* fmt,
+                                                        char* out,
+                                                        std::size_t size);
+// The runtime calls it after it has printed each report (a weak no-op of
+// its own otherwise).
+__attribute__((visibility("default"))) void __tsan_on_report(void* report);
+}
+
+namespace disttest::internal {
+namespace {
+
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kBuiltWithThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kBuiltWithThreadSanitizer = true;
+#else
+constexpr bool kBuiltWithThreadSanitizer = false;
+#endif
+#else
+constexpr bool kBuiltWithThreadSanitizer = false;
+#endif
+
+// What a report is kept as, written inside the runtime's report: fixed
+// sizes, no allocation, nothing the sanitizer would check.
+constexpr int kFrames = 12;    // Of each access's stack, kept.
+constexpr int kShown = 4;      // Of those, shown: the code's own.
+constexpr int kNotes = 16;     // Reports kept whole; the rest are counted.
+constexpr int kNameSize = 24;  // "rank 1023", or the thread's own name.
+
+struct Access {
+  int tid = -1;  // ThreadSanitizer's thread number (T3).
+  char thread[kNameSize] = {};
+  bool write = false;
+  bool atomic = false;
+  int size = 0;
+  void* addr = nullptr;
+  void* pcs[kFrames] = {};
+};
+
+struct Note {
+  std::atomic<bool> ready{false};
+  bool taken = false;  // Under g_take.
+  pid_t pid = 0;       // The process that found it (a fork copies notes).
+  pid_t found_by = 0;  // The thread whose access found it.
+  char kind[48] = {};
+  int accesses = 0;
+  Access access[2];
+  char location[16] = {};  // "global", "heap", "stack", "tls", ...
+  void* location_start = nullptr;  // A global's address.
+};
+
+Note g_notes[kNotes];
+std::atomic<int> g_next{0};
+std::mutex g_take;
+int g_counted = 0;  // Reports told, kept whole or counted (under g_take).
+
+__attribute__((no_sanitize("thread"))) void CopyName(const char* from, char* to,
+                                                     int size) {
+  int i = 0;
+  for (; from != nullptr && from[i] != '\0' && i + 1 < size; ++i) {
+    to[i] = from[i];
+  }
+  to[i] = '\0';
+}
+
+__attribute__((no_sanitize("thread"))) void NoteThread(void* report,
+                                                       int threads,
+                                                       Access& access) {
+  for (int i = 0; i < threads; ++i) {
+    int tid = -1;
+    int running = 0;
+    int parent = 0;
+    std::uint64_t os_id = 0;
+    const char* name = nullptr;
+    void* none[1];
+    if (__tsan_get_report_thread(report, static_cast<std::uintptr_t>(i), &tid,
+                                 &os_id, &running, &name, &parent, none,
+                                 0) != 0 &&
+        tid == access.tid) {
+      CopyName(name, access.thread, kNameSize);
+      return;
+    }
+  }
+}
+
+__attribute__((no_sanitize("thread"))) void NoteAccess(void* report, int i,
+                                                       int threads,
+                                                       Access& access) {
+  int write = 0;
+  int atomic = 0;
+  __tsan_get_report_mop(report, static_cast<std::uintptr_t>(i), &access.tid,
+                        &access.addr, &access.size, &write, &atomic, access.pcs,
+                        kFrames);
+  access.write = write != 0;
+  access.atomic = atomic != 0;
+  NoteThread(report, threads, access);
+}
+
+__attribute__((no_sanitize("thread"))) void NoteLocation(void* report,
+                                                         Note& note) {
+  const char* type = nullptr;
+  void* addr = nullptr;
+  std::uintptr_t start = 0;
+  std::uintptr_t size = 0;
+  int tid = 0;
+  int fd = 0;
+  int suppressable = 0;
+  void* none[1];
+  if (__tsan_get_report_loc(report, 0, &type, &addr, &start, &size, &tid, &fd,
+                            &suppressable, none, 0) != 0) {
+    CopyName(type, note.location, sizeof note.location);
+    // A global's own address; a heap block's start.
+    note.location_start = start != 0 ? reinterpret_cast<void*>(start) : addr;
+  }
+}
+
+}  // namespace
+}  // namespace disttest::internal
+
+extern "C" __attribute__((no_sanitize("thread"))) void __tsan_on_report(
+    void* report) {
+  using namespace disttest::internal;
+  if (&__tsan_get_report_data == nullptr || &__tsan_get_report_mop == nullptr ||
+      &__tsan_get_report_thread == nullptr ||
+      &__tsan_get_report_loc == nullptr) {
+    return;
+  }
+  const int slot = g_next.fetch_add(1);
+  if (slot >= kNotes) return;  // Counted: the output has it whole.
+  Note& note = g_notes[slot];
+  const char* description = nullptr;
+  int count = 0, stacks = 0, mops = 0, locs = 0, mutexes = 0, threads = 0,
+      unique_tids = 0;
+  void* none[1];
+  if (__tsan_get_report_data(report, &description, &count, &stacks, &mops,
+                             &locs, &mutexes, &threads, &unique_tids, none,
+                             0) == 0) {
+    return;
+  }
+  note.pid = getpid();
+  note.found_by = gettid();
+  CopyName(description, note.kind, sizeof note.kind);
+  note.accesses = mops < 2 ? mops : 2;
+  for (int i = 0; i < note.accesses; ++i) {
+    NoteAccess(report, i, threads, note.access[i]);
+  }
+  if (locs > 0) NoteLocation(report, note);
+  note.ready.store(true, std::memory_order_release);
+}
+
+namespace disttest::internal {
+namespace {
+
+// What ThreadSanitizer's headline says for the kind its interface names
+// (the printed headline is matched against this: one failure, not two).
+std::string_view Headline(std::string_view kind) {
+  if (kind == "data-race") return "data race";
+  if (kind == "data-race-vptr") {
+    return "data race on vptr (ctor/dtor vs virtual call)";
+  }
+  if (kind == "heap-use-after-free-vptr") {
+    return "heap-use-after-free (virtual call vs free)";
+  }
+  if (kind == "thread-leak") return "thread leak";
+  if (kind == "lock-order-inversion") {
+    return "lock-order-inversion (potential deadlock)";
+  }
+  if (kind == "mutex-double-lock") return "double lock of a mutex";
+  if (kind == "locked-mutex-destroy") return "destroy of a locked mutex";
+  if (kind == "signal-unsafe-call") {
+    return "signal-unsafe call inside of a signal";
+  }
+  return kind;
+}
+
+// "rank 2", from the name NameThisRankThread gave; -1 for another thread.
+int RankOfThread(const char* name) {
+  constexpr std::string_view kPrefix = "rank ";
+  const std::string_view s(name);
+  if (!s.starts_with(kPrefix) || s.size() == kPrefix.size()) return -1;
+  int rank = 0;
+  for (char c : s.substr(kPrefix.size())) {
+    if (c < '0' || c > '9' || rank > 1'000'000) return -1;
+    rank = rank * 10 + (c - '0');
+  }
+  return rank;
+}
+
+std::string ThreadOf(const Access& a) {
+  if (RankOfThread(a.thread) >= 0) return a.thread;
+  if (a.tid == 0) return "the main thread";
+  if (a.thread[0] != '\0')
+    return fmt::format("thread T{} '{}'", a.tid, a.thread);
+  return fmt::format("thread T{}", a.tid);
+}
+
+std::string Basename(std::string_view path) {
+  const std::size_t slash = path.rfind('/');
+  return std::string(slash == std::string_view::npos ? path
+                                                     : path.substr(slash + 1));
+}
+
+// disttest's own sources ("/src/harness/report/race_report.cc" off this
+// file's path, as its debug information names it).
+std::string_view DisttestRoot() {
+  constexpr std::string_view kThis = __FILE__;
+  constexpr std::string_view kTail = "src/harness/report/race_report.cc";
+  return kThis.ends_with(kTail) ? kThis.substr(0, kThis.size() - kTail.size())
+                                : std::string_view();
+}
+
+// What calls the code: disttest (a test body's caller, a rank thread's
+// start), after which nothing is the code's. Its headers are where they
+// are installed or, in its own build tree, in a copy per layer.
+bool CallsTheCode(std::string_view file) {
+  if (file.find("/include/disttest/") != std::string_view::npos) return true;
+  const std::string_view root = DisttestRoot();
+  if (root.empty() || !file.starts_with(root)) return false;
+  file.remove_prefix(root.size());
+  return file.starts_with("src/") ||
+         file.find("/layers/") != std::string_view::npos;
+}
+
+// The standard library between frames of the code (a thread's start,
+// std::invoke), and frames the symbolizer cannot name.
+bool Between(std::string_view function, std::string_view file) {
+  return function.empty() || function == "<null>" ||
+         file.find("/c++/") != std::string_view::npos ||
+         function.starts_with("std::") || function.starts_with("__invoke");
+}
+
+// "    #0 BumpCalls() race_test.cc:20" for each frame shown.
+std::string Frames(const Access& a) {
+  std::string text;
+  std::string last;
+  int shown = 0;
+  for (int i = 0; i < kFrames && a.pcs[i] != nullptr && shown < kShown; ++i) {
+    char function[256] = "";
+    char file[512] = "";
+    char line[16] = "";
+    if (&__sanitizer_symbolize_pc != nullptr) {
+      __sanitizer_symbolize_pc(a.pcs[i], "%f", function, sizeof function);
+      __sanitizer_symbolize_pc(a.pcs[i], "%s", file, sizeof file);
+      __sanitizer_symbolize_pc(a.pcs[i], "%l", line, sizeof line);
+    }
+    if (i > 0 && CallsTheCode(file)) break;
+    if (i > 0 && Between(function, file)) continue;
+    std::string frame = function[0] != '\0' ? function : "??";
+    if (file[0] != '\0' && std::string_view(file) != "<null>") {
+      frame += fmt::format(" {}:{}", Basename(file), line);
+    } else {
+      frame += fmt::format(" ({})", a.pcs[i]);
+    }
+    if (frame == last) continue;  // Inlined frames of one call.
+    last = frame;
+    text += fmt::format("\n    #{} {}", shown++, frame);
+  }
+  return text;
+}
+
+std::string What(const Note& n) {
+  std::string what;
+  if (std::string_view(n.location) == "global" &&
+      &__sanitizer_symbolize_global != nullptr) {
+    char name[256] = "";
+    __sanitizer_symbolize_global(n.location_start, "%g", name, sizeof name);
+    if (name[0] != '\0') what = fmt::format("global '{}'", name);
+  }
+  if (what.empty() && n.location[0] != '\0') {
+    what = fmt::format("{} memory", n.location);
+  }
+  if (what.empty()) what = "memory";
+  if (n.accesses > 0) {
+    what +=
+        fmt::format(" ({} bytes at {})", n.access[0].size, n.access[0].addr);
+  }
+  return what;
+}
+
+std::string AccessLine(const Access& a, bool first) {
+  const char* verb =
+      first ? (a.write ? "writes" : "reads") : (a.write ? "wrote" : "read");
+  return fmt::format("\n  {} {} it{}{}:{}", ThreadOf(a), verb,
+                     a.atomic ? " (atomically)" : "",
+                     first ? "" : " before, unordered with that", Frames(a));
+}
+
+std::string Describe(const Note& n) {
+  const std::string_view headline = Headline(n.kind);
+  std::string text = fmt::format("ThreadSanitizer: {}", headline);
+  if (n.accesses == 2) {
+    const Access& a = n.access[0];
+    const Access& b = n.access[1];
+    text += fmt::format(" on {}: {} and {}", What(n), ThreadOf(a), ThreadOf(b));
+    text += AccessLine(a, true) + AccessLine(b, false);
+    const int ra = RankOfThread(a.thread);
+    const int rb = RankOfThread(b.thread);
+    if (ra >= 0 && rb >= 0 && ra != rb &&
+        std::string_view(n.location) == "global") {
+      text +=
+          "\n  The ranks are threads of one process here: a global or "
+          "static is one variable for all of them (as processes each rank "
+          "had its own). Make it the rank's (a fixture member, or indexed "
+          "by rank()), or guard it.";
+    }
+  } else {
+    for (int i = 0; i < n.accesses; ++i) {
+      text += AccessLine(n.access[i], true);
+    }
+  }
+  return text + "\n  (ThreadSanitizer's whole report is in the output)";
+}
+
+// The notes that `take` wants, taken and joined into one failure's text.
+template <typename Take>
+std::optional<std::string> TakeNotes(Take take) {
+  const int made = g_next.load();
+  std::string text;
+  const std::lock_guard<std::mutex> lock(g_take);
+  for (int i = 0; i < made && i < kNotes; ++i) {
+    Note& n = g_notes[i];
+    if (!n.ready.load(std::memory_order_acquire) || n.taken ||
+        n.pid != getpid() || !take(n)) {
+      continue;
+    }
+    n.taken = true;
+    if (!text.empty()) text += "\n";
+    text += Describe(n);
+  }
+  if (text.empty()) return std::nullopt;
+  g_counted = made;
+  if (made > kNotes) {
+    text +=
+        fmt::format("\n  ({} more reports, in the output: {} are kept whole)",
+                    made - kNotes, kNotes);
+  }
+  return text;
+}
+
+}  // namespace
+
+bool ThreadSanitizerRuns() { return &__tsan_get_report_data != nullptr; }
+
+std::string WhyNotUnderThisSanitizer() {
+  if (!ThreadSanitizerRuns() || kBuiltWithThreadSanitizer) return "";
+  return "this program runs under ThreadSanitizer, but disttest was built "
+         "without it: ThreadSanitizer cannot see disttest's own "
+         "synchronization (a barrier, a message) and would call what it "
+         "orders races, in every rank. Build disttest with -fsanitize=thread "
+         "too: cmake -DDISTTEST_SANITIZE=thread for an installed disttest, "
+         "or add_subdirectory()/FetchContent with your flags";
+}
+
+void NameThisRankThread(int rank) {
+  char name[16];
+  std::snprintf(name, sizeof name, "rank %d", rank);
+  pthread_setname_np(pthread_self(), name);
+}
+
+std::optional<std::string> RacesOfThisRank() {
+  if (!ThreadSanitizerRuns()) return std::nullopt;
+  const bool threads = ThreadsRank() >= 0;
+  const pid_t me = gettid();
+  return TakeNotes([&](const Note& n) { return !threads || n.found_by == me; });
+}
+
+bool EveryRaceWasTold() {
+  const int made = g_next.load();
+  if (!ThreadSanitizerRuns() || made == 0) return false;
+  const std::lock_guard<std::mutex> lock(g_take);
+  for (int i = 0; i < made && i < kNotes; ++i) {
+    const Note& n = g_notes[i];
+    if (!n.ready.load(std::memory_order_acquire) || !n.taken) return false;
+  }
+  return made <= kNotes || g_counted >= made;
+}
+
+std::vector<std::pair<int, std::string>> RacesNoRankTook() {
+  std::vector<std::pair<int, std::string>> left;
+  if (!ThreadSanitizerRuns()) return left;
+  for (int i = 0; i < kNotes; ++i) {
+    const Note& n = g_notes[i];
+    if (!n.ready.load(std::memory_order_acquire)) continue;
+    int rank = n.accesses > 0 ? RankOfThread(n.access[0].thread) : -1;
+    if (rank < 0) rank = 0;
+    if (std::optional<std::string> text =
+            TakeNotes([&](const Note& m) { return &m == &n; })) {
+      left.emplace_back(rank, std::move(*text));
+    }
+  }
+  return left;
+}
+
+}  // namespace disttest::internal
