@@ -3,17 +3,20 @@
 # sanitizer build leaves out what it adds nothing to (DISTTEST_SANITIZER_FLAGS
 # is empty without one).
 string(TOLOWER "${DISTTEST_SANITIZE}" disttest_sanitize)
-if(disttest_sanitize STREQUAL "thread")
+set(DISTTEST_SANITIZER_FLAGS "")
+if(disttest_sanitize MATCHES "^(|off|no|false|n|0)$")
+  # None.
+elseif(disttest_sanitize STREQUAL "thread")
   set(DISTTEST_SANITIZER_FLAGS -fsanitize=thread)
   # GCC says ThreadSanitizer cannot see fences: the seqlocks' readers, whose
   # fences they are, are not checked (src/base/unordered_reads.h).
   add_compile_options(-fsanitize=thread -fno-omit-frame-pointer
                       $<$<CXX_COMPILER_ID:GNU>:-Wno-tsan>)
-elseif(disttest_sanitize STREQUAL "address" OR DISTTEST_SANITIZE)
+elseif(disttest_sanitize MATCHES "^(on|yes|true|y|1|address)$")
   set(DISTTEST_SANITIZER_FLAGS -fsanitize=address,undefined)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
                       -fno-sanitize-recover=undefined)
-elseif(NOT disttest_sanitize STREQUAL "" AND NOT disttest_sanitize STREQUAL "off")
+else()
   message(FATAL_ERROR "DISTTEST_SANITIZE=${DISTTEST_SANITIZE}: expected OFF, "
                       "ON (or address: ASan+UBSan) or thread (TSan)")
 endif()

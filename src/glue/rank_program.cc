@@ -35,23 +35,12 @@
 namespace disttest::internal {
 namespace {
 
-// gtest's Test saves its global flags when it is made and writes them back
-// when it is destroyed: rank threads make and destroy their test objects
-// one at a time (ThreadSanitizer found them racing on --gtest_color).
-std::mutex& TestObjectsMade() {
-  static auto* made = new std::mutex;
-  return *made;
-}
-
-template <typename F>
-void OneTestObjectAtATime(F&& f) {
-  if (ThreadsRank() < 0) return f();
-  const std::lock_guard<std::mutex> lock(TestObjectsMade());
-  f();
-}
-
 // The properties recorded so far in the running test's gtest result.
 std::map<std::string, std::string> Properties() {
+  // Rank threads record into their process's one result, where whose a
+  // property is cannot be told (and the others record meanwhile): the
+  // process reports them once, after them (ReportThreadsProperties).
+  if (ThreadsRank() >= 0) return {};
   std::map<std::string, std::string> found;
   const ::testing::TestInfo* info =
       ::testing::UnitTest::GetInstance()->current_test_info();
@@ -166,9 +155,7 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
   // parent's account, where a plain TEST may have left something) is not
   // this test's.
   TakeRequestProblems(/*ended=*/true);
-  // (Rank threads do not read them: the others record into them meanwhile.)
-  const std::map<std::string, std::string> properties_before =
-      ThreadsRank() >= 0 ? std::map<std::string, std::string>{} : Properties();
+  const std::map<std::string, std::string> properties_before = Properties();
   ChannelReporter reporter(report, env.rank);
   // The harness's own keys live beside the user's; keep them apart.
   PrefixStore user_store("test", store);
@@ -210,8 +197,7 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
     // its results still reach the parent, whether it is pooled or fresh,
     // forked or re-executed.
     if (owned_ != nullptr) {
-      Guarded("the fixture's destructor",
-              [&] { OneTestObjectAtATime([&] { owned_.reset(); }); });
+      Guarded("the fixture's destructor", [&] { owned_.reset(); });
     } else if (destroy_in_rank_) {
       Guarded("the fixture's destructor", [&] { test_.~DistributedTest(); });
     }
@@ -227,12 +213,7 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
   ClearCurrentRank();
   // What the rank recorded goes to the parent's XML (a pooled rank's
   // earlier tests recorded into the same gtest result: only what is new).
-  // Rank threads record into their process's one result, where whose a
-  // property is cannot be told: the process reports them once, after them
-  // (ReportThreadsProperties).
-  for (const auto& [key, value] : ThreadsRank() >= 0
-                                      ? std::map<std::string, std::string>{}
-                                      : Properties()) {
+  for (const auto& [key, value] : Properties()) {
     auto it = properties_before.find(key);
     if (it != properties_before.end() && it->second == value) continue;
     report({RankMessage::Kind::kProperty, "", -1,
@@ -248,9 +229,8 @@ std::unique_ptr<GtestRankProgram> GtestRankProgram::Own(
   std::function<DistributedTest*()> make =
       it != TestFactories().end() ? it->second : FindParamTestFactory(test);
   if (!make) return nullptr;
-  std::unique_ptr<DistributedTest> made;
-  OneTestObjectAtATime([&] { made.reset(make()); });
-  return std::make_unique<GtestRankProgram>(std::move(made));
+  return std::make_unique<GtestRankProgram>(
+      std::unique_ptr<DistributedTest>(make()));
 }
 
 std::unique_ptr<RankProgram> GtestRankProgram::Next(const std::string& test) {

@@ -334,8 +334,30 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
 
 }  // namespace
 
+namespace {
+
+// ThreadSanitizer's reports made in the test's own process (not a rank's)
+// since the last distributed test: a race in a plain TEST, or in disttest's
+// supervision. A failure of this test, told as it ends.
+struct TellRacesOfTheTestProcess {
+  const TestSpec& spec;
+  ~TellRacesOfTheTestProcess() {
+    if (std::optional<std::string> races = RacesOfThisRank()) {
+      const std::string text = fmt::format(
+          "in the test's own process, not a rank's (since the last "
+          "distributed test): {}",
+          *races);
+      GTEST_MESSAGE_AT_(spec.file.c_str(), spec.line, text.c_str(),
+                        ::testing::TestPartResult::kNonFatalFailure);
+    }
+  }
+};
+
+}  // namespace
+
 void Supervise(DistributedTest& test) {
   TestSpec spec = SpecOf(test);
+  const TellRacesOfTheTestProcess races{spec};
   auto& fixtures = FixtureAccess::fixtures(test);
   FixtureDirs dirs;
   std::vector<TestSpec> steps;  // Each fixture, then the test itself.

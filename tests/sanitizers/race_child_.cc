@@ -8,6 +8,7 @@
 #include <disttest/disttest.h>
 
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -32,10 +33,23 @@ class Raced : public disttest::DistributedTest {
 
 DIST_TEST_F(Raced, EveryRankCountsInOneGlobal, 4) { CountCall(); }
 
-// Rank 1 and a thread it starts count at once; rank 0 does not count.
-DIST_TEST_F(Raced, ARanksOwnThreadsRace, 2) {
+// Rank 1 and a thread it starts count, unordered; rank 0 does not count.
+// Either may come second and find the race (the sleep makes it likelier
+// that each test's own does): rank 1's failure either way.
+DIST_TEST_F(Raced, ARanksOwnThreadsRaceFoundByTheRank, 2) {
   if (rank() != 1) return;
   std::thread helper(CountCall);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CountCall();
+  helper.join();
+}
+
+DIST_TEST_F(Raced, ARanksOwnThreadsRaceFoundByItsThread, 2) {
+  if (rank() != 1) return;
+  std::thread helper([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CountCall();
+  });
   CountCall();
   helper.join();
 }

@@ -86,8 +86,9 @@ void WriteCoverage() {
   std::cerr.flush();
   std::fflush(nullptr);
   WriteCoverage();
-  // ThreadSanitizer's _exit() turns a status into 66 after any report;
-  // where each was told to its rank already, the status says the rest.
+  // ThreadSanitizer's _exit() may put 66 in place of the status after any
+  // report; where each was told to its rank already, the status says the
+  // rest.
   if (EveryRaceWasTold()) {
     syscall(SYS_exit_group, code);
   }

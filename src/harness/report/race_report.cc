@@ -3,8 +3,11 @@
 
 #include <fmt/format.h>
 #include <pthread.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +16,29 @@
 #include <string_view>
 
 #include "base/threads.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define DISTTEST_BUILT_WITH_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DISTTEST_BUILT_WITH_TSAN 1
+#endif
+#endif
+#ifndef DISTTEST_BUILT_WITH_TSAN
+#define DISTTEST_BUILT_WITH_TSAN 0
+#endif
+
+// Code the runtime calls inside its report: not instrumented at all (clang's
+// no_sanitize still instruments atomics and function entries).
+#if defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(disable_sanitizer_instrumentation)
+#define DISTTEST_IN_TSAN_REPORT \
+  __attribute__((disable_sanitizer_instrumentation))
+#endif
+#endif
+#ifndef DISTTEST_IN_TSAN_REPORT
+#define DISTTEST_IN_TSAN_REPORT __attribute__((no_sanitize("thread")))
+#endif
 
 // ThreadSanitizer's interface for debuggers (what LLDB reads a report
 // with), and the sanitizers' symbolizer: null without the runtime.
@@ -47,17 +73,7 @@ __attribute__((visibility("default"))) void __tsan_on_report(void* report);
 namespace disttest::internal {
 namespace {
 
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kBuiltWithThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kBuiltWithThreadSanitizer = true;
-#else
-constexpr bool kBuiltWithThreadSanitizer = false;
-#endif
-#else
-constexpr bool kBuiltWithThreadSanitizer = false;
-#endif
+constexpr bool kBuiltWithThreadSanitizer = DISTTEST_BUILT_WITH_TSAN != 0;
 
 // What a report is kept as, written inside the runtime's report: fixed
 // sizes, no allocation, nothing the sanitizer would check.
@@ -78,13 +94,14 @@ struct Access {
 
 struct Note {
   std::atomic<bool> ready{false};
-  bool taken = false;  // Under g_take.
-  pid_t pid = 0;       // The process that found it (a fork copies notes).
-  pid_t found_by = 0;  // The thread whose access found it.
+  bool taken = false;    // Under g_take.
+  pid_t pid = 0;         // The process that found it (a fork copies notes).
+  pid_t found_by = 0;    // The thread whose access found it,
+  char finder[16] = {};  // and its name ("rank 2"; a thread inherits it).
   char kind[48] = {};
   int accesses = 0;
   Access access[2];
-  char location[16] = {};  // "global", "heap", "stack", "tls", ...
+  char location[16] = {};          // "global", "heap", "stack", "tls", ...
   void* location_start = nullptr;  // A global's address.
 };
 
@@ -93,8 +110,8 @@ std::atomic<int> g_next{0};
 std::mutex g_take;
 int g_counted = 0;  // Reports told, kept whole or counted (under g_take).
 
-__attribute__((no_sanitize("thread"))) void CopyName(const char* from, char* to,
-                                                     int size) {
+[[maybe_unused]] DISTTEST_IN_TSAN_REPORT void CopyName(const char* from,
+                                                       char* to, int size) {
   int i = 0;
   for (; from != nullptr && from[i] != '\0' && i + 1 < size; ++i) {
     to[i] = from[i];
@@ -102,16 +119,16 @@ __attribute__((no_sanitize("thread"))) void CopyName(const char* from, char* to,
   to[i] = '\0';
 }
 
-__attribute__((no_sanitize("thread"))) void NoteThread(void* report,
-                                                       int threads,
-                                                       Access& access) {
+[[maybe_unused]] DISTTEST_IN_TSAN_REPORT void NoteThread(void* report,
+                                                         int threads,
+                                                         Access& access) {
   for (int i = 0; i < threads; ++i) {
     int tid = -1;
     int running = 0;
     int parent = 0;
     std::uint64_t os_id = 0;
     const char* name = nullptr;
-    void* none[1];
+    void* none[1];  // Written before the size (0) is looked at.
     if (__tsan_get_report_thread(report, static_cast<std::uintptr_t>(i), &tid,
                                  &os_id, &running, &name, &parent, none,
                                  0) != 0 &&
@@ -122,9 +139,9 @@ __attribute__((no_sanitize("thread"))) void NoteThread(void* report,
   }
 }
 
-__attribute__((no_sanitize("thread"))) void NoteAccess(void* report, int i,
-                                                       int threads,
-                                                       Access& access) {
+[[maybe_unused]] DISTTEST_IN_TSAN_REPORT void NoteAccess(void* report, int i,
+                                                         int threads,
+                                                         Access& access) {
   int write = 0;
   int atomic = 0;
   __tsan_get_report_mop(report, static_cast<std::uintptr_t>(i), &access.tid,
@@ -135,8 +152,8 @@ __attribute__((no_sanitize("thread"))) void NoteAccess(void* report, int i,
   NoteThread(report, threads, access);
 }
 
-__attribute__((no_sanitize("thread"))) void NoteLocation(void* report,
-                                                         Note& note) {
+[[maybe_unused]] DISTTEST_IN_TSAN_REPORT void NoteLocation(void* report,
+                                                           Note& note) {
   const char* type = nullptr;
   void* addr = nullptr;
   std::uintptr_t start = 0;
@@ -156,8 +173,8 @@ __attribute__((no_sanitize("thread"))) void NoteLocation(void* report,
 }  // namespace
 }  // namespace disttest::internal
 
-extern "C" __attribute__((no_sanitize("thread"))) void __tsan_on_report(
-    void* report) {
+#if DISTTEST_BUILT_WITH_TSAN
+extern "C" DISTTEST_IN_TSAN_REPORT void __tsan_on_report(void* report) {
   using namespace disttest::internal;
   if (&__tsan_get_report_data == nullptr || &__tsan_get_report_mop == nullptr ||
       &__tsan_get_report_thread == nullptr ||
@@ -178,6 +195,11 @@ extern "C" __attribute__((no_sanitize("thread"))) void __tsan_on_report(
   }
   note.pid = getpid();
   note.found_by = gettid();
+  // The kernel's name of the thread: a thread a rank's thread started has
+  // its "rank N" (ThreadSanitizer's names are not inherited). A raw system
+  // call: prctl() itself is intercepted.
+  syscall(SYS_prctl, PR_GET_NAME, note.finder, 0, 0, 0);
+  note.finder[sizeof note.finder - 1] = '\0';
   CopyName(description, note.kind, sizeof note.kind);
   note.accesses = mops < 2 ? mops : 2;
   for (int i = 0; i < note.accesses; ++i) {
@@ -186,6 +208,20 @@ extern "C" __attribute__((no_sanitize("thread"))) void __tsan_on_report(
   if (locs > 0) NoteLocation(report, note);
   note.ready.store(true, std::memory_order_release);
 }
+
+// Under ThreadSanitizer, unless the program says otherwise (its own
+// definitions replace these weak ones): no second's sleep at each exit of
+// a process whose other threads still run (a rank's Gloo threads), and not
+// gtest's saving and restoring of its global flags in every Test's
+// constructor and destructor, which rank threads run at once (the same
+// values written back).
+extern "C" __attribute__((weak)) const char* __tsan_default_options() {
+  return "atexit_sleep_ms=0";
+}
+extern "C" __attribute__((weak)) const char* __tsan_default_suppressions() {
+  return "race:testing::FLAGS_gtest_\n";
+}
+#endif
 
 namespace disttest::internal {
 namespace {
@@ -209,6 +245,18 @@ std::string_view Headline(std::string_view kind) {
   if (kind == "signal-unsafe-call") {
     return "signal-unsafe call inside of a signal";
   }
+  if (kind == "mutex-bad-unlock") {
+    return "unlock of an unlocked mutex (or by a wrong thread)";
+  }
+  if (kind == "mutex-invalid-access") {
+    return "use of an invalid mutex (e.g. uninitialized or destroyed)";
+  }
+  if (kind == "mutex-bad-read-lock") return "read lock of a write locked mutex";
+  if (kind == "mutex-bad-read-unlock") {
+    return "read unlock of a write locked mutex";
+  }
+  if (kind == "errno-in-signal-handler") return "signal handler spoils errno";
+  if (kind == "external-race") return "race on external object";
   return kind;
 }
 
@@ -367,13 +415,25 @@ std::optional<std::string> TakeNotes(Take take) {
     text += Describe(n);
   }
   if (text.empty()) return std::nullopt;
-  g_counted = made;
-  if (made > kNotes) {
+  // Those past the kept ones, once: counted with the first text after them.
+  const int told = std::max(g_counted, kNotes);
+  if (made > told) {
     text +=
         fmt::format("\n  ({} more reports, in the output: {} are kept whole)",
-                    made - kNotes, kNotes);
+                    made - told, kNotes);
   }
+  g_counted = std::max(g_counted, made);
   return text;
+}
+
+// The rank a report is told to: its finder's (a thread a rank's thread
+// started has its name), else that of either access's thread; -1: none's.
+int RankOf(const Note& n) {
+  int rank = RankOfThread(n.finder);
+  for (int i = 0; rank < 0 && i < n.accesses; ++i) {
+    rank = RankOfThread(n.access[i].thread);
+  }
+  return rank;
 }
 
 }  // namespace
@@ -400,7 +460,9 @@ std::optional<std::string> RacesOfThisRank() {
   if (!ThreadSanitizerRuns()) return std::nullopt;
   const bool threads = ThreadsRank() >= 0;
   const pid_t me = gettid();
-  return TakeNotes([&](const Note& n) { return !threads || n.found_by == me; });
+  return TakeNotes([&](const Note& n) {
+    return !threads || n.found_by == me || RankOf(n) == ThreadsRank();
+  });
 }
 
 bool EveryRaceWasTold() {
@@ -409,7 +471,9 @@ bool EveryRaceWasTold() {
   const std::lock_guard<std::mutex> lock(g_take);
   for (int i = 0; i < made && i < kNotes; ++i) {
     const Note& n = g_notes[i];
-    if (!n.ready.load(std::memory_order_acquire) || !n.taken) return false;
+    const bool ready = n.ready.load(std::memory_order_acquire);
+    if (ready && n.pid != getpid()) continue;  // Its parent's, told there.
+    if (!ready || !n.taken) return false;
   }
   return made <= kNotes || g_counted >= made;
 }
@@ -420,8 +484,7 @@ std::vector<std::pair<int, std::string>> RacesNoRankTook() {
   for (int i = 0; i < kNotes; ++i) {
     const Note& n = g_notes[i];
     if (!n.ready.load(std::memory_order_acquire)) continue;
-    int rank = n.accesses > 0 ? RankOfThread(n.access[0].thread) : -1;
-    if (rank < 0) rank = 0;
+    const int rank = std::max(RankOf(n), 0);
     if (std::optional<std::string> text =
             TakeNotes([&](const Note& m) { return &m == &n; })) {
       left.emplace_back(rank, std::move(*text));

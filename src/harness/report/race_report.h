@@ -38,17 +38,19 @@ void NameThisRankThread(int rank);
 
 // ThreadSanitizer's reports that this rank has not yet been told of, as one
 // failure's text; nullopt with none. A rank thread takes the reports its
-// own accesses found; a rank process (one rank), all of them.
+// own accesses or its threads' found, or that name its thread; a rank
+// process (one rank), and the test's own process, all of them.
 std::optional<std::string> RacesOfThisRank();
 
 // The reports no rank took (found by a thread that is no rank's, or after
-// its rank's check), each with the rank to tell: the rank whose thread
-// found it, else 0.
+// its rank's check), each with the rank to tell: the rank whose thread (or
+// a thread it started) found it, else the rank of either access, else 0.
 std::vector<std::pair<int, std::string>> RacesNoRankTook();
 
-// Whether ThreadSanitizer made reports in this process and each was told
-// to a rank: then the process's exit status need not say it again
-// (ThreadSanitizer's exitcode, 66).
+// Whether ThreadSanitizer made reports in this process (or its parent,
+// before a fork) and each of this process's was told to a rank: then the
+// process's exit status need not say it again (ThreadSanitizer's exitcode,
+// 66, which its _exit() would put in place of the status).
 bool EveryRaceWasTold();
 
 }  // namespace disttest::internal
