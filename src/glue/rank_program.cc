@@ -229,6 +229,14 @@ std::unique_ptr<GtestRankProgram> GtestRankProgram::Own(
   std::function<DistributedTest*()> make =
       it != TestFactories().end() ? it->second : FindParamTestFactory(test);
   if (!make) return nullptr;
+  // gtest makes a test object through statics (a parameterized test's
+  // parameter is set in one before the object is made, which GetParam()
+  // reads): rank threads make theirs one at a time (ThreadSanitizer found
+  // them racing). A constructor has no communicator to wait on a peer
+  // with; destructors, which might, are not serialized.
+  static std::mutex* const one_at_a_time = new std::mutex;
+  std::unique_lock<std::mutex> lock(*one_at_a_time, std::defer_lock);
+  if (ThreadsRank() >= 0) lock.lock();
   return std::make_unique<GtestRankProgram>(
       std::unique_ptr<DistributedTest>(make()));
 }

@@ -31,7 +31,13 @@ class Raced : public disttest::DistributedTest {
   }
 };
 
-DIST_TEST_F(Raced, EveryRankCountsInOneGlobal, 4) { CountCall(); }
+// Every rank counts, then waits for the others: no rank goes on (to what
+// might order it before a later rank's count, a lock it reports under)
+// until every rank has counted, unordered.
+DIST_TEST_F(Raced, EveryRankCountsInOneGlobal, 4) {
+  CountCall();
+  comm().barrier();
+}
 
 // Rank 1 and a thread it starts count, unordered; rank 0 does not count.
 // Either may come second and find the race (the sleep makes it likelier

@@ -212,14 +212,16 @@ extern "C" DISTTEST_IN_TSAN_REPORT void __tsan_on_report(void* report) {
 // Under ThreadSanitizer, unless the program says otherwise (its own
 // definitions replace these weak ones): no second's sleep at each exit of
 // a process whose other threads still run (a rank's Gloo threads), and not
-// gtest's saving and restoring of its global flags in every Test's
-// constructor and destructor, which rank threads run at once (the same
-// values written back).
+// gtest's saving and restoring of its global flags in every Test's own
+// constructor and destructor (not the fixture's: a frame of those only),
+// which rank threads run at once (the same values written back).
 extern "C" __attribute__((weak)) const char* __tsan_default_options() {
   return "atexit_sleep_ms=0";
 }
 extern "C" __attribute__((weak)) const char* __tsan_default_suppressions() {
-  return "race:testing::FLAGS_gtest_\n";
+  return "race:testing::FLAGS_gtest_\n"
+         "race:^testing::Test::Test()$\n"
+         "race:^testing::Test::~Test()$\n";
 }
 #endif
 
