@@ -8,6 +8,7 @@
 
 #if DISTTEST_HAVE_NCCL
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 
 #include "disttest/comm/nccl_communicator.h"
 #endif
@@ -19,6 +20,16 @@ bool NcclBuilt() {
   return true;
 #else
   return false;
+#endif
+}
+
+int NcclVersion() {
+#if DISTTEST_HAVE_NCCL
+  int version = 0;
+  if (ncclGetVersion(&version) != ncclSuccess) return 0;
+  return version;
+#else
+  return 0;
 #endif
 }
 

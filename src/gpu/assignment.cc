@@ -128,6 +128,10 @@ std::string GpuAssignment::str() const {
   for (std::size_t r = 0; r < own.size(); ++r) {
     parts.push_back(fmt::format("rank {}: {}", r, fmt::join(own[r], ",")));
   }
+  if (ranks_per_gpu > 1) {
+    return fmt::format("{} ({}; {} ranks share a GPU)", fmt::join(parts, ", "),
+                       source, ranks_per_gpu);
+  }
   return fmt::format("{} ({})", fmt::join(parts, ", "), source);
 }
 
@@ -191,12 +195,26 @@ void AssignFromGroups(const GpuInventory& inventory,
   }
 }
 
-// Each rank's GPUs in the inventory's order; false, with the shortfall in
-// `too_few`, where there are not enough.
+// Each rank's GPUs in the inventory's order (round-robin when `share`);
+// false, with the shortfall in `too_few`, where there are not enough.
 bool AssignFromInventory(const GpuInventory& inventory, int n, int g,
-                         GpuAssignment* a) {
+                         bool share, GpuAssignment* a) {
   a->source = inventory.source;
-  if (n * g > inventory.count()) {
+  const int count = inventory.count();
+  if (share && n * g > count && count >= g) {
+    std::vector<int> owners(static_cast<std::size_t>(count), 0);
+    for (int r = 0; r < n; ++r) {
+      for (int k = 0; k < g; ++k) {
+        const int d = (r * g + k) % count;
+        a->own[static_cast<std::size_t>(r)].push_back(
+            inventory.devices[static_cast<std::size_t>(d)]);
+        ++owners[static_cast<std::size_t>(d)];
+      }
+    }
+    a->ranks_per_gpu = *std::max_element(owners.begin(), owners.end());
+    return true;
+  }
+  if (n * g > count) {
     std::string found =
         inventory.devices.empty()
             ? fmt::format("0 ({})", inventory.source)
@@ -206,6 +224,11 @@ bool AssignFromInventory(const GpuInventory& inventory, int n, int g,
                                       n == 1 ? "" : "s", found)
                         : fmt::format("needs {} GPUs ({} ranks x {}), found {}",
                                       n * g, n, g, found);
+    if (count >= g && count > 0) {
+      a->too_few +=
+          "; options().share_gpus (or DISTTEST_SHARE_GPUS=1) places the "
+          "ranks on the GPUs there are";
+    }
     return false;
   }
   for (int r = 0; r < n; ++r) {
@@ -257,7 +280,7 @@ GpuAssignment AssignGpus(
   a.own.resize(static_cast<std::size_t>(n));
   if (groups) {
     AssignFromGroups(inventory, *groups, n, g, &a);
-  } else if (!AssignFromInventory(inventory, n, g, &a)) {
+  } else if (!AssignFromInventory(inventory, n, g, request.share, &a)) {
     GpuAssignment short_of;
     short_of.too_few = std::move(a.too_few);
     return short_of;

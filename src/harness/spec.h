@@ -33,6 +33,9 @@ struct TestSpec {
   // rerun the same ones.
   std::string gpus;
   std::string gpus_rerun;
+  // Per rank, when set: more of its environment (NCCL's way to share a GPU,
+  // its debug log's file).
+  std::vector<std::vector<std::pair<std::string, std::string>>> rank_env;
 };
 
 // "[rank 1/4]", or "[SavedShards rank 1/2]" for a fixture's rank.

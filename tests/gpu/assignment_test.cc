@@ -145,15 +145,53 @@ TEST(AssignGpus, TooFewSaysHowManyAndWhere) {
   EXPECT_EQ(AssignGpus(Inventory({"0", "1"}), std::nullopt,
                        {.world_size = 4, .gpus_per_rank = 1})
                 .too_few,
-            "needs 4 GPUs, found 2: 0,1 (NVML)");
+            "needs 4 GPUs, found 2: 0,1 (NVML); options().share_gpus (or "
+            "DISTTEST_SHARE_GPUS=1) places the ranks on the GPUs there are");
   EXPECT_EQ(AssignGpus(Inventory({"0", "1", "2"}), std::nullopt,
                        {.world_size = 2, .gpus_per_rank = 2})
                 .too_few,
-            "needs 4 GPUs (2 ranks x 2), found 3: 0,1,2 (NVML)");
+            "needs 4 GPUs (2 ranks x 2), found 3: 0,1,2 (NVML); "
+            "options().share_gpus (or DISTTEST_SHARE_GPUS=1) places the ranks "
+            "on the GPUs there are");
+  // One GPU cannot hold a rank of two, shared or not.
+  EXPECT_EQ(AssignGpus(Inventory({"0"}), std::nullopt,
+                       {.world_size = 2, .gpus_per_rank = 2, .share = true})
+                .too_few,
+            "needs 4 GPUs (2 ranks x 2), found 1: 0 (NVML)");
   GpuAssignment none = AssignGpus(Inventory({}, "no NVIDIA driver"),
                                   std::nullopt, {.world_size = 2});
   EXPECT_EQ(none.too_few, "needs 2 GPUs, found 0 (no NVIDIA driver)");
   EXPECT_TRUE(none.visible.empty());
+}
+
+TEST(AssignGpus, SharedGpusGoRoundRobin) {
+  GpuAssignment four =
+      AssignGpus(Inventory({"0", "1"}), std::nullopt,
+                 {.world_size = 4, .gpus_per_rank = 1, .share = true});
+  EXPECT_EQ(four.too_few, "");
+  EXPECT_THAT(four.visible, ElementsAre("0", "1", "0", "1"));
+  EXPECT_EQ(four.ranks_per_gpu, 2);
+  EXPECT_EQ(four.str(),
+            "rank 0: 0, rank 1: 1, rank 2: 0, rank 3: 1 (NVML; 2 ranks share "
+            "a GPU)");
+  // Three on two: one GPU holds two of them.
+  GpuAssignment three =
+      AssignGpus(Inventory({"0", "1"}), std::nullopt,
+                 {.world_size = 3, .gpus_per_rank = 1, .share = true});
+  EXPECT_THAT(three.visible, ElementsAre("0", "1", "0"));
+  EXPECT_EQ(three.ranks_per_gpu, 2);
+  // Two a rank on three GPUs: a rank's own are different GPUs.
+  GpuAssignment pairs =
+      AssignGpus(Inventory({"0", "1", "2"}), std::nullopt,
+                 {.world_size = 2, .gpus_per_rank = 2, .share = true});
+  EXPECT_THAT(pairs.own,
+              ElementsAre(ElementsAre("0", "1"), ElementsAre("2", "0")));
+  // Enough GPUs: shared or not, each rank its own.
+  GpuAssignment enough =
+      AssignGpus(Inventory({"0", "1"}), std::nullopt,
+                 {.world_size = 2, .gpus_per_rank = 1, .share = true});
+  EXPECT_THAT(enough.visible, ElementsAre("0", "1"));
+  EXPECT_EQ(enough.ranks_per_gpu, 1);
 }
 
 TEST(AssignGpus, CtestGroupIdsIndexTheInheritedList) {

@@ -1142,8 +1142,22 @@ class VerdictsGpus : public Verdicts {
     if (std::getenv("VERDICTS_ALL_ROTATED") != nullptr) {
       options().gpu_visibility = disttest::GpuVisibility::kAllRotated;
     }
+    if (std::getenv("VERDICTS_SHARE_GPUS") != nullptr) {
+      options().share_gpus = true;
+    }
   }
 };
+
+// What a rank of GPUs that ranks share is told: its devices, and NCCL's.
+DIST_TEST_F(VerdictsGpus, ShowsItsSharing, 4) {
+  auto get = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr ? value : "(unset)";
+  };
+  std::printf("marker-sharing %s host %s multi %s ras %s\n",
+              get("CUDA_VISIBLE_DEVICES"), get("NCCL_HOSTID"),
+              get("NCCL_MULTI_RANK_GPU_ENABLE"), get("NCCL_RAS_ENABLE"));
+}
 
 DIST_TEST_F(VerdictsGpus, ShowsItsDevices, 1, 2) {
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");

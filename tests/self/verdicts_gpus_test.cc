@@ -2,6 +2,9 @@
 //
 // GPUs, with DISTTEST_GPUS and CTest's variables standing in for a GPU
 // machine and a resource spec file (verdicts.h).
+#include <regex>
+
+#include "disttest/comm/create.h"
 #include "verdicts.h"
 
 namespace disttest::testing {
@@ -49,6 +52,86 @@ TEST_P(VerdictsTest, EachRankSeesOnlyItsOwnGpus) {
       TestCaseXml(v.xml, "ShowsItsDevices/2ranks"),
       HasSubstr("<property name=\"disttest_gpus\" value=\"rank 0: GPU-a, "
                 "rank 1: GPU-b (DISTTEST_GPUS)\"/>"));
+}
+
+// More ranks than GPUs, with options().share_gpus: round-robin on the GPUs
+// there are, each rank told NCCL's way to share (this NCCL, before 2.30: a
+// host id of its own; disttest without NCCL: nothing), NCCL's RAS off, and
+// a note that says so.
+TEST_P(VerdictsTest, RanksShareTheGpusThereAre) {
+  SKIP_FOR_THREADS(
+      "CUDA_VISIBLE_DEVICES is one per process, not per rank thread");
+  Verdict v = Run("VerdictsGpus.ShowsItsSharing/4ranks",
+                  {{"DISTTEST_GPUS", "GPU-a,GPU-b"},
+                   {"VERDICTS_GPUS_PER_RANK", "1"},
+                   {"VERDICTS_SHARE_GPUS", "1"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[ disttest ] note: VerdictsGpus.ShowsItsSharing/"
+                        "4ranks: 4 ranks share the GPUs, up to 2 a GPU: "));
+  const bool host_ids = NcclBuilt() && NcclVersion() < 23000;
+  std::set<std::string> ids;
+  for (int r = 0; r < 4; ++r) {
+    const std::smatch m = [&] {
+      std::smatch found;
+      std::regex_search(
+          v.run.out, found,
+          std::regex("\\[rank " + std::to_string(r) +
+                     "\\] marker-sharing (\\S+) host (\\S+) multi (\\S+) "
+                     "ras (\\S+)\n"));
+      return found;
+    }();
+    ASSERT_FALSE(m.empty()) << r << v.run.out;
+    EXPECT_EQ(m[1], r % 2 == 0 ? "GPU-a" : "GPU-b") << r;
+    EXPECT_EQ(m[4], "0") << r;  // NCCL's RAS off: no port 28028 each.
+    if (host_ids) {
+      EXPECT_EQ(m[2], fmt::format("disttest-{}-rank{}", v.run.pid, r));
+      ids.insert(m[2]);
+    } else if (NcclBuilt()) {
+      EXPECT_EQ(m[3], "1") << r;
+    } else {
+      EXPECT_EQ(m[2], "(unset)") << r;
+    }
+  }
+  if (host_ids) {
+    EXPECT_EQ(ids.size(), 4u);
+  }
+  EXPECT_THAT(v.run.out,
+              HasSubstr(host_ids ? "NCCL over sockets (a NCCL_HOSTID each), "
+                                   "for correctness, not speed"
+                        : NcclBuilt() ? "NCCL_MULTI_RANK_GPU_ENABLE=1"
+                                      : "disttest has no NCCL"));
+  EXPECT_THAT(
+      TestCaseXml(v.xml, "ShowsItsSharing/4ranks"),
+      HasSubstr("<property name=\"disttest_gpus\" value=\"rank 0: GPU-a, "
+                "rank 1: GPU-b, rank 2: GPU-a, rank 3: GPU-b (DISTTEST_GPUS; "
+                "2 ranks share a GPU)\"/>"));
+}
+
+// Without it, more ranks than GPUs skip saying how to share them;
+// DISTTEST_SHARE_GPUS=1 shares them for a whole run, and any other value
+// than 0 or 1 is an error that names it.
+TEST_P(VerdictsTest, MoreRanksThanGpusSkipSayingHowToShare) {
+  SKIP_FOR_THREADS(
+      "CUDA_VISIBLE_DEVICES is one per process, not per rank thread");
+  const Env gpus{{"DISTTEST_GPUS", "GPU-a,GPU-b"},
+                 {"VERDICTS_GPUS_PER_RANK", "1"}};
+  Verdict skipped = Run("VerdictsGpus.ShowsItsSharing/4ranks", gpus);
+  EXPECT_EQ(skipped.run.exit_code, 0) << skipped.run.out;
+  EXPECT_THAT(skipped.run.out,
+              HasSubstr("needs 4 GPUs, found 2: GPU-a,GPU-b (DISTTEST_GPUS); "
+                        "options().share_gpus (or DISTTEST_SHARE_GPUS=1) "
+                        "places the ranks on the GPUs there are"));
+  EXPECT_THAT(skipped.run.out, Not(HasSubstr("marker-sharing")));
+  Verdict shared = Run("VerdictsGpus.ShowsItsSharing/4ranks",
+                       Plus(gpus, {{"DISTTEST_SHARE_GPUS", "1"}}));
+  EXPECT_EQ(shared.run.exit_code, 0) << shared.run.out;
+  EXPECT_THAT(shared.run.out, HasSubstr("[rank 3] marker-sharing GPU-b "));
+  Verdict bad = Run("VerdictsGpus.ShowsItsSharing/4ranks",
+                    Plus(gpus, {{"DISTTEST_SHARE_GPUS", "yes"}}));
+  EXPECT_NE(bad.run.exit_code, 0) << bad.run.out;
+  EXPECT_THAT(bad.run.out, HasSubstr("DISTTEST_SHARE_GPUS"));
+  EXPECT_THAT(bad.run.out, Not(HasSubstr("marker-sharing")));
 }
 
 TEST_P(VerdictsTest, TwoGpusPerRankAllRotated) {

@@ -37,6 +37,10 @@ std::unique_ptr<Communicator> CreateCommunicator(Backend backend, Store& store,
 // Whether disttest was built with CUDA and NCCL (the NCCL backend).
 bool NcclBuilt();
 
+// The version of the NCCL linked in, as NCCL numbers it (2.28.9 is 22809;
+// ncclGetVersion, which starts no CUDA); 0 without NCCL.
+int NcclVersion();
+
 // The CUDA devices this process sees (cudaGetDeviceCount); 0 when NCCL is
 // not built or CUDA reports an error (no driver, no device).
 int CudaDeviceCount();

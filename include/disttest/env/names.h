@@ -94,6 +94,21 @@ inline constexpr char kGpus[] = "DISTTEST_GPUS";
 // "1": a test that needs more GPUs than there are fails instead of being
 // skipped (for GPU runners that must not skip silently).
 inline constexpr char kRequireGpus[] = "DISTTEST_REQUIRE_GPUS";
+// "1": options().share_gpus for every test of the run: more ranks than GPUs
+// run, placed round-robin on the GPUs there are.
+inline constexpr char kShareGpus[] = "DISTTEST_SHARE_GPUS";
+// NCCL's own variables that disttest sets in a rank (where the user has
+// not): several ranks of a communicator on one GPU (NCCL before 2.30: a
+// host id of each rank's own, which makes NCCL take them for hosts and
+// connect them over sockets; 2.30 and later: its multi-rank-GPU mode); its
+// RAS service off (every process of NCCL 2.24+ would listen on
+// localhost:28028: two test binaries at once collide); its debug log beside
+// the rank's own (DISTTEST_LOG_DIR).
+inline constexpr char kNcclHostId[] = "NCCL_HOSTID";
+inline constexpr char kNcclMultiRankGpu[] = "NCCL_MULTI_RANK_GPU_ENABLE";
+inline constexpr char kNcclRasEnable[] = "NCCL_RAS_ENABLE";
+inline constexpr char kNcclRasAddr[] = "NCCL_RAS_ADDR";
+inline constexpr char kNcclDebugFile[] = "NCCL_DEBUG_FILE";
 // A file: each distributed test that gtest runs appends a line
 // "<Suite.Name/Nranks> <ranks> <gpus per rank>" and is skipped without
 // starting a rank. disttest_discover_tests() (CMake) uses it.

@@ -57,6 +57,10 @@ struct GpuRequest {
   int world_size = 1;
   int gpus_per_rank = 1;
   GpuVisibility visibility = GpuVisibility::kOwnOnly;
+  // More ranks than GPUs: from the inventory, rank r owns the g GPUs from
+  // r*g on, round-robin (it needs g GPUs there; CTest's groups are taken
+  // as they are).
+  bool share = false;
 };
 
 struct GpuAssignment {
@@ -70,8 +74,11 @@ struct GpuAssignment {
   std::vector<std::string> visible;
   // "CTest resource groups" or the inventory's source.
   std::string source;
+  // The most ranks that own one GPU: 1 unless GPUs are shared.
+  int ranks_per_gpu = 1;
 
-  // "rank 0: 0, rank 1: 1 (CTest resource groups)".
+  // "rank 0: 0, rank 1: 1 (CTest resource groups)"; "rank 0: 0, rank 1: 0
+  // (NVML; 2 ranks share a GPU)".
   std::string str() const;
 };
 

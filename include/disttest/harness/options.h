@@ -88,6 +88,15 @@ struct Options {
   // kAllRotated: every GPU, the rank's own first (for tests that need CUDA
   // IPC between ranks' GPUs); see disttest/gpu/assignment.h.
   GpuVisibility gpu_visibility = GpuVisibility::kOwnOnly;
+  // More ranks than GPUs run instead of skipping ("needs 4 GPUs, found 1"):
+  // the ranks are placed round-robin on the GPUs there are, and where
+  // ranks share a GPU NCCL is told so (before 2.30: each rank its own
+  // NCCL_HOSTID, and NCCL connects them over sockets, for correctness, not
+  // speed; 2.30 and later: NCCL_MULTI_RANK_GPU_ENABLE=1). A test of shared
+  // GPUs says so in a note. DISTTEST_SHARE_GPUS=1 sets it for every test.
+  // Rank threads cannot each have a host id: with NCCL before 2.30 such a
+  // test runs as processes, with a note.
+  bool share_gpus = false;
   // Keep the ranks (their processes and communicator) alive after a test
   // that every rank passed or skipped, and run the next test with the same
   // world size and options on them: a test then costs a dispatch through the

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -40,7 +41,8 @@ int ResolveBackend(Options& options, int world_size) {
       return options.gpus_per_rank.value_or(1);
     case Backend::kAuto: {
       int wanted = options.gpus_per_rank.value_or(1);
-      if (wanted > 0 && NcclBuilt() && Gpus().count() >= world_size * wanted) {
+      const int needed = SharesGpus(options) ? wanted : world_size * wanted;
+      if (wanted > 0 && NcclBuilt() && Gpus().count() >= needed) {
         options.backend = Backend::kNccl;
         return wanted;
       }
@@ -65,6 +67,56 @@ int ListedGpusPerRank(const Options& options) {
   return ResolveBackend(copy, 1);
 }
 
+// "<DISTTEST_LOG_DIR>/<test>/rank-2.nccl.log", beside the rank's own log;
+// "" without a log directory.
+std::string NcclLogOf(const TestSpec& spec, int rank) {
+  const char* dir = std::getenv(env::kLogDir);
+  if (dir == nullptr || *dir == '\0') return "";
+  std::string file = fmt::format("rank-{}.nccl.log", rank);
+  if (!spec.fixture.empty()) file = spec.fixture + "-" + file;
+  return fmt::format("{}/{}/{}", dir, spec.name, file);
+}
+
+// What the ranks of a test with GPUs tell NCCL: its RAS service off unless
+// the user set it (every NCCL 2.24+ process would listen on
+// localhost:28028, and two test binaries at once collide); each rank's
+// debug log beside its own; and, where ranks share a GPU, NCCL's way to
+// share it, said in a note. Rank threads cannot each have a host id: such
+// a test runs as processes.
+void TellNccl(TestSpec& spec, int ranks_per_gpu) {
+  if (std::getenv(env::kNcclRasEnable) == nullptr &&
+      std::getenv(env::kNcclRasAddr) == nullptr) {
+    spec.child_env.emplace_back(env::kNcclRasEnable, "0");
+  }
+  spec.rank_env.assign(static_cast<std::size_t>(spec.world_size), {});
+  const std::string test_id = std::to_string(getpid());
+  for (int r = 0; r < spec.world_size; ++r) {
+    auto& own = spec.rank_env[static_cast<std::size_t>(r)];
+    if (std::string log = NcclLogOf(spec, r);
+        !log.empty() && std::getenv(env::kNcclDebugFile) == nullptr) {
+      own.emplace_back(env::kNcclDebugFile, std::move(log));
+    }
+    if (ranks_per_gpu > 1) {
+      for (auto& kv : NcclSharedGpuEnv(r, test_id)) own.push_back(kv);
+    }
+  }
+  if (ranks_per_gpu <= 1) return;
+  const bool host_ids = NcclBuilt() && !NcclHasMultiRankGpu();
+  std::string how = !NcclBuilt() ? "disttest has no NCCL"
+                    : host_ids ? "NCCL over sockets (a NCCL_HOSTID each), for "
+                                 "correctness, not speed"
+                               : "NCCL_MULTI_RANK_GPU_ENABLE=1";
+  if (host_ids && spec.options.launch == LaunchMode::kThreads) {
+    spec.options.launch = LaunchMode::kFork;
+    how += "; as processes, not threads (a host id is per process)";
+  }
+  std::printf(
+      "[ disttest ] note: %s: %d ranks share the GPUs, up to %d a "
+      "GPU: %s\n",
+      spec.name.c_str(), spec.world_size, ranks_per_gpu, how.c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 std::string PlaceOnGpus(TestSpec& spec, int gpus_per_rank) {
@@ -74,10 +126,12 @@ std::string PlaceOnGpus(TestSpec& spec, int gpus_per_rank) {
   GpuAssignment a = AssignGpus(Gpus(), ReadCtestResourceGroups(),
                                {.world_size = spec.world_size,
                                 .gpus_per_rank = gpus_per_rank,
-                                .visibility = spec.options.gpu_visibility});
+                                .visibility = spec.options.gpu_visibility,
+                                .share = SharesGpus(spec.options)});
   if (!a.too_few.empty()) return a.too_few;
   spec.visible_devices = a.visible;
   spec.gpus = a.str();
+  TellNccl(spec, a.ranks_per_gpu);
   std::vector<std::string> all;
   for (const auto& own : a.own) all.insert(all.end(), own.begin(), own.end());
   spec.gpus_rerun = fmt::format("{}", fmt::join(all, ","));
@@ -92,6 +146,25 @@ bool GpusRequired() {
   const char* value = std::getenv(env::kRequireGpus);
   if (value == nullptr || *value == '\0') return false;
   return ParseIntVariable(env::kRequireGpus, value, 0, 1) == 1;
+}
+
+bool SharesGpus(const Options& options) {
+  if (options.share_gpus) return true;
+  const char* value = std::getenv(env::kShareGpus);
+  if (value == nullptr || *value == '\0') return false;
+  return ParseIntVariable(env::kShareGpus, value, 0, 1) == 1;
+}
+
+bool NcclHasMultiRankGpu() {
+  const int version = NcclVersion();  // 2.30.0 is 23000.
+  return version >= 23000;
+}
+
+std::vector<std::pair<std::string, std::string>> NcclSharedGpuEnv(
+    int rank, const std::string& test_id) {
+  if (!NcclBuilt()) return {};
+  if (NcclHasMultiRankGpu()) return {{env::kNcclMultiRankGpu, "1"}};
+  return {{env::kNcclHostId, fmt::format("disttest-{}-rank{}", test_id, rank)}};
 }
 
 bool ListResources(const std::string& name, int ranks, const Options& options) {

@@ -12,6 +12,8 @@
 #define DISTTEST_SRC_HARNESS_PLAN_GPU_PLACEMENT_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "disttest/harness/options.h"
 #include "harness/spec.h"
@@ -34,6 +36,20 @@ std::string PlaceOnGpus(TestSpec& spec, int gpus_per_rank);
 
 // DISTTEST_REQUIRE_GPUS=1: too few GPUs is a failure, not a skip.
 bool GpusRequired();
+
+// options().share_gpus, or DISTTEST_SHARE_GPUS=1 (a ConfigError naming it
+// for any value but 0 and 1).
+bool SharesGpus(const Options& options);
+
+// What rank `rank` of a test whose ranks share GPUs (ranks_per_gpu > 1)
+// tells NCCL: NCCL_MULTI_RANK_GPU_ENABLE=1 where the NCCL linked in has it
+// (2.30 and later), else a NCCL_HOSTID of the rank's own (`test_id` makes
+// it the test's). Empty for an NCCL without either, and without NCCL.
+std::vector<std::pair<std::string, std::string>> NcclSharedGpuEnv(
+    int rank, const std::string& test_id);
+
+// Whether NCCL, as linked in, has its multi-rank-GPU mode (2.30+).
+bool NcclHasMultiRankGpu();
 
 // DISTTEST_LIST_RESOURCES: appends "<name> <ranks> <gpus per rank>" to the
 // file it names and returns true; false when it is unset. The GPUs are those

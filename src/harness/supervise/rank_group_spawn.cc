@@ -136,6 +136,10 @@ SpawnRequest RankGroup::RequestFor(int r, int stdout_fd, int stderr_fd) {
         env::kCudaVisibleDevices,
         spec_.visible_devices.at(static_cast<std::size_t>(r)));
   }
+  if (!spec_.rank_env.empty()) {
+    const auto& own = spec_.rank_env.at(static_cast<std::size_t>(r));
+    request.extra_env.insert(request.extra_env.end(), own.begin(), own.end());
+  }
   request.arena = arena_;
   request.ledger = ledger_;
   request.results_ready_fd = results_ready_[1];
