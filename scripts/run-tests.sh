@@ -37,7 +37,8 @@ cmake --build "$dir" -j "$(nproc)"
 echo "disttest: built $dir in $((SECONDS - built_from)) s"
 cd "$dir"
 # Under ASan, what the sanitizer flags do not change and the regular build
-# runs: the package tests (they build consumer projects against disttest's
+# runs: the example suites as threads (the verdict cases run as threads
+# here), the package tests (they build consumer projects against disttest's
 # CMake package), the self-tests' second pair of launch modes (OwnMainFork
 # and OwnMainExec: fork and exec ranks again, under the user's own main()),
 # and the scale tests of 128 and 256 ranks (their point is time and the size
@@ -54,7 +55,7 @@ cd "$dir"
 # tests', which run here) nor the benchmarks (CMakeLists.txt).
 which=()
 if [[ $sanitize == ON || $sanitize == address ]]; then
-  which=(-E '^package\.|/OwnMain(Fork|Exec)( |$)|^(LaunchModes/VerdictsTest|Modes/NoFalsePassTest)\..*/exec( |$)|HangOfManyRanksIsOneFailureAndOneTreeOfStacks|(Crash|Hang)Among256Ranks|FullRunLeavesNothingBehind|HundredsOfTestsLeaveNoTimeWaitSockets')
+  which=(-E '^package\.|^examples\.(collectives|cookbook)\.threads$|/OwnMain(Fork|Exec)( |$)|^(LaunchModes/VerdictsTest|Modes/NoFalsePassTest)\..*/exec( |$)|HangOfManyRanksIsOneFailureAndOneTreeOfStacks|(Crash|Hang)Among256Ranks|FullRunLeavesNothingBehind|HundredsOfTestsLeaveNoTimeWaitSockets')
 fi
 # Under ThreadSanitizer, where threads meet: ranks as threads (the verdict
 # and no-false-pass cases, the example suites), a rank's own threads (the
