@@ -77,8 +77,15 @@ void OnCrash(int sig) {
   errno = saved;
 }
 
-void OnExit() {
-  if (ThreadsRank() >= 0) NoteEnd(LedgerMemory::kCalledExit);
+// exit() from a rank's thread ends the process with the status it was
+// given, here: the static destructors it would run next are the other rank
+// threads' statics too, still in use (gtest's among them), and a crash in
+// one would replace the status the rank gave.
+void OnExit(int status, void*) {
+  if (ThreadsRank() < 0) return;
+  NoteEnd(LedgerMemory::kCalledExit);
+  std::fflush(nullptr);
+  _exit(status);
 }
 
 void InstallProcessWideNotes() {
@@ -91,7 +98,7 @@ void InstallProcessWideNotes() {
   for (std::size_t i = 0; i < std::size(kCrashSignals); ++i) {
     sigaction(kCrashSignals[i], &sa, &g_crash_before[i]);
   }
-  std::atexit(OnExit);
+  on_exit(OnExit, nullptr);
 }
 
 // The queues by name are the parent's and this process's alone now: their

@@ -130,6 +130,7 @@ std::optional<End> AbnormalEnd(const RankReport& r, bool in_tree) {
   if (!r.outcome) return std::string("ended, but how is unknown");
   const RankOutcome& o = *r.outcome;
   if (o.signaled()) return o.str();
+  if (!r.done && !r.ended_the_process.empty()) return r.ended_the_process;
   if (!r.done) {
     std::string end = EndWithoutReport(o);
     if (r.ledger && r.ledger->phase() == RankPhase::kCheckingLeaks) {

@@ -50,6 +50,9 @@ struct RankReport {
   // judged by that verdict alone.
   bool parked = false;
   std::string log_path;  // DISTTEST_LOG_DIR: where its output is kept.
+  // Ranks as threads: how its own thread ended the process of every rank
+  // (exit()), said as its end instead of the process's status alone.
+  std::string ended_the_process;
   // A sanitizer's report in its output (spawned ranks): a failure.
   std::optional<SanitizerReport> sanitizer;
   std::vector<std::string> channel_errors;

@@ -77,12 +77,11 @@ void RankGroup::OnThreadsEnded(const std::vector<Rank*>& ended, bool notify) {
       report.killed_for = RankReport::KilledFor::kPeersFailure;
     }
     if (mine && !crash && !report.done) {
-      AddFailure(report,
-                 fmt::format("rank {}'s thread called exit() ({}), which ends "
-                             "the process of every rank's thread: the ranks "
-                             "are threads of one process (LaunchMode::"
-                             "kThreads)",
-                             by, process.str()));
+      report.ended_the_process = fmt::format(
+          "rank {}'s thread called exit() ({}), which ends the process of "
+          "every rank's thread: the ranks are threads of one process "
+          "(LaunchMode::kThreads)",
+          by, process.str());
     } else if (mine && crash && process.exited()) {
       // A sanitizer's handler ends a crash with an exit.
       AddFailure(report,
