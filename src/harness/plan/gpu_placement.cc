@@ -108,6 +108,8 @@ void TellNccl(TestSpec& spec, int ranks_per_gpu) {
                                : "NCCL_MULTI_RANK_GPU_ENABLE=1";
   if (host_ids && spec.options.launch == LaunchMode::kThreads) {
     spec.options.launch = LaunchMode::kFork;
+    // The ranks read the launch mode again: as processes there too.
+    spec.child_env.emplace_back(env::kLaunch, Name(LaunchMode::kFork));
     how += "; as processes, not threads (a host id is per process)";
   }
   std::printf(
