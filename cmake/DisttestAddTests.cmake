@@ -67,18 +67,25 @@ if(NOT rc MATCHES "^[01]$")
     "disttest_discover_tests: listing the ranks of ${TEST_EXECUTABLE}'s tests "
     "failed (${rc}):\n${ignored}")
 endif()
-# Three lists in step: a listed test, its ranks, its GPUs a rank.
+# Four lists in step: a listed test, its ranks, its GPUs a rank, and
+# whether its ranks may share GPUs (options().share_gpus).
 set(listed_names "")
 set(listed_ranks "")
 set(listed_gpus "")
+set(listed_share "")
 if(EXISTS "${resources_file}")
   file(STRINGS "${resources_file}" resource_lines)
   file(REMOVE "${resources_file}")
   foreach(line IN LISTS resource_lines)
-    if(line MATCHES "^([^ ]+) ([0-9]+) ([0-9]+)$")
+    if(line MATCHES "^([^ ]+) ([0-9]+) ([0-9]+)( share)?$")
       list(APPEND listed_names "${CMAKE_MATCH_1}")
       list(APPEND listed_ranks "${CMAKE_MATCH_2}")
       list(APPEND listed_gpus "${CMAKE_MATCH_3}")
+      if(CMAKE_MATCH_4)
+        list(APPEND listed_share 1)
+      else()
+        list(APPEND listed_share 0)
+      endif()
     endif()
   endforeach()
 endif()
@@ -103,6 +110,7 @@ foreach(test IN LISTS tests)
   if(at GREATER_EQUAL 0)
     list(GET listed_ranks ${at} ranks)
     list(GET listed_gpus ${at} gpus)
+    list(GET listed_share ${at} share)
     string(APPEND props " PROCESSORS ${ranks}")
     if(gpus GREATER 0)
       set(group "${ranks}")
@@ -110,11 +118,21 @@ foreach(test IN LISTS tests)
         string(APPEND group ",gpus:1")
       endforeach()
       math(EXPR needed "${ranks} * ${gpus}")
-      # _disttest_gpus: counted by the include file when ctest starts.
+      string(REGEX REPLACE "^[0-9]+" "\${_disttest_groups}" shared_group
+        "${group}")
+      # _disttest_gpus: counted by the include file when ctest starts. A
+      # test that shares GPUs (options().share_gpus, or DISTTEST_SHARE_GPUS=1
+      # when ctest runs) and has too few takes a group for each rank's worth
+      # of GPUs there is, its ranks round-robin on them.
       string(APPEND groups
         "if(_disttest_gpus GREATER_EQUAL ${needed})\n"
         "  set_tests_properties([==[${name}]==] PROPERTIES "
         "RESOURCE_GROUPS [==[${group}]==])\n"
+        "elseif(_disttest_gpus GREATER_EQUAL ${gpus} AND (${share} OR "
+        "\"\$ENV{DISTTEST_SHARE_GPUS}\" STREQUAL \"1\"))\n"
+        "  math(EXPR _disttest_groups \"\${_disttest_gpus} / ${gpus}\")\n"
+        "  set_tests_properties([==[${name}]==] PROPERTIES "
+        "RESOURCE_GROUPS \"${shared_group}\")\n"
         "endif()\n")
     endif()
   endif()

@@ -16,7 +16,11 @@
 #                    would report the others "Not Run", a failure, where
 #                    disttest skips them ("needs 8 GPUs, found 4"). Without
 #                    a spec file ctest ignores RESOURCE_GROUPS and the ranks
-#                    take the GPUs in order.
+#                    take the GPUs in order. A test that shares GPUs
+#                    (options().share_gpus, or DISTTEST_SHARE_GPUS=1 when
+#                    ctest runs) and has too few gets a group for each
+#                    rank's worth of GPUs there is; its ranks take them in
+#                    turn.
 #   SKIP_REGULAR_EXPRESSION  gtest's "[  SKIPPED ]", so skips show as skips.
 #   TIMEOUT_SIGNAL_NAME SIGTERM, TIMEOUT_SIGNAL_GRACE_PERIOD 10 (CMake 3.27
 #                    and later; unless PROPERTIES names them): at its TIMEOUT

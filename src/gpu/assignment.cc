@@ -137,17 +137,22 @@ std::string GpuAssignment::str() const {
 
 namespace {
 
-// Each rank's GPUs from CTest's resource groups: a group a rank, or one
-// group for them all.
+// Each rank's GPUs from CTest's resource groups: a group a rank, one group
+// for them all, or (sharing) fewer groups than ranks, round-robin.
 void AssignFromGroups(const GpuInventory& inventory,
                       const std::vector<std::vector<std::string>>& groups,
-                      int n, int g, GpuAssignment* a) {
+                      int n, int g, bool share, GpuAssignment* a) {
   a->source = "CTest resource groups";
   std::vector<std::size_t> sizes;
   for (const auto& group : groups) sizes.push_back(group.size());
-  const bool one_per_rank = static_cast<int>(groups.size()) >= n;
+  const int count = static_cast<int>(groups.size());
   const bool one_for_all =
-      groups.size() == 1 && static_cast<int>(groups.front().size()) >= n * g;
+      count == 1 && static_cast<int>(groups.front().size()) >= n * g;
+  // disttest_discover_tests gives a test that shares as many groups as the
+  // machine has GPUs for (each of a rank's size).
+  const bool round_robin = share && count < n && !one_for_all;
+  const bool one_per_rank = count >= n || round_robin;
+  if (round_robin) a->ranks_per_gpu = (n + count - 1) / count;
   if (!one_per_rank && !one_for_all) {
     std::string per_rank = "gpus:1";
     for (int i = 1; i < g; ++i) per_rank += ",gpus:1";
@@ -160,14 +165,15 @@ void AssignFromGroups(const GpuInventory& inventory,
   }
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> ids;
-    int group = one_per_rank ? r : 0;
+    int group = one_per_rank ? r % count : 0;
     if (one_per_rank) {
-      ids = groups[static_cast<std::size_t>(r)];
+      ids = groups[static_cast<std::size_t>(group)];
       if (static_cast<int>(ids.size()) != g) {
         throw ConfigError(fmt::format(
             "CTest resource group {} holds {} GPU{} ({}), but each rank "
             "uses {} (options().gpus_per_rank)",
-            r, ids.size(), ids.size() == 1 ? "" : "s", fmt::join(ids, ","), g));
+            group, ids.size(), ids.size() == 1 ? "" : "s", fmt::join(ids, ","),
+            g));
       }
     } else {
       const auto& all = groups.front();
@@ -179,9 +185,10 @@ void AssignFromGroups(const GpuInventory& inventory,
     }
   }
   // CTest may put two groups on one GPU when the spec gives it several
-  // slots; NCCL would then fail with "Duplicate GPU detected".
+  // slots; NCCL would then fail with "Duplicate GPU detected". (Ranks that
+  // share a group round-robin share it by design: one of each is checked.)
   std::map<std::string, int> owner;
-  for (int r = 0; r < n; ++r) {
+  for (int r = 0; r < (round_robin ? count : n); ++r) {
     for (const std::string& device : a->own[static_cast<std::size_t>(r)]) {
       auto [it, fresh] = owner.emplace(device, r);
       if (!fresh) {
@@ -279,7 +286,7 @@ GpuAssignment AssignGpus(
   }
   a.own.resize(static_cast<std::size_t>(n));
   if (groups) {
-    AssignFromGroups(inventory, *groups, n, g, &a);
+    AssignFromGroups(inventory, *groups, n, g, request.share, &a);
   } else if (!AssignFromInventory(inventory, n, g, request.share, &a)) {
     GpuAssignment short_of;
     short_of.too_few = std::move(a.too_few);

@@ -14,6 +14,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 using Groups = std::vector<std::vector<std::string>>;
 
 EnvLookup Env(std::map<std::string, std::string> vars) {
@@ -192,6 +193,40 @@ TEST(AssignGpus, SharedGpusGoRoundRobin) {
                  {.world_size = 2, .gpus_per_rank = 1, .share = true});
   EXPECT_THAT(enough.visible, ElementsAre("0", "1"));
   EXPECT_EQ(enough.ranks_per_gpu, 1);
+}
+
+// Under ctest, a test that shares gets as many groups as there are GPUs
+// (disttest_discover_tests): its ranks take them round-robin. Without
+// sharing, too few groups are an error that names them.
+TEST(AssignGpus, SharedCtestGroupsGoRoundRobin) {
+  const GpuInventory gpus = Inventory({"0", "1", "2", "3"});
+  GpuAssignment a =
+      AssignGpus(gpus, Groups{{"2"}, {"0"}},
+                 {.world_size = 5, .gpus_per_rank = 1, .share = true});
+  EXPECT_THAT(a.visible, ElementsAre("2", "0", "2", "0", "2"));
+  EXPECT_EQ(a.ranks_per_gpu, 3);
+  EXPECT_EQ(a.str(),
+            "rank 0: 2, rank 1: 0, rank 2: 2, rank 3: 0, rank 4: 2 (CTest "
+            "resource groups; 3 ranks share a GPU)");
+  GpuAssignment pairs =
+      AssignGpus(gpus, Groups{{"3", "1"}},
+                 {.world_size = 2, .gpus_per_rank = 2, .share = true});
+  EXPECT_THAT(pairs.own,
+              ElementsAre(ElementsAre("3", "1"), ElementsAre("3", "1")));
+  EXPECT_THAT(
+      [&] {
+        AssignGpus(gpus, Groups{{"2"}, {"0"}},
+                   {.world_size = 5, .gpus_per_rank = 1});
+      },
+      ThrowsMessage<ConfigError>(HasSubstr("CTest gave 2 resource groups")));
+  // Two groups on one GPU are still refused.
+  EXPECT_THAT(
+      [&] {
+        AssignGpus(gpus, Groups{{"2"}, {"2"}},
+                   {.world_size = 3, .gpus_per_rank = 1, .share = true});
+      },
+      ThrowsMessage<ConfigError>(HasSubstr("CTest gave GPU 2 to rank 0 and "
+                                           "rank 1")));
 }
 
 TEST(AssignGpus, CtestGroupIdsIndexTheInheritedList) {

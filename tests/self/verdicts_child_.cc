@@ -1154,9 +1154,10 @@ DIST_TEST_F(VerdictsGpus, ShowsItsSharing, 4) {
     const char* value = std::getenv(name);
     return value != nullptr ? value : "(unset)";
   };
-  std::printf("marker-sharing %s host %s multi %s ras %s\n",
+  std::printf("marker-sharing %s host %s multi %s ras %s log %s\n",
               get("CUDA_VISIBLE_DEVICES"), get("NCCL_HOSTID"),
-              get("NCCL_MULTI_RANK_GPU_ENABLE"), get("NCCL_RAS_ENABLE"));
+              get("NCCL_MULTI_RANK_GPU_ENABLE"), get("NCCL_RAS_ENABLE"),
+              get("NCCL_DEBUG_FILE"));
 }
 
 DIST_TEST_F(VerdictsGpus, ShowsItsDevices, 1, 2) {

@@ -2,6 +2,7 @@
 //
 // GPUs, with DISTTEST_GPUS and CTest's variables standing in for a GPU
 // machine and a resource spec file (verdicts.h).
+#include <filesystem>
 #include <regex>
 
 #include "disttest/comm/create.h"
@@ -85,12 +86,13 @@ TEST_P(VerdictsTest, RanksShareTheGpusThereAre) {
           v.run.out, found,
           std::regex("\\[rank " + std::to_string(r) +
                      "\\] marker-sharing (\\S+) host (\\S+) multi (\\S+) "
-                     "ras (\\S+)\n"));
+                     "ras (\\S+) log (\\S+)\n"));
       return found;
     }();
     ASSERT_FALSE(m.empty()) << r << v.run.out;
     EXPECT_EQ(m[1], r % 2 == 0 ? "GPU-a" : "GPU-b") << r;
-    EXPECT_EQ(m[4], "0") << r;  // NCCL's RAS off: no port 28028 each.
+    EXPECT_EQ(m[4], "0") << r;        // NCCL's RAS off: no port 28028 each.
+    EXPECT_EQ(m[5], "(unset)") << r;  // No DISTTEST_LOG_DIR.
     if (host_ids) {
       EXPECT_EQ(m[2], fmt::format("disttest-{}-rank{}", v.run.pid, r));
       ids.insert(m[2]);
@@ -113,6 +115,38 @@ TEST_P(VerdictsTest, RanksShareTheGpusThereAre) {
       HasSubstr("<property name=\"disttest_gpus\" value=\"rank 0: GPU-a, "
                 "rank 1: GPU-b, rank 2: GPU-a, rank 3: GPU-b (DISTTEST_GPUS; "
                 "2 ranks share a GPU)\"/>"));
+}
+
+// With DISTTEST_LOG_DIR, a rank whose NCCL logs at INFO (NCCL_DEBUG kept)
+// writes that log beside its own, the path written as NCCL reads it (a %
+// doubled); NCCL's warnings alone stay in the rank's output.
+TEST_P(VerdictsTest, RanksKeepNcclsLogBesideTheirOwn) {
+  if (Threads() && !(NcclBuilt() && NcclVersion() < 23000)) {
+    GTEST_SKIP() << "CUDA_VISIBLE_DEVICES is one per process, not per rank "
+                    "thread";
+  }
+  const std::string dir = TempPath("-100%");
+  const Env gpus{{"DISTTEST_GPUS", "GPU-a,GPU-b"},
+                 {"VERDICTS_GPUS_PER_RANK", "1"},
+                 {"VERDICTS_SHARE_GPUS", "1"},
+                 {"DISTTEST_LOG_DIR", dir},
+                 {"DISTTEST_KEEP_NCCL_DEBUG", "1"}};
+  Verdict info = Run("VerdictsGpus.ShowsItsSharing/4ranks",
+                     Plus(gpus, {{"NCCL_DEBUG", "info"}}));
+  EXPECT_EQ(info.run.exit_code, 0) << info.run.out;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_THAT(info.run.out,
+                HasSubstr(fmt::format("log {}%/VerdictsGpus.ShowsItsSharing/"
+                                      "4ranks/rank-{}.nccl.log\n",
+                                      dir, r)))
+        << info.run.out;
+  }
+  Verdict warn = Run("VerdictsGpus.ShowsItsSharing/4ranks",
+                     Plus(gpus, {{"NCCL_DEBUG", "WARN"}}));
+  EXPECT_EQ(warn.run.exit_code, 0) << warn.run.out;
+  EXPECT_THAT(warn.run.out, HasSubstr(" log (unset)\n")) << warn.run.out;
+  EXPECT_THAT(warn.run.out, Not(HasSubstr(".nccl.log")));
+  std::filesystem::remove_all(dir);
 }
 
 // Without it, more ranks than GPUs skip saying how to share them;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -67,14 +68,33 @@ int ListedGpusPerRank(const Options& options) {
   return ResolveBackend(copy, 1);
 }
 
-// "<DISTTEST_LOG_DIR>/<test>/rank-2.nccl.log", beside the rank's own log;
-// "" without a log directory.
+// Whether the ranks' NCCL logs at INFO or TRACE: NCCL_DEBUG is kept
+// (DISTTEST_KEEP_NCCL_DEBUG) and says so. NCCL's warnings alone stay in the
+// rank's output, where a failure's report shows them.
+bool NcclLogsMuch() {
+  const char* level = std::getenv(env::kNcclDebug);
+  if (std::getenv(env::kKeepNcclDebug) == nullptr || level == nullptr) {
+    return false;
+  }
+  std::string upper(level);
+  for (char& c : upper) c = static_cast<char>(std::toupper(c));
+  return upper == "INFO" || upper == "TRACE";
+}
+
+// "<DISTTEST_LOG_DIR>/<test>/rank-2.nccl.log", beside the rank's own log,
+// as NCCL_DEBUG_FILE reads it (NCCL expands %h and %p: a % is written %%);
+// "" without a log directory, or where NCCL logs little.
 std::string NcclLogOf(const TestSpec& spec, int rank) {
   const char* dir = std::getenv(env::kLogDir);
-  if (dir == nullptr || *dir == '\0') return "";
+  if (dir == nullptr || *dir == '\0' || !NcclLogsMuch()) return "";
   std::string file = fmt::format("rank-{}.nccl.log", rank);
   if (!spec.fixture.empty()) file = spec.fixture + "-" + file;
-  return fmt::format("{}/{}/{}", dir, spec.name, file);
+  std::string path;
+  for (char c : fmt::format("{}/{}/{}", dir, spec.name, file)) {
+    path += c;
+    if (c == '%') path += '%';
+  }
+  return path;
 }
 
 // What the ranks of a test with GPUs tell NCCL: its RAS service off unless
@@ -172,8 +192,10 @@ std::vector<std::pair<std::string, std::string>> NcclSharedGpuEnv(
 bool ListResources(const std::string& name, int ranks, const Options& options) {
   const char* path = std::getenv(env::kListResources);
   if (path == nullptr || *path == '\0') return false;
+  const int gpus = ListedGpusPerRank(options);
   std::string line =
-      fmt::format("{} {} {}\n", name, ranks, ListedGpusPerRank(options));
+      fmt::format("{} {} {}{}\n", name, ranks, gpus,
+                  gpus > 0 && SharesGpus(options) ? " share" : "");
   std::string why;
   const int fd = CreateOwnFile(path, /*append=*/true, &why);
   if (fd < 0) {

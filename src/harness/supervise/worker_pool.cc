@@ -243,6 +243,11 @@ std::vector<RankReport> WorkerPools::Run(TestSpec spec, RankEntry entry) {
   for (const auto& [name, value] : spec.child_env) {
     key += fmt::format("|{}={}", name, value);
   }
+  for (const auto& own : spec.rank_env) {
+    key += '|';
+    for (const auto& [name, value] : own)
+      key += fmt::format("{}={};", name, value);
+  }
   if (pools_.count(key) == 0) {
     MakeRoomFor(spec);
     pools_[key] = std::make_unique<Pool>(spec);

@@ -80,4 +80,26 @@ DIST_TEST_P(SweepGroups, EachRankGetsItsGroup, 2) {
 
 INSTANTIATE_TEST_SUITE_P(Counts, SweepGroups, ::testing::Values(1, 2));
 
+// More ranks than GPUs, sharing: a group for each GPU there is, the ranks
+// round-robin on them (rank r in group r % groups).
+class SharedGroups : public ResourceGroups {
+ protected:
+  SharedGroups() { options().share_gpus = true; }
+};
+
+DIST_TEST_F(SharedGroups, RanksTakeTheGroupsInTurn, 6) {
+  const char* count = std::getenv("CTEST_RESOURCE_GROUP_COUNT");
+  if (count == nullptr || std::getenv("DISTTEST_GPUS") == nullptr) {
+    GTEST_SKIP() << "runs under ctest --resource-spec-file, with "
+                    "DISTTEST_GPUS";
+  }
+  const int groups = std::atoi(count);
+  EXPECT_EQ(groups,
+            static_cast<int>(Split(std::getenv("DISTTEST_GPUS"), ',').size()));
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  ASSERT_NE(visible, nullptr);
+  ASSERT_GT(groups, 0);
+  EXPECT_EQ(visible, GroupDevices(rank() % groups));
+}
+
 }  // namespace
