@@ -13,6 +13,20 @@ namespace {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
+// Why a case that reads a rank's CUDA_VISIBLE_DEVICES is not for threads.
+#define SKIP_FOR_THREADS_SEEING_DEVICES() \
+  SKIP_FOR_THREADS(                       \
+      "CUDA_VISIBLE_DEVICES is one per process, not per rank thread")
+
+// Whether ranks that share a GPU get NCCL host ids (NCCL before 2.30), which
+// makes rank threads run as processes.
+bool HostIds() { return NcclBuilt() && NcclVersion() < 23000; }
+
+// Four ranks on two stand-in GPUs, sharing them.
+const Env kSharedTwo{{"DISTTEST_GPUS", "GPU-a,GPU-b"},
+                     {"VERDICTS_GPUS_PER_RANK", "1"},
+                     {"VERDICTS_SHARE_GPUS", "1"}};
+
 // CTest's variables for one group per rank, e.g. {"3", "0;2"} (rank 1 gets
 // ids 0 and 2).
 Env CtestGroups(const std::vector<std::string>& groups) {
@@ -41,8 +55,7 @@ std::string DevicesLine(int rank, const std::string& devices) {
 }
 
 TEST_P(VerdictsTest, EachRankSeesOnlyItsOwnGpus) {
-  SKIP_FOR_THREADS(
-      "CUDA_VISIBLE_DEVICES is one per process, not per rank thread");
+  SKIP_FOR_THREADS_SEEING_DEVICES();
   Verdict v = Run("VerdictsGpus.ShowsItsDevices/2ranks",
                   {{"DISTTEST_GPUS", "GPU-a,GPU-b,GPU-c,GPU-d"},
                    {"VERDICTS_GPUS_PER_RANK", "1"}});
@@ -60,16 +73,12 @@ TEST_P(VerdictsTest, EachRankSeesOnlyItsOwnGpus) {
 // host id of its own; disttest without NCCL: nothing), NCCL's RAS off, and
 // a note that says so.
 TEST_P(VerdictsTest, RanksShareTheGpusThereAre) {
-  const bool host_ids = NcclBuilt() && NcclVersion() < 23000;
+  const bool host_ids = HostIds();
   // A host id is per process: rank threads that need one run as processes.
-  if (Threads() && !host_ids) {
-    GTEST_SKIP() << "CUDA_VISIBLE_DEVICES is one per process, not per rank "
-                    "thread";
+  if (!host_ids) {
+    SKIP_FOR_THREADS_SEEING_DEVICES();
   }
-  Verdict v = Run("VerdictsGpus.ShowsItsSharing/4ranks",
-                  {{"DISTTEST_GPUS", "GPU-a,GPU-b"},
-                   {"VERDICTS_GPUS_PER_RANK", "1"},
-                   {"VERDICTS_SHARE_GPUS", "1"}});
+  Verdict v = Run("VerdictsGpus.ShowsItsSharing/4ranks", kSharedTwo);
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   EXPECT_THAT(v.run.out,
               HasSubstr("[ disttest ] note: VerdictsGpus.ShowsItsSharing/"
@@ -121,16 +130,12 @@ TEST_P(VerdictsTest, RanksShareTheGpusThereAre) {
 // writes that log beside its own, the path written as NCCL reads it (a %
 // doubled); NCCL's warnings alone stay in the rank's output.
 TEST_P(VerdictsTest, RanksKeepNcclsLogBesideTheirOwn) {
-  if (Threads() && !(NcclBuilt() && NcclVersion() < 23000)) {
-    GTEST_SKIP() << "CUDA_VISIBLE_DEVICES is one per process, not per rank "
-                    "thread";
+  if (!HostIds()) {
+    SKIP_FOR_THREADS_SEEING_DEVICES();
   }
   const std::string dir = TempPath("-100%");
-  const Env gpus{{"DISTTEST_GPUS", "GPU-a,GPU-b"},
-                 {"VERDICTS_GPUS_PER_RANK", "1"},
-                 {"VERDICTS_SHARE_GPUS", "1"},
-                 {"DISTTEST_LOG_DIR", dir},
-                 {"DISTTEST_KEEP_NCCL_DEBUG", "1"}};
+  const Env gpus = Plus(kSharedTwo, {{"DISTTEST_LOG_DIR", dir},
+                                     {"DISTTEST_KEEP_NCCL_DEBUG", "1"}});
   Verdict info = Run("VerdictsGpus.ShowsItsSharing/4ranks",
                      Plus(gpus, {{"NCCL_DEBUG", "info"}}));
   EXPECT_EQ(info.run.exit_code, 0) << info.run.out;
@@ -153,8 +158,7 @@ TEST_P(VerdictsTest, RanksKeepNcclsLogBesideTheirOwn) {
 // DISTTEST_SHARE_GPUS=1 shares them for a whole run, and any other value
 // than 0 or 1 is an error that names it.
 TEST_P(VerdictsTest, MoreRanksThanGpusSkipSayingHowToShare) {
-  SKIP_FOR_THREADS(
-      "CUDA_VISIBLE_DEVICES is one per process, not per rank thread");
+  SKIP_FOR_THREADS_SEEING_DEVICES();
   const Env gpus{{"DISTTEST_GPUS", "GPU-a,GPU-b"},
                  {"VERDICTS_GPUS_PER_RANK", "1"}};
   Verdict skipped = Run("VerdictsGpus.ShowsItsSharing/4ranks", gpus);
@@ -176,8 +180,7 @@ TEST_P(VerdictsTest, MoreRanksThanGpusSkipSayingHowToShare) {
 }
 
 TEST_P(VerdictsTest, TwoGpusPerRankAllRotated) {
-  SKIP_FOR_THREADS(
-      "CUDA_VISIBLE_DEVICES is one per process, not per rank thread");
+  SKIP_FOR_THREADS_SEEING_DEVICES();
   Verdict v = Run("VerdictsGpus.ShowsItsDevices/2ranks",
                   {{"DISTTEST_GPUS", "4"},
                    {"VERDICTS_GPUS_PER_RANK", "2"},
@@ -188,8 +191,7 @@ TEST_P(VerdictsTest, TwoGpusPerRankAllRotated) {
 }
 
 TEST_P(VerdictsTest, GlooRanksWithoutGpusKeepTheInheritedDevices) {
-  SKIP_FOR_THREADS(
-      "CUDA_VISIBLE_DEVICES is one per process, not per rank thread");
+  SKIP_FOR_THREADS_SEEING_DEVICES();
   Verdict v = Run("VerdictsGpus.ShowsItsDevices/2ranks",
                   {{"CUDA_VISIBLE_DEVICES", "5,6"}});
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
@@ -198,8 +200,7 @@ TEST_P(VerdictsTest, GlooRanksWithoutGpusKeepTheInheritedDevices) {
 }
 
 TEST_P(VerdictsTest, CtestResourceGroupsGiveEachRankItsIds) {
-  SKIP_FOR_THREADS(
-      "CUDA_VISIBLE_DEVICES is one per process, not per rank thread");
+  SKIP_FOR_THREADS_SEEING_DEVICES();
   // A fake resource spec: ctest gave rank 0 the 4th GPU of the inherited
   // list and rank 1 the 2nd.
   const Env gpus{{"DISTTEST_GPUS", "GPU-a,GPU-b,GPU-c,GPU-d"}};
@@ -252,8 +253,7 @@ TEST_P(VerdictsTest, FailureNamesTheGpusAndTheRerunKeepsThem) {
 }
 
 TEST_P(VerdictsTest, RerunOfOneNumericGpuNamesItAsAList) {
-  SKIP_FOR_THREADS(
-      "CUDA_VISIBLE_DEVICES is one per process, not per rank thread");
+  SKIP_FOR_THREADS_SEEING_DEVICES();
   // "DISTTEST_GPUS=3" would be a count of three; "3," is GPU 3.
   Verdict v = Run("VerdictsGpus.FailsOnRank1/2ranks",
                   Plus(Plus({{"DISTTEST_GPUS", "4"}}, CtestGroups({"3", "1"})),

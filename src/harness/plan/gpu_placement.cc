@@ -97,12 +97,31 @@ std::string NcclLogOf(const TestSpec& spec, int rank) {
   return path;
 }
 
+// How ranks that share GPUs share them, in a note; rank threads that need
+// a host id each (NCCL before 2.30) run as processes.
+void SayHowRanksShare(TestSpec& spec, int ranks_per_gpu) {
+  const bool host_ids = NcclBuilt() && !NcclHasMultiRankGpu();
+  std::string how = !NcclBuilt() ? "disttest has no NCCL"
+                    : host_ids ? "NCCL over sockets (a NCCL_HOSTID each), for "
+                                 "correctness, not speed"
+                               : "NCCL_MULTI_RANK_GPU_ENABLE=1";
+  if (host_ids && spec.options.launch == LaunchMode::kThreads) {
+    spec.options.launch = LaunchMode::kFork;
+    // The ranks read the launch mode again: as processes there too.
+    spec.child_env.emplace_back(env::kLaunch, Name(LaunchMode::kFork));
+    how += "; as processes, not threads (a host id is per process)";
+  }
+  std::printf(
+      "[ disttest ] note: %s: %d ranks share the GPUs, up to %d a "
+      "GPU: %s\n",
+      spec.name.c_str(), spec.world_size, ranks_per_gpu, how.c_str());
+  std::fflush(stdout);
+}
+
 // What the ranks of a test with GPUs tell NCCL: its RAS service off unless
-// the user set it (every NCCL 2.24+ process would listen on
-// localhost:28028, and two test binaries at once collide); each rank's
-// debug log beside its own; and, where ranks share a GPU, NCCL's way to
-// share it, said in a note. Rank threads cannot each have a host id: such
-// a test runs as processes.
+// the user set it (every NCCL 2.24+ process listens on localhost:28028);
+// each rank's debug log beside its own; and, where ranks share a GPU,
+// NCCL's way to share it.
 void TellNccl(TestSpec& spec, int ranks_per_gpu) {
   if (std::getenv(env::kNcclRasEnable) == nullptr &&
       std::getenv(env::kNcclRasAddr) == nullptr) {
@@ -120,23 +139,7 @@ void TellNccl(TestSpec& spec, int ranks_per_gpu) {
       for (auto& kv : NcclSharedGpuEnv(r, test_id)) own.push_back(kv);
     }
   }
-  if (ranks_per_gpu <= 1) return;
-  const bool host_ids = NcclBuilt() && !NcclHasMultiRankGpu();
-  std::string how = !NcclBuilt() ? "disttest has no NCCL"
-                    : host_ids ? "NCCL over sockets (a NCCL_HOSTID each), for "
-                                 "correctness, not speed"
-                               : "NCCL_MULTI_RANK_GPU_ENABLE=1";
-  if (host_ids && spec.options.launch == LaunchMode::kThreads) {
-    spec.options.launch = LaunchMode::kFork;
-    // The ranks read the launch mode again: as processes there too.
-    spec.child_env.emplace_back(env::kLaunch, Name(LaunchMode::kFork));
-    how += "; as processes, not threads (a host id is per process)";
-  }
-  std::printf(
-      "[ disttest ] note: %s: %d ranks share the GPUs, up to %d a "
-      "GPU: %s\n",
-      spec.name.c_str(), spec.world_size, ranks_per_gpu, how.c_str());
-  std::fflush(stdout);
+  if (ranks_per_gpu > 1) SayHowRanksShare(spec, ranks_per_gpu);
 }
 
 }  // namespace

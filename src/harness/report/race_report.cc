@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 #include <string_view>
+#include <utility>
 
 #include "base/threads.h"
 
@@ -231,34 +232,27 @@ namespace {
 // What ThreadSanitizer's headline says for the kind its interface names
 // (the printed headline is matched against this: one failure, not two).
 std::string_view Headline(std::string_view kind) {
-  if (kind == "data-race") return "data race";
-  if (kind == "data-race-vptr") {
-    return "data race on vptr (ctor/dtor vs virtual call)";
+  static constexpr std::pair<std::string_view, std::string_view> kHeadlines[] =
+      {{"data-race", "data race"},
+       {"data-race-vptr", "data race on vptr (ctor/dtor vs virtual call)"},
+       {"heap-use-after-free-vptr",
+        "heap-use-after-free (virtual call vs free)"},
+       {"thread-leak", "thread leak"},
+       {"lock-order-inversion", "lock-order-inversion (potential deadlock)"},
+       {"mutex-double-lock", "double lock of a mutex"},
+       {"locked-mutex-destroy", "destroy of a locked mutex"},
+       {"signal-unsafe-call", "signal-unsafe call inside of a signal"},
+       {"mutex-bad-unlock",
+        "unlock of an unlocked mutex (or by a wrong thread)"},
+       {"mutex-invalid-access",
+        "use of an invalid mutex (e.g. uninitialized or destroyed)"},
+       {"mutex-bad-read-lock", "read lock of a write locked mutex"},
+       {"mutex-bad-read-unlock", "read unlock of a write locked mutex"},
+       {"errno-in-signal-handler", "signal handler spoils errno"},
+       {"external-race", "race on external object"}};
+  for (const auto& [name, headline] : kHeadlines) {
+    if (name == kind) return headline;
   }
-  if (kind == "heap-use-after-free-vptr") {
-    return "heap-use-after-free (virtual call vs free)";
-  }
-  if (kind == "thread-leak") return "thread leak";
-  if (kind == "lock-order-inversion") {
-    return "lock-order-inversion (potential deadlock)";
-  }
-  if (kind == "mutex-double-lock") return "double lock of a mutex";
-  if (kind == "locked-mutex-destroy") return "destroy of a locked mutex";
-  if (kind == "signal-unsafe-call") {
-    return "signal-unsafe call inside of a signal";
-  }
-  if (kind == "mutex-bad-unlock") {
-    return "unlock of an unlocked mutex (or by a wrong thread)";
-  }
-  if (kind == "mutex-invalid-access") {
-    return "use of an invalid mutex (e.g. uninitialized or destroyed)";
-  }
-  if (kind == "mutex-bad-read-lock") return "read lock of a write locked mutex";
-  if (kind == "mutex-bad-read-unlock") {
-    return "read unlock of a write locked mutex";
-  }
-  if (kind == "errno-in-signal-handler") return "signal handler spoils errno";
-  if (kind == "external-race") return "race on external object";
   return kind;
 }
 
