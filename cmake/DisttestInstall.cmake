@@ -2,7 +2,11 @@
 # find_package(disttest CONFIG REQUIRED) and link as disttest::disttest.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS disttest disttest_core disttest_resource_spec EXPORT disttest-targets
+set(_disttest_installed disttest disttest_core disttest_resource_spec)
+if(DISTTEST_MPI_BUILT)
+  list(APPEND _disttest_installed disttest_mpi_lib)  # disttest::mpi
+endif()
+install(TARGETS ${_disttest_installed} EXPORT disttest-targets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

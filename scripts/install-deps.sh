@@ -10,6 +10,7 @@ packages=(
   clang-format
   elfutils gdb   # eu-stack or gdb: stacks of hung ranks
   openmpi-bin    # mpirun: launch_from_env under a real launcher
+  libopenmpi-dev # disttest::mpi (mpi_comm()) and its tests under mpirun
   iproute2 nftables  # tests/cluster: nodes as network namespaces, a firewall
   python3        # scripts/check-doc-links.py: the docs' links (ctest docs.*)
 )

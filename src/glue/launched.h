@@ -13,6 +13,7 @@
 #define DISTTEST_SRC_GLUE_LAUNCHED_H_
 
 #include "disttest/distributed_test.h"
+#include "disttest/launch/launcher_env.h"
 #include "harness/report/rank_report.h"
 #include "harness/spec.h"
 
@@ -23,6 +24,11 @@ namespace disttest::internal {
 // more than one rank is found in the environment (launcher_env.h).
 // DISTTEST_LAUNCHER=spawn turns it off. Decided once.
 bool LaunchedRun();
+
+// The launcher's variables of a launched run (its launcher, rank and world
+// size); null where this process is no launched rank, or its environment is
+// unusable (LaunchedRun() fails each test then, saying why).
+const LauncherEnv* LaunchedEnvOrNull();
 
 // After a test that SIGTERM or SIGINT ended (harness/process/interrupt.h):
 // fails it if it has not failed, skips the rest (--gtest_fail_fast), and ends

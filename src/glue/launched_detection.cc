@@ -223,6 +223,11 @@ const bool kGoodbyeInstalled = [] {
 
 bool LaunchedRun() { return Detect().launched; }
 
+const LauncherEnv* LaunchedEnvOrNull() {
+  const Detection& d = Detect();
+  return d.launched && d.error.empty() ? &d.env : nullptr;
+}
+
 const std::string& LauncherEnvError() { return Detect().error; }
 
 LaunchedJob& JoinLaunchedJob() {

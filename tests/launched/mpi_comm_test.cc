@@ -1,0 +1,131 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// disttest::mpi_comm() (disttest/mpi.h): mpi_comm_child_ under `mpirun -np 4`,
+// under torchrun's variables (local-launcher.sh), and alone.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "self/child_process.h"
+#include "support/loopback_socket.h"
+
+namespace disttest::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Report {
+  ChildRun run;
+  std::string xml;
+  std::string all;
+};
+
+Report RunMpiChild(std::vector<std::string> launcher,
+                   const std::string& filter) {
+  const std::string xml_path = TempPath(".xml");
+  std::vector<std::string> args = std::move(launcher);
+  for (const std::string& arg :
+       {std::string(DISTTEST_MPI_COMM_CHILD), "--gtest_filter=" + filter,
+        std::string("--gtest_color=no"), "--gtest_output=xml:" + xml_path}) {
+    args.push_back(arg);
+  }
+  Report r;
+  std::vector<std::pair<std::string, std::string>> env;
+#if defined(__SANITIZE_ADDRESS__)
+  // Open MPI leaks, by LeakSanitizer's count, in MCA components it unloads
+  // before the check (no frame of them can be named, so no suppression
+  // can match): not disttest's to judge.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  env.emplace_back("ASAN_OPTIONS", std::string(asan != nullptr ? asan : "") +
+                                       ":detect_leaks=0");
+#endif
+  r.run = RunChild(args, env, std::chrono::seconds(120));
+  r.xml = ReadFile(xml_path);
+  r.all = r.run.out + r.run.err;
+  std::filesystem::remove(xml_path);
+  EXPECT_FALSE(r.run.timed_out) << r.all;
+  EXPECT_THAT(KillOrphans(), ::testing::IsEmpty());
+  return r;
+}
+
+std::vector<std::string> Mpirun() {
+  std::vector<std::string> args = {"/usr/bin/mpirun", "--oversubscribe", "-np",
+                                   "4"};
+  if (getuid() == 0) args.push_back("--allow-run-as-root");
+  args.insert(args.end(), {"-x", "MASTER_ADDR=127.0.0.1", "-x",
+                           fmt::format("MASTER_PORT={}", FreePort())});
+  return args;
+}
+
+class MpiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access("/usr/bin/mpirun", X_OK) != 0) {
+      GTEST_SKIP() << "mpirun is not installed (Debian: openmpi-bin)";
+    }
+  }
+};
+
+// Each test's communicator is exactly its ranks (2 of -np 4 too), and a
+// message one test left unreceived never reaches the next.
+TEST_F(MpiTest, EachTestHasACommunicatorOfItsRanks) {
+  Report r = RunMpiChild(Mpirun(), "Mpi.*:-Mpi.FailsOnRank1/*");
+  EXPECT_EQ(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("[  PASSED  ] 5 tests.")) << r.all;
+  for (const char* line :
+       {"marker-mpi rank 0 of 1\n", "marker-mpi rank 1 of 2\n",
+        "marker-mpi rank 3 of 4\n"}) {
+    EXPECT_THAT(r.run.err, HasSubstr(line)) << r.all;
+  }
+  EXPECT_THAT(r.run.err, Not(HasSubstr("marker-mpi rank 2 of 2")));
+  EXPECT_THAT(TestCaseXml(r.xml, "SeesNoMessageOfTheTestBefore/2ranks"),
+              Not(HasSubstr("<failure")))
+      << r.xml;
+}
+
+// A failure after an MPI collective is its rank's, reported once by rank 0.
+TEST_F(MpiTest, FailureIsReportedForItsRank) {
+  Report r = RunMpiChild(Mpirun(), "Mpi.FailsOnRank1/*");
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_EQ(Occurrences(r.run.out, "[rank 1/2] "), 1u) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("marker-mpi-fail")) << r.all;
+  EXPECT_THAT(r.run.out, Not(HasSubstr("[rank 0/2]"))) << r.all;
+}
+
+// Outside a rank's test, mpi_comm() says where it may be called.
+TEST_F(MpiTest, OutsideARankItSaysWhere) {
+  Report r = RunMpiChild(Mpirun(), "MpiOutsideARank.*");
+  EXPECT_EQ(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("marker-outside disttest::mpi_comm() is "
+                                   "called outside a rank's test"))
+      << r.all;
+}
+
+// Ranks that disttest spawned (a plain run), or another launcher's, have no
+// MPI job: each such test fails saying how to run it.
+TEST_F(MpiTest, WithoutAnMpiLauncherEachTestSaysHowToRunIt) {
+  Report alone = RunMpiChild({}, "Mpi.CommunicatorHoldsTheTestsRanks/2ranks");
+  EXPECT_EQ(alone.run.exit_code, 1) << alone.all;
+  EXPECT_THAT(alone.run.out,
+              HasSubstr("disttest::mpi_comm() needs ranks that an MPI "
+                        "launcher started: run the test binary under `mpirun "
+                        "-np N`"))
+      << alone.all;
+  Report torchrun = RunMpiChild({DISTTEST_LOCAL_LAUNCHER, "torchrun", "2"},
+                                "Mpi.CommunicatorHoldsTheTestsRanks/2ranks");
+  EXPECT_EQ(torchrun.run.exit_code, 1) << torchrun.all;
+  EXPECT_THAT(torchrun.run.out,
+              HasSubstr("this run's ranks were started by torchrun, which "
+                        "starts no MPI job: run it under `mpirun -np 2`"))
+      << torchrun.all;
+}
+
+}  // namespace
+}  // namespace disttest::testing
