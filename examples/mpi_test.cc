@@ -5,6 +5,7 @@
 // launcher:
 //
 //   mpirun -np 4 ./mpi_test     # the 2-rank tests run on ranks 0-1 of 4
+//   DISTTEST_LAUNCH=mpiexec ./mpi_test   # mpiexec starts each test's ranks
 //
 // Rank 0 reports every test once, failures labelled by rank. Link
 // disttest::mpi (built where CMake finds MPI).

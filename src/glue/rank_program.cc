@@ -378,14 +378,14 @@ Options EffectiveOptions(const DistributedTest& test) {
   if (const char* mode = std::getenv(env::kLaunch);
       mode != nullptr && *mode != '\0') {
     const LaunchMode modes[] = {LaunchMode::kFork, LaunchMode::kExec,
-                                LaunchMode::kThreads};
+                                LaunchMode::kThreads, LaunchMode::kMpiexec};
     const auto* it = std::find_if(
         std::begin(modes), std::end(modes),
         [&](LaunchMode m) { return std::string_view(mode) == Name(m); });
     if (it == std::end(modes)) {
       throw ConfigError(fmt::format(
-          "environment variable {}='{}': expected fork, exec or threads (the "
-          "launch mode of every test of the run)",
+          "environment variable {}='{}': expected fork, exec, threads or "
+          "mpiexec (the launch mode of every test of the run)",
           env::kLaunch, mode));
     }
     options.launch = *it;

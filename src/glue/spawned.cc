@@ -32,6 +32,7 @@
 #include "env/text.h"
 #include "glue/current_communicator.h"
 #include "glue/launched.h"
+#include "glue/mpiexec.h"
 #include "glue/rank_program.h"
 #include "harness/plan/gpu_placement.h"
 #include "harness/process/command_line.h"
@@ -379,6 +380,9 @@ void Supervise(DistributedTest& test) {
     const int gpus_per_rank = ResolveBackend(spec.options, spec.world_size);
     RecordProperties(spec);
     if (std::string why = ParallelMisfit(spec); !why.empty()) return skip(why);
+    if (spec.options.launch == LaunchMode::kMpiexec) {
+      return RunUnderMpiexec(spec);
+    }
     for (auto& fixture : fixtures) {
       FixtureAccess::SetDir(*fixture, dirs.Create(fixture->name()));
     }

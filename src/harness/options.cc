@@ -9,6 +9,8 @@ const char* Name(LaunchMode mode) {
       return "exec";
     case LaunchMode::kThreads:
       return "threads";
+    case LaunchMode::kMpiexec:
+      return "mpiexec";
     case LaunchMode::kFork:
       break;
   }

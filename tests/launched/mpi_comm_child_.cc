@@ -5,6 +5,8 @@
 #include <disttest/disttest.h>
 #include <disttest/mpi.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 
 namespace {
@@ -55,6 +57,26 @@ DIST_TEST_F(Mpi, FailsOnRank1, 2) {
   MPI_Bcast(&value, 1, MPI_INT, 0, disttest::mpi_comm());
   EXPECT_EQ(value, 7);
   EXPECT_NE(rank(), 1) << "marker-mpi-fail";
+}
+
+DIST_TEST_F(Mpi, CrashesOnRank1, 2) {
+  MPI_Barrier(disttest::mpi_comm());
+  if (rank() == 1) std::raise(SIGSEGV);  // marker-mpi-crash
+}
+
+class MpiShort : public Mpi {
+ protected:
+  MpiShort() { options().timeout = std::chrono::seconds(3); }
+};
+
+// Rank 1 waits for a message rank 0 never sends.
+DIST_TEST_F(MpiShort, HangsOnRank1, 2) {
+  MPI_Comm comm = disttest::mpi_comm();
+  if (rank() == 1) {
+    int value = 0;
+    // marker-mpi-hang: the line below.
+    MPI_Recv(&value, 1, MPI_INT, 0, 0, comm, MPI_STATUS_IGNORE);
+  }
 }
 
 // A plain gtest test runs in every process, outside any rank.

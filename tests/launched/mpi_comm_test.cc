@@ -27,8 +27,8 @@ struct Report {
   std::string all;
 };
 
-Report RunMpiChild(std::vector<std::string> launcher,
-                   const std::string& filter) {
+Report RunMpiChild(std::vector<std::string> launcher, const std::string& filter,
+                   std::vector<std::pair<std::string, std::string>> env = {}) {
   const std::string xml_path = TempPath(".xml");
   std::vector<std::string> args = std::move(launcher);
   for (const std::string& arg :
@@ -37,7 +37,6 @@ Report RunMpiChild(std::vector<std::string> launcher,
     args.push_back(arg);
   }
   Report r;
-  std::vector<std::pair<std::string, std::string>> env;
 #if defined(__SANITIZE_ADDRESS__)
   // Open MPI leaks, by LeakSanitizer's count, in MCA components it unloads
   // before the check (no frame of them can be named, so no suppression
@@ -76,7 +75,8 @@ class MpiTest : public ::testing::Test {
 // Each test's communicator is exactly its ranks (2 of -np 4 too), and a
 // message one test left unreceived never reaches the next.
 TEST_F(MpiTest, EachTestHasACommunicatorOfItsRanks) {
-  Report r = RunMpiChild(Mpirun(), "Mpi.*:-Mpi.FailsOnRank1/*");
+  Report r =
+      RunMpiChild(Mpirun(), "Mpi.*:-Mpi.FailsOnRank1/*:Mpi.CrashesOnRank1/*");
   EXPECT_EQ(r.run.exit_code, 0) << r.all;
   EXPECT_THAT(r.run.out, HasSubstr("[  PASSED  ] 5 tests.")) << r.all;
   for (const char* line :
@@ -106,6 +106,76 @@ TEST_F(MpiTest, OutsideARankItSaysWhere) {
   EXPECT_THAT(r.run.out, HasSubstr("marker-outside disttest::mpi_comm() is "
                                    "called outside a rank's test"))
       << r.all;
+}
+
+// LaunchMode::kMpiexec (DISTTEST_LAUNCH=mpiexec): a plain run starts each
+// test's ranks with mpiexec, and rank 0's report is the test's.
+TEST_F(MpiTest, MpiexecRunsMpiCodeInAPlainRun) {
+  Report r = RunMpiChild({}, "Mpi.*:-Mpi.FailsOnRank1/*:Mpi.CrashesOnRank1/*",
+                         {{"DISTTEST_LAUNCH", "mpiexec"}});
+  EXPECT_EQ(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("[  PASSED  ] 5 tests.")) << r.all;
+  EXPECT_THAT(TestCaseXml(r.xml, "CommunicatorHoldsTheTestsRanks/4ranks"),
+              HasSubstr("result=\"completed\""))
+      << r.xml;
+}
+
+// A failure, a crash and a hang under mpiexec fail their tests for their
+// rank: at the failure's line, with the signal, with the hung rank's
+// stacks; each with the line that reruns it, and nothing left behind.
+TEST_F(MpiTest, MpiexecReportsFailuresCrashesAndHangsPerRank) {
+  const std::pair<std::string, std::string> mode{"DISTTEST_LAUNCH", "mpiexec"};
+  Report failed = RunMpiChild({}, "Mpi.FailsOnRank1/*", {mode});
+  EXPECT_EQ(failed.run.exit_code, 1) << failed.all;
+  EXPECT_THAT(failed.run.out,
+              HasSubstr(fmt::format(
+                  "mpi_comm_child_.cc:{}: Failure\n[rank "
+                  "1/2] Expected: (rank()) != (1)",
+                  LineIn(DISTTEST_MPI_COMM_CHILD_SOURCE, "marker-mpi-fail"))))
+      << failed.all;
+  EXPECT_THAT(failed.run.out,
+              HasSubstr("rerun this test alone: DISTTEST_LAUNCH=mpiexec"))
+      << failed.all;
+
+  Report crashed = RunMpiChild({}, "Mpi.CrashesOnRank1/*", {mode});
+  EXPECT_EQ(crashed.run.exit_code, 1) << crashed.all;
+  EXPECT_THAT(crashed.run.out,
+              HasSubstr("[rank 1/2] was killed by signal 11 (Segmentation "
+                        "fault), mpiexec says"))
+      << crashed.all;
+
+  Report hung = RunMpiChild({}, "MpiShort.HangsOnRank1/*", {mode});
+  EXPECT_EQ(hung.run.exit_code, 1) << hung.all;
+  EXPECT_THAT(hung.run.out,
+              HasSubstr("[rank 1/2] did not report its result: it was still "
+                        "in its body at the test's timeout"))
+      << hung.all;
+  EXPECT_THAT(
+      hung.run.out,
+      HasSubstr(fmt::format(
+          "mpi_comm_child_.cc:{}",
+          LineIn(DISTTEST_MPI_COMM_CHILD_SOURCE, "marker-mpi-hang") + 1)))
+      << hung.all;
+}
+
+// No mpiexec: the test is skipped, saying so; one that is not MPI's is an
+// error that says what it is.
+TEST_F(MpiTest, MpiexecMissingSkipsAndAStrangerFails) {
+  Report none =
+      RunMpiChild({}, "Mpi.CommunicatorHoldsTheTestsRanks/2ranks",
+                  {{"DISTTEST_LAUNCH", "mpiexec"}, {"PATH", "/nonexistent"}});
+  EXPECT_EQ(none.run.exit_code, 0) << none.all;
+  EXPECT_THAT(none.run.out, HasSubstr("LaunchMode::kMpiexec: no mpiexec on "
+                                      "PATH (set MPIEXEC_EXECUTABLE"))
+      << none.all;
+  EXPECT_THAT(none.run.out, HasSubstr("[  SKIPPED ] 1 test")) << none.all;
+  Report script = RunMpiChild(
+      {}, "Mpi.CommunicatorHoldsTheTestsRanks/2ranks",
+      {{"DISTTEST_LAUNCH", "mpiexec"}, {"MPIEXEC_EXECUTABLE", "/bin/true"}});
+  EXPECT_EQ(script.run.exit_code, 1) << script.all;
+  EXPECT_THAT(script.run.out, HasSubstr("LaunchMode::kMpiexec: /bin/true is "
+                                        "not MPI's mpiexec"))
+      << script.all;
 }
 
 // Ranks that disttest spawned (a plain run), or another launcher's, have no

@@ -52,7 +52,7 @@ TEST_P(VerdictsTest, LaunchVariableSetsEveryTestsLaunchMode) {
   EXPECT_EQ(v.run.exit_code, 1);
   EXPECT_THAT(v.run.out, HasSubstr("environment variable "
                                    "DISTTEST_LAUNCH='fibers': expected fork, "
-                                   "exec or threads"));
+                                   "exec, threads or mpiexec"));
 }
 
 TEST_P(VerdictsTest, NonFatalFailureOnOneRankNamesOnlyThatRank) {

@@ -32,6 +32,8 @@ inline constexpr char kLocalWorldSize[] = "LOCAL_WORLD_SIZE";
 // whatever its options().launch (on CI, say, every test as exec'd ranks).
 // Unset or empty: each test's own.
 inline constexpr char kLaunch[] = "DISTTEST_LAUNCH";
+// LaunchMode::kMpiexec: more flags for mpiexec ("--mca btl self,tcp").
+inline constexpr char kMpiexecFlags[] = "DISTTEST_MPIEXEC_FLAGS";
 // Per-test timeout in seconds (a positive number); overrides
 // options().timeout.
 inline constexpr char kTimeout[] = "DISTTEST_TIMEOUT";

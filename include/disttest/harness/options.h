@@ -47,6 +47,14 @@ enum class LaunchMode {
   // need those set process_only (below). DISTTEST_LAUNCH=threads sets it
   // for every test of a run.
   kThreads,
+  // The ranks are processes that MPI's mpiexec starts (Open MPI, MPICH;
+  // found on PATH or named by MPIEXEC_EXECUTABLE, its flags from
+  // DISTTEST_MPIEXEC_FLAGS), each running only this test as a launched
+  // rank: for code that uses MPI (disttest::mpi_comm()) under a plain
+  // ctest. Rank 0's report, per rank, comes back as the test's. Without an
+  // mpiexec the test is skipped, saying so. DISTTEST_LAUNCH=mpiexec sets it
+  // for every test of a run.
+  kMpiexec,
 };
 
 // What a test is when some ranks skip and the others pass.
