@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -17,17 +18,20 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/child_process.h"
 #include "disttest/env/names.h"
+#include "glue/launched.h"
 #include "harness/process/command_line.h"
 #include "harness/process/descendants.h"
+#include "harness/process/interrupt.h"
 
 namespace disttest::internal {
 namespace {
@@ -47,9 +51,8 @@ std::string FindMpiexec() {
 }
 
 // Which MPI `mpiexec` is ("Open MPI", "MPICH", ...), by its --version; ""
-// when it is none that disttest knows (a script of the same name). Asked
-// once for each path.
-std::string WhichMpi(const std::string& mpiexec, std::string* said) {
+// when it is none that disttest knows (a script of the same name).
+std::string AskWhichMpi(const std::string& mpiexec, std::string* said) {
   ChildProcess version = ChildProcess::Start({mpiexec, "--version"});
   if (!version.started() ||
       !version.Wait(Clock::now() + std::chrono::seconds(20))) {
@@ -63,6 +66,18 @@ std::string WhichMpi(const std::string& mpiexec, std::string* said) {
     if (said->find(mpi) != std::string::npos) return mpi;
   }
   return "";
+}
+
+// The same, asked once for each path.
+std::string WhichMpi(const std::string& mpiexec, std::string* said) {
+  static std::map<std::string, std::pair<std::string, std::string>> known;
+  if (auto it = known.find(mpiexec); it != known.end()) {
+    *said = it->second.second;
+    return it->second.first;
+  }
+  std::string mpi = AskWhichMpi(mpiexec, said);
+  known[mpiexec] = {mpi, *said};
+  return mpi;
 }
 
 // A port no process listens on a moment ago, for the ranks' store.
@@ -109,6 +124,8 @@ std::vector<std::string> Command(const std::string& mpiexec,
     if (!IsParentOnlyFlag(self[i])) argv.push_back(self[i]);
   }
   argv.push_back("--gtest_filter=" + spec.name);
+  // The parent runs it: a DISABLED_ test only when asked to.
+  argv.push_back("--gtest_also_run_disabled_tests");
   argv.push_back("--gtest_output=json:" + json);
   argv.push_back("--gtest_color=no");
   return argv;
@@ -138,6 +155,7 @@ std::vector<std::string> RankEnvironment(int port) {
 // SIGTERM to mpiexec (it ends its ranks), then SIGKILL to it and to every
 // process it left.
 void End(ChildProcess& mpiexec) {
+  if (mpiexec.pid() <= 0) return;
   const std::set<pid_t> below = DescendantsOf({mpiexec.pid()});
   kill(mpiexec.pid(), SIGTERM);
   if (!mpiexec.Wait(Clock::now() + std::chrono::seconds(5))) mpiexec.Kill();
@@ -154,41 +172,54 @@ std::string SkipMessage(const std::string& out) {
                     end == std::string::npos ? std::string::npos : end - from);
 }
 
-// Raises rank 0's verdict of the test from its JSON report; false when
-// the report holds no verdict of it.
-bool RaiseReport(const TestSpec& spec, const std::string& json,
-                 const std::string& out) {
+// Raises the failures, or the skip, of one test's run in gtest's JSON.
+const char* RaiseRun(const TestSpec& spec, const nlohmann::json& test,
+                     const std::string& out) {
+  const nlohmann::json failures =
+      test.value("failures", nlohmann::json::array());
+  for (const auto& f : failures) {
+    const std::string text = f.value("failure", "");
+    const std::size_t nl = text.find('\n');
+    const std::string where = text.substr(0, nl);
+    const std::size_t colon = where.rfind(':');
+    const bool located = colon != std::string::npos && nl != std::string::npos;
+    Raise(located ? where.substr(0, colon) : spec.file,
+          located ? std::atoi(where.c_str() + colon + 1) : spec.line,
+          located ? text.substr(nl + 1) : text,
+          ::testing::TestPartResult::kNonFatalFailure);
+  }
+  if (!failures.empty()) return "failed";
+  if (test.value("result", "") == "SKIPPED") {
+    Raise(spec.file, spec.line, SkipMessage(out),
+          ::testing::TestPartResult::kSkip);
+    return "skipped";
+  }
+  return "passed";
+}
+
+// Raises rank 0's verdict of the test from its JSON report, and returns it
+// ("passed", "skipped", "failed"); null when the report holds no run of it
+// (a test gtest filtered out or did not run is no verdict).
+const char* RaiseReport(const TestSpec& spec, const std::string& json,
+                        const std::string& out) {
   std::ifstream in(json);
   const nlohmann::json report = nlohmann::json::parse(in, nullptr, false);
-  if (report.is_discarded()) return false;
-  for (const auto& suite :
-       report.value("testsuites", nlohmann::json::array())) {
-    for (const auto& test : suite.value("testsuite", nlohmann::json::array())) {
-      if (fmt::format("{}.{}", suite.value("name", ""),
-                      test.value("name", "")) != spec.name) {
-        continue;
+  if (!report.is_object()) return nullptr;
+  try {
+    for (const auto& suite : report.at("testsuites")) {
+      for (const auto& test : suite.at("testsuite")) {
+        if (fmt::format("{}.{}", suite.value("name", ""),
+                        test.value("name", "")) != spec.name) {
+          continue;
+        }
+        if (test.value("status", "") != "RUN") return nullptr;
+        return RaiseRun(spec, test, out);
       }
-      for (const auto& f : test.value("failures", nlohmann::json::array())) {
-        const std::string text = f.value("failure", "");
-        const std::size_t nl = text.find('\n');
-        const std::string where = text.substr(0, nl);
-        const std::size_t colon = where.rfind(':');
-        const std::string file =
-            colon == std::string::npos ? spec.file : where.substr(0, colon);
-        const int line = colon == std::string::npos
-                             ? spec.line
-                             : std::atoi(where.c_str() + colon + 1);
-        Raise(file, line, nl == std::string::npos ? text : text.substr(nl + 1),
-              ::testing::TestPartResult::kNonFatalFailure);
-      }
-      if (test.value("result", "") == "SKIPPED" && !test.contains("failures")) {
-        Raise(spec.file, spec.line, SkipMessage(out),
-              ::testing::TestPartResult::kSkip);
-      }
-      return true;
     }
+  } catch (const nlohmann::json::exception&) {
+    return nullptr;  // Not gtest's report.
   }
-  return false;
+  return nullptr;
 }
 
 // `out` less gtest's own lines of rank 0's run (this test's are the
@@ -222,16 +253,22 @@ std::string WithoutGtestLines(const std::string& out) {
 // 1 with PID 0 on node vm exited on signal 11 (Segmentation fault)" (Open
 // MPI's words); none where it says nothing of the kind.
 void RaiseSignalledRanks(const TestSpec& spec, const std::string& out) {
-  static const std::regex kSignalled(
-      "process rank ([0-9]+) with PID [0-9]+ on node \\S+ exited on signal "
-      "([0-9]+) \\(([^)]*)\\)");
-  for (auto it = std::sregex_iterator(out.begin(), out.end(), kSignalled);
-       it != std::sregex_iterator(); ++it) {
-    const std::smatch& m = *it;
+  constexpr std::string_view kRank = "process rank ";
+  constexpr std::string_view kSignal = " exited on signal ";
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t rank_at = line.find(kRank);
+    const std::size_t signal_at = line.find(kSignal);
+    if (rank_at == std::string::npos || signal_at == std::string::npos ||
+        signal_at < rank_at) {
+      continue;
+    }
+    const int rank = std::atoi(line.c_str() + rank_at + kRank.size());
+    const std::string signal = line.substr(signal_at + kSignal.size());
     Raise(spec.file, spec.line,
-          fmt::format("[rank {}/{}] was killed by signal {} ({}), mpiexec "
-                      "says",
-                      m[1].str(), spec.world_size, m[2].str(), m[3].str()),
+          fmt::format("[rank {}/{}] was killed by signal {}, mpiexec says",
+                      rank, spec.world_size,
+                      signal.substr(0, signal.find_last_not_of(". ") + 1)),
           ::testing::TestPartResult::kNonFatalFailure);
   }
 }
@@ -243,85 +280,158 @@ std::string Indented(const std::string& text) {
   return out;
 }
 
-}  // namespace
-
-void RunUnderMpiexec(const TestSpec& spec) {
-  const std::string mpiexec = FindMpiexec();
-  if (mpiexec.empty()) {
-    return Raise(spec.file, spec.line,
-                 "LaunchMode::kMpiexec: no mpiexec on PATH (set "
-                 "MPIEXEC_EXECUTABLE; Debian: openmpi-bin)",
-                 ::testing::TestPartResult::kSkip);
+// The mpiexec to use and which MPI it is; false, with a skip or failure
+// raised, where there is none fit.
+bool FindUsableMpiexec(const TestSpec& spec, std::string* mpiexec,
+                       std::string* mpi) {
+  *mpiexec = FindMpiexec();
+  if (mpiexec->empty()) {
+    Raise(spec.file, spec.line,
+          "LaunchMode::kMpiexec: no mpiexec on PATH (set MPIEXEC_EXECUTABLE; "
+          "Debian: openmpi-bin)",
+          ::testing::TestPartResult::kSkip);
+    return false;
   }
-  if (access(mpiexec.c_str(), X_OK) != 0) {
-    return Raise(spec.file, spec.line,
-                 fmt::format("LaunchMode::kMpiexec: MPIEXEC_EXECUTABLE={}: {}",
-                             mpiexec, std::strerror(errno)),
-                 ::testing::TestPartResult::kFatalFailure);
+  if (access(mpiexec->c_str(), X_OK) != 0) {
+    Raise(spec.file, spec.line,
+          fmt::format("LaunchMode::kMpiexec: MPIEXEC_EXECUTABLE={}: {}",
+                      *mpiexec, std::strerror(errno)),
+          ::testing::TestPartResult::kFatalFailure);
+    return false;
   }
   std::string said;
-  const std::string mpi = WhichMpi(mpiexec, &said);
-  if (mpi.empty()) {
-    return Raise(spec.file, spec.line,
-                 fmt::format("LaunchMode::kMpiexec: {} is not MPI's mpiexec "
-                             "(not Open MPI's, MPICH's, Intel MPI's or "
-                             "MVAPICH's, by its --version):{}",
-                             mpiexec, Indented(said.substr(0, 2000))),
-                 ::testing::TestPartResult::kFatalFailure);
+  *mpi = WhichMpi(*mpiexec, &said);
+  if (mpi->empty()) {
+    Raise(spec.file, spec.line,
+          fmt::format("LaunchMode::kMpiexec: {} is not MPI's mpiexec (not "
+                      "Open MPI's, MPICH's, Intel MPI's or MVAPICH's, by its "
+                      "--version):{}",
+                      *mpiexec, Indented(said.substr(0, 2000))),
+          ::testing::TestPartResult::kFatalFailure);
+    return false;
   }
-  const std::string json =
-      fmt::format("{}/disttest-mpiexec-{}-{}.json",
-                  std::filesystem::temp_directory_path().string(), getpid(),
-                  FreeLoopbackPort());
-  const std::vector<std::string> argv = Command(mpiexec, mpi, spec, json);
-  ChildProcess run =
-      ChildProcess::Start(argv, RankEnvironment(FreeLoopbackPort()));
-  // The ranks keep the test's own deadline; this one is for mpiexec.
-  const auto deadline = Clock::now() + spec.options.timeout +
-                        spec.options.failure_grace + std::chrono::seconds(60);
-  const bool ended = run.started() && run.Wait(deadline);
-  if (!ended) End(run);
-  const std::string out = run.Output();
-  const bool reported = RaiseReport(spec, json, out);
-  RaiseSignalledRanks(spec, out);
-  std::filesystem::remove(json);
-  const std::string command = fmt::format("{}", fmt::join(argv, " "));
-  if (!ended) {
+  return true;
+}
+
+// A directory of this process's own for rank 0's report, removed with
+// whatever is in it; path "" when none could be made.
+struct ReportDir {
+  ReportDir() {
+    std::string name =
+        (std::filesystem::temp_directory_path() / "disttest-mpiexec-XXXXXX")
+            .string();
+    if (mkdtemp(name.data()) != nullptr) path = name;
+  }
+  ~ReportDir() {
+    std::error_code ignored;
+    if (!path.empty()) std::filesystem::remove_all(path, ignored);
+  }
+  ReportDir(const ReportDir&) = delete;
+  ReportDir& operator=(const ReportDir&) = delete;
+  std::string path;
+};
+
+// Waits for mpiexec until it ends, `deadline`, or a SIGTERM or SIGINT to
+// this process; true when it ended by itself (else it is ended here).
+bool RunToTheEnd(ChildProcess& run, Clock::time_point deadline) {
+  while (Clock::now() < deadline && PendingInterrupt() == 0) {
+    const auto soon = Clock::now() + std::chrono::milliseconds(100);
+    if (run.Wait(std::min(deadline, soon))) return true;
+  }
+  End(run);
+  return false;
+}
+
+struct Outcome {
+  bool ended = false;      // By itself, before the deadline.
+  bool succeeded = false;  // With status 0.
+  std::string out;         // What mpiexec and the ranks wrote.
+  std::string command;
+  const char* verdict = nullptr;  // Rank 0's ("passed", ...); null: none.
+};
+
+// The test's verdict beyond rank 0's failures (raised already): an mpiexec
+// that did not end, ended without a report, or failed after a report of a
+// pass or skip fails the test; a failing test shows what the ranks wrote
+// and how to rerun it.
+void Judge(const TestSpec& spec, const Outcome& o) {
+  if (!o.ended) {
     Raise(spec.file, spec.line,
           fmt::format("mpiexec did not end within the test's timeout and "
-                      "grace (ended by disttest); its command: {}; its "
-                      "output:{}",
-                      command, Indented(out)),
+                      "grace, or disttest was interrupted (ended by "
+                      "disttest); its command: {}; its output:{}",
+                      o.command, Indented(o.out)),
           ::testing::TestPartResult::kFatalFailure);
-  } else if (!reported) {
+  } else if (o.verdict == nullptr) {
     Raise(spec.file, spec.line,
           fmt::format("mpiexec ended without rank 0's report of the test; "
                       "its command: {}; its output:{}",
-                      command, Indented(out)),
+                      o.command, Indented(o.out)),
           ::testing::TestPartResult::kFatalFailure);
-  } else if (!run.succeeded() && !::testing::Test::HasFailure()) {
-    // Rank 0 reported a pass, yet a rank (or mpiexec) failed after it.
+  } else if (!o.succeeded && !::testing::Test::HasFailure()) {
+    // A rank (or mpiexec) failed after rank 0's report.
     Raise(spec.file, spec.line,
-          fmt::format("rank 0 reported a pass, but mpiexec ended with a "
-                      "failure; its output:{}",
-                      Indented(out)),
+          fmt::format("rank 0 reported the test {}, but mpiexec ended with "
+                      "a failure; its output:{}",
+                      o.verdict, Indented(o.out)),
           ::testing::TestPartResult::kFatalFailure);
   }
-  if (::testing::Test::HasFailure()) {
-    if (ended && reported) {
-      std::printf(
-          "[ disttest ] mpiexec's output (what the ranks wrote to stderr, "
-          "and rank 0's report):%s\n",
-          Indented(WithoutGtestLines(out)).c_str());
-    }
-    const std::string rerun = RerunCommand(spec.name);
-    std::printf("[ disttest ] rerun this test alone: %s%s\n",
-                rerun.find("DISTTEST_LAUNCH=") == std::string::npos
-                    ? "DISTTEST_LAUNCH=mpiexec "
-                    : "",
-                rerun.c_str());
-    std::fflush(stdout);
+  if (!::testing::Test::HasFailure()) return;
+  if (o.ended && o.verdict != nullptr) {
+    std::printf(
+        "[ disttest ] mpiexec's output (what the ranks wrote to stderr, and "
+        "rank 0's report):%s\n",
+        Indented(WithoutGtestLines(o.out)).c_str());
   }
+  const std::string rerun = RerunCommand(spec.name);
+  std::printf("[ disttest ] rerun this test alone: %s%s\n",
+              rerun.find("DISTTEST_LAUNCH=") == std::string::npos
+                  ? "DISTTEST_LAUNCH=mpiexec "
+                  : "",
+              rerun.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void RunUnderMpiexec(const TestSpec& spec) {
+  // SIGTERM or SIGINT (ctest's TIMEOUT) ends mpiexec and its ranks first.
+  InterruptGuard interrupts;
+  std::string mpiexec;
+  std::string mpi;
+  if (!FindUsableMpiexec(spec, &mpiexec, &mpi)) return;
+  const ReportDir dir;
+  if (dir.path.empty()) {
+    return Raise(spec.file, spec.line,
+                 fmt::format("LaunchMode::kMpiexec: cannot make a directory "
+                             "for rank 0's report in {}: {}",
+                             std::filesystem::temp_directory_path().string(),
+                             std::strerror(errno)),
+                 ::testing::TestPartResult::kFatalFailure);
+  }
+  const std::string json = dir.path + "/report.json";
+  const std::vector<std::string> argv = Command(mpiexec, mpi, spec, json);
+  ChildProcess run =
+      ChildProcess::Start(argv, RankEnvironment(FreeLoopbackPort()));
+  if (!run.started()) {
+    return Raise(spec.file, spec.line,
+                 fmt::format("LaunchMode::kMpiexec: cannot start {}: {}",
+                             mpiexec, std::strerror(errno)),
+                 ::testing::TestPartResult::kFatalFailure);
+  }
+  // The ranks keep the test's own deadline; this one is for mpiexec.
+  const bool ended = RunToTheEnd(run, Clock::now() + spec.options.timeout +
+                                          spec.options.failure_grace +
+                                          std::chrono::seconds(60));
+  Outcome outcome;
+  outcome.ended = ended;
+  outcome.succeeded = ended && run.succeeded();
+  outcome.out = run.Output();
+  outcome.command = fmt::format("{}", fmt::join(argv, " "));
+  outcome.verdict = RaiseReport(spec, json, outcome.out);
+  RaiseSignalledRanks(spec, outcome.out);
+  Judge(spec, outcome);
+  StopAfterInterrupt(spec, /*quiet=*/false, /*launched=*/false);
 }
 
 }  // namespace disttest::internal

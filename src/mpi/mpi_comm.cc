@@ -22,7 +22,7 @@ namespace {
 struct MpiState {
   bool started_here = false;  // MPI_Init_thread was disttest's: it ends it.
   std::string unusable;       // Why no test of this run has a communicator.
-  std::string test;           // The test whose communicator `comm` is.
+  std::string test;           // The test (and world size) of `comm`.
   MPI_Comm comm = MPI_COMM_NULL;
 };
 
@@ -83,6 +83,14 @@ void StartMpi() {
       return;
     }
     s.started_here = true;
+    if (provided < MPI_THREAD_FUNNELED) {
+      s.unusable = fmt::format(
+          "disttest::mpi_comm(): this MPI gives threads no support "
+          "(MPI_Init_thread provided level {}); disttest's ranks run a side "
+          "thread and need MPI_THREAD_FUNNELED",
+          provided);
+      return;
+    }
   }
   int rank = -1;
   int size = 0;
@@ -152,7 +160,10 @@ MPI_Comm mpi_comm() {
   }
   MpiState& s = State();
   if (!s.unusable.empty()) throw Error(s.unusable);
-  const std::string test = CurrentTest();
+  // A test's fixtures (DistributedFixture) may run on fewer ranks than its
+  // body: a communicator for each world size of the test.
+  const std::string test =
+      fmt::format("{} of {}", CurrentTest(), me->world_size);
   if (s.comm != MPI_COMM_NULL && s.test == test) return s.comm;
   FreeTestComm();
   // Made by the test's ranks alone (the first world_size of MPI's world,

@@ -4,10 +4,12 @@
 // alone: tests whose bodies use disttest::mpi_comm().
 #include <disttest/disttest.h>
 #include <disttest/mpi.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
 namespace {
 
@@ -77,6 +79,20 @@ DIST_TEST_F(MpiShort, HangsOnRank1, 2) {
     // marker-mpi-hang: the line below.
     MPI_Recv(&value, 1, MPI_INT, 0, 0, comm, MPI_STATUS_IGNORE);
   }
+}
+
+class MpiEnds : public Mpi {};
+
+DIST_TEST_F(MpiEnds, SkipsEverywhere, 2) {
+  MPI_Barrier(disttest::mpi_comm());
+  GTEST_SKIP() << "marker-mpi-skip";
+}
+
+// Passes, but rank 1's process then ends with status 3 (after rank 0 has
+// reported the pass).
+DIST_TEST_F(MpiEnds, ExitsWithThreeAfterItsPass, 2) {
+  MPI_Barrier(disttest::mpi_comm());
+  if (rank() == 1) std::atexit([] { _exit(3); });
 }
 
 // A plain gtest test runs in every process, outside any rank.

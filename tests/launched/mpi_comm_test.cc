@@ -139,10 +139,20 @@ TEST_F(MpiTest, MpiexecReportsFailuresCrashesAndHangsPerRank) {
 
   Report crashed = RunMpiChild({}, "Mpi.CrashesOnRank1/*", {mode});
   EXPECT_EQ(crashed.run.exit_code, 1) << crashed.all;
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's handler ends the crash with an exit, which mpiexec does not
+  // name: the rank did not report, and ASan's report is shown.
+  EXPECT_THAT(crashed.run.out, HasSubstr("[rank 1/2] did not report its "
+                                         "result"))
+      << crashed.all;
+  EXPECT_THAT(crashed.run.out, HasSubstr("AddressSanitizer: SEGV"))
+      << crashed.all;
+#else
   EXPECT_THAT(crashed.run.out,
               HasSubstr("[rank 1/2] was killed by signal 11 (Segmentation "
                         "fault), mpiexec says"))
       << crashed.all;
+#endif
 
   Report hung = RunMpiChild({}, "MpiShort.HangsOnRank1/*", {mode});
   EXPECT_EQ(hung.run.exit_code, 1) << hung.all;
@@ -156,6 +166,32 @@ TEST_F(MpiTest, MpiexecReportsFailuresCrashesAndHangsPerRank) {
           "mpi_comm_child_.cc:{}",
           LineIn(DISTTEST_MPI_COMM_CHILD_SOURCE, "marker-mpi-hang") + 1)))
       << hung.all;
+}
+
+// A skip under mpiexec is the test's skip, with rank 0's reason; a pass
+// that a rank's end contradicts (its process ended with status 3 after rank
+// 0 reported) is a failure. Rank 0's report goes with its directory.
+TEST_F(MpiTest, MpiexecSkipsAsRankZeroSaysAndNoPassOutlivesAFailedEnd) {
+  const std::pair<std::string, std::string> mode{"DISTTEST_LAUNCH", "mpiexec"};
+  Report skipped = RunMpiChild({}, "MpiEnds.SkipsEverywhere/*", {mode});
+  EXPECT_EQ(skipped.run.exit_code, 0) << skipped.all;
+  EXPECT_THAT(skipped.run.out, HasSubstr("all 2 ranks skipped: "
+                                         "marker-mpi-skip"))
+      << skipped.all;
+  EXPECT_THAT(skipped.run.out, HasSubstr("[  SKIPPED ] 1 test")) << skipped.all;
+  Report exited =
+      RunMpiChild({}, "MpiEnds.ExitsWithThreeAfterItsPass/*", {mode});
+  EXPECT_EQ(exited.run.exit_code, 1) << exited.all;
+  EXPECT_THAT(exited.run.out, HasSubstr("rank 0 reported the test passed, but "
+                                        "mpiexec ended with a failure"))
+      << exited.all;
+  const char* tmp = std::getenv("TMPDIR");
+  for (const auto& entry : std::filesystem::directory_iterator(
+           tmp != nullptr && *tmp != '\0' ? tmp : "/tmp")) {
+    EXPECT_EQ(entry.path().filename().string().rfind("disttest-mpiexec-", 0),
+              std::string::npos)
+        << entry.path();
+  }
 }
 
 // No mpiexec: the test is skipped, saying so; one that is not MPI's is an

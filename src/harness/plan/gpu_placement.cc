@@ -198,7 +198,7 @@ bool ListResources(const std::string& name, int ranks, const Options& options) {
   const int gpus = ListedGpusPerRank(options);
   std::string line =
       fmt::format("{} {} {}{}\n", name, ranks, gpus,
-                  gpus > 0 && SharesGpus(options) ? " share" : "");
+                  gpus > 0 && options.share_gpus ? " share" : "");
   std::string why;
   const int fd = CreateOwnFile(path, /*append=*/true, &why);
   if (fd < 0) {

@@ -78,13 +78,20 @@ void OnCrash(int sig) {
 }
 
 // exit() from a rank's thread ends the process with the status it was
-// given, here: the static destructors it would run next are the other rank
-// threads' statics too, still in use (gtest's among them), and a crash in
-// one would replace the status the rank gave.
+// given, here: the static destructors registered before this handler
+// (handlers run newest first: gtest's, made at registration) are the other
+// rank threads' statics too, still in use, and a crash in one would replace
+// the status the rank gave. stdout and stderr are flushed only if no other
+// thread holds them (one blocked in a write would hold this one forever).
 void OnExit(int status, void*) {
   if (ThreadsRank() < 0) return;
   NoteEnd(LedgerMemory::kCalledExit);
-  std::fflush(nullptr);
+  for (FILE* stream : {stdout, stderr}) {
+    if (ftrylockfile(stream) == 0) {
+      fflush_unlocked(stream);
+      funlockfile(stream);
+    }
+  }
   _exit(status);
 }
 

@@ -245,8 +245,9 @@ std::vector<RankReport> WorkerPools::Run(TestSpec spec, RankEntry entry) {
   }
   for (const auto& own : spec.rank_env) {
     key += '|';
-    for (const auto& [name, value] : own)
+    for (const auto& [name, value] : own) {
       key += fmt::format("{}={};", name, value);
+    }
   }
   if (pools_.count(key) == 0) {
     MakeRoomFor(spec);
