@@ -17,10 +17,10 @@
 // rank of a test calls mpi_comm(): it is made by all of them, as any
 // collective, and a rank that never calls it leaves the others waiting
 // until the test's timeout (the hang report shows where). It is freed when
-// the test ends: a message a test left unreceived never reaches the next. Elsewhere it throws disttest::Error
-// saying why: outside a rank's test, in ranks that disttest spawned (a
-// plain ctest run has no MPI job), or where MPI and the launcher disagree
-// on the ranks.
+// the test ends: a message a test left unreceived never reaches the next.
+// Elsewhere it throws disttest::Error saying why: outside a rank's test, in
+// ranks that disttest spawned (a plain ctest run has no MPI job), or where MPI
+// and the launcher disagree on the ranks.
 #ifndef DISTTEST_MPI_H_
 #define DISTTEST_MPI_H_
 
