@@ -48,14 +48,17 @@ cd "$dir"
 # WaitSockets: sockets), and the verdict and no-false-pass cases in exec
 # mode (a re-executed rank runs the same rank runtime as a forked one and a
 # rank thread, which run here; what is exec's own, the zygote and the
-# re-execution, runs here in harness_processes_test): together about half
-# of the sanitizer run's time.
+# re-execution, runs here in harness_processes_test), and the example suites
+# under mpirun (a launched rank runs that same runtime, and launched_test's
+# ranks run here under mpirun): together about half of the sanitizer run's
+# time. The compile checks and the MPI tests are not even built under a
+# sanitizer (tests/CMakeLists.txt).
 # The sanitizer build has neither the cluster tests (their point is the
 # network between namespaces; the launched ranks they run are the launched
 # tests', which run here) nor the benchmarks (CMakeLists.txt).
 which=()
 if [[ $sanitize == ON || $sanitize == address ]]; then
-  which=(-E '^package\.|^examples\.(collectives|cookbook)\.threads$|/OwnMain(Fork|Exec)( |$)|^(LaunchModes/VerdictsTest|Modes/NoFalsePassTest)\..*/exec( |$)|HangOfManyRanksIsOneFailureAndOneTreeOfStacks|(Crash|Hang)Among256Ranks|FullRunLeavesNothingBehind|HundredsOfTestsLeaveNoTimeWaitSockets')
+  which=(-E '^package\.|^examples\.(collectives|cookbook)\.threads$|^examples\.(collectives|cookbook)_test\.mpirun$|/OwnMain(Fork|Exec)( |$)|^(LaunchModes/VerdictsTest|Modes/NoFalsePassTest)\..*/exec( |$)|HangOfManyRanksIsOneFailureAndOneTreeOfStacks|(Crash|Hang)Among256Ranks|FullRunLeavesNothingBehind|HundredsOfTestsLeaveNoTimeWaitSockets')
 fi
 # Under ThreadSanitizer, where threads meet: ranks as threads (the verdict
 # and no-false-pass cases, the example suites), a rank's own threads (the

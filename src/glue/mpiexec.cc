@@ -153,13 +153,19 @@ std::vector<std::string> RankEnvironment(int port) {
 }
 
 // SIGTERM to mpiexec (it ends its ranks), then SIGKILL to it and to every
-// process it left.
+// process it left: each only if it is still the process that was there (a
+// pid mpiexec's end freed may be another's by then).
 void End(ChildProcess& mpiexec) {
   if (mpiexec.pid() <= 0) return;
-  const std::set<pid_t> below = DescendantsOf({mpiexec.pid()});
+  std::vector<std::pair<pid_t, unsigned long long>> below;
+  for (pid_t pid : DescendantsOf({mpiexec.pid()})) {
+    below.emplace_back(pid, StartedAt(pid));
+  }
   kill(mpiexec.pid(), SIGTERM);
   if (!mpiexec.Wait(Clock::now() + std::chrono::seconds(5))) mpiexec.Kill();
-  for (pid_t pid : below) kill(pid, SIGKILL);
+  for (const auto& [pid, started] : below) {
+    if (started != 0 && StartedAt(pid) == started) kill(pid, SIGKILL);
+  }
 }
 
 // The skip message rank 0 printed for `name` ("file:line: Skipped\n...").
@@ -212,7 +218,13 @@ const char* RaiseReport(const TestSpec& spec, const std::string& json,
                         test.value("name", "")) != spec.name) {
           continue;
         }
-        if (test.value("status", "") != "RUN") return nullptr;
+        // Run, and by disttest's launched rank 0 (which records the
+        // launcher of each test it reaches): a test that gtest listed but
+        // never ran (a global SetUp that skipped) is no verdict.
+        if (test.value("status", "") != "RUN" ||
+            !test.contains("disttest_launcher")) {
+          return nullptr;
+        }
         return RaiseRun(spec, test, out);
       }
     }
@@ -320,7 +332,11 @@ struct ReportDir {
     std::string name =
         (std::filesystem::temp_directory_path() / "disttest-mpiexec-XXXXXX")
             .string();
-    if (mkdtemp(name.data()) != nullptr) path = name;
+    if (mkdtemp(name.data()) != nullptr) {
+      path = name;
+    } else {
+      why = fmt::format("cannot make {}: {}", name, std::strerror(errno));
+    }
   }
   ~ReportDir() {
     std::error_code ignored;
@@ -329,6 +345,26 @@ struct ReportDir {
   ReportDir(const ReportDir&) = delete;
   ReportDir& operator=(const ReportDir&) = delete;
   std::string path;
+  std::string why;  // Why there is none.
+};
+
+// However the test ends: after a SIGTERM or SIGINT, it failed and the rest
+// are skipped (StopAfterInterrupt).
+struct StopIfInterrupted {
+  const TestSpec& spec;
+  ~StopIfInterrupted() {
+    StopAfterInterrupt(spec, /*quiet=*/false, /*launched=*/false);
+  }
+};
+
+// mpiexec and its ranks are ended, unless they ended by themselves, however
+// the test ends (an exception included).
+struct EndUnlessEnded {
+  ChildProcess& run;
+  bool ended = false;
+  ~EndUnlessEnded() {
+    if (!ended) End(run);
+  }
 };
 
 // Waits for mpiexec until it ends, `deadline`, or a SIGTERM or SIGINT to
@@ -397,22 +433,23 @@ void Judge(const TestSpec& spec, const Outcome& o) {
 void RunUnderMpiexec(const TestSpec& spec) {
   // SIGTERM or SIGINT (ctest's TIMEOUT) ends mpiexec and its ranks first.
   InterruptGuard interrupts;
+  const StopIfInterrupted stop{spec};
   std::string mpiexec;
   std::string mpi;
   if (!FindUsableMpiexec(spec, &mpiexec, &mpi)) return;
   const ReportDir dir;
   if (dir.path.empty()) {
     return Raise(spec.file, spec.line,
-                 fmt::format("LaunchMode::kMpiexec: cannot make a directory "
-                             "for rank 0's report in {}: {}",
-                             std::filesystem::temp_directory_path().string(),
-                             std::strerror(errno)),
+                 fmt::format("LaunchMode::kMpiexec: no directory for rank "
+                             "0's report: {}",
+                             dir.why),
                  ::testing::TestPartResult::kFatalFailure);
   }
   const std::string json = dir.path + "/report.json";
   const std::vector<std::string> argv = Command(mpiexec, mpi, spec, json);
   ChildProcess run =
       ChildProcess::Start(argv, RankEnvironment(FreeLoopbackPort()));
+  EndUnlessEnded guard{run};
   if (!run.started()) {
     return Raise(spec.file, spec.line,
                  fmt::format("LaunchMode::kMpiexec: cannot start {}: {}",
@@ -423,6 +460,7 @@ void RunUnderMpiexec(const TestSpec& spec) {
   const bool ended = RunToTheEnd(run, Clock::now() + spec.options.timeout +
                                           spec.options.failure_grace +
                                           std::chrono::seconds(60));
+  guard.ended = true;  // By itself, or ended by RunToTheEnd.
   Outcome outcome;
   outcome.ended = ended;
   outcome.succeeded = ended && run.succeeded();
@@ -431,7 +469,6 @@ void RunUnderMpiexec(const TestSpec& spec) {
   outcome.verdict = RaiseReport(spec, json, outcome.out);
   RaiseSignalledRanks(spec, outcome.out);
   Judge(spec, outcome);
-  StopAfterInterrupt(spec, /*quiet=*/false, /*launched=*/false);
 }
 
 }  // namespace disttest::internal

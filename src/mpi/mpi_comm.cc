@@ -73,8 +73,8 @@ void StartMpi() {
   }
   int initialized = 0;
   MPI_Initialized(&initialized);
+  int provided = MPI_THREAD_SINGLE;
   if (initialized == 0) {
-    int provided = 0;
     const int rc =
         MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
     if (rc != MPI_SUCCESS) {
@@ -83,14 +83,17 @@ void StartMpi() {
       return;
     }
     s.started_here = true;
-    if (provided < MPI_THREAD_FUNNELED) {
-      s.unusable = fmt::format(
-          "disttest::mpi_comm(): this MPI gives threads no support "
-          "(MPI_Init_thread provided level {}); disttest's ranks run a side "
-          "thread and need MPI_THREAD_FUNNELED",
-          provided);
-      return;
-    }
+  } else {
+    MPI_Query_thread(&provided);  // As the program's own main() started it.
+  }
+  if (provided < MPI_THREAD_FUNNELED) {
+    s.unusable = fmt::format(
+        "disttest::mpi_comm(): MPI runs without thread support (level {}; "
+        "started with MPI_Init, or an MPI built without threads); disttest's "
+        "ranks run a side thread and need MPI_THREAD_FUNNELED: start MPI "
+        "with MPI_Init_thread, or let disttest start it",
+        provided);
+    return;
   }
   int rank = -1;
   int size = 0;
