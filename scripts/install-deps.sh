@@ -12,6 +12,7 @@ packages=(
   openmpi-bin    # mpirun: launch_from_env under a real launcher
   libopenmpi-dev # disttest::mpi (mpi_comm()) and its tests under mpirun
   iproute2 nftables  # tests/cluster: nodes as network namespaces, a firewall
+  slurm-wlm munge    # tests/cluster: real Slurm on those nodes (srun, scancel)
   python3        # scripts/check-doc-links.py: the docs' links (ctest docs.*)
 )
 

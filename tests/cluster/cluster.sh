@@ -13,6 +13,7 @@
 #   cluster.sh impair <id> <delay ms> <loss %> # every node's egress
 #   cluster.sh drop-port <id> <node> <port>    # drop TCP from other nodes to
 #                                              # <port> on <node> (nftables)
+#   cluster.sh slurm <id>                      # Slurm on it (see below)
 #   cluster.sh down <id>                       # end its processes, remove it
 #   cluster.sh sweep                           # remove clusters of dead owners
 #
@@ -23,6 +24,12 @@
 # TMPDIR is /run/disttest-cluster/<id>/tmp-node<k>, and the other nodes'
 # are hidden from it; /run/disttest-cluster/<id>/shared is the directory
 # every node sees, as an NFS mount would be.
+# `slurm` runs Slurm on the cluster with Debian's own binaries: munged
+# (its key and socket in the cluster's state), slurmctld on node1, a
+# slurmd on every node, each in the node's namespaces (so `down` ends them
+# with the rest); commands that `exec` runs find it through SLURM_CONF.
+# Tasks get their node's TMPDIR (a TaskProlog), as `exec` gives; the first
+# job's id is 4242 (as the Slurm-style launcher's). No cgroups are made: processes are tracked by their parents.
 # Names: namespaces disttest-<id>-br and disttest-<id>-n<k>, state in
 # /run/disttest-cluster/<id> (the owner's pid: `up` sweeps clusters whose
 # owner is gone, as after a killed test run).
@@ -158,6 +165,90 @@ node_ns() {
   ns_of "$id" "$k"
 }
 
+# Slurm on cluster <id>: the configuration, munged, slurmctld on node1 and a
+# slurmd on each node, then waits until every node is idle (at most 30 s;
+# else says what the daemons logged).
+slurm() {
+  local id=$1 k n state
+  valid_id "$id"
+  state=$state_root/$id
+  [[ -f $state/nodes ]] || die "no cluster '$id'"
+  n=$(cat "$state/nodes")
+  local missing=()
+  for c in munged slurmctld slurmd srun scancel sinfo; do
+    command -v "$c" >/dev/null || missing+=("$c")
+  done
+  ((${#missing[@]} == 0)) || die "Slurm is not installed (no ${missing[*]}): apt-get install slurm-wlm munge"
+  local s=$state/slurm m=$state/munge
+  mkdir -p "$s" "$m"
+  chmod 700 "$m"
+  head -c 1024 /dev/urandom >"$m/munge.key"
+  chmod 400 "$m/munge.key"
+  "$0" exec "$id" 1 munged --force --socket="$m/socket" --key-file="$m/munge.key" \
+    --log-file="$m/log" --pid-file="$m/pid" --seed-file="$m/seed" ||
+    die "munged did not start: $(tail -n 5 "$m/log" 2>/dev/null)"
+  local nodes="" names=""
+  for ((k = 1; k <= n; k++)); do
+    nodes+="NodeName=node$k NodeAddr=$subnet.$((10 + k)) CPUs=4 State=UNKNOWN"$'\n'
+    names+="${names:+,}node$k"
+    mkdir -p "$s/spool-node$k"
+  done
+  # (KillWait, from a step's SIGTERM to its SIGKILL, is Slurm's 30 s.)
+  # SlurmdTimeout: a node not heard from this long is DOWN, its jobs ended.
+  cat >"$s/slurm.conf" <<CONF
+ClusterName=disttest$id
+SlurmctldHost=node1($subnet.11)
+SlurmUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$m/socket
+StateSaveLocation=$s/ctld
+SlurmdSpoolDir=$s/spool-%n
+SlurmctldPidFile=$s/slurmctld.pid
+SlurmdPidFile=$s/slurmd-%n.pid
+SlurmctldLogFile=$s/slurmctld.log
+SlurmdLogFile=$s/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+TaskProlog=$s/task-prolog.sh
+JobAcctGatherType=jobacct_gather/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+ReturnToService=2
+FirstJobId=4242
+SlurmdTimeout=10
+MessageTimeout=5
+${nodes}PartitionName=test Nodes=$names Default=YES MaxTime=INFINITE State=UP
+CONF
+  # The machine's cgroups are never touched (nothing uses them here), but
+  # slurmd loads the plugin and finds no unified mount at /sys/fs/cgroup.
+  printf 'CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nIgnoreSystemd=yes\n' >"$s/cgroup.conf"
+  # (Unless the task's TMPDIR is the directory every node shares, as `exec`.)
+  cat >"$s/task-prolog.sh" <<PROLOG
+#!/bin/sh
+case \${TMPDIR:-} in
+  $state/shared | $state/shared/*) ;;
+  *) echo "export TMPDIR=$state/tmp-\$(hostname)" ;;
+esac
+PROLOG
+  chmod 755 "$s/task-prolog.sh"
+  export SLURM_CONF=$s/slurm.conf
+  "$0" exec "$id" 1 slurmctld -i || die "slurmctld did not start: $(tail -n 5 "$s/slurmctld.log" 2>/dev/null)"
+  for ((k = 1; k <= n; k++)); do
+    "$0" exec "$id" "$k" slurmd -N "node$k" ||
+      die "slurmd on node$k did not start: $(tail -n 5 "$s/slurmd-node$k.log" 2>/dev/null)"
+  done
+  local states=""
+  for _ in $(seq 300); do
+    states=$("$0" exec "$id" 1 sinfo -h -N -o '%N %t' 2>&1 || true)
+    [[ $(grep -c ' idle$' <<<"$states") -eq $n ]] && return 0
+    sleep 0.1
+  done
+  die "Slurm's nodes are not idle after 30 s: ${states//$'\n'/; }; slurmctld: $(tail -n 3 "$s/slurmctld.log" 2>/dev/null)"
+}
+
 cmd=${1:-}
 shift || true
 case $cmd in
@@ -168,11 +259,13 @@ case $cmd in
     down "$1"
     ;;
   sweep) sweep ;;
+  slurm) slurm "$@" ;;
   exec)
     ns=$(node_ns "$1" "$2")
     node=node$2
     state=$state_root/$1
     shift 2
+    if [[ -f $state/slurm/slurm.conf ]]; then export SLURM_CONF=$state/slurm/slurm.conf; fi
     # Its own hostname (a UTS namespace) and temporary directory: TMPDIR is
     # the node's tmp-node<k> (unless the command's TMPDIR is the cluster's
     # shared directory), and the other nodes' are hidden under empty,
@@ -220,7 +313,7 @@ case $cmd in
     ip netns exec "$ns" nft add rule inet disttest input iifname eth0 tcp dport "$3" drop
     ;;
   *)
-    sed -n '2,25p' "$0" >&2
+    sed -n '2,32p' "$0" >&2
     exit 2
     ;;
 esac

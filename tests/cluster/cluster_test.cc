@@ -7,7 +7,8 @@
 // namespace of its own with no route out of the machine; the test removes
 // them after, whatever happened. launched_child_ then runs across them:
 // under mpirun (an rsh agent that enters the node, as ssh would), and under
-// a torchrun- or Slurm-style launcher started on each node. Then the
+// a torchrun- or Slurm-style launcher started on each node, and under real
+// Slurm (slurmctld and a slurmd per node: ClusterSlurmTest). Then the
 // network fails: a node's link goes down mid-test, a node points at an
 // address nobody has, a firewall drops the store's port, the links get
 // 20 ms of latency and 1% loss. Skips where namespaces cannot be made (not
@@ -28,6 +29,7 @@
 #include <future>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -741,6 +743,272 @@ TEST_P(ClusterLauncherTest, LauncherOnEachNodeRunsTheSuite) {
 
 INSTANTIATE_TEST_SUITE_P(Styles, ClusterLauncherTest,
                          ::testing::Values("torchrun", "slurm"));
+
+// Slurm itself on the cluster (cluster.sh slurm): Debian's slurmctld on
+// node1 and a slurmd on each node, munge between them; srun on node1 starts
+// the ranks through the slurmd of each node, as on a real cluster. Skips
+// where Slurm is not installed (install-deps.sh installs it).
+class ClusterSlurmTest : public ClusterTest {
+ protected:
+  void SetUp() override {
+    ClusterTest::SetUp();
+    if (IsSkipped()) return;
+    Up();
+    ChildRun slurm = Cluster({"slurm", id_});
+    if (slurm.exit_code != 0 &&
+        slurm.err.find("Slurm is not installed") != std::string::npos) {
+      GTEST_SKIP() << Trim(slurm.err);
+    }
+    ASSERT_EQ(slurm.exit_code, 0) << slurm.out << slurm.err;
+  }
+
+  // srun on node1: 4 ranks, 2 on each node, as job 4242 (cluster.sh's
+  // first job id: the store's port is 19242), step 0.
+  ChildRun Srun(const std::vector<std::string>& options,
+                const std::string& filter, const std::string& xml,
+                const Env& env = {}, const OutputWatch& watch = nullptr) {
+    std::vector<std::string> args = {"srun", "-N", "2",
+                                     "-n",   "4",  "--ntasks-per-node=2"};
+    args.insert(args.end(), options.begin(), options.end());
+    for (const std::string& a : Child(filter, xml)) args.push_back(a);
+    // Slurm passes no secret: the store's token in the directory the nodes
+    // share (rather than this machine's $HOME).
+    Env all = {{"DISTTEST_TOKEN_FILE", Shared("store-token")}};
+    all.insert(all.end(), env.begin(), env.end());
+    return OnNode(1, args, all, std::chrono::seconds(180), watch);
+  }
+
+  // The processes of the job still on the nodes, as "node<k>: <name>
+  // <pid>": ranks and Slurm's step daemons (slurmstepd), or those `names`
+  // gives for a node. Waits (at most `wait`) for them to go: a step daemon
+  // ends a moment after srun.
+  using Names = std::map<int, std::set<std::string>>;
+  std::vector<std::string> JobProcessesLeft(
+      const Names& names = {{1, {"launched_child_", "slurmstepd"}},
+                            {2, {"launched_child_", "slurmstepd"}}},
+      std::chrono::seconds wait = std::chrono::seconds(30)) {
+    std::vector<std::string> left;
+    const auto deadline = Clock::now() + wait;
+    do {
+      left.clear();
+      for (const auto& [node, watched] : names) {
+        ChildRun pids =
+            RunChild({"/bin/sh", "-c",
+                      fmt::format("ip netns pids disttest-{}-n{}", id_, node)});
+        std::istringstream in(pids.out);
+        for (std::string pid; in >> pid;) {
+          const std::string comm = Trim(ReadFile("/proc/" + pid + "/comm"));
+          if (watched.count(comm)) {
+            left.push_back(fmt::format("node{}: {} {}", node, comm, pid));
+          }
+        }
+      }
+      if (left.empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } while (Clock::now() < deadline);
+    return left;
+  }
+};
+
+// srun -N 2 -n 4: one report from rank 0 on node1, each rank on its node
+// with the node-local rank and size Slurm gave it, the store on node1 at
+// the port the job id gives.
+TEST_F(ClusterSlurmTest, SrunRunsTheSuiteAcrossTwoNodes) {
+  const std::string xml = Shared("report.xml");
+  ChildRun run = Srun(
+      {},
+      "Launched.Passes/*:Launched.WhereEachRankRuns/*:LaunchedWithFixture.*",
+      xml, {{"TMPDIR", SharedDir()}});
+  const std::string report = ReadFile(xml);
+  std::printf("srun -N 2 -n 4: %lld ms\n",
+              static_cast<long long>(run.elapsed.count()));
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(Occurrences(run.out, "[==========] Running"), 1u) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("[  PASSED  ] 6 tests."));
+  EXPECT_THAT(report, HasSubstr("name=\"disttest_launcher\" value=\"slurm\""));
+  ExpectRanksOnTheirNodes(report, 19242);
+  EXPECT_THAT(JobProcessesLeft(), IsEmpty());
+}
+
+// scancel mid-test, as Slurm ends a job: SIGTERM to every rank (SIGKILL
+// KillWait later). The test in flight fails with its report, saying what
+// the signal was and where each rank waited, the rest are skipped, rank 0
+// writes the XML, and nothing of the job stays on either node. Both ways
+// that send SIGTERM: scancel of the job, and of the step with -s TERM.
+// (scancel of a step without -s sends SIGKILL to every rank at once: no
+// process is left to report; docs/launchers.md says so.)
+TEST_F(ClusterSlurmTest, ScancelFailsTheTestWithItsReport) {
+  struct Case {
+    const char* name;
+    std::vector<std::string> scancel;
+  };
+  // cluster.sh's jobs count from 4242: the first srun's job, then the next.
+  for (const Case& c :
+       {Case{"the job", {"scancel", "4242"}},
+        Case{"the step, with -s TERM", {"scancel", "-s", "TERM", "4243.0"}}}) {
+    SCOPED_TRACE(c.name);
+    const std::string xml = Shared("report.xml");
+    ChildRun cancel;
+    Clock::time_point cancelled_at{};
+    OutputWatch watch = [&](pid_t, const std::string& out, const std::string&) {
+      if (cancelled_at == Clock::time_point{} &&
+          out.find("marker-waits-for-signal 0") != std::string::npos) {
+        cancel = OnNode(1, c.scancel);
+        cancelled_at = Clock::now();
+      }
+    };
+    ChildRun run =
+        Srun({}, "Launched.WaitsForSignal/*:Launched.AfterTheSignal/4ranks",
+             xml, {}, watch);
+    const std::string all = run.out + run.err;
+    ASSERT_NE(cancelled_at, Clock::time_point{}) << all;
+    EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
+    std::printf("scancel %s -> srun's end: %lld ms\n", c.name,
+                static_cast<long long>(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        Clock::now() - cancelled_at)
+                        .count()));
+    EXPECT_NE(run.exit_code, 0) << all;
+    EXPECT_FALSE(run.timed_out) << all;
+    EXPECT_THAT(run.out,
+                HasSubstr("disttest got SIGTERM (Slurm ends a step at its "
+                          "time limit, on scancel, or with --kill-on-bad-exit "
+                          "once a task failed; or ctest's TIMEOUT) while "
+                          "Launched.WaitsForSignal/4ranks ran"))
+        << all;
+    EXPECT_THAT(run.out, HasSubstr("recv of 8 float32 from rank 0 (tag 9)"))
+        << all;
+    const std::string report = ReadFile(xml);
+    std::filesystem::remove(xml);
+    EXPECT_THAT(TestCaseXml(report, "WaitsForSignal/4ranks"),
+                HasSubstr("<failure"))
+        << report;
+    EXPECT_THAT(TestCaseXml(report, "AfterTheSignal/4ranks"),
+                HasSubstr("result=\"skipped\""))
+        << report;
+    EXPECT_THAT(JobProcessesLeft(), IsEmpty());
+  }
+}
+
+// Slurm's time limit (whole minutes; slurmctld looks every 30 s): at the
+// limit the step gets SIGTERM, and the test in flight fails with its
+// report, as on scancel; srun says the step was cancelled for its time.
+TEST_F(ClusterSlurmTest, TimeLimitFailsTheTestWithItsReport) {
+  const std::string xml = Shared("report.xml");
+  // The body waits longer than the limit (and the check after it).
+  ChildRun run = Srun(
+      {"--time=1"}, "Launched.WaitsForSignal/*:Launched.AfterTheSignal/4ranks",
+      xml, {{"DISTTEST_TIMEOUT", "170"}});
+  const std::string all = run.out + run.err;
+  std::printf("time limit of 1 min -> srun's end: %lld ms\n",
+              static_cast<long long>(run.elapsed.count()));
+  EXPECT_NE(run.exit_code, 0) << all;
+  EXPECT_FALSE(run.timed_out) << all;
+  EXPECT_THAT(run.err, ContainsRegex("STEP 4242\\.0 ON node[12] CANCELLED AT "
+                                     "[-0-9T:]+ DUE TO TIME LIMIT"))
+      << all;
+  EXPECT_THAT(run.out,
+              HasSubstr("disttest got SIGTERM (Slurm ends a step at its time "
+                        "limit, on scancel, or with --kill-on-bad-exit once a "
+                        "task failed; or ctest's TIMEOUT) while "
+                        "Launched.WaitsForSignal/4ranks ran"))
+      << all;
+  const std::string report = ReadFile(xml);
+  EXPECT_THAT(TestCaseXml(report, "WaitsForSignal/4ranks"),
+              HasSubstr("<failure"))
+      << report;
+  EXPECT_THAT(TestCaseXml(report, "AfterTheSignal/4ranks"),
+              HasSubstr("result=\"skipped\""))
+      << report;
+  EXPECT_THAT(JobProcessesLeft(), IsEmpty());
+}
+
+// srun --kill-on-bad-exit and a rank that dies (SIGKILL, on node2): Slurm
+// ends the step (SIGTERM to the others); rank 0's report names the dead
+// rank, says what the SIGTERM was, skips the rest, and the XML is written.
+TEST_F(ClusterSlurmTest, KillOnBadExitWithADeadRankReportsIt) {
+  const std::string xml = Shared("report.xml");
+  ChildRun run =
+      Srun({"--kill-on-bad-exit=1"},
+           "Launched.DiesOnRank2/*:Launched.AfterTheDeath/4ranks", xml);
+  const std::string all = run.out + run.err;
+  std::printf("--kill-on-bad-exit, rank 2 killed -> srun's end: %lld ms\n",
+              static_cast<long long>(run.elapsed.count()));
+  EXPECT_NE(run.exit_code, 0) << all;
+  EXPECT_FALSE(run.timed_out) << all;
+  EXPECT_THAT(run.out, ContainsRegex("\\[rank 2/4\\] (\\(first failure\\) )?"
+                                     "did not report its result: stopped its "
+                                     "heartbeat [0-9]+ ms ago: it died"))
+      << all;
+  EXPECT_THAT(run.out, HasSubstr("SIGTERM (Slurm ends a step at its time "
+                                 "limit, on scancel, or with "
+                                 "--kill-on-bad-exit once a task failed"))
+      << all;
+  const std::string report = ReadFile(xml);
+  EXPECT_THAT(TestCaseXml(report, "DiesOnRank2/4ranks"), HasSubstr("<failure"))
+      << report;
+  EXPECT_THAT(TestCaseXml(report, "AfterTheDeath/4ranks"),
+              HasSubstr("result=\"skipped\""))
+      << report;
+  EXPECT_THAT(JobProcessesLeft(), IsEmpty());
+}
+
+// node2's link cut while every rank runs collectives: the same verdict as
+// under the Slurm-style launcher (LinkDownMidTest... above): rank 0 names
+// node2's ranks by their heartbeat within its bound, the next test fails
+// at once. Slurm then finds node2 gone (SlurmdTimeout) and srun ends; node2's
+// ranks end by themselves. Its step daemon, which cannot reach srun, is
+// Slurm's to end (`down` does).
+TEST_F(ClusterSlurmTest, LinkCutMidTestGivesTheVerdictOfTheSlurmStyleRun) {
+  const std::string xml = Shared("report.xml");
+  Clock::time_point down_at{};
+  OutputWatch watch = [&](pid_t, const std::string&, const std::string& err) {
+    if (down_at == Clock::time_point{} &&
+        err.find("marker-link-test-runs 0") != std::string::npos) {
+      ChildRun link = Cluster({"link", id_, "2", "down"});
+      EXPECT_EQ(link.exit_code, 0) << link.err;
+      down_at = Clock::now();
+    }
+  };
+  Clock::time_point verdict_at{};
+  OutputWatch both = [&](pid_t pid, const std::string& out,
+                         const std::string& err) {
+    watch(pid, out, err);
+    if (verdict_at == Clock::time_point{} &&
+        out.find("[  FAILED  ] Launched.RunsUntilTheLinkGoes/4ranks") !=
+            std::string::npos) {
+      verdict_at = Clock::now();
+    }
+  };
+  ChildRun run = Srun(
+      {}, "Launched.RunsUntilTheLinkGoes/*:Launched.AfterTheLinkWent/4ranks",
+      xml, {}, both);
+  const std::string all = run.out + run.err;
+  ASSERT_NE(down_at, Clock::time_point{}) << all;
+  ASSERT_NE(verdict_at, Clock::time_point{}) << all;
+  const auto ms = [&](Clock::time_point t) {
+    return static_cast<long long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(t - down_at)
+            .count());
+  };
+  std::printf("link down -> rank 0's verdict: %lld ms, srun's end: %lld ms\n",
+              ms(verdict_at), ms(Clock::now()));
+  EXPECT_NE(run.exit_code, 0) << all;
+  EXPECT_FALSE(run.timed_out) << all;
+  EXPECT_THAT(run.out,
+              HasSubstr("not run: the launched ranks stopped working together "
+                        "in an earlier test (rank "))
+      << all;
+  EXPECT_THAT(run.out,
+              HasSubstr("[  FAILED  ] Launched.AfterTheLinkWent/4ranks"));
+  EXPECT_EQ(RanksNaming(run.out, "heartbeat"), (std::set<int>{2, 3})) << all;
+  EXPECT_THAT(run.err, HasSubstr("Node failure on node2")) << all;
+  EXPECT_LT(ms(verdict_at), Bound(20).count()) << all;
+  // No rank on either node; node1's step daemon ended with srun.
+  EXPECT_THAT(JobProcessesLeft({{1, {"launched_child_", "slurmstepd"}},
+                                {2, {"launched_child_"}}}),
+              IsEmpty());
+}
 
 }  // namespace
 }  // namespace disttest::testing

@@ -50,12 +50,20 @@ bool Ours(int sig) {
 }  // namespace
 
 bool NoteInterrupt(int sig) {
-  if (g_depth == 0 || g_signal != 0) return false;
+  if (g_depth == 0) return false;
   if (sig != SIGTERM && sig != SIGINT) return false;
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);  // Async-signal-safe.
-  g_signal_ns =
+  const long long ns =
       static_cast<long long>(now.tv_sec) * 1'000'000'000LL + now.tv_nsec;
+  if (g_signal != 0) {
+    // The same request again: Slurm sends a step's processes SIGTERM twice
+    // at its time limit (and its process group a third), within
+    // milliseconds. Not a second request to end the process at once.
+    return g_signal == SIGTERM && sig == SIGTERM &&
+           ns - g_signal_ns.load() < kRepeatedTermWindowNs;
+  }
+  g_signal_ns = ns;
   g_signal = sig;
   return true;
 }
