@@ -828,6 +828,18 @@ TEST_F(ClusterSlurmTest, SrunRunsTheSuiteAcrossTwoNodes) {
   EXPECT_THAT(report, HasSubstr("name=\"disttest_launcher\" value=\"slurm\""));
   ExpectRanksOnTheirNodes(report, 19242);
   EXPECT_THAT(JobProcessesLeft(), IsEmpty());
+
+  // A step smaller than a test's world size: that test is skipped, saying
+  // so, on one node's 2 tasks as on any.
+  std::vector<std::string> small = {"srun", "-N", "1", "-n", "2"};
+  for (const std::string& a : Child("Launched.Passes/*", Shared("small.xml"))) {
+    small.push_back(a);
+  }
+  ChildRun two =
+      OnNode(1, small, {{"DISTTEST_TOKEN_FILE", Shared("store-token")}});
+  EXPECT_EQ(two.exit_code, 0) << two.out << two.err;
+  EXPECT_THAT(two.out, HasSubstr("needs 4 ranks, launched with 2")) << two.out;
+  EXPECT_THAT(two.out, HasSubstr("[  PASSED  ] 2 tests.")) << two.out;
 }
 
 // scancel mid-test, as Slurm ends a job: SIGTERM to every rank (SIGKILL
