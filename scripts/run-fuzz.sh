@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in tests/fuzz with clang (ASan + UBSan) into
 # build-fuzz/ and runs each for SECONDS (default 30) on a scratch copy of its
-# seed corpus. Exits non-zero when a fuzzer finds a crash, undefined behaviour,
-# a leak or a hang; the reproducer is kept under build-fuzz/artifacts/.
+# seed corpus, as many at once as there are cores. Exits non-zero when a
+# fuzzer finds a crash, undefined behaviour, a leak or a hang; the reproducer
+# is kept under build-fuzz/artifacts/.
 #   bash scripts/run-fuzz.sh        # 30 s per fuzzer
 #   bash scripts/run-fuzz.sh 600    # a longer run
 # Replay a reproducer: build-fuzz/<fuzzer> build-fuzz/artifacts/<fuzzer>-crash-*
@@ -39,17 +40,35 @@ cmake --build "$build" --parallel "${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$build/artifacts"
-failed=()
-for fuzzer in "${fuzzers[@]}"; do
+# One fuzzer a core at a time (each is one process), side by side.
+run_one() {
+  local fuzzer=$1
   cp -r "tests/fuzz/corpus/$fuzzer" "$scratch/$fuzzer"
-  log=$build/$fuzzer.log
-  echo "run-fuzz.sh: $fuzzer for ${seconds}s (log: $log)"
   # -timeout: an input that runs 10 s counts as a hang. The outer timeout is a
   # backstop should the fuzzer itself wedge.
-  if timeout --kill-after=10 $((seconds + 60)) "$build/$fuzzer" \
-      -max_total_time="$seconds" -max_len=4096 -timeout=10 \
-      -print_final_stats=1 -artifact_prefix="$build/artifacts/$fuzzer-" \
-      "$scratch/$fuzzer" >"$log" 2>&1; then
+  local status=0
+  timeout --kill-after=10 $((seconds + 60)) "$build/$fuzzer" \
+    -max_total_time="$seconds" -max_len=4096 -timeout=10 \
+    -print_final_stats=1 -artifact_prefix="$build/artifacts/$fuzzer-" \
+    "$scratch/$fuzzer" >"$build/$fuzzer.log" 2>&1 || status=$?
+  echo "$status" >"$scratch/$fuzzer.status"
+}
+cores=$(nproc)
+running=0
+for fuzzer in "${fuzzers[@]}"; do
+  echo "run-fuzz.sh: $fuzzer for ${seconds}s (log: $build/$fuzzer.log)"
+  if ((running >= cores)); then
+    wait -n
+    running=$((running - 1))
+  fi
+  run_one "$fuzzer" &
+  running=$((running + 1))
+done
+wait
+failed=()
+for fuzzer in "${fuzzers[@]}"; do
+  log=$build/$fuzzer.log
+  if [[ $(cat "$scratch/$fuzzer.status" 2>/dev/null) == 0 ]]; then
     grep -E '^#[0-9]+[[:space:]]+DONE' "$log" || tail -n 1 "$log"
   else
     echo "run-fuzz.sh: $fuzzer FAILED; the end of its log:" >&2

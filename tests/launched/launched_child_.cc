@@ -135,6 +135,35 @@ DIST_TEST_F(Launched, DiesOnRank2, 4) {
 
 DIST_TEST_F(Launched, AfterTheDeath, 4) { comm().barrier(); }
 
+// Rank 2 dies; once it is gone, rank 0 sends its launcher SIGTERM, as srun
+// --kill-on-bad-exit ends a step once a task failed, before rank 2's
+// silence reaches the heartbeat bound (which the driver scales up).
+DIST_TEST_F(Launched, DiesOnRank2ThenTheLauncherEnds, 4) {
+  if (rank() == 2) {
+    store().set("dying", std::to_string(getpid()));
+    std::fflush(nullptr);
+    kill(getpid(), SIGKILL);
+  }
+  if (rank() == 0) {
+    std::vector<char> v = store().get("dying");
+    const std::string stat =
+        "/proc/" + std::string(v.begin(), v.end()) + "/stat";
+    // Gone, or a zombie its launcher has not reaped yet.
+    for (;;) {
+      std::ifstream in(stat);
+      std::string line;
+      if (!std::getline(in, line)) break;
+      const auto paren = line.rfind(')');
+      if (paren != std::string::npos && line.compare(paren, 3, ") Z") == 0) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(getppid(), SIGTERM);
+  }
+  comm().barrier();
+}
+
 // Under a launcher there is no host arena: ranks that reduce with
 // different operators all return. Rank 0 fails the test from the ledgers
 // that came with the verdicts.

@@ -553,6 +553,38 @@ TEST_P(LaunchedTest, TermDuringATestFailsItWithItsReportAndSkipsTheRest) {
   }
 }
 
+// A rank dies and the launcher's SIGTERM comes before its silence reached
+// the heartbeat bound (srun --kill-on-bad-exit): rank 0 stops waiting for
+// its result at the cut, and still says that it went silent, so the report
+// names the rank that died, not only the signal.
+TEST_P(LaunchedTest, ADeadRankCutAtTheSignalIsStillNamedDead) {
+  if (std::string(GetParam().name) != "slurm") {
+    GTEST_SKIP() << "Slurm's case (--kill-on-bad-exit); mpirun ends the job "
+                    "itself once a rank dies (DeadRankEndsTheRunPromptly), "
+                    "torchrun's SIGTERM is handled alike";
+  }
+  // The bound at 10 s: rank 0 stops waiting 6 s after the SIGTERM, first.
+  Report r = Launch(
+      "Launched.DiesOnRank2ThenTheLauncherEnds/*:Launched.AfterTheSignal/"
+      "4ranks",
+      {{"DISTTEST_TIMEOUT_SCALE", "2"}});
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out,
+              ::testing::ContainsRegex(
+                  "\\[rank 2/4\\] (\\(first failure\\) )?did not report "
+                  "its result: none came in the 6000 ms after disttest got "
+                  "SIGTERM \\([^\n]*\\), and it stopped its heartbeat "
+                  "[0-9]+ ms ago: it died, or its machine stalls"))
+      << r.all;
+  // The others, in the barrier, were cut: no such words for them.
+  EXPECT_THAT(r.run.out, Not(::testing::ContainsRegex(
+                             "\\[rank [013]/4\\][^\n]*stopped its heartbeat")))
+      << r.all;
+  EXPECT_THAT(TestCaseXml(r.xml, "AfterTheSignal/4ranks"),
+              HasSubstr("result=\"skipped\""))
+      << r.xml;
+}
+
 // The rank environment a body sees is its test's; after the test, the
 // launcher's is back as it was on every rank.
 TEST_P(LaunchedTest, TheLauncherEnvironmentComesBackAfterATest) {

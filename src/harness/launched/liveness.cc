@@ -170,7 +170,18 @@ std::map<int, std::string> Liveness::AwaitResults(
       }
       if (late || all_dead || cut) {
         for (auto& [r, why] : missing) {
-          if (why.empty()) why = cut ? cut_why : kStuck;
+          if (!why.empty()) continue;
+          why = cut ? cut_why : kStuck;
+          // Cut before its silence reached the bound (a launcher's SIGTERM
+          // soon after a rank died, as srun --kill-on-bad-exit sends): say
+          // it went silent all the same, when it did well before the cut.
+          if (const auto silent = SilentFor(r, now);
+              cut && silent >= dead_after_ / 2) {
+            why += fmt::format(
+                ", and it stopped its heartbeat {} ms ago: it died, or its "
+                "machine stalls",
+                silent.count());
+          }
         }
         return missing;
       }
@@ -247,6 +258,13 @@ std::string Liveness::Dead(int r, Clock::time_point now, TcpStore& store) {
   return fmt::format(
       "stopped its heartbeat {} ms ago: it died, or its machine stalls",
       silent);
+}
+
+std::chrono::milliseconds Liveness::SilentFor(int r, Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(beats_mu_);
+  auto it = beats_.find(r);
+  if (it == beats_.end() || it->second.value.empty()) return milliseconds(0);
+  return std::chrono::duration_cast<milliseconds>(now - it->second.since);
 }
 
 void WaitForTheEnd(TcpStore& store) {

@@ -105,6 +105,9 @@ class Liveness {
   // what they saw, so that a death the side thread noticed during a body
   // counts at once afterwards.
   std::string Dead(int r, Clock::time_point now, TcpStore& store);
+  // How long rank `r`'s heartbeat has not changed, as last looked at (0:
+  // never seen beating).
+  std::chrono::milliseconds SilentFor(int r, Clock::time_point now);
   void SetBroken(const std::string& reason);
 
   const int rank_;
