@@ -778,6 +778,33 @@ class ClusterSlurmTest : public ClusterTest {
     return OnNode(1, args, all, std::chrono::seconds(180), watch);
   }
 
+  // A run that Slurm's SIGTERM ended while Launched.WaitsForSignal ran:
+  // that test failed with its report, saying what the signal was; the next
+  // skipped; the XML written; nothing of the job left on either node.
+  void ExpectEndedBySigtermWithItsReport(const ChildRun& run,
+                                         const std::string& xml) {
+    const std::string all = run.out + run.err;
+    EXPECT_NE(run.exit_code, 0) << all;
+    EXPECT_FALSE(run.timed_out) << all;
+    EXPECT_THAT(run.out,
+                HasSubstr("disttest got SIGTERM (Slurm ends a step at its "
+                          "time limit, on scancel, or with --kill-on-bad-exit "
+                          "once a task failed; or ctest's TIMEOUT) while "
+                          "Launched.WaitsForSignal/4ranks ran"))
+        << all;
+    EXPECT_THAT(run.out, HasSubstr("recv of 8 float32 from rank 0 (tag 9)"))
+        << all;
+    const std::string report = ReadFile(xml);
+    std::filesystem::remove(xml);
+    EXPECT_THAT(TestCaseXml(report, "WaitsForSignal/4ranks"),
+                HasSubstr("<failure"))
+        << report;
+    EXPECT_THAT(TestCaseXml(report, "AfterTheSignal/4ranks"),
+                HasSubstr("result=\"skipped\""))
+        << report;
+    EXPECT_THAT(JobProcessesLeft(), IsEmpty());
+  }
+
   // The processes of the job still on the nodes, as "node<k>: <name>
   // <pid>": ranks and Slurm's step daemons (slurmstepd), or those `names`
   // gives for a node. Waits (at most `wait`) for them to go: a step daemon
@@ -880,25 +907,7 @@ TEST_F(ClusterSlurmTest, ScancelFailsTheTestWithItsReport) {
                     std::chrono::duration_cast<std::chrono::milliseconds>(
                         Clock::now() - cancelled_at)
                         .count()));
-    EXPECT_NE(run.exit_code, 0) << all;
-    EXPECT_FALSE(run.timed_out) << all;
-    EXPECT_THAT(run.out,
-                HasSubstr("disttest got SIGTERM (Slurm ends a step at its "
-                          "time limit, on scancel, or with --kill-on-bad-exit "
-                          "once a task failed; or ctest's TIMEOUT) while "
-                          "Launched.WaitsForSignal/4ranks ran"))
-        << all;
-    EXPECT_THAT(run.out, HasSubstr("recv of 8 float32 from rank 0 (tag 9)"))
-        << all;
-    const std::string report = ReadFile(xml);
-    std::filesystem::remove(xml);
-    EXPECT_THAT(TestCaseXml(report, "WaitsForSignal/4ranks"),
-                HasSubstr("<failure"))
-        << report;
-    EXPECT_THAT(TestCaseXml(report, "AfterTheSignal/4ranks"),
-                HasSubstr("result=\"skipped\""))
-        << report;
-    EXPECT_THAT(JobProcessesLeft(), IsEmpty());
+    ExpectEndedBySigtermWithItsReport(run, xml);
   }
 }
 
@@ -914,25 +923,10 @@ TEST_F(ClusterSlurmTest, TimeLimitFailsTheTestWithItsReport) {
   const std::string all = run.out + run.err;
   std::printf("time limit of 1 min -> srun's end: %lld ms\n",
               static_cast<long long>(run.elapsed.count()));
-  EXPECT_NE(run.exit_code, 0) << all;
-  EXPECT_FALSE(run.timed_out) << all;
   EXPECT_THAT(run.err, ContainsRegex("STEP 4242\\.0 ON node[12] CANCELLED AT "
                                      "[-0-9T:]+ DUE TO TIME LIMIT"))
       << all;
-  EXPECT_THAT(run.out,
-              HasSubstr("disttest got SIGTERM (Slurm ends a step at its time "
-                        "limit, on scancel, or with --kill-on-bad-exit once a "
-                        "task failed; or ctest's TIMEOUT) while "
-                        "Launched.WaitsForSignal/4ranks ran"))
-      << all;
-  const std::string report = ReadFile(xml);
-  EXPECT_THAT(TestCaseXml(report, "WaitsForSignal/4ranks"),
-              HasSubstr("<failure"))
-      << report;
-  EXPECT_THAT(TestCaseXml(report, "AfterTheSignal/4ranks"),
-              HasSubstr("result=\"skipped\""))
-      << report;
-  EXPECT_THAT(JobProcessesLeft(), IsEmpty());
+  ExpectEndedBySigtermWithItsReport(run, xml);
 }
 
 // srun --kill-on-bad-exit and a rank that dies (SIGKILL, on node2): Slurm

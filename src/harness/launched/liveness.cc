@@ -174,9 +174,10 @@ std::map<int, std::string> Liveness::AwaitResults(
           why = cut ? cut_why : kStuck;
           // Cut before its silence reached the bound (a launcher's SIGTERM
           // soon after a rank died, as srun --kill-on-bad-exit sends): say
-          // it went silent all the same, when it did well before the cut.
+          // it went silent all the same, when it did for 2/5 of the bound
+          // (four heartbeats in a regular build) or more.
           if (const auto silent = SilentFor(r, now);
-              cut && silent >= dead_after_ / 2) {
+              cut && silent >= dead_after_ * 2 / 5) {
             why += fmt::format(
                 ", and it stopped its heartbeat {} ms ago: it died, or its "
                 "machine stalls",
