@@ -38,7 +38,16 @@ CXX=clang++ cmake -S tests/fuzz -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/
 cmake --build "$build" --parallel "${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 
 scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+# Fuzzers still running when this ends (an error, a signal) are ended first:
+# each `timeout` is a process group of its own, which a signal to this
+# script's group does not reach.
+end_all() {
+  local pid
+  for pid in $(cat "$scratch"/*.pid 2>/dev/null); do kill -TERM "$pid" 2>/dev/null || true; done
+  wait || true
+  rm -rf "$scratch"
+}
+trap end_all EXIT
 mkdir -p "$build/artifacts"
 # One fuzzer a core at a time (each is one process), side by side.
 run_one() {
@@ -50,7 +59,10 @@ run_one() {
   timeout --kill-after=10 $((seconds + 60)) "$build/$fuzzer" \
     -max_total_time="$seconds" -max_len=4096 -timeout=10 \
     -print_final_stats=1 -artifact_prefix="$build/artifacts/$fuzzer-" \
-    "$scratch/$fuzzer" >"$build/$fuzzer.log" 2>&1 || status=$?
+    "$scratch/$fuzzer" >"$build/$fuzzer.log" 2>&1 &
+  echo $! >"$scratch/$fuzzer.pid"
+  wait $! || status=$?
+  rm -f "$scratch/$fuzzer.pid"
   echo "$status" >"$scratch/$fuzzer.status"
 }
 cores=$(nproc)
@@ -58,13 +70,13 @@ running=0
 for fuzzer in "${fuzzers[@]}"; do
   echo "run-fuzz.sh: $fuzzer for ${seconds}s (log: $build/$fuzzer.log)"
   if ((running >= cores)); then
-    wait -n
+    wait -n || true
     running=$((running - 1))
   fi
   run_one "$fuzzer" &
   running=$((running + 1))
 done
-wait
+wait || true
 failed=()
 for fuzzer in "${fuzzers[@]}"; do
   log=$build/$fuzzer.log

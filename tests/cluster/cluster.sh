@@ -240,8 +240,8 @@ PROLOG
     "$0" exec "$id" "$k" slurmd -N "node$k" ||
       die "slurmd on node$k did not start: $(tail -n 5 "$s/slurmd-node$k.log" 2>/dev/null)"
   done
-  local states=""
-  for _ in $(seq 300); do
+  local states="" deadline=$((SECONDS + 30))
+  while ((SECONDS < deadline)); do
     states=$("$0" exec "$id" 1 sinfo -h -N -o '%N %t' 2>&1 || true)
     [[ $(grep -c ' idle$' <<<"$states") -eq $n ]] && return 0
     sleep 0.1

@@ -106,7 +106,7 @@ class Liveness {
   // counts at once afterwards.
   std::string Dead(int r, Clock::time_point now, TcpStore& store);
   // How long rank `r`'s heartbeat has not changed, as last looked at (0:
-  // never seen beating).
+  // never seen beating, or last seen taking its stacks after a signal).
   std::chrono::milliseconds SilentFor(int r, Clock::time_point now);
   void SetBroken(const std::string& reason);
 

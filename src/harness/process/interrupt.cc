@@ -16,9 +16,13 @@
 namespace disttest::internal {
 namespace {
 
-volatile std::sig_atomic_t g_signal = 0;
+// The handlers read and write these, maybe on two threads at once (a
+// process-directed signal goes to any thread): lock-free atomics.
+std::atomic<int> g_signal{0};
 // When it came (CLOCK_MONOTONIC, ns): set in the handler before g_signal.
 std::atomic<long long> g_signal_ns{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+static_assert(std::atomic<long long>::is_always_lock_free);
 // Lock-free, so the handler may read it.
 std::atomic<int> g_depth{0};
 struct sigaction g_old_term {};
@@ -56,12 +60,15 @@ bool NoteInterrupt(int sig) {
   clock_gettime(CLOCK_MONOTONIC, &now);  // Async-signal-safe.
   const long long ns =
       static_cast<long long>(now.tv_sec) * 1'000'000'000LL + now.tv_nsec;
-  if (g_signal != 0) {
+  if (const int first = g_signal.load(); first != 0) {
     // The same request again: Slurm sends a step's processes SIGTERM twice
     // at its time limit (and its process group a third), within
-    // milliseconds. Not a second request to end the process at once.
-    return g_signal == SIGTERM && sig == SIGTERM &&
-           ns - g_signal_ns.load() < kRepeatedTermWindowNs;
+    // milliseconds. Not a second request to end the process at once. (A
+    // time not yet stored: the first's handler still runs, on another
+    // thread.)
+    const long long first_ns = g_signal_ns.load();
+    return first == SIGTERM && sig == SIGTERM &&
+           (first_ns == 0 || ns - first_ns < kRepeatedTermWindowNs);
   }
   g_signal_ns = ns;
   g_signal = sig;
