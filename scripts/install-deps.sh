@@ -30,3 +30,11 @@ if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
 echo "disttest: installing ${missing[*]}"
 "${sudo[@]}" apt-get update -qq
 DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# On a machine run by systemd, munge's package starts the machine's own
+# munged; the cluster tests run a munged of their own (tests/cluster), so the
+# one installed here is stopped and left disabled. (slurmd and slurmctld do
+# not start without /etc/slurm/slurm.conf.)
+if [[ " ${missing[*]} " == *" munge "* && -d /run/systemd/system ]] &&
+    command -v systemctl >/dev/null; then
+  "${sudo[@]}" systemctl disable --now munge.service >/dev/null 2>&1 || true
+fi
