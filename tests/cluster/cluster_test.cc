@@ -214,6 +214,19 @@ class ClusterTest : public ::testing::Test {
     return both;
   }
 
+  // Takes node2's link down once rank 0 runs Launched.RunsUntilTheLinkGoes
+  // (its marker on stderr), and notes when in `down_at`.
+  OutputWatch LinkDownOnceRunning(Clock::time_point& down_at) {
+    return [this, &down_at](pid_t, const std::string&, const std::string& err) {
+      if (down_at == Clock::time_point{} &&
+          err.find("marker-link-test-runs 0") != std::string::npos) {
+        ChildRun link = Cluster({"link", id_, "2", "down"});
+        EXPECT_EQ(link.exit_code, 0) << link.err;
+        down_at = Clock::now();
+      }
+    };
+  }
+
   // The directory every node sees (as an NFS mount would be); each node's
   // TMPDIR is its own (cluster.sh).
   std::string SharedDir() const {
@@ -332,14 +345,7 @@ TEST_F(ClusterTest, LinkDownMidTestFailsNamingTheLostNodesRanks) {
   Up();
   const std::string xml = Shared("report.xml");
   Clock::time_point down_at{};
-  OutputWatch watch = [&](pid_t, const std::string&, const std::string& err) {
-    if (down_at == Clock::time_point{} &&
-        err.find("marker-link-test-runs 0") != std::string::npos) {
-      ChildRun link = Cluster({"link", id_, "2", "down"});
-      EXPECT_EQ(link.exit_code, 0) << link.err;
-      down_at = Clock::now();
-    }
-  };
+  OutputWatch watch = LinkDownOnceRunning(down_at);
   TwoNodes run = PerNode(
       "torchrun", "Launched.RunsUntilTheLinkGoes/*:Launched.AfterTheLinkWent/*",
       xml, {}, watch);
@@ -973,14 +979,7 @@ TEST_F(ClusterSlurmTest, KillOnBadExitWithADeadRankReportsIt) {
 TEST_F(ClusterSlurmTest, LinkCutMidTestGivesTheVerdictOfTheSlurmStyleRun) {
   const std::string xml = Shared("report.xml");
   Clock::time_point down_at{};
-  OutputWatch watch = [&](pid_t, const std::string&, const std::string& err) {
-    if (down_at == Clock::time_point{} &&
-        err.find("marker-link-test-runs 0") != std::string::npos) {
-      ChildRun link = Cluster({"link", id_, "2", "down"});
-      EXPECT_EQ(link.exit_code, 0) << link.err;
-      down_at = Clock::now();
-    }
-  };
+  OutputWatch watch = LinkDownOnceRunning(down_at);
   Clock::time_point verdict_at{};
   OutputWatch both = [&](pid_t pid, const std::string& out,
                          const std::string& err) {

@@ -264,10 +264,10 @@ std::string Liveness::Dead(int r, Clock::time_point now, TcpStore& store) {
 std::chrono::milliseconds Liveness::SilentFor(int r, Clock::time_point now) {
   std::lock_guard<std::mutex> lock(beats_mu_);
   auto it = beats_.find(r);
-  // A rank that was taking its stacks after the signal ("dumping N") was
+  // A rank that was taking its stacks after the signal (kDumpingBeat) was
   // alive then: its body may since be stuck, which it says itself.
   if (it == beats_.end() || it->second.value.empty() ||
-      it->second.value.rfind("dumping", 0) == 0) {
+      it->second.value.rfind(kDumpingBeat, 0) == 0) {
     return milliseconds(0);
   }
   return std::chrono::duration_cast<milliseconds>(now - it->second.since);

@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "disttest/rendezvous/tcp_store.h"
@@ -32,6 +33,9 @@ using Clock = std::chrono::steady_clock;
 
 // No heartbeat for this long: the rank is dead (or its machine stalls).
 inline constexpr std::chrono::milliseconds kDeadAfter{5000};
+// The heartbeat a rank sends while it takes its stacks after a signal or
+// its timeout ("dumping 3"): alive, and about to say where it hangs.
+inline constexpr std::string_view kDumpingBeat = "dumping ";
 
 // Why rank 0 has no result of a rank whose body outlived the timeout.
 inline constexpr char kStuck[] =

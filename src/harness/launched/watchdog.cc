@@ -180,7 +180,7 @@ std::string Watchdog::OwnStacks(milliseconds deadline) {
   while (!taken) {
     try {
       std::lock_guard<std::mutex> side(side_.mu);
-      liveness_.Beat(fmt::format("dumping {}", ++beat));
+      liveness_.Beat(fmt::format("{}{}", kDumpingBeat, ++beat));
     } catch (const std::exception&) {
     }
     std::this_thread::sleep_for(milliseconds(200));
