@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <string>
 
 #include "base/sockets.h"
 
@@ -37,6 +38,31 @@ void NoteCommunicatorSockets(const std::map<ino_t, int>& before) {
 std::set<ino_t> CommunicatorSockets() {
   std::lock_guard<std::mutex> lock(Mutex());
   return Noted();
+}
+
+namespace {
+std::atomic<std::uint64_t> cuts{0};
+std::string& CutReason() {
+  static auto* reason = new std::string;
+  return *reason;
+}
+}  // namespace
+
+void CutCommunicators(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(Mutex());
+    CutReason() = why;
+  }
+  cuts.fetch_add(1, std::memory_order_acq_rel);
+}
+
+std::uint64_t CommunicatorCuts() {
+  return cuts.load(std::memory_order_acquire);
+}
+
+std::string CommunicatorCutReason() {
+  std::lock_guard<std::mutex> lock(Mutex());
+  return CutReason();
 }
 
 }  // namespace disttest::internal

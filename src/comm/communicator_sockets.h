@@ -9,13 +9,16 @@
 //   WatchCommunicatorSockets();           // a launched rank, at its start
 //   ... GlooCommunicator::Create notes the sockets it connected ...
 //   for (ino_t inode : CommunicatorSockets()) ...
+//   CutCommunicators("rank 2 is gone");  // MPI's waits end
 #ifndef DISTTEST_SRC_COMM_COMMUNICATOR_SOCKETS_H_
 #define DISTTEST_SRC_COMM_COMMUNICATOR_SOCKETS_H_
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <map>
 #include <set>
+#include <string>
 
 namespace disttest::internal {
 
@@ -27,6 +30,13 @@ bool WatchingCommunicatorSockets();
 void NoteCommunicatorSockets(const std::map<ino_t, int>& before);
 // The inodes of every communicator's sockets noted so far.
 std::set<ino_t> CommunicatorSockets();
+
+// The side thread cut the communicators, saying why: a backend without
+// sockets to cut (MPI, which waits by polling) ends its waits once the
+// count of cuts changes, with the last reason. From any thread.
+void CutCommunicators(const std::string& why);
+std::uint64_t CommunicatorCuts();
+std::string CommunicatorCutReason();
 
 }  // namespace disttest::internal
 

@@ -92,6 +92,13 @@ DIST_TEST_F(Launched, FailsOnRank1, 4) {
   EXPECT_NE(rank(), 1) << "marker-external-fail";
 }
 
+// Rank 1 fails and leaves the test while the others wait for it in a
+// collective (before the timeout of 60 s).
+DIST_TEST_F(Launched, FailsOnRank1WhileTheOthersWait, 4) {
+  ASSERT_NE(rank(), 1) << "marker-leaves-first";
+  comm().barrier();  // marker-wait-for-rank-1
+}
+
 DIST_TEST_F(Launched, SkipsEverywhere, 4) {
   GTEST_SKIP() << "marker-external-skip";
 }

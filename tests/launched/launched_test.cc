@@ -263,6 +263,26 @@ TEST_P(LaunchedTest, HungRankPrintsItsStacksAndTheRunEnds) {
       << r.all;
 }
 
+// A rank that fails and leaves the test while the others wait for it in a
+// collective: after options().failure_grace their collectives are cut, as a
+// spawned test's ranks are ended then, not at the test's timeout; the
+// report says why.
+TEST_P(LaunchedTest, ARankThatLeftFailingCutsTheOthersAfterTheGrace) {
+  Report r = Launch("Launched.FailsOnRank1WhileTheOthersWait/*");
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out,
+              ::testing::ContainsRegex(
+                  "disttest cut their connections: rank [023]: rank 1 failed "
+                  "the test and left it, and this rank was still in it "
+                  "[0-9]+ ms later \\(options\\(\\).failure_grace\\)"))
+      << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr("[rank 1/4] (first failure) Expected: (rank()) != "
+                        "(1)"))
+      << r.all;
+  EXPECT_THAT(r.run.out, Not(HasSubstr("timed out"))) << r.all;
+}
+
 // --gtest_fail_fast under a launcher: every rank fails the test (rank 0
 // with the report), so every rank skips the rest together.
 TEST_P(LaunchedTest, FailFastSkipsTheRestOnEveryRank) {

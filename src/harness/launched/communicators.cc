@@ -74,7 +74,8 @@ void Communicators::Drop() {
   sockets_.clear();
 }
 
-void Communicators::ShutDown() {
+void Communicators::ShutDown(const std::string& why) {
+  CutCommunicators(why);
   const std::set<ino_t> bodies = CommunicatorSockets();
   std::lock_guard<std::mutex> lock(sockets_mu_);
   for (const auto& [inode, fd] : TcpSockets()) {

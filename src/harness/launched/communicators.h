@@ -8,7 +8,7 @@
 //
 //   Communicator* comm = job.communicators().For(4, options, timeout);
 //   job.communicators().Drop();      // after a failed test
-//   job.communicators().ShutDown();  // the side thread, on trouble
+//   job.communicators().ShutDown(why);  // the side thread, on trouble
 #ifndef DISTTEST_SRC_HARNESS_LAUNCHED_COMMUNICATORS_H_
 #define DISTTEST_SRC_HARNESS_LAUNCHED_COMMUNICATORS_H_
 
@@ -46,8 +46,9 @@ class Communicators {
   // cannot complete, fails now (Gloo sees the closed connection) rather
   // than at the test's timeout. No other connection of the process (the
   // store's, a launcher's, MPI's) is touched. shutdown(), not close(): the
-  // descriptors stay their owners'. From any thread.
-  void ShutDown();
+  // descriptors stay their owners'. A communicator without sockets (MPI's)
+  // ends its waits, saying `why`. From any thread.
+  void ShutDown(const std::string& why);
 
  private:
   const LauncherEnv& env_;

@@ -66,6 +66,11 @@ class StepKeys {
     return fmt::format("{}done/{}", base_, rank);
   }
   std::string Verdict() const { return base_ + "verdict"; }
+  // The first rank that failed or skipped the step and left it: "failed 3"
+  // (set once its add of EndedBadlyCount() made 1); its peers still in the
+  // step cut their collectives after the failure grace (watchdog.h).
+  std::string EndedBadly() const { return base_ + "ended_badly"; }
+  std::string EndedBadlyCount() const { return base_ + "ended_badly/n"; }
   // A rank's collective ledger as its watchdog found it at the timeout.
   std::string Ledger(int rank) const {
     return fmt::format("{}ledger/{}", base_, rank);

@@ -69,8 +69,9 @@ class LaunchedRankHost : public RankHost {
  public:
   LaunchedRankHost(LaunchedJob& job, const StepKeys& keys, int n,
                    Clock::time_point deadline, std::string what,
-                   bool compare_calls)
+                   bool compare_calls, std::chrono::milliseconds failure_grace)
       : compare_calls_(compare_calls),
+        failure_grace_(failure_grace),
         job_(job),
         keys_(keys),
         n_(n),
@@ -88,7 +89,8 @@ class LaunchedRankHost : public RankHost {
     environment_.Set(env);
     // Watched from here: connecting can hang on a dead peer too.
     job_.watchdog().Arm(deadline_, what_, keys_.Ledger(job_.rank()),
-                        compare_calls_ ? keys_.CallsPrefix() : "");
+                        compare_calls_ ? keys_.CallsPrefix() : "",
+                        keys_.EndedBadly(), failure_grace_);
     return env;
   }
 
@@ -125,6 +127,11 @@ class LaunchedRankHost : public RankHost {
         }
         done += '\n' + EncodeLedger(view, LedgerRecords());
       }
+      if (verdict != RankVerdict::kPassed && n_ > 1 &&
+          job_.store().add(keys_.EndedBadlyCount(), 1) == 1) {
+        job_.store().set(keys_.EndedBadly(),
+                         fmt::format("{} {}", NameOf(verdict), r));
+      }
       job_.store().set(keys_.Done(r), done);
     } catch (const std::exception&) {
       SayHere();
@@ -156,6 +163,7 @@ class LaunchedRankHost : public RankHost {
   }
 
   const bool compare_calls_;
+  const std::chrono::milliseconds failure_grace_;
   LaunchedJob& job_;
   const StepKeys& keys_;
   const int n_;
@@ -186,7 +194,8 @@ RankVerdict RunLaunchedRank(LaunchedJob& job, const StepKeys& keys, int n,
                             Clock::time_point deadline,
                             const std::string& what) {
   LaunchedRankHost host(job, keys, n, deadline, what,
-                        options.compare_calls && CompareCallsWhileWaiting());
+                        options.compare_calls && CompareCallsWhileWaiting(),
+                        options.failure_grace);
   return RunRank(program, options, host);
 }
 

@@ -39,12 +39,15 @@ void Watchdog::Start() {
 }
 
 void Watchdog::Arm(Clock::time_point deadline, std::string what,
-                   std::string ledger_key, std::string calls_prefix) {
+                   std::string ledger_key, std::string calls_prefix,
+                   std::string ended_key, std::chrono::milliseconds grace) {
   std::lock_guard<std::mutex> lock(mu_);
   deadline_ = deadline;
   what_ = std::move(what);
   ledger_key_ = std::move(ledger_key);
   calls_prefix_ = std::move(calls_prefix);
+  ended_key_ = std::move(ended_key);
+  grace_ = grace;
   cv_.notify_all();
 }
 
@@ -60,7 +63,8 @@ void Watchdog::Loop() {
   auto next_beat = Clock::now();
   for (;;) {
     bool armed = false;
-    std::string what, ledger_key, calls_prefix;
+    std::string what, ledger_key, calls_prefix, ended_key;
+    milliseconds grace{0};
     {
       std::unique_lock<std::mutex> lock(mu_);
       // Woken often for a signal: a launcher gives its ranks little time
@@ -70,6 +74,9 @@ void Watchdog::Loop() {
       what = what_;
       ledger_key = ledger_key_;
       calls_prefix = calls_prefix_;
+      ended_key = ended_key_;
+      grace = grace_;
+      if (!armed) ended_seen_.reset();
       if (armed && Clock::now() >= *deadline_) {
         lock.unlock();
         TimedOut(what, ledger_key);
@@ -92,6 +99,9 @@ void Watchdog::Loop() {
       if (armed && trouble.empty() && !shut_down_) {
         trouble = CallsThatDiffer(calls_prefix);
       }
+      if (armed && trouble.empty() && !shut_down_) {
+        trouble = PeerThatEndedBadly(ended_key, grace);
+      }
       failures = 0;
     } catch (const std::exception& e) {
       // Gone for good (rank 0 ended) after a few failures in a row.
@@ -104,9 +114,31 @@ void Watchdog::Loop() {
     if (!trouble.empty() && !shut_down_) {
       shut_down_ = true;
       liveness_.Break(trouble);
-      communicators_.ShutDown();
+      communicators_.ShutDown(trouble);
     }
   }
+}
+
+std::string Watchdog::PeerThatEndedBadly(const std::string& ended_key,
+                                         milliseconds grace) {
+  if (ended_key.empty() || !side_.store->check({ended_key})) return "";
+  const std::vector<char> v = side_.store->get(ended_key);
+  // "<verdict> <rank>", by the first rank that ended so (StepKeys).
+  const std::string value(v.begin(), v.end());
+  const std::size_t space = value.find(' ');
+  const std::string verdict = value.substr(0, space);
+  const std::string who =
+      space == std::string::npos ? "?" : value.substr(space + 1);
+  if (who == std::to_string(rank_)) return "";
+  const auto now = Clock::now();
+  if (!ended_seen_) ended_seen_ = now;
+  const milliseconds wait = verdict == "skipped" ? 5 * grace : grace;
+  if (now - *ended_seen_ < wait) return "";
+  return fmt::format(
+      "rank {} {} the test and left it, and this rank was still in it {} ms "
+      "later (options().failure_grace{})",
+      who, verdict, wait.count(),
+      verdict == "skipped" ? " x 5, after a skip" : "");
 }
 
 std::string Watchdog::CallsThatDiffer(const std::string& calls_prefix) {
@@ -288,11 +320,13 @@ void Watchdog::Stop(const std::string& what, const std::string& ledger_key,
   const long long kill_ms =
       sig != 0 ? TimeBeforeTheKill().value_or(milliseconds(-1)).count() : -1;
   SayWhereItIs(what, sig, kill_ms);
-  liveness_.Break(sig == 0 ? fmt::format("{} timed out{}", what, scale_note_)
-                           : fmt::format("disttest got {} while {} ran",
-                                         InterruptText(sig), what));
+  const std::string why = sig == 0
+                              ? fmt::format("{} timed out{}", what, scale_note_)
+                              : fmt::format("disttest got {} while {} ran",
+                                            InterruptText(sig), what);
+  liveness_.Break(why);
   shut_down_ = true;
-  communicators_.ShutDown();
+  communicators_.ShutDown(why);
   // Where the sender kills soon (mpirun), a body that does not return is
   // not waited for past an eighth of that: this rank's word then reaches
   // rank 0 before it stops waiting (a quarter), and it must still report.

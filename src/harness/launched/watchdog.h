@@ -52,8 +52,15 @@ class Watchdog {
   // rank there; "": not at all) and compares it with the call of the first
   // rank that did: calls that differ end the run at once, as trouble
   // elsewhere does, with both calls in the reason.
+  // A peer that failed the test (or skipped it) and left it sets
+  // `ended_key` (StepKeys::EndedBadly): `grace` later (five times that after
+  // a skip) this rank's collectives are cut too, as a spawned test's ranks
+  // are ended then (options().failure_grace): none waits for the timeout
+  // in a collective that the peer will never join.
   void Arm(Clock::time_point deadline, std::string what,
-           std::string ledger_key = "", std::string calls_prefix = "");
+           std::string ledger_key = "", std::string calls_prefix = "",
+           std::string ended_key = "",
+           std::chrono::milliseconds grace = std::chrono::milliseconds(0));
   void Disarm();
 
  private:
@@ -84,6 +91,10 @@ class Watchdog {
   // collective for a while that the first rank to wait there entered with
   // another call, else "". Each collective is compared once.
   std::string CallsThatDiffer(const std::string& calls_prefix);
+  // With side_.mu held: the reason once a peer that ended the test badly
+  // (under `ended_key`) has been gone for its grace, else "".
+  std::string PeerThatEndedBadly(const std::string& ended_key,
+                                 std::chrono::milliseconds grace);
 
   const int rank_;
   // For a timeout's reason (read here: the side thread must not read the
@@ -100,6 +111,10 @@ class Watchdog {
   std::string what_;
   std::string ledger_key_;
   std::string calls_prefix_;
+  std::string ended_key_;
+  std::chrono::milliseconds grace_{0};
+  // When this rank first saw ended_key_ set (side thread).
+  std::optional<Clock::time_point> ended_seen_;
   // The collective (its ledger index) the side thread has put or compared.
   struct Compared {
     std::uint64_t index = 0;
