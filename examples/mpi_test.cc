@@ -8,7 +8,8 @@
 //   DISTTEST_LAUNCH=mpiexec ./mpi_test   # mpiexec starts each test's ranks
 //
 // Rank 0 reports every test once, failures labelled by rank. Link
-// disttest::mpi (built where CMake finds MPI).
+// disttest::mpi (built where CMake finds MPI). With Backend::kMpi
+// (MpiEverywhere below) comm() is MPI's as well.
 #include <disttest/disttest.h>
 #include <disttest/mpi.h>
 
@@ -57,6 +58,26 @@ DIST_TEST_F(MpiRing, DotProductIsTheSameOnEveryRank, 1, 2, 4) {
   const double dot = Dot(ones, mine, disttest::mpi_comm());
   EXPECT_EQ(dot, 4.0 * world_size() * (world_size() + 1) / 2);
   DIST_EXPECT_ALL_EQ(dot);  // Over disttest's own communicator.
+}
+
+// Backend::kMpi: disttest's own communicator (comm(), and the collective
+// assertions over it) is MPI's too, for code that uses both. Calls that
+// differ across the ranks fail before their data is used; a hang names the
+// collective each rank waits in. In a plain run, mpiexec starts its ranks
+// (no DISTTEST_LAUNCH needed).
+class MpiEverywhere : public disttest::DistributedTest {
+ protected:
+  MpiEverywhere() { options().backend = disttest::Backend::kMpi; }
+};
+
+DIST_TEST_F(MpiEverywhere, ShiftAgreesWithAnAllgather, 2, 4) {
+  const std::vector<double> mine(3, rank());
+  const std::vector<double> got = ShiftRight(mine, disttest::mpi_comm());
+  std::vector<double> all(mine.size() * world_size());
+  comm().allgather(mine.data(), all.data(), mine.size());  // MPI_Iallgather
+  const int before = (rank() + world_size() - 1) % world_size();
+  EXPECT_EQ(got[0], all[mine.size() * before]);
+  DIST_EXPECT_ALL_EQ(all);
 }
 
 }  // namespace

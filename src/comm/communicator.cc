@@ -31,6 +31,8 @@ const char* Name(Backend backend) {
       return "nccl";
     case Backend::kAuto:
       return "auto";
+    case Backend::kMpi:
+      return "mpi";
   }
   return "unknown";
 }

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/mpi_backend.h"
 #include "comm/rank_thread_check.h"
 #include "disttest/error.h"
 
@@ -14,6 +15,24 @@
 #endif
 
 namespace disttest {
+
+namespace internal {
+namespace {
+MpiCommunicatorFactory mpi_factory = nullptr;
+}  // namespace
+
+void SetMpiCommunicatorFactory(MpiCommunicatorFactory factory) {
+  mpi_factory = factory;
+}
+
+MpiCommunicatorFactory GetMpiCommunicatorFactory() { return mpi_factory; }
+
+std::string MpiBackendMissing() {
+  return "backend mpi is not in this program: link it with disttest::mpi "
+         "(target_link_libraries(<tests> PRIVATE disttest::mpi); built where "
+         "CMake finds MPI, Debian: libopenmpi-dev)";
+}
+}  // namespace internal
 
 bool NcclBuilt() {
 #if DISTTEST_HAVE_NCCL
@@ -85,6 +104,13 @@ std::unique_ptr<Communicator> CreateCommunicator(Backend backend, Store& store,
     }
     case Backend::kGloo:
       return GlooCommunicator::Create(store, rank, size, options);
+    case Backend::kMpi:
+      if (internal::MpiCommunicatorFactory make =
+              internal::GetMpiCommunicatorFactory()) {
+        return make(store, rank, size, options);
+      }
+      throw CommError(fmt::format("[rank {}/{}] {}", rank, size,
+                                  internal::MpiBackendMissing()));
   }
   throw CommError(fmt::format("unknown backend {}", static_cast<int>(backend)));
 }

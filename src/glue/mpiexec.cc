@@ -292,6 +292,13 @@ std::string Indented(const std::string& text) {
   return out;
 }
 
+// What made the test's ranks mpiexec's, for its messages.
+const char* Who(const TestSpec& spec) {
+  return spec.options.backend == Backend::kMpi
+             ? "Backend::kMpi (its ranks are started by mpiexec)"
+             : "LaunchMode::kMpiexec";
+}
+
 // The mpiexec to use and which MPI it is; false, with a skip or failure
 // raised, where there is none fit.
 bool FindUsableMpiexec(const TestSpec& spec, std::string* mpiexec,
@@ -299,15 +306,16 @@ bool FindUsableMpiexec(const TestSpec& spec, std::string* mpiexec,
   *mpiexec = FindMpiexec();
   if (mpiexec->empty()) {
     Raise(spec.file, spec.line,
-          "LaunchMode::kMpiexec: no mpiexec on PATH (set MPIEXEC_EXECUTABLE; "
-          "Debian: openmpi-bin)",
+          fmt::format("{}: no mpiexec on PATH (set MPIEXEC_EXECUTABLE; "
+                      "Debian: openmpi-bin)",
+                      Who(spec)),
           ::testing::TestPartResult::kSkip);
     return false;
   }
   if (access(mpiexec->c_str(), X_OK) != 0) {
     Raise(spec.file, spec.line,
-          fmt::format("LaunchMode::kMpiexec: MPIEXEC_EXECUTABLE={}: {}",
-                      *mpiexec, std::strerror(errno)),
+          fmt::format("{}: MPIEXEC_EXECUTABLE={}: {}", Who(spec), *mpiexec,
+                      std::strerror(errno)),
           ::testing::TestPartResult::kFatalFailure);
     return false;
   }
@@ -315,10 +323,10 @@ bool FindUsableMpiexec(const TestSpec& spec, std::string* mpiexec,
   *mpi = WhichMpi(*mpiexec, &said);
   if (mpi->empty()) {
     Raise(spec.file, spec.line,
-          fmt::format("LaunchMode::kMpiexec: {} is not MPI's mpiexec (not "
+          fmt::format("{}: {} is not MPI's mpiexec (not "
                       "Open MPI's, MPICH's, Intel MPI's or MVAPICH's, by its "
                       "--version):{}",
-                      *mpiexec, Indented(said.substr(0, 2000))),
+                      Who(spec), *mpiexec, Indented(said.substr(0, 2000))),
           ::testing::TestPartResult::kFatalFailure);
     return false;
   }
@@ -421,7 +429,8 @@ void Judge(const TestSpec& spec, const Outcome& o) {
   }
   const std::string rerun = RerunCommand(spec.name);
   std::printf("[ disttest ] rerun this test alone: %s%s\n",
-              rerun.find("DISTTEST_LAUNCH=") == std::string::npos
+              rerun.find("DISTTEST_LAUNCH=") == std::string::npos &&
+                      spec.options.backend != Backend::kMpi
                   ? "DISTTEST_LAUNCH=mpiexec "
                   : "",
               rerun.c_str());
@@ -440,9 +449,8 @@ void RunUnderMpiexec(const TestSpec& spec) {
   const ReportDir dir;
   if (dir.path.empty()) {
     return Raise(spec.file, spec.line,
-                 fmt::format("LaunchMode::kMpiexec: no directory for rank "
-                             "0's report: {}",
-                             dir.why),
+                 fmt::format("{}: no directory for rank 0's report: {}",
+                             Who(spec), dir.why),
                  ::testing::TestPartResult::kFatalFailure);
   }
   const std::string json = dir.path + "/report.json";
@@ -452,8 +460,8 @@ void RunUnderMpiexec(const TestSpec& spec) {
   EndUnlessEnded guard{run};
   if (!run.started()) {
     return Raise(spec.file, spec.line,
-                 fmt::format("LaunchMode::kMpiexec: cannot start {}: {}",
-                             mpiexec, std::strerror(errno)),
+                 fmt::format("{}: cannot start {}: {}", Who(spec), mpiexec,
+                             std::strerror(errno)),
                  ::testing::TestPartResult::kFatalFailure);
   }
   // The ranks keep the test's own deadline; this one is for mpiexec.

@@ -393,6 +393,9 @@ Options EffectiveOptions(const DistributedTest& test) {
   if (options.launch == LaunchMode::kThreads && WhyNotThreads(test)) {
     options.launch = LaunchMode::kFork;
   }
+  // MPI's ranks are the processes of an MPI job: in a plain run, mpiexec
+  // starts them (under mpirun the ranks are launched and this is unused).
+  if (options.backend == Backend::kMpi) options.launch = LaunchMode::kMpiexec;
   if (auto timeout = SecondsVariable(env::kTimeout)) options.timeout = *timeout;
   // A timeout of milliseconds::max() (or a thousand years) means no limit:
   // cut to the longest deadline that can be added to a time point.
@@ -410,9 +413,10 @@ Options EffectiveOptions(const DistributedTest& test) {
   }
   // In a rank: the backend the parent chose (kAuto settled there).
   if (const char* backend = std::getenv(env::kInternalBackend)) {
-    options.backend = std::string_view(backend) == Name(Backend::kNccl)
-                          ? Backend::kNccl
-                          : Backend::kGloo;
+    const std::string_view chosen = backend;
+    options.backend = chosen == Name(Backend::kNccl)  ? Backend::kNccl
+                      : chosen == Name(Backend::kMpi) ? Backend::kMpi
+                                                      : Backend::kGloo;
   }
   if (options.parallel && !options.init_distributed) {
     throw ConfigError(

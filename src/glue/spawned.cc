@@ -24,6 +24,7 @@
 #include <string_view>
 #include <typeinfo>
 
+#include "comm/mpi_backend.h"
 #include "disttest/distributed_test.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
@@ -380,6 +381,10 @@ void Supervise(DistributedTest& test) {
     const int gpus_per_rank = ResolveBackend(spec.options, spec.world_size);
     RecordProperties(spec);
     if (std::string why = ParallelMisfit(spec); !why.empty()) return skip(why);
+    if (spec.options.backend == Backend::kMpi && !MpiBackendLinked()) {
+      throw Error(fmt::format("options().backend = Backend::kMpi: {}",
+                              MpiBackendMissing()));
+    }
     if (spec.options.launch == LaunchMode::kMpiexec) {
       return RunUnderMpiexec(spec);
     }

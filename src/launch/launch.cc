@@ -150,7 +150,7 @@ int SelectDevice(std::optional<int> local_rank, int rank, int device_count) {
 }
 
 int LaunchedDevice(Backend backend, std::optional<int> local_rank, int rank) {
-  if (backend == Backend::kGloo) return -1;
+  if (backend == Backend::kGloo || backend == Backend::kMpi) return -1;
   return SelectDevice(local_rank, rank, CudaDeviceCount());
 }
 
@@ -217,8 +217,10 @@ Context LaunchOnStore(const LaunchRequest& request, Store& store,
   }
   state->global = global;
   // The groups follow the global communicator's backend (kAuto resolved).
-  const bool nccl = std::string(global->backend_name()) == "nccl";
-  const Backend groups_backend = nccl ? Backend::kNccl : Backend::kGloo;
+  const std::string global_backend = global->backend_name();
+  const Backend groups_backend = global_backend == "nccl"  ? Backend::kNccl
+                                 : global_backend == "mpi" ? Backend::kMpi
+                                                           : Backend::kGloo;
 
   const Layout& layout = *state->layout;
   for (ParallelMode mode : kAllParallelModes) {
@@ -241,7 +243,8 @@ Context LaunchOnStore(const LaunchRequest& request, Store& store,
   }
   state->local_size = request.local_size.value_or(on_node);
   state->local_rank = request.local_rank.value_or(before_me);
-  state->device = nccl ? device : -1;  // A Gloo rank has no device.
+  // A Gloo or MPI rank has no device.
+  state->device = global_backend == "nccl" ? device : -1;
   std::srand(static_cast<unsigned>(request.seed));
   global->barrier();
   if (request.log && request.rank == 0) {

@@ -1,9 +1,9 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
 // disttest::mpi_comm() (disttest/mpi.h): MPI started and ended with the
-// launched run, and a communicator for each test of exactly its ranks.
-// Linked only into programs that call mpi_comm(): its listener comes with
-// it.
+// launched run, and a communicator for each test of exactly its ranks;
+// Backend::kMpi's factory handed to CreateCommunicator. In every program
+// that links disttest::mpi (its link flags take this file's object).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -11,18 +11,23 @@
 #include <cstdlib>
 #include <string>
 
+#include "comm/mpi_backend.h"
 #include "disttest/current_rank.h"
 #include "disttest/error.h"
 #include "disttest/mpi.h"
 #include "glue/launched.h"
+#include "mpi/mpi_communicator.h"
+#include "mpi/mpi_state.h"
 
 namespace disttest {
 namespace {
 
 struct MpiState {
   bool started_here = false;  // MPI_Init_thread was disttest's: it ends it.
-  std::string unusable;       // Why no test of this run has a communicator.
-  std::string test;           // The test (and world size) of `comm`.
+  // Why no test of this run has a communicator: what follows the subject
+  // ("disttest::mpi_comm()", "backend mpi") in the error.
+  std::string unusable;
+  std::string test;  // The test (and world size) of `comm`.
   MPI_Comm comm = MPI_COMM_NULL;
 };
 
@@ -31,7 +36,9 @@ MpiState& State() {
   return state;
 }
 
-std::string MpiError(int code) {
+}  // namespace
+
+std::string internal::MpiErrorText(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
   if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
@@ -39,6 +46,10 @@ std::string MpiError(int code) {
   }
   return std::string(text, static_cast<std::size_t>(length));
 }
+
+namespace {
+
+std::string MpiError(int code) { return internal::MpiErrorText(code); }
 
 // Whether an MPI launcher started this process (MPI_Init finds its peers
 // by these); another launcher's ranks would each be an MPI world of one.
@@ -58,14 +69,14 @@ void StartMpi() {
   const LauncherEnv* env = internal::LaunchedEnvOrNull();
   if (env == nullptr) {
     s.unusable =
-        "disttest::mpi_comm() needs ranks that an MPI launcher started: run "
+        " needs ranks that an MPI launcher started: run "
         "the test binary under `mpirun -np N` (or `srun --mpi=pmix`); the "
         "ranks of a plain run are disttest's own processes, without MPI";
     return;
   }
   if (!StartedByAnMpiLauncher()) {
     s.unusable = fmt::format(
-        "disttest::mpi_comm(): this run's ranks were started by {}, which "
+        ": this run's ranks were started by {}, which "
         "starts no MPI job: run it under `mpirun -np {}` (or `srun "
         "--mpi=pmix`)",
         env->launcher, env->world_size);
@@ -78,8 +89,7 @@ void StartMpi() {
     const int rc =
         MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
     if (rc != MPI_SUCCESS) {
-      s.unusable = fmt::format("disttest::mpi_comm(): MPI_Init_thread: {}",
-                               MpiError(rc));
+      s.unusable = fmt::format(": MPI_Init_thread: {}", MpiError(rc));
       return;
     }
     s.started_here = true;
@@ -88,7 +98,7 @@ void StartMpi() {
   }
   if (provided < MPI_THREAD_FUNNELED) {
     s.unusable = fmt::format(
-        "disttest::mpi_comm(): MPI runs without thread support (level {}; "
+        ": MPI runs without thread support (level {}; "
         "started with MPI_Init, or an MPI built without threads); disttest's "
         "ranks run a side thread and need MPI_THREAD_FUNNELED: start MPI "
         "with MPI_Init_thread, or let disttest start it",
@@ -101,7 +111,7 @@ void StartMpi() {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (rank != env->rank || size != env->world_size) {
     s.unusable = fmt::format(
-        "disttest::mpi_comm(): MPI's world is rank {} of {}, but {} started "
+        ": MPI's world is rank {} of {}, but {} started "
         "this process as rank {} of {}: MPI and the launcher disagree on the "
         "ranks (srun without --mpi=pmix starts each rank as an MPI world of "
         "its own)",
@@ -141,6 +151,7 @@ class MpiListener : public ::testing::EmptyTestEventListener {
 
 const bool kListening = [] {
   ::testing::UnitTest::GetInstance()->listeners().Append(new MpiListener);
+  internal::SetMpiCommunicatorFactory(&internal::MpiCommunicator::Create);
   return true;
 }();
 
@@ -154,6 +165,30 @@ std::string CurrentTest() {
 
 }  // namespace
 
+std::string internal::WhyNoMpi() {
+  const MpiState& s = State();
+  if (!s.unusable.empty()) return "backend mpi" + s.unusable;
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized == 0) {
+    return "backend mpi: MPI is not started (disttest starts it in a test "
+           "program's ranks under an MPI launcher; elsewhere, call "
+           "MPI_Init_thread with MPI_THREAD_FUNNELED first)";
+  }
+  if (finalized != 0) return "backend mpi: MPI has ended (MPI_Finalize)";
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_FUNNELED) {
+    return fmt::format(
+        "backend mpi: MPI runs without thread support (level {}); disttest "
+        "needs MPI_THREAD_FUNNELED: start MPI with MPI_Init_thread",
+        provided);
+  }
+  return "";
+}
+
 MPI_Comm mpi_comm() {
   const RankInfo* me = CurrentRankOrNull();
   if (me == nullptr) {
@@ -162,7 +197,7 @@ MPI_Comm mpi_comm() {
         "DIST_TEST_F body, SetUpRank() or TearDownRank()");
   }
   MpiState& s = State();
-  if (!s.unusable.empty()) throw Error(s.unusable);
+  if (!s.unusable.empty()) throw Error("disttest::mpi_comm()" + s.unusable);
   // A test's fixtures (DistributedFixture) may run on fewer ranks than its
   // body: a communicator for each world size of the test.
   const std::string test =
@@ -193,3 +228,11 @@ MPI_Comm mpi_comm() {
 }
 
 }  // namespace disttest
+
+// What a program that links disttest::mpi is made to take from it (the
+// library's link flags ask for it: -u disttest_mpi_linked), so that its
+// listener and its backend are there even where the program never names
+// mpi_comm(): Backend::kMpi is only an enum's value.
+extern "C" {
+[[gnu::used]] int disttest_mpi_linked = 1;
+}

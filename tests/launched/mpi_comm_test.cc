@@ -1,7 +1,8 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
 // disttest::mpi_comm() (disttest/mpi.h): mpi_comm_child_ under `mpirun -np 4`,
-// under torchrun's variables (local-launcher.sh), and alone.
+// under torchrun's variables (local-launcher.sh), and alone; Backend::kMpi:
+// mpi_backend_child_ under mpirun and alone (mpiexec starts its ranks).
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -28,11 +29,12 @@ struct Report {
 };
 
 Report RunMpiChild(std::vector<std::string> launcher, const std::string& filter,
-                   std::vector<std::pair<std::string, std::string>> env = {}) {
+                   std::vector<std::pair<std::string, std::string>> env = {},
+                   const char* child = DISTTEST_MPI_COMM_CHILD) {
   const std::string xml_path = TempPath(".xml");
   std::vector<std::string> args = std::move(launcher);
   for (const std::string& arg :
-       {std::string(DISTTEST_MPI_COMM_CHILD), "--gtest_filter=" + filter,
+       {std::string(child), "--gtest_filter=" + filter,
         std::string("--gtest_color=no"), "--gtest_output=xml:" + xml_path}) {
     args.push_back(arg);
   }
@@ -221,6 +223,99 @@ TEST_F(MpiTest, WithoutAnMpiLauncherEachTestSaysHowToRunIt) {
               HasSubstr("this run's ranks were started by torchrun, which "
                         "starts no MPI job: run it under `mpirun -np 2`"))
       << torchrun.all;
+}
+
+// Backend::kMpi under mpirun: every operation of comm() is MPI's and
+// matches a serial program's result, at 1, 2 and 4 ranks of -np 4, beside
+// the test's own MPI communicator; launch()'s groups are MPI's too.
+TEST_F(MpiTest, BackendMpiRunsEveryOperation) {
+  Report r =
+      RunMpiChild(Mpirun(), "MpiBackend.CollectivesMatch*:MpiBackendGroups.*",
+                  {}, DISTTEST_MPI_BACKEND_CHILD);
+  EXPECT_EQ(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("[  PASSED  ] 4 tests.")) << r.all;
+  for (const char* line :
+       {"marker-mpi-backend rank 0 of 1\n", "marker-mpi-backend rank 1 of 2\n",
+        "marker-mpi-backend rank 3 of 4\n"}) {
+    EXPECT_THAT(r.run.err, HasSubstr(line)) << r.all;
+  }
+}
+
+// In a plain run a Backend::kMpi test's ranks are started by mpiexec, with
+// nothing set: the same results, and the XML says how it ran.
+TEST_F(MpiTest, BackendMpiInAPlainRunIsStartedByMpiexec) {
+  Report r = RunMpiChild({}, "MpiBackend.CollectivesMatch*/2ranks", {},
+                         DISTTEST_MPI_BACKEND_CHILD);
+  EXPECT_EQ(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("[  PASSED  ] 1 test.")) << r.all;
+  const std::string test =
+      TestCaseXml(r.xml, "CollectivesMatchASerialReference/2ranks");
+  EXPECT_THAT(test, HasSubstr("disttest_backend\" value=\"mpi\"")) << r.xml;
+  EXPECT_THAT(test, HasSubstr("disttest_launch\" value=\"mpiexec\"")) << r.xml;
+}
+
+// Ranks that call a collective with different counts, or a recv that
+// expects another count than its send: every rank of the collective fails
+// at once naming each rank's call, before any data is used (the bodies check
+// their buffers), under mpirun and under a plain run alike.
+TEST_F(MpiTest, BackendMpiFailsCallsThatDifferBeforeTheirDataIsUsed) {
+  for (const bool plain : {false, true}) {
+    Report r = RunMpiChild(
+        plain ? std::vector<std::string>{} : Mpirun(),
+        "MpiBackend.CountsDifferOnRank1/*:MpiBackend.RecvExpectsAnotherCount/*",
+        {}, DISTTEST_MPI_BACKEND_CHILD);
+    EXPECT_EQ(r.run.exit_code, 1) << r.all;
+    EXPECT_THAT(r.run.out,
+                HasSubstr("[rank 1/3] the test body threw "
+                          "disttest::CommError: [rank 1/3] allreduce of 4 "
+                          "float32 (sum) failed: collective #1 does not match "
+                          "across the 3 ranks: ranks 0, 2: allreduce(8 x "
+                          "float32, sum); rank 1: allreduce(4 x float32, sum)"))
+        << r.all;
+    EXPECT_THAT(r.run.out,
+                HasSubstr("[rank 1/2] the test body threw "
+                          "disttest::CommError: [rank 1/2] recv of 4 int32 "
+                          "from rank 0 (tag 3) failed: rank 0 sent 8 int32 "
+                          "with tag 3; this rank expected 4 int32"))
+        << r.all;
+    EXPECT_THAT(r.run.out, Not(HasSubstr("the buffer was used"))) << r.all;
+    EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] 3 tests")) << r.all;
+  }
+}
+
+// A rank that never joins a collective: the test's timeout names the
+// collective and the line each rank waits at, as on every backend; a rank
+// that fails and leaves while its peer waits cuts the peer's MPI wait after
+// the failure grace, saying why, not at the timeout.
+TEST_F(MpiTest, BackendMpiHangAndEarlyFailureSayWhereEachRankIs) {
+  Report hung = RunMpiChild(Mpirun(), "MpiBackendShort.*", {},
+                            DISTTEST_MPI_BACKEND_CHILD);
+  EXPECT_EQ(hung.run.exit_code, 1) << hung.all;
+  EXPECT_THAT(hung.run.out,
+              HasSubstr(fmt::format(
+                  "collective #1 on the world communicator never completed:\n"
+                  "  rank 0 failed in allreduce(8 x float32, sum) at "
+                  "mpi_backend_child_.cc:{} after ",
+                  LineIn(DISTTEST_MPI_BACKEND_CHILD_SOURCE, "marker-hang"))))
+      << hung.all;
+  EXPECT_THAT(hung.run.out, HasSubstr("  rank 1 is not in it: its last "
+                                      "collective, #0 barrier() (disttest's, "
+                                      "before the body)"))
+      << hung.all;
+  EXPECT_THAT(hung.run.out, HasSubstr("allreduce of 8 float32 (sum) failed: "
+                                      "timed out after "))
+      << hung.all;
+
+  Report left = RunMpiChild(Mpirun(), "MpiBackend.Rank1FailsWhileRank0Waits/*",
+                            {}, DISTTEST_MPI_BACKEND_CHILD);
+  EXPECT_EQ(left.run.exit_code, 1) << left.all;
+  EXPECT_THAT(left.run.out,
+              HasSubstr("[rank 0/2] the test body threw disttest::CommError: "
+                        "[rank 0/2] allreduce of 8 float32 (sum) failed: "
+                        "disttest cut the communicators: rank 1 failed the "
+                        "test and left it, and this rank was still in it "))
+      << left.all;
+  EXPECT_THAT(left.run.out, Not(HasSubstr("timed out"))) << left.all;
 }
 
 }  // namespace

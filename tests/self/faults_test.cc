@@ -512,6 +512,10 @@ TEST_P(FaultsTest, BadInputGetsAClearError) {
        {{"VERDICTS_BAD", "backend"}},
        "options().backend has the unknown value 7"},
       {"VerdictsBadOptions.Runs/2ranks",
+       {{"VERDICTS_BAD", "mpi"}},
+       "options().backend = Backend::kMpi: backend mpi is not in this "
+       "program: link it with disttest::mpi"},
+      {"VerdictsBadOptions.Runs/2ranks",
        {{"VERDICTS_BAD", "address"}},
        "cannot resolve store address no-such-host.invalid"},
       {"Verdicts.Passes/2ranks",

@@ -20,8 +20,9 @@
 // backend implements the protected Do*() methods; the public ones record
 // around them.
 //
-// Backends live behind this one front: Gloo (CPU, TCP), always built, and
-// NCCL (GPUs; nccl_communicator.h), built when CUDA and NCCL are found.
+// Backends live behind this one front: Gloo (CPU, TCP), always built,
+// NCCL (GPUs; nccl_communicator.h), built when CUDA and NCCL are found, and
+// MPI (Backend::kMpi), in programs that link disttest::mpi.
 //
 // The element types and reduce ops (data_type.h) and Request (request.h)
 // have headers of their own; this one includes both.
@@ -47,9 +48,15 @@ enum class Backend {
   kGloo,  // CPU, TCP; always available.
   kNccl,  // GPUs. Only when built with CUDA and NCCL (NcclBuilt()).
   kAuto,  // NCCL when built and every rank has a GPU, else Gloo.
+  // MPI (CPU): the ranks are processes of an MPI job, and each operation
+  // is MPI's, for code that uses disttest's communicator and MPI both.
+  // Only in programs that link disttest::mpi (built where CMake finds MPI);
+  // a harness test's ranks are then started by mpirun (or srun --mpi=pmix)
+  // or, in a plain run, by mpiexec (LaunchMode::kMpiexec).
+  kMpi,
 };
 
-// "gloo", "nccl", "auto"
+// "gloo", "nccl", "auto", "mpi"
 const char* Name(Backend backend);
 
 namespace internal {
@@ -85,7 +92,7 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // "gloo" or "nccl".
+  // "gloo", "nccl" or "mpi".
   virtual const char* backend_name() const = 0;
   // Whether an operation of this communicator has failed (thrown CommError)
   // since it was created: it may be unusable, or out of step with its peers.

@@ -32,6 +32,7 @@ int ResolveBackend(Options& options, int world_size) {
   }
   switch (options.backend) {
     case Backend::kGloo:
+    case Backend::kMpi:
       return options.gpus_per_rank.value_or(0);
     case Backend::kNccl:
       if (options.gpus_per_rank.value_or(1) == 0) {

@@ -55,7 +55,7 @@ void ValidateSpec(const TestSpec& spec) {
   }
   auto backend = static_cast<int>(spec.options.backend);
   if (backend < static_cast<int>(Backend::kGloo) ||
-      backend > static_cast<int>(Backend::kAuto)) {
+      backend > static_cast<int>(Backend::kMpi)) {
     throw ConfigError(
         fmt::format("options().backend has the unknown value {}", backend));
   }
