@@ -47,6 +47,7 @@ class LaunchedJob {
   int NextSeq() { return seq_++; }
   // A test's start waited (its whole deadline, or until all came) for
   // every rank: after one, a rank that never reached the store never will.
+  // (Not after a start that trouble elsewhere cut short.)
   void NoteStartWaited() { start_waited_ = true; }
   // Rank 0, once every rank has connected: the token's file (token_file.h)
   // is needed no more.

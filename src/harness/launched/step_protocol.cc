@@ -159,6 +159,28 @@ std::string PlanDifference(const RunPlan& mine, const RunPlan& zero) {
   return fmt::format("{}", fmt::join(how, "; "));
 }
 
+namespace {
+
+// Rank 0 waits for every rank's key. Once every rank came, or the deadline
+// passed, a rank that never reached the store never will (the job's end
+// waits for it no more); not when trouble elsewhere ended the wait first (a
+// rank that found the plans differ): a rank still starting then may come
+// late, and is waited for at the end, so that it leaves with the run
+// instead of looking for a store that is gone.
+void AwaitEveryRank(LaunchedJob& job, const std::vector<std::string>& keys,
+                    const std::vector<int>& from, Clock::time_point deadline,
+                    const std::string& what) {
+  try {
+    job.liveness().Await(keys, deadline, from, what);
+  } catch (...) {
+    if (Clock::now() >= deadline) job.NoteStartWaited();
+    throw;
+  }
+  job.NoteStartWaited();
+}
+
+}  // namespace
+
 void ComparePlans(LaunchedJob& job, const RunPlan& plan,
                   Clock::time_point deadline) {
   const std::string what = "the comparison of the ranks' test lists";
@@ -171,8 +193,7 @@ void ComparePlans(LaunchedJob& job, const RunPlan& plan,
       keys.push_back(PlanSeenKey(r));
       from.push_back(r);
     }
-    job.NoteStartWaited();  // As a test's start: it waited for all.
-    job.liveness().Await(keys, deadline, from, what);
+    AwaitEveryRank(job, keys, from, deadline, what);
     job.AllJoined();
     std::vector<std::string> differ;
     for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -223,9 +244,8 @@ void MeetAtTest(LaunchedJob& job, int seq, const std::string& name,
       keys.push_back(AtKey(seq, r));
       from.push_back(r);
     }
-    job.NoteStartWaited();  // Whatever Await says, it waited for all.
-    job.liveness().Await(keys, deadline, from,
-                         fmt::format("the start of {}", name));
+    AwaitEveryRank(job, keys, from, deadline,
+                   fmt::format("the start of {}", name));
     std::vector<std::string> elsewhere;
     for (int r = 1; r < job.size(); ++r) {
       std::string test =
