@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "comm/communicator_sockets.h"
+#include "comm/ledger.h"
 #include "comm/visit_type.h"
 #include "disttest/error.h"
 #include "env/text.h"
@@ -304,6 +305,34 @@ struct MpiCommunicator::Receives {
 
 namespace {
 
+// Every MpiCommunicator's receives: any wait takes the messages that came
+// for all of them, as MPI matches a posted receive while the rank waits in
+// anything else (a rank that posted an irecv on one communicator and waits
+// in a recv on another must not keep the first one's sender waiting). On
+// MPI's main thread only, as every operation.
+std::vector<std::weak_ptr<MpiCommunicator::Receives>>& AllReceives() {
+  static auto* all = new std::vector<std::weak_ptr<MpiCommunicator::Receives>>;
+  return *all;
+}
+
+// "" or MPI's error from the first communicator that had one.
+std::string ProgressAllReceives() {
+  std::string error;
+  auto& all = AllReceives();
+  for (auto it = all.begin(); it != all.end();) {
+    if (auto receives = it->lock()) {
+      if (!receives->posted.empty()) {
+        std::string why = receives->Progress();
+        if (error.empty()) error = std::move(why);
+      }
+      ++it;
+    } else {
+      it = all.erase(it);
+    }
+  }
+  return error;
+}
+
 // A non-blocking send or receive of an MpiCommunicator.
 class MpiRequest : public RequestState {
  public:
@@ -382,6 +411,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, int rank, int size,
   // Errors come back as codes (CommError), never abort the MPI job.
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   receives_->comm = comm_;
+  AllReceives().push_back(receives_);
   SetName(options.name, options.prefix, scope_);
   InitTimeout(options.timeout);
 }
@@ -396,6 +426,13 @@ MpiCommunicator::~MpiCommunicator() {
 template <typename Op>
 void MpiCommunicator::Guard(const std::string& what, Op&& op) {
   try {
+    if (!broken_.empty()) {
+      throw CommError(fmt::format(
+          "this communicator gave up an operation before ({}); MPI may still "
+          "complete it, so its calls are out of step with its peers': make a "
+          "new communicator",
+          broken_));
+    }
     int main_thread = 0;
     MPI_Is_thread_main(&main_thread);
     if (main_thread == 0) {
@@ -412,11 +449,13 @@ void MpiCommunicator::Guard(const std::string& what, Op&& op) {
 }
 
 void MpiCommunicator::Wait(MPI_Request& request, std::vector<Buffer> keep) {
-  Receives* receives = receives_.get();
   const std::string why =
-      Poll(request, timeout(), cuts_, [receives] { receives->Progress(); });
+      Poll(request, timeout(), cuts_, [] { ProgressAllReceives(); });
   if (why.empty()) return;
-  if (request != MPI_REQUEST_NULL) GiveUp(request, std::move(keep));
+  if (request != MPI_REQUEST_NULL) {
+    GiveUp(request, std::move(keep));
+    broken_ = why;
+  }
   throw CommError(why);
 }
 
@@ -427,7 +466,11 @@ void MpiCommunicator::Agree(const CollectiveCall& call) {
   };
   static_assert(std::is_trivially_copyable_v<Entry>);
   const std::uint64_t seq = collectives_++;
-  Entry mine{call, seq};
+  Entry mine;
+  // No stray padding bytes on the wire (fields are assigned one by one).
+  std::memset(static_cast<void*>(&mine), 0, sizeof mine);
+  mine.call = call;
+  mine.seq = seq;
   Buffer in = CopyOf(&mine, sizeof mine);
   Buffer all = NewBuffer(sizeof mine * static_cast<std::size_t>(size_));
   MPI_Request request = MPI_REQUEST_NULL;
@@ -449,16 +492,24 @@ void MpiCommunicator::Agree(const CollectiveCall& call) {
     }
   }
   if (groups.size() == 1) return;
+  // Numbered as the ledger numbers it (from #0 in each test, as the hang
+  // paragraph does), where there is one; this communicator's count else.
+  std::uint64_t shown = seq;
+  if (const Ledger* ledger = Ledger::Current()) {
+    if (const auto open = ledger->OpenCollective()) shown = open->seq;
+  }
   std::string calls;
   for (const auto& [entry, ranks] : groups) {
     if (!calls.empty()) calls += "; ";
     calls += fmt::format("{}: {}", RanksText(ranks), entry.call.str());
-    if (entry.seq != seq)
-      calls += fmt::format(" as its collective #{}", entry.seq);
+    if (entry.seq != seq) {
+      calls += fmt::format(" as its collective #{}",
+                           shown + entry.seq - seq);  // Out of step.
+    }
   }
   throw CommError(
-      fmt::format("collective #{} does not match across the {} ranks: {}", seq,
-                  size_, calls));
+      fmt::format("collective #{} does not match across the {} ranks: {}",
+                  shown, size_, calls));
 }
 
 void MpiCommunicator::DoBarrier() {
@@ -716,16 +767,27 @@ void MpiCommunicator::DoAllToAllV(const void* in,
     const auto expects = [&](std::size_t at, std::size_t from_rank) {
       return counts[at * 2 * world + world + from_rank];
     };
+    const std::size_t size = SizeOf(type);
     for (std::size_t a = 0; a < world; ++a) {
+      std::uint64_t out_of_a = 0, into_a = 0;
       for (std::size_t b = 0; b < world; ++b) {
         if (sends(a, b) != expects(b, a)) {
           throw CommError(
               fmt::format("rank {} sends {} x {} to rank {}, which expects {}",
                           a, sends(a, b), Name(type), b, expects(b, a)));
         }
+        out_of_a += sends(a, b);
+        into_a += expects(a, b);
+      }
+      // Every rank checks every rank's totals: all fail alike.
+      if (std::max(out_of_a, into_a) * size >
+          static_cast<std::uint64_t>(INT_MAX)) {
+        throw CommError(fmt::format(
+            "rank {} sends {} and receives {} x {}: more bytes than MPI's int "
+            "counts hold ({})",
+            a, out_of_a, into_a, Name(type), INT_MAX));
       }
     }
-    const std::size_t size = SizeOf(type);
     std::vector<int> send_bytes(world), send_at(world);
     std::vector<int> recv_bytes(world), recv_at(world);
     std::size_t send_total = 0, recv_total = 0;
@@ -788,10 +850,14 @@ void MpiCommunicator::CheckPeer(int peer, std::uint32_t tag) const {
     throw CommError(fmt::format("invalid peer rank {} (the ranks are 0 to {})",
                                 peer, size_ - 1));
   }
-  void* value = nullptr;
-  int flag = 0;
-  MPI_Comm_get_attr(comm_, MPI_TAG_UB, &value, &flag);
-  const int upper = flag != 0 ? *static_cast<int*>(value) : 32767;
+  // MPI_COMM_WORLD's: Open MPI puts the attribute on no communicator made
+  // from it.
+  static const int upper = [] {
+    void* value = nullptr;
+    int flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &flag);
+    return flag != 0 ? *static_cast<int*>(value) : 32767;
+  }();
   if (tag > static_cast<std::uint32_t>(upper)) {
     throw CommError(fmt::format(
         "tag {} is above this MPI's largest (MPI_TAG_UB, {})", tag, upper));
@@ -860,7 +926,7 @@ std::unique_ptr<RequestState> MpiCommunicator::PostRecv(void* data,
         Guard(what, [&] {
           const auto deadline = Clock::now() + timeout();
           for (int round = 0;; ++round) {
-            if (std::string error = receives_->Progress(); !error.empty()) {
+            if (std::string error = ProgressAllReceives(); !error.empty()) {
               throw CommError(error);
             }
             if (posted->done) {

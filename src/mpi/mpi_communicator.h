@@ -18,10 +18,17 @@
 //   fails, naming both, and writes nothing into its buffer.
 // - Every operation is bounded by the communicator's timeout (MPI's
 //   non-blocking calls, polled), and ends when the harness cuts the
-//   communicators (a peer died, the calls differ, the test timed out), with
-//   the harness's reason: a rank waits in MPI no longer than in Gloo.
-//   Data goes through buffers of its own, so an operation given up never
-//   writes into the caller's memory afterwards.
+//   communicators (a peer died or left, the test timed out), with the
+//   harness's reason: a rank waits in MPI no longer than in Gloo. Data goes
+//   through buffers of its own (an isend's is copied when it is posted), so
+//   an operation given up never writes into the caller's memory afterwards;
+//   the communicator then refuses every later operation (MPI may still
+//   complete the one given up: its calls would be out of step). A receive
+//   that timed out gives up nothing (it had not taken a message).
+// - Making and splitting a communicator are MPI's blocking calls
+//   (MPI_Comm_create_group, MPI_Comm_split), entered once every member has
+//   arrived (through the store; the comparison's allgather).
+// - MPI counts are int: a buffer of more bytes than INT_MAX is refused.
 // MPI must run at MPI_THREAD_FUNNELED or above, and every operation is
 // called from MPI's main thread.
 #ifndef DISTTEST_SRC_MPI_MPI_COMMUNICATOR_H_
@@ -132,6 +139,9 @@ class MpiCommunicator final : public Communicator {
   std::uint64_t collectives_ = 0;  // Compared so far: their numbers.
   int splits_ = 0;
   bool failed_ = false;
+  // Why an operation was given up with its MPI request still pending:
+  // every later one is refused (the ranks are out of step).
+  std::string broken_;
   std::shared_ptr<Receives> receives_;
 };
 

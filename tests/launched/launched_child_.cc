@@ -99,6 +99,22 @@ DIST_TEST_F(Launched, FailsOnRank1WhileTheOthersWait, 4) {
   comm().barrier();  // marker-wait-for-rank-1
 }
 
+// Rank 1 fails at once; the others compute for ten times the failure
+// grace, then return.
+class LaunchedShortGrace : public Launched {
+ protected:
+  LaunchedShortGrace() {
+    options().failure_grace = std::chrono::milliseconds(200);
+  }
+};
+
+DIST_TEST_F(LaunchedShortGrace, FailsOnRank1WhileTheOthersCompute, 4) {
+  ASSERT_NE(rank(), 1) << "marker-fails-while-others-compute";
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // The computation.
+}
+
+DIST_TEST_F(LaunchedShortGrace, PassesAfterwards, 4) { comm().barrier(); }
+
 DIST_TEST_F(Launched, SkipsEverywhere, 4) {
   GTEST_SKIP() << "marker-external-skip";
 }

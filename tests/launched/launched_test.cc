@@ -283,6 +283,25 @@ TEST_P(LaunchedTest, ARankThatLeftFailingCutsTheOthersAfterTheGrace) {
   EXPECT_THAT(r.run.out, Not(HasSubstr("timed out"))) << r.all;
 }
 
+// The ranks that compute on past the grace while it left are not cut: the
+// test fails for rank 1 alone, and the next test runs.
+TEST_P(LaunchedTest, ARankThatLeftFailingLeavesTheOthersComputationAlone) {
+  Report r = Launch("LaunchedShortGrace.*");
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr("[rank 1/4] Expected: (rank()) != (1), actual: 1 vs 1\n"
+                        "marker-fails-while-others-compute\n[ disttest ] "
+                        "rerun this test alone"))
+      << r.all;
+  EXPECT_THAT(r.run.out, Not(HasSubstr("cut"))) << r.all;
+  EXPECT_THAT(TestCaseXml(r.xml, "PassesAfterwards/4ranks"),
+              HasSubstr("result=\"completed\""))
+      << r.xml;
+  EXPECT_THAT(TestCaseXml(r.xml, "PassesAfterwards/4ranks"),
+              Not(HasSubstr("<failure")))
+      << r.xml;
+}
+
 // --gtest_fail_fast under a launcher: every rank fails the test (rank 0
 // with the report), so every rank skips the rest together.
 TEST_P(LaunchedTest, FailFastSkipsTheRestOnEveryRank) {

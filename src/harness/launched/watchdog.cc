@@ -48,6 +48,7 @@ void Watchdog::Arm(Clock::time_point deadline, std::string what,
   calls_prefix_ = std::move(calls_prefix);
   ended_key_ = std::move(ended_key);
   grace_ = grace;
+  ++arms_;
   cv_.notify_all();
 }
 
@@ -65,6 +66,7 @@ void Watchdog::Loop() {
     bool armed = false;
     std::string what, ledger_key, calls_prefix, ended_key;
     milliseconds grace{0};
+    std::uint64_t arm = 0;
     {
       std::unique_lock<std::mutex> lock(mu_);
       // Woken often for a signal: a launcher gives its ranks little time
@@ -76,7 +78,7 @@ void Watchdog::Loop() {
       calls_prefix = calls_prefix_;
       ended_key = ended_key_;
       grace = grace_;
-      if (!armed) ended_seen_.reset();
+      arm = arms_;
       if (armed && Clock::now() >= *deadline_) {
         lock.unlock();
         TimedOut(what, ledger_key);
@@ -100,7 +102,7 @@ void Watchdog::Loop() {
         trouble = CallsThatDiffer(calls_prefix);
       }
       if (armed && trouble.empty() && !shut_down_) {
-        trouble = PeerThatEndedBadly(ended_key, grace);
+        trouble = PeerThatEndedBadly(ended_key, grace, arm);
       }
       failures = 0;
     } catch (const std::exception& e) {
@@ -112,6 +114,12 @@ void Watchdog::Loop() {
       }
     }
     if (!trouble.empty() && !shut_down_) {
+      // Still the body it was found in (a test that ended meanwhile, or the
+      // next one, is not cut for it).
+      if (armed) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!deadline_ || arms_ != arm) continue;
+      }
       shut_down_ = true;
       liveness_.Break(trouble);
       communicators_.ShutDown(trouble);
@@ -120,7 +128,12 @@ void Watchdog::Loop() {
 }
 
 std::string Watchdog::PeerThatEndedBadly(const std::string& ended_key,
-                                         milliseconds grace) {
+                                         milliseconds grace,
+                                         std::uint64_t arm) {
+  if (arm != ended_arm_) {  // Another body: its own grace.
+    ended_arm_ = arm;
+    ended_seen_.reset();
+  }
   if (ended_key.empty() || !side_.store->check({ended_key})) return "";
   const std::vector<char> v = side_.store->get(ended_key);
   // "<verdict> <rank>", by the first rank that ended so (StepKeys).
@@ -134,6 +147,14 @@ std::string Watchdog::PeerThatEndedBadly(const std::string& ended_key,
   if (!ended_seen_) ended_seen_ = now;
   const milliseconds wait = verdict == "skipped" ? 5 * grace : grace;
   if (now - *ended_seen_ < wait) return "";
+  // Only a body that waits in a collective then, which cannot complete
+  // without the rank that left: one that computes, or waits on a peer
+  // still here, goes on.
+  Ledger* ledger = Ledger::Current();
+  if (ledger == nullptr || !ledger->OpenCollective() ||
+      ledger->memory().ProgressOf(ledger->slot()).blocked == 0) {
+    return "";
+  }
   return fmt::format(
       "rank {} {} the test and left it, and this rank was still in it {} ms "
       "later (options().failure_grace{})",

@@ -54,9 +54,11 @@ class Watchdog {
   // elsewhere does, with both calls in the reason.
   // A peer that failed the test (or skipped it) and left it sets
   // `ended_key` (StepKeys::EndedBadly): `grace` later (five times that after
-  // a skip) this rank's collectives are cut too, as a spawned test's ranks
-  // are ended then (options().failure_grace): none waits for the timeout
-  // in a collective that the peer will never join.
+  // a skip), a body that waits in a collective has its collectives cut, as
+  // at the timeout (and as a spawned test's ranks are ended then,
+  // options().failure_grace): none waits for the timeout in a collective
+  // that the peer will never join. A body that computes, or waits in a
+  // send or receive, goes on.
   void Arm(Clock::time_point deadline, std::string what,
            std::string ledger_key = "", std::string calls_prefix = "",
            std::string ended_key = "",
@@ -94,7 +96,8 @@ class Watchdog {
   // With side_.mu held: the reason once a peer that ended the test badly
   // (under `ended_key`) has been gone for its grace, else "".
   std::string PeerThatEndedBadly(const std::string& ended_key,
-                                 std::chrono::milliseconds grace);
+                                 std::chrono::milliseconds grace,
+                                 std::uint64_t arm);
 
   const int rank_;
   // For a timeout's reason (read here: the side thread must not read the
@@ -113,8 +116,11 @@ class Watchdog {
   std::string calls_prefix_;
   std::string ended_key_;
   std::chrono::milliseconds grace_{0};
-  // When this rank first saw ended_key_ set (side thread).
+  std::uint64_t arms_ = 0;  // Arm()s so far: which body; under mu_.
+  // When this rank first saw ended_key_ set in body ended_arm_ (side
+  // thread).
   std::optional<Clock::time_point> ended_seen_;
+  std::uint64_t ended_arm_ = 0;
   // The collective (its ledger index) the side thread has put or compared.
   struct Compared {
     std::uint64_t index = 0;
