@@ -168,7 +168,18 @@ bool RunStep(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
       Skip(spec, "skipped (see rank 0)");
     }
   }
-  if (verdict == RankVerdict::kFailed) job.communicators().Drop();
+  // A failed test's communicators may hold messages no rank took, and one
+  // that failed on any rank may be out of step (a caught timeout): the next
+  // test gets new ones on every rank.
+  bool comm_failed = false;
+  try {
+    comm_failed = job.store().check({keys.CommFailed()});
+  } catch (const std::exception&) {
+    comm_failed = true;  // The store is gone: nothing is kept either way.
+  }
+  if (verdict == RankVerdict::kFailed || comm_failed) {
+    job.communicators().Drop();
+  }
   return verdict == RankVerdict::kPassed;
 }
 

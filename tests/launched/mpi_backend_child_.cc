@@ -195,6 +195,32 @@ DIST_TEST_F(MpiBackend, RecvExpectsAnotherCount, 2) {
   }
 }
 
+// Rank 0 gives up an allreduce that rank 1 never joins (a short timeout it
+// expects): MPI may still complete it, so the communicator refuses every
+// later operation, saying why, rather than pair it with the wrong call.
+DIST_TEST_F(MpiBackend, AGivenUpCollectiveLeavesTheCommunicatorRefusing, 2) {
+  if (rank() != 0) return;
+  float x = 1;
+  {
+    disttest::ScopedTimeout quick(comm(), std::chrono::milliseconds(300));
+    EXPECT_THROW(comm().allreduce(&x, 1, ReduceOp::kSum), disttest::CommError);
+  }
+  try {
+    comm().barrier();
+    ADD_FAILURE() << "the barrier after the given-up allreduce ran";
+  } catch (const disttest::CommError& e) {
+    std::fprintf(stderr, "marker-refused %s\n", e.what());
+  }
+}
+
+// The test after it: every rank has a new communicator (one failed on rank
+// 0 in the test before), and its collectives pair up.
+DIST_TEST_F(MpiBackend, AfterTheGivenUpCollectiveRunsOnANewCommunicator, 2) {
+  float x = 1;
+  comm().allreduce(&x, 1, ReduceOp::kSum);
+  EXPECT_EQ(x, 2.0f);
+}
+
 class MpiBackendShort : public MpiBackend {
  protected:
   MpiBackendShort() { options().timeout = std::chrono::seconds(3); }

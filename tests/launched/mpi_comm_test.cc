@@ -283,6 +283,23 @@ TEST_F(MpiTest, BackendMpiFailsCallsThatDifferBeforeTheirDataIsUsed) {
   }
 }
 
+// A collective that rank 0 gave up (a short timeout it expects): its
+// communicator refuses every later operation, saying why, instead of
+// pairing MPI's pending call with a later one; the next test runs on new
+// communicators on every rank.
+TEST_F(MpiTest, BackendMpiGivenUpCollectiveIsNeverPairedWithALaterOne) {
+  Report r =
+      RunMpiChild(Mpirun(), "MpiBackend.AGivenUp*:MpiBackend.AfterTheGivenUp*",
+                  {}, DISTTEST_MPI_BACKEND_CHILD);
+  EXPECT_EQ(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("[  PASSED  ] 2 tests.")) << r.all;
+  EXPECT_THAT(r.run.err,
+              HasSubstr("marker-refused [rank 0/2] barrier failed: this "
+                        "communicator gave up an operation before (timed out "
+                        "after 300 ms)"))
+      << r.all;
+}
+
 // A rank that never joins a collective: the test's timeout names the
 // collective and the line each rank waits at, as on every backend; a rank
 // that fails and leaves while its peer waits cuts the peer's MPI wait after

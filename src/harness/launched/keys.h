@@ -71,6 +71,11 @@ class StepKeys {
   // step cut their collectives after the failure grace (watchdog.h).
   std::string EndedBadly() const { return base_ + "ended_badly"; }
   std::string EndedBadlyCount() const { return base_ + "ended_badly/n"; }
+  // Set by a rank whose world communicator failed in the step (an operation
+  // threw: it may be out of step with its peers' or hold a message no rank
+  // took), before its done: after the verdict, every rank makes new
+  // communicators for the next test, even where the test passed.
+  std::string CommFailed() const { return base_ + "comm_failed"; }
   // A rank's collective ledger as its watchdog found it at the timeout.
   std::string Ledger(int rank) const {
     return fmt::format("{}ledger/{}", base_, rank);

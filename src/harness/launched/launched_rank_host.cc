@@ -106,7 +106,7 @@ class LaunchedRankHost : public RankHost {
     reported_ns_.push_back(MonotonicNs());
   }
 
-  RankVerdict Finish(RankVerdict verdict, Communicator* /*comm*/) override {
+  RankVerdict Finish(RankVerdict verdict, Communicator* comm) override {
     job_.watchdog().Disarm();
     environment_.Restore();
     const int r = job_.rank();
@@ -131,6 +131,10 @@ class LaunchedRankHost : public RankHost {
           job_.store().add(keys_.EndedBadlyCount(), 1) == 1) {
         job_.store().set(keys_.EndedBadly(),
                          fmt::format("{} {}", NameOf(verdict), r));
+      }
+      // Before its verdict: every rank reads it once the verdict is out.
+      if (comm != nullptr && comm->failed()) {
+        job_.store().set(keys_.CommFailed(), std::to_string(r));
       }
       job_.store().set(keys_.Done(r), done);
     } catch (const std::exception&) {
