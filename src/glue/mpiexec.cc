@@ -1,13 +1,10 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include "glue/mpiexec.h"
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +29,7 @@
 #include "harness/process/command_line.h"
 #include "harness/process/descendants.h"
 #include "harness/process/interrupt.h"
+#include "rendezvous/bind.h"
 
 namespace disttest::internal {
 namespace {
@@ -80,21 +78,19 @@ std::string WhichMpi(const std::string& mpiexec, std::string* said) {
   return mpi;
 }
 
-// A port no process listens on a moment ago, for the ranks' store.
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof addr;
-  int port = 0;
-  if (fd >= 0 &&
-      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &size) == 0) {
-    port = ntohs(addr.sin_port);
+// The ranks' store port, bound here (SO_REUSEADDR, never listening) for as
+// long as mpiexec runs: rank 0's store binds it with SO_REUSEADDR too and
+// takes it over, while the kernel gives it to no other bind(0) and no
+// outgoing connection. A port picked and let go was once bound by mpiexec's
+// own daemons before rank 0 came (Open MPI then read the ranks' store
+// requests: "tcp_peer_recv_connect_ack: invalid header type"). {fd, port};
+// {-1, 0} when none can be bound.
+std::pair<int, int> ReserveLoopbackPort() {
+  try {
+    return BindTcp("127.0.0.1", 0, 0);
+  } catch (const std::exception&) {
+    return {-1, 0};
   }
-  if (fd >= 0) close(fd);
-  return port;
 }
 
 std::vector<std::string> Words(const char* text) {
@@ -455,8 +451,9 @@ void RunUnderMpiexec(const TestSpec& spec) {
   }
   const std::string json = dir.path + "/report.json";
   const std::vector<std::string> argv = Command(mpiexec, mpi, spec, json);
-  ChildProcess run =
-      ChildProcess::Start(argv, RankEnvironment(FreeLoopbackPort()));
+  const auto [reserved, port] = ReserveLoopbackPort();
+  const FdGuard reservation(reserved);
+  ChildProcess run = ChildProcess::Start(argv, RankEnvironment(port));
   EndUnlessEnded guard{run};
   if (!run.started()) {
     return Raise(spec.file, spec.line,
