@@ -92,15 +92,8 @@ DIST_TEST_F(Launched, FailsOnRank1, 4) {
   EXPECT_NE(rank(), 1) << "marker-external-fail";
 }
 
-// Rank 1 fails and leaves the test while the others wait for it in a
-// collective (before the timeout of 60 s).
-DIST_TEST_F(Launched, FailsOnRank1WhileTheOthersWait, 4) {
-  ASSERT_NE(rank(), 1) << "marker-leaves-first";
-  comm().barrier();  // marker-wait-for-rank-1
-}
-
-// Rank 1 fails at once; the others compute for ten times the failure
-// grace, then return.
+// A failure grace of 200 ms (600 ms under ASan), for the tests of what
+// happens after it.
 class LaunchedShortGrace : public Launched {
  protected:
   LaunchedShortGrace() {
@@ -108,12 +101,32 @@ class LaunchedShortGrace : public Launched {
   }
 };
 
+// Rank 1 fails and leaves the test while the others wait for it in a
+// collective (before the timeout of 60 s).
+DIST_TEST_F(LaunchedShortGrace, FailsOnRank1WhileTheOthersWait, 4) {
+  ASSERT_NE(rank(), 1) << "marker-leaves-first";
+  comm().barrier();  // marker-wait-for-rank-1
+}
+
+// Rank 1 fails at once; the others compute for ten times the failure
+// grace, then return.
 DIST_TEST_F(LaunchedShortGrace, FailsOnRank1WhileTheOthersCompute, 4) {
   ASSERT_NE(rank(), 1) << "marker-fails-while-others-compute";
   std::this_thread::sleep_for(std::chrono::seconds(2));  // The computation.
 }
 
 DIST_TEST_F(LaunchedShortGrace, PassesAfterwards, 4) { comm().barrier(); }
+
+// Rank 2 dies and rank 3 fails and leaves at once (as a rank does whose
+// connection to the dead one closed); ranks 0-1 wait in the barrier.
+DIST_TEST_F(LaunchedShortGrace, DiesOnRank2AndRank3FailsAtOnce, 4) {
+  if (rank() == 2) {
+    std::fflush(nullptr);
+    kill(getpid(), SIGKILL);
+  }
+  ASSERT_NE(rank(), 3) << "marker-fails-for-the-dead-one";
+  comm().barrier();
+}
 
 DIST_TEST_F(Launched, SkipsEverywhere, 4) {
   GTEST_SKIP() << "marker-external-skip";

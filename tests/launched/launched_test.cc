@@ -268,13 +268,14 @@ TEST_P(LaunchedTest, HungRankPrintsItsStacksAndTheRunEnds) {
 // spawned test's ranks are ended then, not at the test's timeout; the
 // report says why.
 TEST_P(LaunchedTest, ARankThatLeftFailingCutsTheOthersAfterTheGrace) {
-  Report r = Launch("Launched.FailsOnRank1WhileTheOthersWait/*");
+  Report r = Launch("LaunchedShortGrace.FailsOnRank1WhileTheOthersWait/*");
   EXPECT_NE(r.run.exit_code, 0) << r.all;
   EXPECT_THAT(r.run.out,
               ::testing::ContainsRegex(
                   "disttest cut their connections: rank [023]: rank 1 failed "
                   "the test and left it, and this rank was still in it "
-                  "[0-9]+ ms later \\(options\\(\\).failure_grace\\)"))
+                  "[0-9]+ ms later \\(options\\(\\).failure_grace, and at "
+                  "least four heartbeats\\)"))
       << r.all;
   EXPECT_THAT(r.run.out,
               HasSubstr("[rank 1/4] (first failure) Expected: (rank()) != "
@@ -286,7 +287,9 @@ TEST_P(LaunchedTest, ARankThatLeftFailingCutsTheOthersAfterTheGrace) {
 // The ranks that compute on past the grace while it left are not cut: the
 // test fails for rank 1 alone, and the next test runs.
 TEST_P(LaunchedTest, ARankThatLeftFailingLeavesTheOthersComputationAlone) {
-  Report r = Launch("LaunchedShortGrace.*");
+  Report r = Launch(
+      "LaunchedShortGrace.FailsOnRank1WhileTheOthersCompute/"
+      "*:LaunchedShortGrace.PassesAfterwards/*");
   EXPECT_NE(r.run.exit_code, 0) << r.all;
   EXPECT_THAT(r.run.out,
               HasSubstr("[rank 1/4] Expected: (rank()) != (1), actual: 1 vs 1\n"
@@ -300,6 +303,28 @@ TEST_P(LaunchedTest, ARankThatLeftFailingLeavesTheOthersComputationAlone) {
   EXPECT_THAT(TestCaseXml(r.xml, "PassesAfterwards/4ranks"),
               Not(HasSubstr("<failure")))
       << r.xml;
+}
+
+// A rank that failed and left only because a peer died (its connection to
+// it closed) is not taken for the cause: the waiting ranks hold their cut
+// while a peer is silent, and the heartbeat names the dead one.
+TEST_P(LaunchedTest, ARankThatLeftBecauseAPeerDiedIsNotTakenForTheCause) {
+  if (std::string(GetParam().name) == "mpirun") {
+    GTEST_SKIP() << "mpirun ends the job itself once a rank dies "
+                    "(DeadRankEndsTheRunPromptly)";
+  }
+  // The heartbeat bound at 5 s in any build.
+  Report r = Launch("LaunchedShortGrace.DiesOnRank2AndRank3FailsAtOnce/*",
+                    {{"DISTTEST_TIMEOUT_SCALE", "1"}});
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("disttest cut their connections: rank "))
+      << r.all;
+  EXPECT_THAT(r.run.out, ::testing::ContainsRegex(
+                             "cut their connections: rank [01]: rank 2 "
+                             "stopped its heartbeat"))
+      << r.all;
+  EXPECT_THAT(r.run.out, Not(HasSubstr("rank 3 failed the test and left it")))
+      << r.all;
 }
 
 // --gtest_fail_fast under a launcher: every rank fails the test (rank 0

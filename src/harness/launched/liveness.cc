@@ -261,6 +261,14 @@ std::string Liveness::Dead(int r, Clock::time_point now, TcpStore& store) {
       silent);
 }
 
+int Liveness::SilentRank(std::chrono::milliseconds silent) {
+  const auto now = Clock::now();
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_ && SilentFor(r, now) >= silent) return r;
+  }
+  return -1;
+}
+
 std::chrono::milliseconds Liveness::SilentFor(int r, Clock::time_point now) {
   std::lock_guard<std::mutex> lock(beats_mu_);
   auto it = beats_.find(r);

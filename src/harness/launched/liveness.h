@@ -90,6 +90,11 @@ class Liveness {
                                           Clock::time_point deadline,
                                           bool cut_on_interrupt = false);
 
+  // Another rank whose heartbeat this rank has seen unchanged for at least
+  // `silent` (it may have died, and the heartbeat bound will say so), or
+  // -1. Without a store request: what TroubleElsewhere() saw last.
+  int SilentRank(std::chrono::milliseconds silent);
+
   // The side thread, with side.mu held: this rank's heartbeat.
   void Beat(const std::string& value);
   // The side thread, with side.mu held: why a running body cannot complete

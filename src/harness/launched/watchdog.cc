@@ -145,7 +145,9 @@ std::string Watchdog::PeerThatEndedBadly(const std::string& ended_key,
   if (who == std::to_string(rank_)) return "";
   const auto now = Clock::now();
   if (!ended_seen_) ended_seen_ = now;
-  const milliseconds wait = verdict == "skipped" ? 5 * grace : grace;
+  // At least four heartbeats: long enough to see a peer go silent (below).
+  const milliseconds wait =
+      std::max(verdict == "skipped" ? 5 * grace : grace, 4 * kHeartbeatEvery);
   if (now - *ended_seen_ < wait) return "";
   // Only a body that waits in a collective then, which cannot complete
   // without the rank that left: one that computes, or waits on a peer
@@ -155,9 +157,14 @@ std::string Watchdog::PeerThatEndedBadly(const std::string& ended_key,
       ledger->memory().ProgressOf(ledger->slot()).blocked == 0) {
     return "";
   }
+  // A rank silent for a few heartbeats may have died, and the one that left
+  // may have failed for that (its connection to the dead one closed): the
+  // heartbeat bound names the dead one soon; until then, or until it beats
+  // again, no cut in the name of the one that left.
+  if (liveness_.SilentRank(3 * kHeartbeatEvery) >= 0) return "";
   return fmt::format(
       "rank {} {} the test and left it, and this rank was still in it {} ms "
-      "later (options().failure_grace{})",
+      "later (options().failure_grace{}, and at least four heartbeats)",
       who, verdict, wait.count(),
       verdict == "skipped" ? " x 5, after a skip" : "");
 }
