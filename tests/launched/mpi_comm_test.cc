@@ -157,33 +157,38 @@ TEST_F(MpiTest, MpiexecReportsFailuresCrashesAndHangsPerRank) {
 // 0 reported), or ranks that never ran the test, are failures. Rank 0's
 // report goes with its directory.
 TEST_F(MpiTest, MpiexecSkipsAsRankZeroSaysAndNoPassWithoutARun) {
+  // A TMPDIR of this test's own: other tests' mpiexec runs may have their
+  // report directories in the machine's meanwhile.
+  const std::string tmp = TempPath(".tmpdir");
+  std::filesystem::create_directory(tmp);
   const std::pair<std::string, std::string> mode{"DISTTEST_LAUNCH", "mpiexec"};
-  Report skipped = RunMpiChild({}, "MpiEnds.SkipsEverywhere/*", {mode});
+  const std::pair<std::string, std::string> own_tmp{"TMPDIR", tmp};
+  Report skipped =
+      RunMpiChild({}, "MpiEnds.SkipsEverywhere/*", {mode, own_tmp});
   EXPECT_EQ(skipped.run.exit_code, 0) << skipped.all;
   EXPECT_THAT(skipped.run.out, HasSubstr("all 2 ranks skipped: "
                                          "marker-mpi-skip"))
       << skipped.all;
   EXPECT_THAT(skipped.run.out, HasSubstr("[  SKIPPED ] 1 test")) << skipped.all;
   Report exited =
-      RunMpiChild({}, "MpiEnds.ExitsWithThreeAfterItsPass/*", {mode});
+      RunMpiChild({}, "MpiEnds.ExitsWithThreeAfterItsPass/*", {mode, own_tmp});
   EXPECT_EQ(exited.run.exit_code, 1) << exited.all;
   EXPECT_THAT(exited.run.out, HasSubstr("rank 0 reported the test passed, but "
                                         "mpiexec ended with a failure"))
       << exited.all;
   // Ranks that ran no test (a global SetUp skipped them) gave no verdict.
   Report none = RunMpiChild({}, "Mpi.CommunicatorHoldsTheTestsRanks/2ranks",
-                            {mode, {"MPI_CHILD_SKIP_ALL", "1"}});
+                            {mode, own_tmp, {"MPI_CHILD_SKIP_ALL", "1"}});
   EXPECT_EQ(none.run.exit_code, 1) << none.all;
   EXPECT_THAT(none.run.out, HasSubstr("mpiexec ended without rank 0's report "
                                       "of the test"))
       << none.all;
-  const char* tmp = std::getenv("TMPDIR");
-  for (const auto& entry : std::filesystem::directory_iterator(
-           tmp != nullptr && *tmp != '\0' ? tmp : "/tmp")) {
+  for (const auto& entry : std::filesystem::directory_iterator(tmp)) {
     EXPECT_EQ(entry.path().filename().string().rfind("disttest-mpiexec-", 0),
               std::string::npos)
         << entry.path();
   }
+  std::filesystem::remove_all(tmp);
 }
 
 // No mpiexec: the test is skipped, saying so; one that is not MPI's is an
