@@ -1,0 +1,250 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The cases scripts/gpu-check.sh runs on a GPU machine and judges from the
+// outside, as a user would read them: collectives at sizes the example does
+// not reach, a mismatch, a crash and a hang in an NCCL collective (each must
+// fail, naming what went wrong, in bounded time), and which GPU each rank
+// sees. Built where disttest is built with NCCL; the script runs it.
+//
+// GPU_CHECK_BACKEND=gloo runs the same cases on Gloo, host buffers, for the
+// script's own test on a machine without a GPU (gpu-check.sh --cpu).
+// GPU_CHECK_HANG_TIMEOUT_S is the hang case's timeout (seconds, 10);
+// GPU_CHECK_UUIDS lists the machine's GPU UUIDs in DISTTEST_GPUS's order for
+// OwnsItsGpu.
+#include <cuda_runtime_api.h>
+#include <disttest/disttest.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+bool OnGloo() {
+  const char* backend = std::getenv("GPU_CHECK_BACKEND");
+  return backend != nullptr && std::string(backend) == "gloo";
+}
+
+int EnvSeconds(const char* name, int otherwise) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::atoi(value) : otherwise;
+}
+
+// `n` Ts on the rank's GPU (NCCL) or in host memory (Gloo).
+template <typename T>
+class Buffer {
+ public:
+  explicit Buffer(std::size_t n) : n_(n), host_(OnGloo() ? n : 0) {
+    if (!OnGloo() && n > 0 &&
+        cudaMalloc(reinterpret_cast<void**>(&device_), n * sizeof(T)) !=
+            cudaSuccess) {
+      device_ = nullptr;
+    }
+  }
+  ~Buffer() {
+    if (device_ != nullptr) cudaFree(device_);
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  bool ok() const { return n_ == 0 || OnGloo() || device_ != nullptr; }
+  T* get() { return OnGloo() ? host_.data() : device_; }
+  std::size_t size() const { return n_; }
+
+  void Upload(const std::vector<T>& values) {
+    if (OnGloo()) {
+      host_ = values;
+    } else if (n_ > 0) {
+      cudaMemcpy(device_, values.data(), n_ * sizeof(T),
+                 cudaMemcpyHostToDevice);
+    }
+  }
+  std::vector<T> Download() const {
+    if (OnGloo()) return host_;
+    std::vector<T> values(n_);
+    if (n_ > 0) {
+      cudaMemcpy(values.data(), device_, n_ * sizeof(T),
+                 cudaMemcpyDeviceToHost);
+    }
+    return values;
+  }
+
+ private:
+  std::size_t n_;
+  std::vector<T> host_;
+  T* device_ = nullptr;
+};
+
+class GpuCheck : public disttest::DistributedTest {
+ protected:
+  GpuCheck() {
+    options().backend =
+        OnGloo() ? disttest::Backend::kGloo : disttest::Backend::kNccl;
+    options().timeout = std::chrono::seconds(120);
+  }
+};
+
+// Element i of rank r's input: small integers, exact in every type here.
+std::int32_t Value(int r, std::size_t i) {
+  return static_cast<std::int32_t>(r * 7 + i % 13);
+}
+
+// Counts of 0 and 1, one past NCCL's small-message protocols, and 16 MiB
+// (a float allreduce in many chunks), against a serial reference.
+DIST_TEST_F(GpuCheck, CollectivesAtEverySize, 1, 2, 4, 8) {
+  const int n = world_size(), r = rank();
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{70000},
+                            std::size_t{1} << 22}) {
+    SCOPED_TRACE(testing::Message() << "count " << count);
+    std::vector<std::int32_t> mine(count);
+    for (std::size_t i = 0; i < count; ++i) mine[i] = Value(r, i);
+
+    Buffer<float> sum(count);
+    ASSERT_TRUE(sum.ok());
+    sum.Upload(std::vector<float>(mine.begin(), mine.end()));
+    comm().allreduce(sum.get(), count, disttest::ReduceOp::kSum);
+    const std::vector<float> summed = sum.Download();
+    for (std::size_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (int q = 0; q < n; ++q) want += static_cast<float>(Value(q, i));
+      ASSERT_EQ(summed[i], want) << "allreduce, element " << i;
+    }
+
+    Buffer<std::int32_t> root(count);
+    ASSERT_TRUE(root.ok());
+    root.Upload(mine);
+    comm().broadcast(root.get(), count, n - 1);
+    const std::vector<std::int32_t> got = root.Download();
+    for (std::size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(got[i], Value(n - 1, i)) << "broadcast, element " << i;
+    }
+
+    // A quarter of the count each, to keep 8 ranks' gathers small.
+    const std::size_t part = count / 4;
+    Buffer<std::int32_t> in(part), all(part * n);
+    ASSERT_TRUE(in.ok() && all.ok());
+    in.Upload(std::vector<std::int32_t>(mine.begin(), mine.begin() + part));
+    comm().allgather(in.get(), all.get(), part);
+    const std::vector<std::int32_t> gathered = all.Download();
+    for (int q = 0; q < n; ++q) {
+      for (std::size_t i = 0; i < part; ++i) {
+        ASSERT_EQ(gathered[q * part + i], Value(q, i))
+            << "allgather, rank " << q << "'s element " << i;
+      }
+    }
+  }
+}
+
+// Rank n-1 reduces 8 elements, the others 4: every rank must fail, saying
+// the calls differ, before NCCL reads past a buffer.
+DIST_TEST_F(GpuCheck, CallsThatDiffer, 2, 4) {
+  const std::size_t count = rank() == world_size() - 1 ? 8 : 4;
+  Buffer<float> v(count);
+  ASSERT_TRUE(v.ok());
+  v.Upload(std::vector<float>(count, 1.0f));
+  comm().allreduce(v.get(), count, disttest::ReduceOp::kSum);
+  std::printf("gpu-check: rank %d passed a mismatched allreduce\n", rank());
+}
+
+// Rank n-1 is killed while the others wait for it in their second
+// allreduce: the test fails naming the signal, and ends in bounded time.
+DIST_TEST_F(GpuCheck, RankThatCrashesInACollective, 2, 4) {
+  Buffer<float> v(1024);
+  ASSERT_TRUE(v.ok());
+  v.Upload(std::vector<float>(1024, 1.0f));
+  comm().allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+  if (rank() == world_size() - 1) std::raise(SIGSEGV);
+  comm().allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+}
+
+class GpuCheckHang : public GpuCheck {
+ protected:
+  GpuCheckHang() {
+    options().timeout =
+        std::chrono::seconds(EnvSeconds("GPU_CHECK_HANG_TIMEOUT_S", 10));
+  }
+};
+
+// Rank n-1 never comes to the second allreduce, which the others wait in on
+// their GPUs: the test fails at its timeout, naming the collective and the
+// rank that is not in it.
+DIST_TEST_F(GpuCheckHang, HangInACollective, 2, 4) {
+  Buffer<float> v(1024);
+  ASSERT_TRUE(v.ok());
+  v.Upload(std::vector<float>(1024, 1.0f));
+  comm().allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+  if (rank() == world_size() - 1) {
+    std::this_thread::sleep_for(std::chrono::minutes(10));
+  }
+  comm().allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+}
+
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L writes it.
+std::string UuidOf(int device) {
+  cudaDeviceProp properties{};
+  if (cudaGetDeviceProperties(&properties, device) != cudaSuccess) return "?";
+  const auto* b = reinterpret_cast<const unsigned char*>(properties.uuid.bytes);
+  std::string text = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    char hex[3];
+    std::snprintf(hex, sizeof hex, "%02x", b[i]);
+    text += hex;
+    if (i == 3 || i == 5 || i == 7 || i == 9) text += '-';
+  }
+  return text;
+}
+
+std::vector<std::string> Split(const std::string& list) {
+  std::vector<std::string> items;
+  std::size_t at = 0;
+  while (at <= list.size()) {
+    std::size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    if (comma > at) items.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return items;
+}
+
+// A rank sees its own GPU alone, as device 0: the one of GPU_CHECK_UUIDS
+// that round-robin placement gives it (DISTTEST_GPUS lists them by index or
+// by UUID, in that order).
+DIST_TEST_F(GpuCheck, OwnsItsGpu, 1, 2, 4) {
+  if (OnGloo()) GTEST_SKIP() << "needs a GPU (GPU_CHECK_BACKEND=gloo)";
+  const std::vector<std::string> uuids = Split(
+      std::getenv("GPU_CHECK_UUIDS") ? std::getenv("GPU_CHECK_UUIDS") : "");
+  ASSERT_FALSE(uuids.empty()) << "GPU_CHECK_UUIDS is not set";
+  int count = -1;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::printf(
+      "gpu-check: rank %d sees %d device(s), device 0 is %s, "
+      "CUDA_VISIBLE_DEVICES=%s\n",
+      rank(), count, UuidOf(0).c_str(), visible ? visible : "(unset)");
+  EXPECT_EQ(count, 1);
+  EXPECT_EQ(UuidOf(0), uuids[rank() % uuids.size()]);
+  comm().barrier();
+}
+
+// Run with CUDA_VISIBLE_DEVICES empty: no GPU, so kAuto takes Gloo, and the
+// rank sees no device.
+class GpuCheckAuto : public disttest::DistributedTest {
+ protected:
+  GpuCheckAuto() { options().backend = disttest::Backend::kAuto; }
+};
+
+DIST_TEST_F(GpuCheckAuto, WithoutAGpuSeesNone, 2) {
+  int count = -1;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  std::printf("gpu-check: rank %d on %s: cudaGetDeviceCount says %s, %d\n",
+              rank(), comm().backend_name(), cudaGetErrorName(error), count);
+  EXPECT_STREQ(comm().backend_name(), "gloo");
+  EXPECT_TRUE(error != cudaSuccess || count == 0);
+}
+
+}  // namespace
