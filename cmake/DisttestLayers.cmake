@@ -51,6 +51,32 @@ function(_disttest_layer_view layer below extra)
   endforeach()
 endfunction()
 
+# One precompiled header for every layer's sources: fmt and the standard
+# library, which nearly every file includes, parsed once rather than in each
+# of some 110 files. Only headers outside the tree: the arrows between the
+# layers stay the compiler's. Built as the layers are (C++20, position-
+# independent, the same definitions and warnings), so that each reuses it.
+function(_disttest_layers_pch)
+  if(TARGET disttest_layers_pch_)
+    return()
+  endif()
+  set(anchor ${PROJECT_BINARY_DIR}/layers/pch_anchor.cc)
+  file(WRITE ${anchor} "// The layers' precompiled header is built with this file.\n")
+  add_library(disttest_layers_pch_ OBJECT ${anchor})
+  target_compile_features(disttest_layers_pch_ PUBLIC cxx_std_20)
+  target_link_libraries(disttest_layers_pch_ PRIVATE fmt::fmt)
+  if(DISTTEST_NCCL_BUILT)
+    target_compile_definitions(disttest_layers_pch_ PRIVATE DISTTEST_HAVE_NCCL=1)
+  endif()
+  set_target_properties(disttest_layers_pch_ PROPERTIES
+    POSITION_INDEPENDENT_CODE ON)
+  disttest_set_warnings(disttest_layers_pch_)
+  target_precompile_headers(disttest_layers_pch_ PRIVATE
+    <fmt/format.h> <algorithm> <atomic> <chrono> <cstdint> <cstdio> <cstdlib>
+    <cstring> <functional> <map> <memory> <mutex> <optional> <set> <string>
+    <string_view> <thread> <unordered_map> <utility> <vector>)
+endfunction()
+
 # disttest_layer(name SOURCES ... [BELOW layers...] [LIBS targets...]
 #                [FOLDER folder under src/] [FILES_ONLY]
 #                [TOP_HEADERS entries of include/disttest/...])
@@ -68,7 +94,8 @@ function(disttest_layer name)
   target_compile_features(disttest_${name} PUBLIC cxx_std_20)
   target_include_directories(disttest_${name} PRIVATE ${view}/src
                              ${view}/include)
-  target_link_libraries(disttest_${name} PRIVATE ${ARG_LIBS})
+  # fmt in every layer: its definitions are the precompiled header's.
+  target_link_libraries(disttest_${name} PRIVATE fmt::fmt ${ARG_LIBS})
   if(DISTTEST_NCCL_BUILT)
     target_compile_definitions(disttest_${name} PRIVATE DISTTEST_HAVE_NCCL=1)
     target_link_libraries(disttest_${name} PRIVATE CUDA::cudart NCCL::nccl)
@@ -76,4 +103,6 @@ function(disttest_layer name)
   set_target_properties(disttest_${name} PROPERTIES
     POSITION_INDEPENDENT_CODE ON)
   disttest_set_warnings(disttest_${name})
+  _disttest_layers_pch()
+  target_precompile_headers(disttest_${name} REUSE_FROM disttest_layers_pch_)
 endfunction()

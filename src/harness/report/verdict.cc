@@ -206,12 +206,13 @@ void AddStacks(const TestSpec& spec,
   for (const auto& [rank, stack] : stacks) {
     stuck.push_back(rank);
     if (stack.empty()) continue;
-    findings->push_back(
-        {Finding::Kind::kProperty, spec.file, spec.line,
-         fmt::format("rank{}.disttest_stack", rank),
-         stack.size() <= kMaxStack
-             ? stack
-             : stack.substr(0, kMaxStack) + "\n... (stack cut)"});
+    Finding property{Finding::Kind::kProperty, spec.file, spec.line,
+                     fmt::format("rank{}.disttest_stack", rank), stack};
+    if (property.value.size() > kMaxStack) {
+      property.value.resize(kMaxStack);
+      property.value += "\n... (stack cut)";
+    }
+    findings->push_back(std::move(property));
   }
   if (stacks.size() < 2) return;
   findings->push_back(

@@ -177,8 +177,12 @@ bool Zygote::Start(const std::vector<std::string>& args) {
   }
   std::vector<std::string> env = EnvironmentNow();
   std::erase_if(env, [](const std::string& v) {
-    return v.rfind(std::string(env::kInternalZygoteFd) + "=", 0) == 0 ||
-           v.rfind(std::string(env::kInternalZygoteParent) + "=", 0) == 0;
+    auto assigns = [&v](std::string_view name) {
+      return v.starts_with(name) && v.size() > name.size() &&
+             v[name.size()] == '=';
+    };
+    return assigns(env::kInternalZygoteFd) ||
+           assigns(env::kInternalZygoteParent);
   });
   env.push_back(fmt::format("{}={}", env::kInternalZygoteParent, getpid()));
   env.push_back(fmt::format("{}={}", env::kInternalZygoteFd, sv[1]));

@@ -154,7 +154,10 @@ void Supervisor::FlushFirstFailure() {
   // One line of it: the whole message comes with the verdict.
   constexpr std::size_t kMaxText = 300;
   std::string text = first.what.substr(0, first.what.find('\n'));
-  if (text.size() > kMaxText) text = text.substr(0, kMaxText) + " ...";
+  if (text.size() > kMaxText) {
+    text.resize(kMaxText);
+    text += " ...";
+  }
   std::printf("[ disttest ] %s: first failure, rank %d after %lld ms: %s\n",
               group_.Subject().c_str(), first.rank->report.rank,
               static_cast<long long>(first.after.count()), text.c_str());
