@@ -164,6 +164,7 @@ results=()
 required_failed=0
 
 # check LABEL EXPECT MAX_S BINARY FILTER [VAR=VALUE ...] [-- PHRASE ...]
+# (a PHRASE that starts with ! must not be in the output)
 # EXPECT: pass (every test passes, none skips), some (none fails, some may
 # skip by design), fail (the test fails, and says each PHRASE), or explore
 # (pass, but a failure is reported, not counted). MAX_S bounds the run's
@@ -208,7 +209,11 @@ check() {
     if ((ms > max * 1000)); then why+=("took $ms ms, more than ${max} s"); fi
     local phrase
     for phrase in "$@"; do
-      grep -qF -- "$phrase" "$out" || why+=("no '$phrase' in its output")
+      if [[ $phrase == !* ]]; then
+        ! grep -qF -- "${phrase#!}" "$out" || why+=("'${phrase#!}' in its output")
+      else
+        grep -qF -- "$phrase" "$out" || why+=("no '$phrase' in its output")
+      fi
     done
     if ((${#why[@]} == 0)); then
       status=PASS
@@ -220,7 +225,7 @@ check() {
     fi
   fi
   local line
-  line=$(printf '%-4s %-58s %7.1f s' "$status" "$label" "$(awk -v ms="$ms" 'BEGIN {print ms / 1000}')")
+  line=$(printf '%-4s %-64s %7.1f s' "$status" "$label" "$(awk -v ms="$ms" 'BEGIN {print ms / 1000}')")
   if ((${#why[@]} > 0)); then
     local joined
     joined=$(printf '%s; ' "${why[@]}")
@@ -243,8 +248,12 @@ check() {
 
 # The verdict cases: Gloo here (--cpu), NCCL on a GPU machine.
 verdict_cases() {
-  local sizes=$1 hang=$2
-  shift 2
+  local sizes=$1 hang=$2 aborted=$3
+  shift 3
+  check "crash: rank 1 killed while rank 0 waits in a receive from it" fail 60 \
+    gpu_check_child_ "GpuCheck.RankThatDiesWhileAPeerReceives/2ranks" "$@" -- \
+    "killed by signal 11 (SIGSEGV)" "rank 1 ended while this rank waited for it" \
+    ${aborted:+"$aborted"} "!still running 2000 ms after rank 1 failed"
   local n
   for n in $sizes; do
     local last=$((n - 1))
@@ -268,7 +277,7 @@ if [[ $mode == cpu ]]; then
   echo "== the GPU check's cases on Gloo (no GPU): the script judges them"
   check "collectives of 0 to 2^22 elements, 2 ranks" pass 120 gpu_check_child_ \
     "GpuCheck.CollectivesAtEverySize/2ranks" GPU_CHECK_BACKEND=gloo
-  verdict_cases 2 4 GPU_CHECK_BACKEND=gloo
+  verdict_cases 2 4 "" GPU_CHECK_BACKEND=gloo
 else
   echo "== GPUs"
   uuids=
@@ -302,7 +311,7 @@ else
   check "8 ranks" explore 180 gpu_check_child_ "GpuCheck.CollectivesAtEverySize/8ranks" $share
 
   echo "== a mismatch, a crash and a hang in an NCCL collective"
-  verdict_cases "2 4" 10 $share
+  verdict_cases "2 4" 10 "the nccl communicator is aborted" $share
 
   echo "== which GPU each rank sees"
   if ((count > 0)); then

@@ -130,6 +130,10 @@ void HostArena::MarkEnded(int rank) {
   }
 }
 
+int HostArena::FirstEnded() const {
+  return header_->ended.load(std::memory_order_acquire) - 1;
+}
+
 void HostArena::MarkLeft(int rank) {
   ranks_[rank].left.store(1, std::memory_order_seq_cst);
   for (int q = 0; q < world_; ++q) {

@@ -107,6 +107,13 @@ class NcclCommunicator::Impl {
   [[noreturn]] void Fail(const std::string& what, const std::string& cause);
   // Aborts, remembers `cause` and throws as Fail() does.
   [[noreturn]] void Break(const std::string& what, const std::string& cause);
+  // Break() for a peer's end (the arena says it ended while this rank
+  // waited): the error is noted as following from that peer's.
+  [[noreturn]] void BreakForPeer(const std::string& what,
+                                 const std::string& cause);
+  // Aborts the communicator once and remembers `cause`; returns `cause`
+  // with what was done.
+  std::string Abort(const std::string& what, const std::string& cause);
   // Throws when the communicator is broken or aborted; starts the deadline,
   // makes device() the calling thread's current device and waits for NCCL
   // to leave ncclInProgress (raw calls of the test's own may leave it there).

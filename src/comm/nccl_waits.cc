@@ -12,7 +12,9 @@
 #include <string>
 #include <thread>
 
+#include "comm/host_arena.h"
 #include "comm/nccl_communicator_impl.h"
+#include "comm/peer_errors.h"
 #include "disttest/error.h"
 
 namespace disttest {
@@ -28,20 +30,29 @@ void NcclCommunicator::Impl::Fail(const std::string& what,
       fmt::format("[rank {}/{}] {}: {}", rank_, size_, what, cause));
 }
 
+std::string NcclCommunicator::Impl::Abort(const std::string& what,
+                                          const std::string& cause) {
+  std::string message = cause;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (comm_ != nullptr) {
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+    message += "; the nccl communicator is aborted";
+  }
+  aborted_ = true;
+  if (broken_.empty()) broken_ = what + ": " + cause;
+  return message;
+}
+
 void NcclCommunicator::Impl::Break(const std::string& what,
                                    const std::string& cause) {
-  std::string message = cause;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (comm_ != nullptr) {
-      ncclCommAbort(comm_);
-      comm_ = nullptr;
-      message += "; the nccl communicator is aborted";
-    }
-    aborted_ = true;
-    if (broken_.empty()) broken_ = what + ": " + cause;
-  }
-  Fail(what, message);
+  Fail(what, Abort(what, cause));
+}
+
+void NcclCommunicator::Impl::BreakForPeer(const std::string& what,
+                                          const std::string& cause) {
+  throw internal::ErrorOfAPeer(fmt::format("[rank {}/{}] {}: {}", rank_, size_,
+                                           what, Abort(what, cause)));
 }
 
 std::string NcclCommunicator::Impl::NcclCause(ncclResult_t result) {
@@ -145,6 +156,17 @@ void NcclCommunicator::Impl::Poll(const std::string& what, bool stream) {
       if (error == cudaSuccess) return;
       if (error != cudaErrorNotReady) {
         Break(what, CudaCause("cudaStreamQuery", error));
+      }
+    }
+    // A peer that ended (the harness marks it in the arena) will not come:
+    // NCCL would wait for it until the deadline.
+    if (arena_ != nullptr) {
+      const int ended = arena_->FirstEnded();
+      if (ended >= 0 && ended != rank_) {
+        BreakForPeer(what,
+                     fmt::format("rank {} ended while this rank waited for "
+                                 "it in NCCL",
+                                 ended));
       }
     }
     if (Clock::now() >= deadline_) {

@@ -162,6 +162,22 @@ DIST_TEST_F(GpuCheck, RankThatCrashesInACollective, 2, 4) {
   comm().allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
 }
 
+// Rank n-1 is killed while rank 0 waits for its message in a receive,
+// which on NCCL nothing checks before NCCL waits: rank 0 stops waiting when
+// the harness says its peer ended, its communicator aborted, not when the
+// harness ends it after the failure grace.
+DIST_TEST_F(GpuCheck, RankThatDiesWhileAPeerReceives, 2) {
+  Buffer<float> v(1024);
+  ASSERT_TRUE(v.ok());
+  comm().barrier();
+  if (rank() == 0) {
+    comm().recv(v.get(), 1024, world_size() - 1);
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::raise(SIGSEGV);
+  }
+}
+
 class GpuCheckHang : public GpuCheck {
  protected:
   GpuCheckHang() {
