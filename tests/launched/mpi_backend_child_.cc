@@ -6,8 +6,10 @@
 #include <disttest/mpi.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -241,6 +243,43 @@ DIST_TEST_F(MpiBackend, Rank1FailsWhileRank0Waits, 2) {
   ASSERT_NE(rank(), 1) << "marker-fails-first";
   std::vector<float> v(8, 1.0f);
   comm().allreduce(v.data(), v.size(), ReduceOp::kSum);
+}
+
+// --- Broken programs on MPI's communicator: each must fail. ---
+
+// A split communicator whose ranks reduce different counts.
+DIST_TEST_F(MpiBackend, SplitCommunicatorsThatDiffer, 2) {
+  std::unique_ptr<disttest::Communicator> all = comm().split(0, rank());
+  std::vector<float> v(8, 1.0f);
+  all->allreduce(v.data(), rank() == 1 ? 4 : 8, ReduceOp::kSum);
+}
+
+// Rank 0's isend that nobody receives, kept past the test: the account at
+// the test's end fails it (MPI_Issend cannot complete unreceived).
+DIST_TEST_F(MpiBackend, IsendLeftInFlight, 2) {
+  static int x = 1234;
+  if (rank() == 0) {
+    static auto* kept =
+        new disttest::Request(comm().isend(&x, 1, 1, 5));  // marker-in-flight
+    (void)kept;
+  }
+}
+
+// A Request dropped without wait(): its destructor's wait fails the test.
+DIST_TEST_F(MpiBackend, RequestDroppedWithoutWait, 2) {
+  disttest::ScopedTimeout quick(comm(), std::chrono::milliseconds(500));
+  int x = 1234;
+  if (rank() == 0) {
+    disttest::Request r = comm().isend(&x, 1, 1, 7);  // marker-dropped
+  }
+}
+
+// A collective assertion over values that differ in the last bit: compared
+// as values through MPI, not as printed text.
+DIST_TEST_F(MpiBackend, AssertionOfValuesThatDifferInTheLastBit, 2) {
+  double x = 0.1;
+  if (rank() == 1) x = std::nextafter(x, 1.0);
+  DIST_EXPECT_ALL_EQ(x);  // marker-last-bit
 }
 
 }  // namespace

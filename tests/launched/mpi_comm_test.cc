@@ -288,6 +288,45 @@ TEST_F(MpiTest, BackendMpiFailsCallsThatDifferBeforeTheirDataIsUsed) {
   }
 }
 
+// Broken programs on MPI's communicator, under mpirun: a split
+// communicator's ranks that reduce different counts, an isend left in
+// flight, a Request dropped without wait(), a collective assertion of values
+// that differ in the last bit. Each fails, naming what is wrong.
+TEST_F(MpiTest, BackendMpiFailsEveryBrokenProgram) {
+  Report r = RunMpiChild(Mpirun(),
+                         "MpiBackend.SplitCommunicatorsThatDiffer/*:"
+                         "MpiBackend.IsendLeftInFlight/*:"
+                         "MpiBackend.RequestDroppedWithoutWait/*:"
+                         "MpiBackend.AssertionOfValuesThatDifferInTheLastBit/*",
+                         {}, DISTTEST_MPI_BACKEND_CHILD);
+  EXPECT_EQ(r.run.exit_code, 1) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] 4 tests")) << r.all;
+  EXPECT_THAT(r.run.out, Not(HasSubstr("[       OK ]"))) << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr("allreduce of 4 float32 (sum) failed: collective #0 "
+                        "does not match across the 2 ranks"))
+      << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("collective #0 on world split 0 (color 0) "
+                                   "does not match across the ranks"))
+      << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("was never waited for")) << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr(fmt::format("mpi_backend_child_.cc:{}: Failure",
+                                    LineIn(DISTTEST_MPI_BACKEND_CHILD_SOURCE,
+                                           "marker-in-flight"))))
+      << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr(fmt::format(
+                  "mpi_backend_child_.cc:{}: Failure",
+                  LineIn(DISTTEST_MPI_BACKEND_CHILD_SOURCE, "marker-dropped"))))
+      << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr(fmt::format("mpi_backend_child_.cc:{}: Failure",
+                                    LineIn(DISTTEST_MPI_BACKEND_CHILD_SOURCE,
+                                           "marker-last-bit"))))
+      << r.all;
+}
+
 // A collective that rank 0 gave up (a short timeout it expects): its
 // communicator refuses every later operation, saying why, instead of
 // pairing MPI's pending call with a later one; the next test runs on new
