@@ -134,6 +134,10 @@ int HostArena::FirstEnded() const {
   return header_->ended.load(std::memory_order_acquire) - 1;
 }
 
+bool HostArena::Ended(int rank) const {
+  return ranks_[rank].ended.load(std::memory_order_acquire) != 0;
+}
+
 void HostArena::MarkLeft(int rank) {
   ranks_[rank].left.store(1, std::memory_order_seq_cst);
   for (int q = 0; q < world_; ++q) {

@@ -70,9 +70,11 @@ class HostArena {
   // Says that `rank` has returned from its body and makes no more sends or
   // receives: a peer that waits for it in one fails at once, naming it.
   void MarkLeft(int rank);
-  // The first rank MarkEnded() named, or -1 while none has ended: for a
-  // transport that waits outside the arena (NCCL) to stop waiting for it.
+  // For a transport that waits outside the arena (NCCL), to stop waiting
+  // for a rank that will not come: the first rank MarkEnded() named, or -1
+  // while none has ended; whether `rank` has ended.
   int FirstEnded() const;
+  bool Ended(int rank) const;
 
   // Whether collectives carry data through the arena (Create's carry_data).
   bool carries_data() const { return carry_data_; }

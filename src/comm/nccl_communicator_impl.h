@@ -164,6 +164,26 @@ class NcclCommunicator::Impl {
   std::chrono::milliseconds timeout_;
   const std::shared_ptr<HostArena> arena_;
   Clock::time_point deadline_{};
+  // The peers the operation in progress waits for, where it is a send or
+  // receive (a peer that ended breaks it; another rank's end does not:
+  // survivors of an expected end may go on); empty: every rank.
+  std::vector<int> waits_for_;
+  // Sets waits_for_ for one operation.
+  class WaitsFor {
+   public:
+    WaitsFor(Impl& impl, std::vector<int> peers) : impl_(impl) {
+      impl_.waits_for_ = std::move(peers);
+    }
+    ~WaitsFor() { impl_.waits_for_.clear(); }
+    WaitsFor(const WaitsFor&) = delete;
+    WaitsFor& operator=(const WaitsFor&) = delete;
+
+   private:
+    Impl& impl_;
+  };
+  // The rank the operation in progress waits for that has ended (the arena
+  // says so), or -1.
+  int EndedPeer() const;
 
   // Guards comm_, aborted_ and broken_ against Abort() from another thread.
   mutable std::mutex mu_;

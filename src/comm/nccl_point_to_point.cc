@@ -42,6 +42,7 @@ void NcclCommunicator::Impl::send(const void* data, std::size_t count,
   const std::string what = fmt::format(
       "{} to rank {} failed", DescribeNcclOp("send", count, type), peer);
   CheckType(what, type);
+  WaitsFor waits(*this, {peer});
   Begin(what);
   const std::size_t bytes = count * SizeOf(type);
   const void* buffer = data;
@@ -64,6 +65,7 @@ void NcclCommunicator::Impl::recv(void* data, std::size_t count, DataType type,
   const std::string what = fmt::format(
       "{} from rank {} failed", DescribeNcclOp("recv", count, type), peer);
   CheckType(what, type);
+  WaitsFor waits(*this, {peer});
   Begin(what);
   const std::size_t bytes = count * SizeOf(type);
   const bool staged = !OnDevice(data);
@@ -153,6 +155,9 @@ void NcclCommunicator::Impl::Finish(Pending& p,
   // Every launched operation is done when the stream is idle: all of them
   // are finished here, staged receives copied out, staging buffers freed.
   std::vector<std::shared_ptr<Pending>> done;
+  std::vector<int> peers;
+  for (const auto& q : pending_) peers.push_back(q->peer);
+  WaitsFor waits(*this, std::move(peers));
   try {
     Check(what);
     deadline_ = Clock::now() + timeout;

@@ -160,14 +160,10 @@ void NcclCommunicator::Impl::Poll(const std::string& what, bool stream) {
     }
     // A peer that ended (the harness marks it in the arena) will not come:
     // NCCL would wait for it until the deadline.
-    if (arena_ != nullptr) {
-      const int ended = arena_->FirstEnded();
-      if (ended >= 0 && ended != rank_) {
-        BreakForPeer(what,
-                     fmt::format("rank {} ended while this rank waited for "
-                                 "it in NCCL",
-                                 ended));
-      }
+    if (const int ended = EndedPeer(); ended >= 0) {
+      BreakForPeer(what, fmt::format("rank {} ended while this rank waited "
+                                     "for it in NCCL",
+                                     ended));
     }
     if (Clock::now() >= deadline_) {
       Break(what, fmt::format("timed out after {} ms", timeout_.count()));
@@ -175,6 +171,18 @@ void NcclCommunicator::Impl::Poll(const std::string& what, bool stream) {
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, kLongestPause);
   }
+}
+
+int NcclCommunicator::Impl::EndedPeer() const {
+  if (arena_ == nullptr) return -1;
+  if (waits_for_.empty()) {
+    const int ended = arena_->FirstEnded();
+    return ended != rank_ ? ended : -1;
+  }
+  for (int peer : waits_for_) {
+    if (arena_->Ended(peer)) return peer;
+  }
+  return -1;
 }
 
 void NcclCommunicator::Impl::Synchronize() {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -162,11 +163,18 @@ DIST_TEST_F(GpuCheck, RankThatCrashesInACollective, 2, 4) {
   comm().allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
 }
 
+// A long failure grace: a rank that is not stopped by its own
+// communicator shows it by being killed 30 s after its peer died.
+class GpuCheckPatient : public GpuCheck {
+ protected:
+  GpuCheckPatient() { options().failure_grace = std::chrono::seconds(30); }
+};
+
 // Rank n-1 is killed while rank 0 waits for its message in a receive,
 // which on NCCL nothing checks before NCCL waits: rank 0 stops waiting when
 // the harness says its peer ended, its communicator aborted, not when the
 // harness ends it after the failure grace.
-DIST_TEST_F(GpuCheck, RankThatDiesWhileAPeerReceives, 2) {
+DIST_TEST_F(GpuCheckPatient, RankThatDiesWhileAPeerReceives, 2) {
   Buffer<float> v(1024);
   ASSERT_TRUE(v.ok());
   comm().barrier();
@@ -198,6 +206,34 @@ DIST_TEST_F(GpuCheckHang, HangInACollective, 2, 4) {
     std::this_thread::sleep_for(std::chrono::minutes(10));
   }
   comm().allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+}
+
+// The same two on a communicator split from the world's, whose calls no
+// arena compares first: the ranks wait in NCCL itself. A hang must end at
+// the communicator's own deadline, aborted, naming the collective.
+DIST_TEST_F(GpuCheckHang, HangInNcclItself, 2) {
+  std::unique_ptr<disttest::Communicator> sub = comm().split(0, rank());
+  Buffer<float> v(1024);
+  ASSERT_TRUE(v.ok());
+  v.Upload(std::vector<float>(1024, 1.0f));
+  sub->allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+  if (rank() == world_size() - 1) {
+    std::this_thread::sleep_for(std::chrono::minutes(10));
+  }
+  sub->allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+}
+
+// A crash there: what ends the survivor (NCCL's own error for a peer
+// whose connection closed, or the harness after the failure grace) is for
+// a GPU run to tell.
+DIST_TEST_F(GpuCheck, CrashInNcclItself, 2) {
+  std::unique_ptr<disttest::Communicator> sub = comm().split(0, rank());
+  Buffer<float> v(1024);
+  ASSERT_TRUE(v.ok());
+  v.Upload(std::vector<float>(1024, 1.0f));
+  sub->allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+  if (rank() == world_size() - 1) std::raise(SIGSEGV);
+  sub->allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
 }
 
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L writes it.
