@@ -7,12 +7,15 @@
 // sees. Built where disttest is built with NCCL; the script runs it.
 //
 // GPU_CHECK_BACKEND=gloo runs the same cases on Gloo, host buffers, for the
-// script's own test on a machine without a GPU (gpu-check.sh --cpu).
+// script's own test on a machine without a GPU (gpu-check.sh --cpu); built
+// without CUDA (GPU_CHECK_CUDA unset) it runs on Gloo only.
 // GPU_CHECK_HANG_TIMEOUT_S is the hang case's timeout (seconds, 10);
 // GPU_CHECK_UUIDS lists the machine's GPU UUIDs in DISTTEST_GPUS's order for
 // OwnsItsGpu.
-#include <cuda_runtime_api.h>
 #include <disttest/disttest.h>
+#if GPU_CHECK_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include <chrono>
 #include <csignal>
@@ -27,8 +30,12 @@
 namespace {
 
 bool OnGloo() {
+#if GPU_CHECK_CUDA
   const char* backend = std::getenv("GPU_CHECK_BACKEND");
   return backend != nullptr && std::string(backend) == "gloo";
+#else
+  return true;
+#endif
 }
 
 int EnvSeconds(const char* name, int otherwise) {
@@ -41,14 +48,18 @@ template <typename T>
 class Buffer {
  public:
   explicit Buffer(std::size_t n) : n_(n), host_(OnGloo() ? n : 0) {
+#if GPU_CHECK_CUDA
     if (!OnGloo() && n > 0 &&
         cudaMalloc(reinterpret_cast<void**>(&device_), n * sizeof(T)) !=
             cudaSuccess) {
       device_ = nullptr;
     }
+#endif
   }
   ~Buffer() {
+#if GPU_CHECK_CUDA
     if (device_ != nullptr) cudaFree(device_);
+#endif
   }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -60,18 +71,24 @@ class Buffer {
   void Upload(const std::vector<T>& values) {
     if (OnGloo()) {
       host_ = values;
-    } else if (n_ > 0) {
+      return;
+    }
+#if GPU_CHECK_CUDA
+    if (n_ > 0) {
       cudaMemcpy(device_, values.data(), n_ * sizeof(T),
                  cudaMemcpyHostToDevice);
     }
+#endif
   }
   std::vector<T> Download() const {
     if (OnGloo()) return host_;
     std::vector<T> values(n_);
+#if GPU_CHECK_CUDA
     if (n_ > 0) {
       cudaMemcpy(values.data(), device_, n_ * sizeof(T),
                  cudaMemcpyDeviceToHost);
     }
+#endif
     return values;
   }
 
@@ -236,6 +253,7 @@ DIST_TEST_F(GpuCheck, CrashInNcclItself, 2) {
   sub->allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
 }
 
+#if GPU_CHECK_CUDA
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L writes it.
 std::string UuidOf(int device) {
   cudaDeviceProp properties{};
@@ -298,5 +316,7 @@ DIST_TEST_F(GpuCheckAuto, WithoutAGpuSeesNone, 2) {
   EXPECT_STREQ(comm().backend_name(), "gloo");
   EXPECT_TRUE(error != cudaSuccess || count == 0);
 }
+
+#endif  // GPU_CHECK_CUDA
 
 }  // namespace
