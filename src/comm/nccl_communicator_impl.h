@@ -18,6 +18,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "disttest/comm/collective_call.h"
@@ -168,18 +169,22 @@ class NcclCommunicator::Impl {
   // receive (a peer that ended breaks it; another rank's end does not:
   // survivors of an expected end may go on); empty: every rank.
   std::vector<int> waits_for_;
-  // Sets waits_for_ for one operation.
+  // Sets waits_for_ for one operation: `peers` and those of the isends and
+  // irecvs pending, which go on the stream with it. The old value comes
+  // back at the end.
   class WaitsFor {
    public:
     WaitsFor(Impl& impl, std::vector<int> peers) : impl_(impl) {
-      impl_.waits_for_ = std::move(peers);
+      for (const auto& p : impl_.pending_) peers.push_back(p->peer);
+      old_ = std::exchange(impl_.waits_for_, std::move(peers));
     }
-    ~WaitsFor() { impl_.waits_for_.clear(); }
+    ~WaitsFor() { impl_.waits_for_ = std::move(old_); }
     WaitsFor(const WaitsFor&) = delete;
     WaitsFor& operator=(const WaitsFor&) = delete;
 
    private:
     Impl& impl_;
+    std::vector<int> old_;
   };
   // The rank the operation in progress waits for that has ended (the arena
   // says so), or -1.

@@ -155,9 +155,7 @@ void NcclCommunicator::Impl::Finish(Pending& p,
   // Every launched operation is done when the stream is idle: all of them
   // are finished here, staged receives copied out, staging buffers freed.
   std::vector<std::shared_ptr<Pending>> done;
-  std::vector<int> peers;
-  for (const auto& q : pending_) peers.push_back(q->peer);
-  WaitsFor waits(*this, std::move(peers));
+  WaitsFor waits(*this, {});  // The pending operations' peers.
   try {
     Check(what);
     deadline_ = Clock::now() + timeout;
