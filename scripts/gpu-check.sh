@@ -28,7 +28,7 @@
 # non-zero when a required case failed (a case whose tests all skipped
 # included), or when nvidia-smi lists no GPU.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 root=$PWD
 
 mode=build
