@@ -169,15 +169,25 @@ DIST_TEST_F(GpuCheck, CallsThatDiffer, 2, 4) {
   std::printf("gpu-check: rank %d passed a mismatched allreduce\n", rank());
 }
 
-// Rank n-1 is killed while the others wait for it in their second
-// allreduce: the test fails naming the signal, and ends in bounded time.
-DIST_TEST_F(GpuCheck, RankThatCrashesInACollective, 2, 4) {
+// Every rank of `c` allreduces 1024 floats twice, except that between the
+// two the last rank crashes (SIGSEGV) or hangs (for ten minutes).
+enum class TheLastRank { kCrashes, kHangs };
+void ReduceTwice(disttest::Communicator& c, TheLastRank last) {
   Buffer<float> v(1024);
   ASSERT_TRUE(v.ok());
   v.Upload(std::vector<float>(1024, 1.0f));
-  comm().allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
-  if (rank() == world_size() - 1) std::raise(SIGSEGV);
-  comm().allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+  c.allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+  if (c.rank() == c.size() - 1) {
+    if (last == TheLastRank::kCrashes) std::raise(SIGSEGV);
+    std::this_thread::sleep_for(std::chrono::minutes(10));
+  }
+  c.allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+}
+
+// Rank n-1 is killed while the others wait for it in their second
+// allreduce: the test fails naming the signal, and ends in bounded time.
+DIST_TEST_F(GpuCheck, RankThatCrashesInACollective, 2, 4) {
+  ReduceTwice(comm(), TheLastRank::kCrashes);
 }
 
 // A long failure grace: a rank that is not stopped by its own
@@ -215,42 +225,21 @@ class GpuCheckHang : public GpuCheck {
 // their GPUs: the test fails at its timeout, naming the collective and the
 // rank that is not in it.
 DIST_TEST_F(GpuCheckHang, HangInACollective, 2, 4) {
-  Buffer<float> v(1024);
-  ASSERT_TRUE(v.ok());
-  v.Upload(std::vector<float>(1024, 1.0f));
-  comm().allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
-  if (rank() == world_size() - 1) {
-    std::this_thread::sleep_for(std::chrono::minutes(10));
-  }
-  comm().allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+  ReduceTwice(comm(), TheLastRank::kHangs);
 }
 
 // The same two on a communicator split from the world's, whose calls no
 // arena compares first: the ranks wait in NCCL itself. A hang must end at
 // the communicator's own deadline, aborted, naming the collective.
 DIST_TEST_F(GpuCheckHang, HangInNcclItself, 2) {
-  std::unique_ptr<disttest::Communicator> sub = comm().split(0, rank());
-  Buffer<float> v(1024);
-  ASSERT_TRUE(v.ok());
-  v.Upload(std::vector<float>(1024, 1.0f));
-  sub->allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
-  if (rank() == world_size() - 1) {
-    std::this_thread::sleep_for(std::chrono::minutes(10));
-  }
-  sub->allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+  ReduceTwice(*comm().split(0, rank()), TheLastRank::kHangs);
 }
 
 // A crash there: what ends the survivor (NCCL's own error for a peer
 // whose connection closed, or the harness after the failure grace) is for
 // a GPU run to tell.
 DIST_TEST_F(GpuCheck, CrashInNcclItself, 2) {
-  std::unique_ptr<disttest::Communicator> sub = comm().split(0, rank());
-  Buffer<float> v(1024);
-  ASSERT_TRUE(v.ok());
-  v.Upload(std::vector<float>(1024, 1.0f));
-  sub->allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
-  if (rank() == world_size() - 1) std::raise(SIGSEGV);
-  sub->allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+  ReduceTwice(*comm().split(0, rank()), TheLastRank::kCrashes);
 }
 
 #if GPU_CHECK_CUDA

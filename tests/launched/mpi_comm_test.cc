@@ -309,22 +309,29 @@ TEST_F(MpiTest, BackendMpiFailsEveryBrokenProgram) {
   EXPECT_THAT(r.run.out, HasSubstr("collective #0 on world split 0 (color 0) "
                                    "does not match across the ranks"))
       << r.all;
-  EXPECT_THAT(r.run.out, HasSubstr("was never waited for")) << r.all;
   EXPECT_THAT(r.run.out,
-              HasSubstr(fmt::format("mpi_backend_child_.cc:{}: Failure",
-                                    LineIn(DISTTEST_MPI_BACKEND_CHILD_SOURCE,
-                                           "marker-in-flight"))))
+              HasSubstr("[rank 0/2] isend(1 x int32 to rank 1, tag 5) on "
+                        "world made here was never waited for"))
       << r.all;
   EXPECT_THAT(r.run.out,
-              HasSubstr(fmt::format(
-                  "mpi_backend_child_.cc:{}: Failure",
-                  LineIn(DISTTEST_MPI_BACKEND_CHILD_SOURCE, "marker-dropped"))))
+              HasSubstr("[rank 0/2] the Request of isend(1 x int32 to rank 1, "
+                        "tag 7) on world made here was destroyed without "
+                        "wait()"))
       << r.all;
-  EXPECT_THAT(r.run.out,
-              HasSubstr(fmt::format("mpi_backend_child_.cc:{}: Failure",
-                                    LineIn(DISTTEST_MPI_BACKEND_CHILD_SOURCE,
-                                           "marker-last-bit"))))
+  EXPECT_THAT(r.run.out, HasSubstr("DIST_EXPECT_ALL_EQ(x): the 2 ranks "
+                                   "disagree:\n  0.1: rank 0\n  "
+                                   "0.10000000000000002: rank 1"))
       << r.all;
+  // Each at its own line.
+  for (const char* marker :
+       {"marker-in-flight", "marker-dropped", "marker-last-bit"}) {
+    EXPECT_THAT(r.run.out,
+                HasSubstr(fmt::format(
+                    "mpi_backend_child_.cc:{}: Failure",
+                    LineIn(DISTTEST_MPI_BACKEND_CHILD_SOURCE, marker))))
+        << marker << "\n"
+        << r.all;
+  }
 }
 
 // A collective that rank 0 gave up (a short timeout it expects): its
