@@ -480,6 +480,18 @@ TEST(JudgeTest, TwoOrMoreStacksAreOneTreeOfTheStuckRanksOnly) {
   EXPECT_EQ(one[1].value, r0.stack);
 }
 
+// A stack longer than 64 KiB goes into the XML cut there, and says so.
+TEST(JudgeTest, AStackInTheXmlIsCutAt64KiB) {
+  RankReport r0 = Ended(0, RankVerdict::kFailed, kExitFailed);
+  r0.done.reset();
+  r0.killed_because = "the test timed out after 300 ms";
+  r0.stack = StackAt("wait") + std::string(70 * 1024, 'x');
+  auto f = Judge(Spec(2), {r0, Passed(1)});
+  ASSERT_THAT(f, SizeIs(2));
+  EXPECT_EQ(f[1].message, "rank0.disttest_stack");
+  EXPECT_EQ(f[1].value, r0.stack.substr(0, 64 * 1024) + "\n... (stack cut)");
+}
+
 TEST(JudgeTest, KillsBecauseARankCouldNotStartFollowItsFailure) {
   const auto t0 = std::chrono::steady_clock::now();
   RankReport r0 = Ended(0, RankVerdict::kFailed, kExitFailed);

@@ -264,6 +264,24 @@ TEST_F(ZygoteTest, EveryRankComesFromOneZygoteUntilTheCommandLineChanges) {
   }
 }
 
+// A process that a zygote started (a test binary run by a test) holds the
+// zygote's variables: its own zygote gets its own values, not those.
+TEST_F(ZygoteTest, AZygotesVariablesInTheCallersEnvironmentAreReplaced) {
+  ScopedVariable stale_fd(env::kInternalZygoteFd, "999");
+  ScopedVariable stale_parent(env::kInternalZygoteParent, "1");
+  Zygote& zygote = Zygote::Get();
+  Pipe out;
+  const pid_t pid =
+      reaper_(zygote.Spawn(Request(out), RankArgs(), RankEnvironment("own")));
+  ASSERT_GT(pid, 0);
+  EXPECT_GT(zygote.pid(), 0);
+  EXPECT_NE(pid, zygote.pid());
+  const Said said = Collect(out, pid);
+  ASSERT_TRUE(said.outcome.has_value()) << said.output;
+  EXPECT_EQ(said.outcome->str(), "exited with status 42") << said.output;
+  EXPECT_THAT(said.output, HasSubstr("word=own cwd="));
+}
+
 TEST_F(ZygoteTest, AnExecSpawnersRanksAreForksOfTheZygote) {
   Pipe out;
   auto spawner = MakeSpawner(LaunchMode::kExec, {});

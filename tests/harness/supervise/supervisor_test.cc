@@ -21,6 +21,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Script = FakeSpawner::Script;
 using Clock = std::chrono::steady_clock;
 
@@ -103,6 +104,30 @@ TEST(SupervisorTest, AFailureGivesAStuckPeerTheGraceThenItsStackAndTheKill) {
               HasSubstr("[rank 0/2] was killed by disttest: still running 200 "
                         "ms after rank 1 failed; it was here:\n#0 stack of "
                         "fake rank 0"));
+}
+
+// The first failure is streamed as it comes, in one line of at most 300
+// characters: the whole message comes with the verdict.
+TEST(SupervisorTest, TheFirstFailureIsStreamedAsOneShortLine) {
+  const TestSpec spec = Spec(2);
+  const std::string long_line(400, 'y');
+  Script fails = {{{milliseconds(5),
+                    {RankMessage::Kind::kNonFatalFailure, "body.cc", 3,
+                     long_line + "\nthe second line"}},
+                   {milliseconds(5), Done(RankVerdict::kFailed)}},
+                  milliseconds(10),
+                  kExitFailed};
+  ::testing::internal::CaptureStdout();
+  RunTest(spec, std::make_unique<FakeSpawner>(
+                    std::vector<Script>{Passes(), std::move(fails)}));
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_THAT(out,
+              ::testing::ContainsRegex(
+                  "\\[ disttest \\] Fake.Test/2ranks: first failure, "
+                  "rank 1 after [0-9]+ ms: at body.cc:3: y{286} \\.\\.\\.\n"))
+      << out;
+  EXPECT_THAT(out, Not(HasSubstr("the second line"))) << out;
+  EXPECT_THAT(out, Not(HasSubstr(std::string(301, 'y')))) << out;
 }
 
 TEST(SupervisorTest, ASkipGivesPeersFiveTimesTheGrace) {
