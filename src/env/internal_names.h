@@ -27,6 +27,10 @@ inline constexpr char kInternalFixtureDirs[] = "DISTTEST_INTERNAL_FIXTURE_DIRS";
 // The backend the parent chose ("gloo" or "nccl"), which Backend::kAuto
 // resolves to; a rank that sees only its own GPU could not choose alike.
 inline constexpr char kInternalBackend[] = "DISTTEST_INTERNAL_BACKEND";
+// Rank threads' CUDA devices, one a rank ("0,0,1"): places in the
+// process's CUDA_VISIBLE_DEVICES, which lists every rank's GPUs once.
+inline constexpr char kInternalThreadDevices[] =
+    "DISTTEST_INTERNAL_THREAD_DEVICES";
 // Set in pooled ranks (options().reuse_workers): after its test the rank
 // waits for the next one instead of leaving.
 inline constexpr char kInternalPool[] = "DISTTEST_INTERNAL_POOL";

@@ -143,6 +143,27 @@ void TellNccl(TestSpec& spec, int ranks_per_gpu) {
   if (ranks_per_gpu > 1) SayHowRanksShare(spec, ranks_per_gpu);
 }
 
+// Rank threads share one process, and so what it sees: every rank's GPUs,
+// each once, in rank order; a rank thread's device is its first GPU's place
+// there (two threads that share a GPU share its place).
+void SeeEveryRanksGpus(TestSpec& spec, const GpuAssignment& a) {
+  std::vector<std::string> all;
+  std::vector<std::size_t> places;
+  for (const auto& own : a.own) {
+    for (const std::string& gpu : own) {
+      if (std::find(all.begin(), all.end(), gpu) == all.end()) {
+        all.push_back(gpu);
+      }
+    }
+    places.push_back(static_cast<std::size_t>(
+        std::find(all.begin(), all.end(), own.front()) - all.begin()));
+  }
+  spec.visible_devices.assign(spec.visible_devices.size(),
+                              fmt::format("{}", fmt::join(all, ",")));
+  spec.child_env.emplace_back(env::kInternalThreadDevices,
+                              fmt::format("{}", fmt::join(places, ",")));
+}
+
 }  // namespace
 
 std::string PlaceOnGpus(TestSpec& spec, int gpus_per_rank) {
@@ -158,6 +179,8 @@ std::string PlaceOnGpus(TestSpec& spec, int gpus_per_rank) {
   spec.visible_devices = a.visible;
   spec.gpus = a.str();
   TellNccl(spec, a.ranks_per_gpu);
+  // (TellNccl may have made them processes.)
+  if (spec.options.launch == LaunchMode::kThreads) SeeEveryRanksGpus(spec, a);
   std::vector<std::string> all;
   for (const auto& own : a.own) all.insert(all.end(), own.begin(), own.end());
   spec.gpus_rerun = fmt::format("{}", fmt::join(all, ","));

@@ -158,8 +158,9 @@ class ThreadRankHost : public RankHost {
   ThreadRankHost(RankEnv env, const Options& options,
                  std::shared_ptr<HostArena> arena,
                  std::shared_ptr<LedgerMemory> ledger, std::string store_port,
-                 std::string token)
+                 std::string token, int device)
       : env_(std::move(env)),
+        device_(device),
         arena_(std::move(arena)),
         ledger_(std::move(ledger)),
         store_port_(std::move(store_port)),
@@ -178,10 +179,9 @@ class ThreadRankHost : public RankHost {
 
   Communicator* Connect(const RankEnv& env, const Options& options,
                         std::chrono::milliseconds timeout) override {
-    // NCCL: one device per rank thread, in rank order (the process sees
-    // every rank's GPUs; visibility cannot differ between threads).
-    comm_ = WorldCommunicator(env, options, *store_, arena_, timeout,
-                              /*device=*/env.rank);
+    // NCCL: the rank's own device among every rank's GPUs, which the
+    // process sees (visibility cannot differ between threads).
+    comm_ = WorldCommunicator(env, options, *store_, arena_, timeout, device_);
     return comm_.get();
   }
 
@@ -224,6 +224,7 @@ class ThreadRankHost : public RankHost {
 
  private:
   RankEnv env_;
+  int device_;  // Its CUDA device, for NCCL.
   std::shared_ptr<HostArena> arena_;
   std::shared_ptr<LedgerMemory> ledger_;
   std::string store_port_;
@@ -256,6 +257,9 @@ struct Shared {
   int line;
   // Each rank's verdict, written by its thread alone.
   std::vector<RankVerdict> verdicts;
+  // Each rank's CUDA device (DISTTEST_INTERNAL_THREAD_DEVICES); empty: its
+  // rank number.
+  std::vector<int> devices;
 };
 
 // A signal stack of the rank thread's own, for the crash handler.
@@ -304,8 +308,11 @@ void RunThread(Shared& s, int rank) {
         s.file, s.line, s.arena.get());
     return;
   }
-  ThreadRankHost host(env, *s.options, s.arena, s.ledger, s.store_port,
-                      s.token);
+  const int device = static_cast<std::size_t>(rank) < s.devices.size()
+                         ? s.devices[static_cast<std::size_t>(rank)]
+                         : rank;
+  ThreadRankHost host(env, *s.options, s.arena, s.ledger, s.store_port, s.token,
+                      device);
   s.verdicts[static_cast<std::size_t>(rank)] =
       RunRank(*program, *s.options, host);
   host.Abandon();
@@ -334,8 +341,8 @@ void RunThreadRanks(const ProgramMaker& make, const Options& options,
   std::signal(SIGPIPE, SIG_IGN);
   InstallStackSignalHandler();
   prctl(PR_SET_CHILD_SUBREAPER, 1);
-  Shared s{&make, &options, std::move(arena), nullptr, {}, "", "", file,
-           line,  {}};
+  Shared s{&make, &options, std::move(arena), nullptr, {}, "", "", file, line,
+           {},    {}};
   try {
     s.base = RankEnv::FromEnvironment();
   } catch (const std::exception& e) {
@@ -347,6 +354,14 @@ void RunThreadRanks(const ProgramMaker& make, const Options& options,
   }
   if (const char* port = std::getenv(env::kInternalStorePort)) {
     s.store_port = port;
+  }
+  if (const char* devices = std::getenv(env::kInternalThreadDevices)) {
+    for (std::string_view d : SplitOn(devices, ',')) {
+      s.devices.push_back(IsDigits(d) && d.size() < 5
+                              ? std::stoi(std::string(d))
+                              : static_cast<int>(s.devices.size()));
+    }
+    unsetenv(env::kInternalThreadDevices);
   }
   if (const Ledger* ledger = Ledger::Current()) {
     s.ledger = ledger->shared_memory();
