@@ -53,6 +53,7 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::Create(
   }
   // Owned from the start: a failed Init() leaves nothing behind.
   auto impl = std::make_unique<Impl>(rank, size, options);
+  impl->scope_ = store.scope();
   impl->Init(store);
   std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator(std::move(impl)));
   comm->SetName(options.name, options.prefix, store.scope());
@@ -143,8 +144,8 @@ void NcclCommunicator::Impl::InitStream(const std::string& what) {
   }
 }
 
-std::unique_ptr<NcclCommunicator::Impl> NcclCommunicator::Impl::split(int color,
-                                                                      int key) {
+std::unique_ptr<NcclCommunicator::Impl> NcclCommunicator::Impl::split(
+    int color, int key, const std::string& prefix) {
   const std::string what =
       fmt::format("split (color {}, key {}) failed", color, key);
   Begin(what);
@@ -152,8 +153,7 @@ std::unique_ptr<NcclCommunicator::Impl> NcclCommunicator::Impl::split(int color,
   NcclOptions options;
   options.device = device_;
   options.timeout = timeout_;
-  // Rank and size are NCCL's to decide; the new Impl learns them below.
-  auto made = std::make_unique<Impl>(0, 1, options);
+  options.prefix = prefix;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
@@ -162,6 +162,8 @@ std::unique_ptr<NcclCommunicator::Impl> NcclCommunicator::Impl::split(int color,
                          key, &comm, &config);
   });
   if (color == kNoColor || comm == nullptr) return nullptr;
+  AwaitSplit(what, comm);
+  // Rank and size are NCCL's to decide.
   int rank = 0, size = 0;
   if (ncclCommUserRank(comm, &rank) != ncclSuccess ||
       ncclCommCount(comm, &size) != ncclSuccess) {
@@ -169,11 +171,47 @@ std::unique_ptr<NcclCommunicator::Impl> NcclCommunicator::Impl::split(int color,
     Break(what, "the split communicator has no rank or size");
   }
   auto impl = std::make_unique<Impl>(rank, size, options);
+  impl->scope_ = scope_;
   impl->comm_ = comm;
   impl->deadline_ = Clock::now() + timeout_;
   impl->InitStream(what);
   impl->Poll(what, /*stream=*/false);
   return impl;
+}
+
+void NcclCommunicator::Impl::AwaitSplit(const std::string& what,
+                                        ncclComm_t comm) {
+  // Aborts the new communicator, then this one, as Break() does.
+  auto give_up = [&](const std::string& cause, bool peer) {
+    ncclCommAbort(comm);
+    if (peer) BreakForPeer(what, cause);
+    Break(what, cause);
+  };
+  microseconds pause = kFirstPause;
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t result = ncclCommGetAsyncError(comm, &state);
+    if (result != ncclSuccess) state = result;
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) {
+      give_up("the split communicator was not made: " + NcclCause(state),
+              false);
+    }
+    if (const int ended = EndedPeer(); ended >= 0) {
+      give_up(fmt::format("rank {} ended while this rank waited for it in "
+                          "NCCL",
+                          ended),
+              true);
+    }
+    if (Clock::now() >= deadline_) {
+      give_up(fmt::format("timed out after {} ms making the split "
+                          "communicator",
+                          timeout_.count()),
+              false);
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, kLongestPause);
+  }
 }
 
 NcclCommunicator::Impl::~Impl() {
@@ -310,9 +348,17 @@ void NcclCommunicator::DoAllToAllV(const void* in,
   impl_->alltoallv(in, in_counts, out, out_counts, type);
 }
 std::unique_ptr<Communicator> NcclCommunicator::DoSplit(int color, int key) {
-  std::unique_ptr<Impl> impl = impl_->split(color, key);
+  // Every rank counts every split it makes, kNoColor's too: the members
+  // name the new communicator alike, and the ledger compares its calls.
+  const int round = impl_->splits_++;
+  const std::string prefix =
+      fmt::format("{}/split{}/color{}", impl_->prefix_, round, color);
+  std::unique_ptr<Impl> impl = impl_->split(color, key, prefix);
   if (impl == nullptr) return nullptr;
+  const std::string scope = impl->scope_;
   std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator(std::move(impl)));
+  comm->SetName(fmt::format("{} split {} (color {})", name(), round, color),
+                prefix, scope);
   comm->InitTimeout(timeout());
   return comm;
 }

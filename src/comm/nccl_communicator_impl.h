@@ -69,8 +69,15 @@ class NcclCommunicator::Impl {
   void alltoallv(const void* in, std::span<const std::size_t> in_counts,
                  void* out, std::span<const std::size_t> out_counts,
                  DataType type);
-  // ncclCommSplit: the new communicator's Impl (nullptr for kNoColor).
-  std::unique_ptr<Impl> split(int color, int key);
+  // ncclCommSplit: the new communicator's Impl (nullptr for kNoColor),
+  // whose rendezvous keys are under `prefix`.
+  std::unique_ptr<Impl> split(int color, int key, const std::string& prefix);
+  // Waits until NCCL has made `comm`, the new communicator of a split: a
+  // non-blocking split returns before, and NCCL refuses every use of it
+  // (its rank and size included) while it is ncclInProgress. Breaks this
+  // communicator, aborting `comm`, on an error, a peer's end or the
+  // deadline.
+  void AwaitSplit(const std::string& what, ncclComm_t comm);
 
   // isend and irecv wait here until a wait() (or any other operation of the
   // communicator) launches every one of them as one NCCL group: a rank's
@@ -162,6 +169,11 @@ class NcclCommunicator::Impl {
   const int size_;
   const int device_;
   const std::string prefix_;
+  // The store's scope where it was made (the split ones inherit it) and the
+  // splits this rank has made of it: with prefix_, what names a split one
+  // alike on every rank, so the ledger compares its calls across them.
+  std::string scope_;
+  int splits_ = 0;
   std::chrono::milliseconds timeout_;
   const std::shared_ptr<HostArena> arena_;
   Clock::time_point deadline_{};
