@@ -316,6 +316,9 @@ TEST_P(FaultsTest, RankKilledAfterTheGraceShowsWhereItWas) {
                       "running 300 ms after rank 0 failed; it was here:"),
             HasSubstr("verdicts_child_.cc:" +
                       std::to_string(LineOf("marker-busy")))));
+  // The paragraph printed before the kill knows rank 0's verdict: it
+  // failed and ended; its report was not lost.
+  EXPECT_THAT(v.run.out, Not(HasSubstr("but its report was lost")));
 }
 
 TEST_P(FaultsTest, HungRankIsKilledAtTheTimeoutWithItsStack) {

@@ -123,6 +123,10 @@ void Supervisor::PrintParagraph(const std::vector<RankGroup::Rank*>& stuck,
     r.ledger = rank.report.ledger;
     r.stack = rank.report.stack;
     r.outcome = rank.report.outcome;
+    // Its verdict, where it came: a rank that failed and ended before the
+    // others hung is "failed", not one whose report was lost.
+    r.done = rank.report.done;
+    r.results = rank.report.results;
     if (std::find(stuck.begin(), stuck.end(), &rank) != stuck.end()) {
       r.overran = reason;
       r.outcome.reset();
