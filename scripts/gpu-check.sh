@@ -14,6 +14,10 @@
 #                                        # machine's own NCCL
 #   bash scripts/gpu-check.sh --cpu DIR  # the script's own test, without a GPU:
 #                                        # the verdict cases on Gloo, from DIR
+#   bash scripts/gpu-check.sh --fake DIR # every case without a GPU, on the
+#                                        # fake CUDA and NCCL of DIR (a build
+#                                        # tree: tests/fake_gpu/); with
+#                                        # --no-build, on gpu-pack/'s binaries
 #
 # The cases: the NCCL example (every collective, device and host buffers)
 # at 1, 2, 4 and 8 ranks and in rank threads; collectives of 0 to 2^22
@@ -34,6 +38,7 @@ root=$PWD
 mode=build
 install=0
 cpu_bin=
+fake_dir=
 while (($#)); do
   case $1 in
     --install) install=1 ;;
@@ -48,13 +53,23 @@ while (($#)); do
       }
       shift
       ;;
+    --fake)
+      fake_dir=${2:-}
+      [[ -d $fake_dir ]] || {
+        echo "gpu-check.sh: --fake takes a build directory (one with" \
+          "libdisttest_fake_gpu_.so)" >&2
+        exit 2
+      }
+      fake_dir=$(cd "$fake_dir" && pwd)
+      shift
+      ;;
     -h | --help)
-      sed -n '2,29p' "$0"
+      sed -n '2,33p' "$0"
       exit 0
       ;;
     *)
       echo "gpu-check.sh: unknown argument '$1' (it takes --install, --pack," \
-        "--no-build, --cpu DIR)" >&2
+        "--no-build, --cpu DIR, --fake DIR)" >&2
       exit 2
       ;;
   esac
@@ -63,6 +78,22 @@ done
 if ((install)); then bash scripts/install-deps.sh || exit 1; fi
 
 dir=$root/build-gpu
+# The fake GPU: the binaries of the build tree given (or gpu-pack/'s), with
+# tests/fake_gpu's CUDA and NCCL preloaded: one GPU, shared by every rank.
+if [[ -n $fake_dir ]]; then
+  [[ $mode == build || $mode == packed ]] || {
+    echo "gpu-check.sh: --fake goes alone or with --no-build" >&2
+    exit 2
+  }
+  fake_lib=$(find "$fake_dir" -name libdisttest_fake_gpu_.so -print -quit)
+  [[ -n $fake_lib ]] || {
+    echo "gpu-check.sh: no libdisttest_fake_gpu_.so in $fake_dir (a build" \
+      "with the NCCL backend and the tests makes it)" >&2
+    exit 2
+  }
+  [[ $mode == packed ]] || mode=fake
+  dir=$fake_dir
+fi
 pack=$root/gpu-pack
 targets=(nccl_allreduce_test cookbook_test create_test gpu_check_child_)
 
@@ -129,6 +160,9 @@ case $mode in
     build
     bin() { built "$1"; }
     ;;
+  fake)
+    bin() { built "$1"; }
+    ;;
   packed)
     [[ -f $pack/MANIFEST ]] || {
       echo "gpu-check.sh: --no-build, but gpu-pack/ holds nothing: make it with" \
@@ -186,6 +220,9 @@ esac
 if [[ $mode == cpu ]]; then
   logdir=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-cpu.XXXXXX")
   trap 'rm -rf "$logdir"' EXIT
+elif [[ $mode == fake ]]; then
+  logdir=$fake_dir/gpu-check-fake
+  mkdir -p "$logdir"
 elif [[ $mode == packed ]]; then
   logdir=$pack
 else
@@ -199,6 +236,11 @@ export DISTTEST_TIMEOUT_SCALE=1
 if [[ $mode != cpu ]]; then
   # Too few GPUs is a failure here, not a skip; GPUs in nvidia-smi's order.
   export DISTTEST_REQUIRE_GPUS=1 CUDA_DEVICE_ORDER=PCI_BUS_ID
+fi
+if [[ -n $fake_dir ]]; then
+  # No driver lists the fake GPU: DISTTEST_GPUS does.
+  export LD_PRELOAD=$fake_lib${LD_PRELOAD:+:$LD_PRELOAD} DISTTEST_FAKE_GPUS=1
+  unset CUDA_VISIBLE_DEVICES
 fi
 
 results=()
@@ -325,6 +367,10 @@ verdict_cases() {
       "GpuCheck.CallsThatDiffer/${n}ranks" "$@" -- \
       "collective #1 does not match across the $n ranks" \
       "rank $last: allreduce(8 x float32, sum)"
+    check "mismatch on a split communicator (sum and max), ${n} ranks" fail 60 \
+      gpu_check_child_ "GpuCheck.SplitCallsThatDiffer/${n}ranks" "$@" -- \
+      "collective #0 on world split 0 (color 0) did not match" \
+      "rank $last called allreduce(8 x float32, max)"
     check "crash: rank $last killed in a collective, ${n} ranks" fail 60 gpu_check_child_ \
       "GpuCheck.RankThatCrashesInACollective/${n}ranks" "$@" -- \
       "killed by signal 11 (SIGSEGV)" \
@@ -345,7 +391,11 @@ if [[ $mode == cpu ]]; then
 else
   echo "== GPUs"
   uuids=
-  if command -v nvidia-smi >/dev/null; then
+  if [[ -n $fake_dir ]]; then
+    uuids=GPU-66616b65-0000-0000-0000-000000000001
+    echo "the fake GPU of $fake_lib: $uuids (NCCL and CUDA on host memory;" \
+      "this proves the harness, not NCCL)"
+  elif command -v nvidia-smi >/dev/null; then
     nvidia-smi -L || true
     uuids=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | paste -sd, -)
   else
@@ -358,42 +408,62 @@ else
   count=$(awk -F, '{print NF}' <<<"$uuids")
   count=${count:-0}
   indices=$(seq -s, 0 $((count - 1)) 2>/dev/null),
-  share=DISTTEST_SHARE_GPUS=1
+  share=(DISTTEST_SHARE_GPUS=1)
+  # The fake GPU is listed by DISTTEST_GPUS (the cases that set it keep theirs).
+  if [[ -n $fake_dir ]]; then share+=(DISTTEST_GPUS=1); fi
 
   echo "== the NCCL example: every collective, on one GPU or more"
   for n in 1 2 4; do
-    check "example, ${n} ranks" pass 120 nccl_allreduce_test "Nccl.*/${n}ranks" $share
+    check "example, ${n} ranks" pass 120 nccl_allreduce_test "Nccl.*/${n}ranks" "${share[@]}"
   done
   check "example, 8 ranks (beyond NCCL's two a GPU)" 'pass?' 180 nccl_allreduce_test \
-    "Nccl.*/8ranks" $share
+    "Nccl.*/8ranks" "${share[@]}"
   check "example in rank threads, 1 and 2 ranks" pass 120 nccl_allreduce_test \
-    "Nccl.*/1ranks:Nccl.*/2ranks" $share DISTTEST_LAUNCH=threads
+    "Nccl.*/1ranks:Nccl.*/2ranks" "${share[@]}" DISTTEST_LAUNCH=threads
+  if [[ -n $fake_dir ]]; then
+    # What one fake GPU of NCCL 2.28 does not reach: rank threads on GPUs
+    # of their own, and NCCL 2.30's way to share one (threads can then).
+    check "example in rank threads on 2 GPUs (a GPU each), 1 and 2 ranks" pass 120 \
+      nccl_allreduce_test "Nccl.*/1ranks:Nccl.*/2ranks" DISTTEST_LAUNCH=threads \
+      DISTTEST_FAKE_GPUS=2 DISTTEST_GPUS=2 -- "!ranks share the GPUs"
+    check "example as NCCL 2.30 (NCCL_MULTI_RANK_GPU_ENABLE), 2 and 4 ranks" pass 120 \
+      nccl_allreduce_test "Nccl.*/2ranks:Nccl.*/4ranks" "${share[@]}" \
+      DISTTEST_FAKE_NCCL_VERSION=23000 -- "up to 4 a GPU: NCCL_MULTI_RANK_GPU_ENABLE=1"
+    check "example in rank threads as NCCL 2.30, 2 and 8 ranks on 3 GPUs" pass 120 \
+      nccl_allreduce_test "Nccl.*/2ranks:Nccl.*/8ranks" "${share[@]}" DISTTEST_LAUNCH=threads \
+      DISTTEST_FAKE_NCCL_VERSION=23000 DISTTEST_FAKE_GPUS=3 DISTTEST_GPUS=3 -- \
+      "8 ranks share the GPUs, up to 3 a GPU: NCCL_MULTI_RANK_GPU_ENABLE=1" \
+      "!as processes, not threads"
+  fi
 
   echo "== collectives of 0 to 2^22 elements against a serial reference"
   check "1, 2 and 4 ranks" pass 180 gpu_check_child_ \
-    "$(printf 'GpuCheck.CollectivesAtEverySize/%sranks:' 1 2 4)" $share
-  check "8 ranks" 'pass?' 180 gpu_check_child_ "GpuCheck.CollectivesAtEverySize/8ranks" $share
+    "$(printf 'GpuCheck.CollectivesAtEverySize/%sranks:' 1 2 4)" "${share[@]}"
+  check "8 ranks" 'pass?' 180 gpu_check_child_ "GpuCheck.CollectivesAtEverySize/8ranks" "${share[@]}"
 
   echo "== a mismatch, a crash and a hang in an NCCL collective"
-  verdict_cases "2 4" 10 "the nccl communicator is aborted" $share
+  # The hangs' timeout: 10 s on a GPU; the fake's ranks start at once.
+  verdict_cases "2 4" "$( [[ -n $fake_dir ]] && echo 4 || echo 10)" \
+    "the nccl communicator is aborted" "${share[@]}"
 
   echo "== which GPU each rank sees"
   if ((count > 0)); then
     check "by index (DISTTEST_GPUS=$indices), 1, 2 and 4 ranks" pass 120 gpu_check_child_ \
-      "GpuCheck.OwnsItsGpu/*" $share DISTTEST_GPUS="$indices" GPU_CHECK_UUIDS="$uuids"
+      "GpuCheck.OwnsItsGpu/*" "${share[@]}" DISTTEST_GPUS="$indices" GPU_CHECK_UUIDS="$uuids"
     check "by UUID (DISTTEST_GPUS=<the UUIDs>), 1, 2 and 4 ranks" pass 120 gpu_check_child_ \
-      "GpuCheck.OwnsItsGpu/*" $share DISTTEST_GPUS="$uuids" GPU_CHECK_UUIDS="$uuids"
-    check "from NVML (nothing set), 1, 2 and 4 ranks" pass 120 gpu_check_child_ \
-      "GpuCheck.OwnsItsGpu/*" -u CUDA_VISIBLE_DEVICES $share GPU_CHECK_UUIDS="$uuids"
+      "GpuCheck.OwnsItsGpu/*" "${share[@]}" DISTTEST_GPUS="$uuids" GPU_CHECK_UUIDS="$uuids"
+    [[ -n $fake_dir ]] || check "from NVML (nothing set), 1, 2 and 4 ranks" pass 120 \
+      gpu_check_child_ "GpuCheck.OwnsItsGpu/*" -u CUDA_VISIBLE_DEVICES "${share[@]}" \
+      GPU_CHECK_UUIDS="$uuids"
   fi
   check "no GPU (CUDA_VISIBLE_DEVICES empty): kAuto takes Gloo" pass 60 gpu_check_child_ \
     "GpuCheckAuto.WithoutAGpuSeesNone/*" CUDA_VISIBLE_DEVICES=
 
   echo "== communicator creation and the cookbook's kAuto recipe"
   check "create_test (its no-GPU cases skip)" some 120 create_test \
-    "CreateCommunicatorTest.*:NcclCommunicatorTest.*"
+    "CreateCommunicatorTest.*:NcclCommunicatorTest.*" ${fake_dir:+DISTTEST_GPUS=1}
   check "cookbook AnyDevice (NCCL where the GPUs are shared)" some 120 cookbook_test \
-    "AnyDevice.*" $share
+    "AnyDevice.*" "${share[@]}"
 fi
 
 echo

@@ -169,6 +169,21 @@ DIST_TEST_F(GpuCheck, CallsThatDiffer, 2, 4) {
   std::printf("gpu-check: rank %d passed a mismatched allreduce\n", rank());
 }
 
+// On a communicator split from the world's, whose calls no arena compares
+// before NCCL runs them, the last rank reduces with max, the others with
+// sum: NCCL completes it, and the ranks' ledgers, compared after the body,
+// must fail the test, naming each call.
+DIST_TEST_F(GpuCheck, SplitCallsThatDiffer, 2, 4) {
+  std::unique_ptr<disttest::Communicator> split = comm().split(0, rank());
+  Buffer<float> v(8);
+  ASSERT_TRUE(v.ok());
+  v.Upload(std::vector<float>(8, 1.0f));
+  split->allreduce(v.get(), 8,
+                   rank() == world_size() - 1 ? disttest::ReduceOp::kMax
+                                              : disttest::ReduceOp::kSum);
+  std::printf("gpu-check: rank %d passed a mismatched allreduce\n", rank());
+}
+
 // Every rank of `c` allreduces 1024 floats twice, except that between the
 // two the last rank crashes (SIGSEGV) or hangs (for ten minutes).
 enum class TheLastRank { kCrashes, kHangs };
