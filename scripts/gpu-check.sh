@@ -357,9 +357,12 @@ verdict_cases() {
     "$((hang + 30))" gpu_check_child_ "GpuCheckHang.HangInNcclItself/2ranks" \
     GPU_CHECK_HANG_TIMEOUT_S="$hang" "$@" -- \
     "timed out after" ${aborted:+"$aborted"} "never completed" "rank 1 is not in it"
-  check "crash in NCCL itself (a split communicator): what ends rank 0" 'fail?' 60 \
-    gpu_check_child_ "GpuCheck.CrashInNcclItself/2ranks" "$@" -- \
-    "killed by signal 11 (SIGSEGV)" "!still running"
+  check "crash in NCCL itself (a split communicator): rank 0 stops" fail 20 \
+    gpu_check_child_ "GpuCheckPatient.CrashInNcclItself/2ranks" "$@" -- \
+    "killed by signal 11 (SIGSEGV)" "!still running" \
+    ${aborted:+"rank 1 ended while this rank waited for it in NCCL" "$aborted"}
+  check "fault tolerance: survivors of an expected end go on, on their split" pass 60 \
+    gpu_check_child_ "GpuCheck.SurvivorsOfAnExpectedEndGoOnWithoutIt/3ranks" "$@"
   local n
   for n in $sizes; do
     local last=$((n - 1))

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm/host_arena.h"
@@ -36,7 +37,8 @@ NcclCommunicator::Impl::Impl(int rank, int size, const NcclOptions& options)
       device_(options.device),
       prefix_(options.prefix),
       timeout_(std::min(options.timeout, kLongestTimeout)),
-      arena_(options.arena) {}
+      arena_(options.arena),
+      ends_(options.arena) {}
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::Create(
     Store& store, int rank, int size, const NcclOptions& options) {
@@ -154,6 +156,9 @@ std::unique_ptr<NcclCommunicator::Impl> NcclCommunicator::Impl::split(
   options.device = device_;
   options.timeout = timeout_;
   options.prefix = prefix;
+  const std::vector<std::int32_t> colors = ends_ != nullptr
+                                               ? GatherColors(what, color, key)
+                                               : std::vector<std::int32_t>{};
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
@@ -173,10 +178,47 @@ std::unique_ptr<NcclCommunicator::Impl> NcclCommunicator::Impl::split(
   auto impl = std::make_unique<Impl>(rank, size, options);
   impl->scope_ = scope_;
   impl->comm_ = comm;
+  // Its members' world ranks, in NCCL's order (by key, then by rank here):
+  // a member's end then stops its waits, as on the world communicator.
+  if (!colors.empty()) {
+    std::vector<std::pair<std::int32_t, int>> members;  // Key, rank here.
+    for (int r = 0; r < size_; ++r) {
+      if (colors[static_cast<std::size_t>(2 * r)] == color) {
+        members.emplace_back(colors[static_cast<std::size_t>(2 * r + 1)], r);
+      }
+    }
+    std::stable_sort(
+        members.begin(), members.end(),
+        [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (static_cast<int>(members.size()) == size &&
+        members[static_cast<std::size_t>(rank)].second == rank_) {
+      impl->ends_ = ends_;
+      for (const auto& m : members) {
+        impl->world_ranks_.push_back(WorldRank(m.second));
+      }
+    }
+  }
   impl->deadline_ = Clock::now() + timeout_;
   impl->InitStream(what);
   impl->Poll(what, /*stream=*/false);
   return impl;
+}
+
+std::vector<std::int32_t> NcclCommunicator::Impl::GatherColors(
+    const std::string& what, int color, int key) {
+  const std::size_t n = static_cast<std::size_t>(size_);
+  const std::int32_t mine[2] = {color, key};
+  auto* device = static_cast<std::int32_t*>(
+      Scratch(what, sizeof(std::int32_t) * 2 * (n + 1)));
+  Copy(what, device, mine, sizeof mine, cudaMemcpyHostToDevice);
+  Enqueue(what, [&](ncclComm_t comm) {
+    return ncclAllGather(device, device + 2, 2, ncclInt32, comm, stream_);
+  });
+  std::vector<std::int32_t> all(2 * n);
+  Copy(what, all.data(), device + 2, sizeof(std::int32_t) * 2 * n,
+       cudaMemcpyDeviceToHost);
+  Wait(what);
+  return all;
 }
 
 void NcclCommunicator::Impl::AwaitSplit(const std::string& what,

@@ -13,6 +13,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -176,6 +177,19 @@ class NcclCommunicator::Impl {
   int splits_ = 0;
   std::chrono::milliseconds timeout_;
   const std::shared_ptr<HostArena> arena_;
+  // Where the harness marks the ranks that ended: the world's arena (arena_
+  // on the world communicator; a split one's calls are not compared there,
+  // but its members' ends are read there), or null. world_ranks_: this
+  // communicator's ranks' numbers in the world (empty: the same).
+  std::shared_ptr<HostArena> ends_;
+  std::vector<int> world_ranks_;
+  int WorldRank(int r) const {
+    return world_ranks_.empty() ? r : world_ranks_[static_cast<std::size_t>(r)];
+  }
+  // Every rank's color and key (two a rank), gathered on this communicator
+  // before a split, for the new one's world_ranks_ (NCCL does not say).
+  std::vector<std::int32_t> GatherColors(const std::string& what, int color,
+                                         int key);
   Clock::time_point deadline_{};
   // The peers the operation in progress waits for, where it is a send or
   // receive (a peer that ended breaks it; another rank's end does not:
@@ -199,7 +213,7 @@ class NcclCommunicator::Impl {
     std::vector<int> old_;
   };
   // The rank the operation in progress waits for that has ended (the arena
-  // says so), or -1.
+  // says so), by its number in the world, or -1.
   int EndedPeer() const;
 
   // Guards comm_, aborted_ and broken_ against Abort() from another thread.

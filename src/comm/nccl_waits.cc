@@ -174,13 +174,21 @@ void NcclCommunicator::Impl::Poll(const std::string& what, bool stream) {
 }
 
 int NcclCommunicator::Impl::EndedPeer() const {
-  if (arena_ == nullptr) return -1;
-  if (waits_for_.empty()) {
-    const int ended = arena_->FirstEnded();
+  if (ends_ == nullptr) return -1;
+  if (waits_for_.empty() && world_ranks_.empty()) {
+    const int ended = ends_->FirstEnded();
     return ended != rank_ ? ended : -1;
   }
+  // A split communicator's collective waits for its members alone: ranks
+  // outside it may end (as the test expects) while its members go on.
+  if (waits_for_.empty()) {
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank_ && ends_->Ended(WorldRank(r))) return WorldRank(r);
+    }
+    return -1;
+  }
   for (int peer : waits_for_) {
-    if (arena_->Ended(peer)) return peer;
+    if (ends_->Ended(WorldRank(peer))) return WorldRank(peer);
   }
   return -1;
 }

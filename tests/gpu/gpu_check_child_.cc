@@ -16,6 +16,7 @@
 #if GPU_CHECK_CUDA
 #include <cuda_runtime_api.h>
 #endif
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -250,11 +251,31 @@ DIST_TEST_F(GpuCheckHang, HangInNcclItself, 2) {
   ReduceTwice(*comm().split(0, rank()), TheLastRank::kHangs);
 }
 
-// A crash there: what ends the survivor (NCCL's own error for a peer
-// whose connection closed, or the harness after the failure grace) is for
-// a GPU run to tell.
-DIST_TEST_F(GpuCheck, CrashInNcclItself, 2) {
+// A crash there: the survivor waits in NCCL itself, and stops when the
+// harness marks its peer ended (the split communicator knows its members'
+// world ranks), not when the harness kills it after the failure grace.
+DIST_TEST_F(GpuCheckPatient, CrashInNcclItself, 2) {
   ReduceTwice(*comm().split(0, rank()), TheLastRank::kCrashes);
+}
+
+// Fault tolerance: the last rank is killed, as every rank declared it
+// would. Its end stops the world's barrier, naming it; the others go on, on
+// a communicator split without it, whose waits its end must not stop.
+DIST_TEST_F(GpuCheck, SurvivorsOfAnExpectedEndGoOnWithoutIt, 3) {
+  const int last = world_size() - 1;
+  ExpectRankToEnd(last, disttest::RankEnd::KilledBy(SIGKILL));
+  std::unique_ptr<disttest::Communicator> rest = comm().split(
+      rank() == last ? disttest::Communicator::kNoColor : 0, rank());
+  if (rank() == last) {
+    for (;;) pause();
+  }
+  if (rank() == 0) SignalRank(last, SIGKILL);
+  EXPECT_THROW(comm().barrier(), disttest::CommError);
+  Buffer<float> v(1024);
+  ASSERT_TRUE(v.ok());
+  v.Upload(std::vector<float>(1024, 1.0f));
+  rest->allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+  EXPECT_EQ(v.Download(), std::vector<float>(1024, 2.0f));
 }
 
 #if GPU_CHECK_CUDA
