@@ -231,6 +231,12 @@ void NcclCommunicator::Impl::AwaitSplit(const std::string& what,
   };
   microseconds pause = kFirstPause;
   for (;;) {
+    bool aborted = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      aborted = aborted_ || comm_ == nullptr;
+    }
+    if (aborted) give_up("the nccl communicator was aborted", false);
     ncclResult_t state = ncclSuccess;
     ncclResult_t result = ncclCommGetAsyncError(comm, &state);
     if (result != ncclSuccess) state = result;

@@ -144,19 +144,22 @@ void TellNccl(TestSpec& spec, int ranks_per_gpu) {
 }
 
 // Rank threads share one process, and so what it sees: every rank's GPUs,
-// each once, in rank order; a rank thread's device is its first GPU's place
-// there (two threads that share a GPU share its place).
+// each once, in rank order (then, with kAllRotated, the machine's others);
+// a rank thread's device is its first GPU's place there (two threads that
+// share a GPU share its place).
 void SeeEveryRanksGpus(TestSpec& spec, const GpuAssignment& a) {
   std::vector<std::string> all;
   std::vector<std::size_t> places;
+  auto add = [&](const std::string& gpu) {
+    if (std::find(all.begin(), all.end(), gpu) == all.end()) all.push_back(gpu);
+  };
   for (const auto& own : a.own) {
-    for (const std::string& gpu : own) {
-      if (std::find(all.begin(), all.end(), gpu) == all.end()) {
-        all.push_back(gpu);
-      }
-    }
+    for (const std::string& gpu : own) add(gpu);
     places.push_back(static_cast<std::size_t>(
         std::find(all.begin(), all.end(), own.front()) - all.begin()));
+  }
+  if (spec.options.gpu_visibility == GpuVisibility::kAllRotated) {
+    for (const std::string& gpu : Gpus().devices) add(gpu);
   }
   spec.visible_devices.assign(spec.visible_devices.size(),
                               fmt::format("{}", fmt::join(all, ",")));
