@@ -91,6 +91,12 @@ if [[ -n $fake_dir ]]; then
       "with the NCCL backend and the tests makes it)" >&2
     exit 2
   }
+  # LD_PRELOAD takes a list split at spaces and colons.
+  [[ $fake_lib != *[[:space:]:]* ]] || {
+    echo "gpu-check.sh: LD_PRELOAD cannot name $fake_lib (a space or a" \
+      "colon in it): build in another directory" >&2
+    exit 2
+  }
   [[ $mode == packed ]] || mode=fake
   dir=$fake_dir
 fi
@@ -220,7 +226,8 @@ esac
 if [[ $mode == cpu ]]; then
   logdir=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-cpu.XXXXXX")
   trap 'rm -rf "$logdir"' EXIT
-elif [[ $mode == fake ]]; then
+elif [[ -n $fake_dir ]]; then
+  # Beside the binaries, never over a GPU run's log in gpu-pack/.
   logdir=$fake_dir/gpu-check-fake
   mkdir -p "$logdir"
 elif [[ $mode == packed ]]; then

@@ -185,9 +185,21 @@ struct CUstream_st {
       next = nullptr;
       lock.lock();
       busy = false;
+      cv.notify_all();
     }
     lock.unlock();
     delete this;
+  }
+
+  bool Idle() {
+    std::lock_guard<std::mutex> lock(mu);
+    return work.empty() && !busy;
+  }
+
+  // Waits until its work so far has run.
+  void Drain() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return work.empty() && !busy; });
   }
 };
 
@@ -200,15 +212,39 @@ struct CUevent_st {
 
 namespace {
 
-// Runs `f` in the stream's order: now for the legacy stream.
+// The legacy stream (stream 0): a stream of its own, as in CUDA, that the
+// process's streams (made non-blocking) do not wait for by themselves.
+cudaStream_t LegacyStream() {
+  static cudaStream_t legacy = [] {
+    auto* s = new CUstream_st;
+    std::thread([s] { s->Run(); }).detach();
+    return s;
+  }();
+  return legacy;
+}
+
+cudaStream_t Resolve(cudaStream_t s) { return Legacy(s) ? LegacyStream() : s; }
+
+// Runs `f` in the stream's order.
 void OnStream(cudaStream_t s, std::function<void()> f) {
-  if (Legacy(s)) {
-    f();
-    return;
-  }
+  s = Resolve(s);
   std::lock_guard<std::mutex> lock(s->mu);
   s->work.push_back(std::move(f));
   s->cv.notify_all();
+}
+
+// Data work on the legacy stream starts late (1 ms): work on another
+// stream that reads its buffer without waiting for it (an event) reads it
+// before it is written, as on a GPU it could.
+void OnStreamLate(cudaStream_t s, std::function<void()> f) {
+  if (!Legacy(s)) {
+    OnStream(s, std::move(f));
+    return;
+  }
+  OnStream(s, [f = std::move(f)] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    f();
+  });
 }
 
 }  // namespace
@@ -356,26 +392,29 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes,
   return cudaSuccess;
 }
 
+// Synchronous: after the legacy stream's work so far (as CUDA's is).
 cudaError_t cudaMemcpy(void* to, const void* from, std::size_t bytes,
                        cudaMemcpyKind) {
+  LegacyStream()->Drain();
   if (bytes > 0) std::memmove(to, from, bytes);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpyAsync(void* to, const void* from, std::size_t bytes,
                             cudaMemcpyKind, cudaStream_t stream) {
-  if (bytes > 0) OnStream(stream, [=] { std::memmove(to, from, bytes); });
+  if (bytes > 0) OnStreamLate(stream, [=] { std::memmove(to, from, bytes); });
   return cudaSuccess;
 }
 
+// On device memory CUDA's returns before the bytes are set: on stream 0.
 cudaError_t cudaMemset(void* p, int value, std::size_t bytes) {
-  if (bytes > 0) std::memset(p, value, bytes);
+  if (bytes > 0) OnStreamLate(nullptr, [=] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
 
 cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes,
                             cudaStream_t stream) {
-  if (bytes > 0) OnStream(stream, [=] { std::memset(p, value, bytes); });
+  if (bytes > 0) OnStreamLate(stream, [=] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
 
@@ -400,10 +439,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  if (Legacy(stream)) return cudaSuccess;
-  std::lock_guard<std::mutex> lock(stream->mu);
-  return stream->work.empty() && !stream->busy ? cudaSuccess
-                                               : cudaErrorNotReady;
+  return Resolve(stream)->Idle() ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
@@ -504,11 +540,14 @@ struct alignas(64) Ring {
   char pad2[56];
 };
 
+// A multiple of 64: every ring's head and tail stay aligned.
 std::size_t RingBytes(int n) {
-  return n <= 8 ? std::size_t{1} << 20
-                : std::max<std::size_t>(
-                      std::size_t{64} << 10,
-                      (std::size_t{8} << 20) / static_cast<std::size_t>(n));
+  const std::size_t bytes =
+      n <= 8 ? std::size_t{1} << 20
+             : std::max<std::size_t>(
+                   std::size_t{64} << 10,
+                   (std::size_t{8} << 20) / static_cast<std::size_t>(n));
+  return bytes / 64 * 64;
 }
 
 struct Layout {
@@ -672,10 +711,65 @@ struct ncclComm {
   int key = 0;
   int device = 0;
   std::uint64_t splits = 0;  // Splits made of this communicator.
+  // Work launched without blocking: the next query says ncclInProgress.
+  bool launching = false;
+  // A split of this communicator in progress (this one is in progress until
+  // it ends, as in NCCL): the new communicator (null for
+  // NCCL_SPLIT_NOCOLOR), where it goes once made, and the split's number.
+  bool splitting = false;
+  ncclComm* split_child = nullptr;
+  ncclComm** split_out = nullptr;
+  std::uint64_t split_at = 0;
+
+  ~ncclComm() {
+    if (state != nullptr) Forget(state->id);
+    delete split_child;
+  }
+
+  // Moves everything in progress on as far as it can go. Under mu.
+  ncclResult_t Progress() {
+    if (result == ncclInProgress && Create() == ncclInProgress) {
+      return ncclInProgress;
+    }
+    if (result != ncclSuccess) return result;
+    if (launching) {
+      launching = false;
+      return ncclInProgress;
+    }
+    if (splitting) {
+      if (split_child == nullptr) {
+        // Without a color, the split ends when every rank has come.
+        for (int r = 0; r < state->n; ++r) {
+          if (state->slot(r)->splits[split_at % kSplitsKept].number.load(
+                  std::memory_order_acquire) < split_at + 1) {
+            return ncclInProgress;
+          }
+        }
+      } else {
+        ncclResult_t made;
+        {
+          std::lock_guard<std::mutex> lock(split_child->mu);
+          made = split_child->Progress();
+        }
+        if (made == ncclInProgress) return ncclInProgress;
+        if (made != ncclSuccess) {
+          error = split_child->error;
+          delete split_child;
+          split_child = nullptr;
+          splitting = false;
+          return result = made;
+        }
+        *split_out = split_child;  // NCCL writes it once made.
+        split_child = nullptr;
+      }
+      splitting = false;
+    }
+    return ncclSuccess;
+  }
 
   // Moves creation on as far as it can go; ncclInProgress until every rank
   // has come. Under mu.
-  ncclResult_t Progress() {
+  ncclResult_t Create() {
     if (result != ncclInProgress) return result;
     if (parent != nullptr) {
       struct Member {
@@ -719,6 +813,7 @@ struct ncclComm {
       tl_device = saved;
       parent = nullptr;
       if (attached != ncclSuccess) {
+        if (rank == 0) Forget(maker.where);
         error = tl_nccl_error;
         return result = attached;
       }
@@ -1142,44 +1237,131 @@ void RunGroup(const State& s, const std::vector<Op>& ops) {
 }
 
 struct Grouped {
+  ncclComm* comm;
   std::shared_ptr<State> state;
   cudaStream_t stream;
   std::vector<Op> ops;
 };
 thread_local int tl_group_depth = 0;
 thread_local std::vector<Grouped>* tl_grouped = nullptr;
+// The first error of the group being made: it is then dropped, as NCCL's.
+thread_local ncclResult_t tl_group_error = ncclSuccess;
 
-ncclResult_t Submit(ncclComm_t comm, cudaStream_t stream, const Op& op) {
-  if (comm == nullptr) {
-    return NcclFail(ncclInvalidArgument, "fake NCCL: comm is NULL");
-  }
-  if (TypeBytes(op.type) == 0) {
-    return NcclFail(ncclInvalidArgument, "fake NCCL: unknown data type");
-  }
-  std::shared_ptr<State> state;
-  {
-    std::lock_guard<std::mutex> lock(comm->mu);
-    if (const ncclResult_t r = comm->EnsureReady(); r != ncclSuccess) return r;
-    state = comm->state;
-  }
-  const bool p2p = op.kind == Op::kSend || op.kind == Op::kRecv;
-  if (op.root < 0 || op.root >= state->n) {
-    return NcclFail(ncclInvalidArgument, p2p ? "fake NCCL: peer out of range"
-                                             : "fake NCCL: root out of range");
-  }
-  if (tl_group_depth > 0) {
-    if (tl_grouped == nullptr) tl_grouped = new std::vector<Grouped>;
-    for (Grouped& g : *tl_grouped) {
-      if (g.state == state && g.stream == stream) {
-        g.ops.push_back(op);
-        return ncclSuccess;
-      }
-    }
-    tl_grouped->push_back({state, stream, {op}});
+// A buffer an operation reads or writes: device memory of the
+// communicator's device, all `bytes` of it in one allocation. NCCL does not
+// check (unless NCCL_CHECK_POINTERS=1); a GPU would fault.
+ncclResult_t CheckBuffer(const char* which, const void* p, std::size_t bytes,
+                         int device) {
+  if (bytes == 0) return ncclSuccess;
+  char why[200];
+  Allocation a{};
+  const std::uintptr_t start = Holder(p, &a);
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  if (start == 0) {
+    std::snprintf(why, sizeof why,
+                  "fake NCCL: the %s buffer %p is not device memory "
+                  "(cudaMalloc): a GPU would fault",
+                  which, p);
+  } else if (at + bytes > start + a.bytes) {
+    std::snprintf(why, sizeof why,
+                  "fake NCCL: the %s buffer %p of %zu bytes runs past its "
+                  "allocation",
+                  which, p, bytes);
+  } else if (a.device != device) {
+    std::snprintf(why, sizeof why,
+                  "fake NCCL: the %s buffer %p is on device %d, the "
+                  "communicator's is %d",
+                  which, p, a.device, device);
+  } else {
     return ncclSuccess;
   }
-  OnStream(stream, [state, op] { Run(*state, op); });
-  return ncclSuccess;
+  return NcclFail(ncclInvalidArgument, why);
+}
+
+ncclResult_t CheckBuffers(const Op& op, const State& s, int device) {
+  const std::size_t bytes = op.count * TypeBytes(op.type);
+  const std::size_t all = bytes * static_cast<std::size_t>(s.n);
+  const bool root = s.rank == op.root;
+  std::size_t in = bytes, out = bytes;
+  switch (op.kind) {
+    case Op::kAllReduce:
+      break;
+    case Op::kReduce:
+      out = root ? bytes : 0;
+      break;
+    case Op::kBroadcast:
+      in = root ? bytes : 0;
+      break;
+    case Op::kAllGather:
+      out = all;
+      break;
+    case Op::kReduceScatter:
+      in = all;
+      break;
+    case Op::kSend:
+      out = 0;
+      break;
+    case Op::kRecv:
+      in = 0;
+      break;
+  }
+  if (const ncclResult_t r = CheckBuffer("send", op.in, in, device);
+      r != ncclSuccess) {
+    return r;
+  }
+  return CheckBuffer("receive", op.out, out, device);
+}
+
+ncclResult_t Submit(ncclComm_t comm, cudaStream_t stream, const Op& op) {
+  const ncclResult_t r = [&] {
+    if (comm == nullptr) {
+      return NcclFail(ncclInvalidArgument, "fake NCCL: comm is NULL");
+    }
+    if (TypeBytes(op.type) == 0) {
+      return NcclFail(ncclInvalidArgument, "fake NCCL: unknown data type");
+    }
+    std::shared_ptr<State> state;
+    {
+      std::lock_guard<std::mutex> lock(comm->mu);
+      if (const ncclResult_t e = comm->EnsureReady(); e != ncclSuccess) {
+        return e;
+      }
+      state = comm->state;
+    }
+    const bool p2p = op.kind == Op::kSend || op.kind == Op::kRecv;
+    if (op.root < 0 || op.root >= state->n) {
+      return NcclFail(ncclInvalidArgument,
+                      p2p ? "fake NCCL: peer out of range"
+                          : "fake NCCL: root out of range");
+    }
+    if (const ncclResult_t e = CheckBuffers(op, *state, comm->device);
+        e != ncclSuccess) {
+      return e;
+    }
+    if (tl_group_depth > 0) {
+      if (tl_grouped == nullptr) tl_grouped = new std::vector<Grouped>;
+      for (Grouped& g : *tl_grouped) {
+        if (g.state == state && g.stream == stream) {
+          g.ops.push_back(op);
+          return ncclSuccess;
+        }
+      }
+      tl_grouped->push_back({comm, state, stream, {op}});
+      return ncclSuccess;
+    }
+    OnStream(stream, [state, op] { Run(*state, op); });
+    // A communicator that does not block launches in the background: the
+    // next query says ncclInProgress, and NCCL refuses a call meanwhile.
+    std::lock_guard<std::mutex> lock(comm->mu);
+    if (comm->blocking) return ncclSuccess;
+    comm->launching = true;
+    return ncclInProgress;
+  }();
+  if (r != ncclSuccess && r != ncclInProgress && tl_group_depth > 0 &&
+      tl_group_error == ncclSuccess) {
+    tl_group_error = r;
+  }
+  return r;
 }
 
 }  // namespace
@@ -1290,22 +1472,27 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* out,
   mine.color = color;
   mine.key = key;
   mine.number.store(number + 1, std::memory_order_release);
-  if (color == NCCL_SPLIT_NOCOLOR) {
-    *out = nullptr;
-    return ncclSuccess;
+  ncclComm* child = nullptr;
+  if (color != NCCL_SPLIT_NOCOLOR) {
+    child = new ncclComm;
+    child->blocking = blocking;
+    child->parent = parent;
+    child->split_number = number;
+    child->color = color;
+    child->key = key;
+    child->device = tl_device;
   }
-  auto* child = new ncclComm;
-  child->blocking = blocking;
-  child->parent = parent;
-  child->split_number = number;
-  child->color = color;
-  child->key = key;
-  child->device = tl_device;
-  *out = child;
-  std::lock_guard<std::mutex> lock(child->mu);
-  if (!blocking) return ncclInProgress;
-  const ncclResult_t ready = child->Ready();
-  return ready == ncclSuccess ? ncclSuccess : NcclFail(ready, child->error);
+  // As NCCL: the new communicator comes back once made, and until then
+  // (every rank's split, NCCL_SPLIT_NOCOLOR's too) this one is in progress.
+  *out = nullptr;
+  std::lock_guard<std::mutex> lock(comm->mu);
+  comm->splitting = true;
+  comm->split_child = child;
+  comm->split_out = out;
+  comm->split_at = number;
+  if (!comm->blocking) return ncclInProgress;
+  const ncclResult_t ready = comm->Ready();
+  return ready == ncclSuccess ? ncclSuccess : NcclFail(ready, comm->error);
 }
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
@@ -1353,15 +1540,24 @@ ncclResult_t ncclGroupEnd() {
   if (tl_group_depth == 0) {
     return NcclFail(ncclInvalidUsage, "fake NCCL: ncclGroupEnd without start");
   }
-  if (--tl_group_depth > 0 || tl_grouped == nullptr) return ncclSuccess;
+  if (--tl_group_depth > 0) return ncclSuccess;
+  const ncclResult_t failed = std::exchange(tl_group_error, ncclSuccess);
+  if (tl_grouped == nullptr) return failed;
   std::vector<Grouped> groups = std::move(*tl_grouped);
   tl_grouped->clear();
+  if (failed != ncclSuccess) return failed;  // Nothing of it runs.
+  ncclResult_t result = ncclSuccess;
   for (Grouped& g : groups) {
     OnStream(g.stream, [state = g.state, ops = std::move(g.ops)] {
       RunGroup(*state, ops);
     });
+    std::lock_guard<std::mutex> lock(g.comm->mu);
+    if (!g.comm->blocking) {
+      g.comm->launching = true;
+      result = ncclInProgress;
+    }
   }
-  return ncclSuccess;
+  return result;
 }
 
 ncclResult_t ncclAllReduce(const void* in, void* out, std::size_t count,
