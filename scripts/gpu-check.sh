@@ -368,6 +368,9 @@ verdict_cases() {
     gpu_check_child_ "GpuCheckPatient.CrashInNcclItself/2ranks" "$@" -- \
     "killed by signal 11 (SIGSEGV)" "!still running" \
     ${aborted:+"rank 1 ended while this rank waited for it in NCCL" "$aborted"}
+  check "pooled ranks: a test's unanswered irecv, then the next test" fail 60 \
+    gpu_check_child_ "GpuCheckPooled.*" "$@" -- "which rank 1 has not sent" \
+    "[       OK ] GpuCheckPooled.TheNextTestSeesItsOwnData/2ranks"
   check "fault tolerance: survivors of an expected end go on, on their split" pass 60 \
     gpu_check_child_ "GpuCheck.SurvivorsOfAnExpectedEndGoOnWithoutIt/3ranks" "$@"
   local n
