@@ -447,6 +447,14 @@ else
       DISTTEST_FAKE_NCCL_VERSION=23000 DISTTEST_FAKE_GPUS=3 DISTTEST_GPUS=3 -- \
       "8 ranks share the GPUs, up to 3 a GPU: NCCL_MULTI_RANK_GPU_ENABLE=1" \
       "!as processes, not threads"
+    threads_on_4=(DISTTEST_LAUNCH=threads DISTTEST_FAKE_GPUS=4 DISTTEST_GPUS=4)
+    check "rank threads on 4 GPUs: counts that differ, 4 ranks" fail 60 gpu_check_child_ \
+      "GpuCheck.CallsThatDiffer/4ranks" "${threads_on_4[@]}" -- \
+      "collective #1 does not match across the 4 ranks" "the nccl communicator is aborted"
+    check "rank threads on 4 GPUs: a hang in NCCL itself, 2 ranks, 3 s timeout" fail 40 \
+      gpu_check_child_ "GpuCheckHang.HangInNcclItself/2ranks" "${threads_on_4[@]}" \
+      GPU_CHECK_HANG_TIMEOUT_S=3 -- "timed out after" "rank 1 is not in it" \
+      "the nccl communicator is aborted"
   fi
 
   echo "== collectives of 0 to 2^22 elements against a serial reference"
@@ -456,7 +464,7 @@ else
 
   echo "== a mismatch, a crash and a hang in an NCCL collective"
   # The hangs' timeout: 10 s on a GPU; the fake's ranks start at once.
-  verdict_cases "2 4" "$( [[ -n $fake_dir ]] && echo 4 || echo 10)" \
+  verdict_cases "2 4" "$( [[ -n $fake_dir ]] && echo 3 || echo 10)" \
     "the nccl communicator is aborted" "${share[@]}"
 
   echo "== which GPU each rank sees"
