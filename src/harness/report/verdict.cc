@@ -166,8 +166,14 @@ std::vector<RankState> RankStates(const TestSpec& spec,
           return m.message.find(kHungInItsBody) != std::string::npos;
         });
     if (r.killed_because.empty() && r.overran.empty() && !hung && r.outcome) {
-      const bool exited = r.outcome->exited();
-      const int code = exited ? r.outcome->exit_code() : -1;
+      // Killed after its verdict came (a rank thread whose process ended
+      // with its peers', a rank that met the others): it ended as its
+      // verdict says.
+      const bool by_verdict = r.killed_after_done && r.done;
+      const bool exited = by_verdict || r.outcome->exited();
+      const int code = by_verdict ? ExitCodeOf(*r.done)
+                       : exited   ? r.outcome->exit_code()
+                                  : -1;
       // An exit before its report came is no pass, whatever its status
       // (exit(0) in the body): said as its failure says it.
       s.ended = exited && !r.done      ? EndWithoutReport(*r.outcome)
