@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -159,15 +160,42 @@ std::unique_ptr<NcclCommunicator::Impl> NcclCommunicator::Impl::split(
   const std::vector<std::int32_t> colors = ends_ != nullptr
                                                ? GatherColors(what, color, key)
                                                : std::vector<std::int32_t>{};
+  // The new communicator's members, in NCCL's order: by key, then by rank
+  // here (every rank's color and key came with GatherColors).
+  std::vector<std::pair<std::int32_t, int>> members;  // Key, rank here.
+  for (std::size_t r = 0; 2 * r < colors.size(); ++r) {
+    if (colors[2 * r] == color) {
+      members.emplace_back(colors[2 * r + 1], static_cast<int>(r));
+    }
+  }
+  std::stable_sort(
+      members.begin(), members.end(),
+      [](const auto& a, const auto& b) { return a.first < b.first; });
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
-  Enqueue(what, [&](ncclComm_t parent) {
-    return ncclCommSplit(parent, color == kNoColor ? NCCL_SPLIT_NOCOLOR : color,
-                         key, &comm, &config);
-  });
-  if (color == kNoColor || comm == nullptr) return nullptr;
-  AwaitSplit(what, comm);
+  {
+    // Every rank gave its color before (GatherColors): from here on only
+    // the members' ends stop the wait, and a rank outside the new
+    // communicator may end (as a test expects) while they finish. (This
+    // rank alone, for a communicator of one: no peer to wait for.)
+    std::optional<WaitsFor> members_only;
+    if (!members.empty() && color != kNoColor) {
+      std::vector<int> peers;
+      for (const auto& m : members) {
+        if (m.second != rank_) peers.push_back(m.second);
+      }
+      if (peers.empty()) peers.push_back(rank_);
+      members_only.emplace(*this, std::move(peers));
+    }
+    Enqueue(what, [&](ncclComm_t parent) {
+      return ncclCommSplit(parent,
+                           color == kNoColor ? NCCL_SPLIT_NOCOLOR : color, key,
+                           &comm, &config);
+    });
+    if (color == kNoColor || comm == nullptr) return nullptr;
+    AwaitSplit(what, comm);
+  }
   // Rank and size are NCCL's to decide.
   int rank = 0, size = 0;
   if (ncclCommUserRank(comm, &rank) != ncclSuccess ||
@@ -178,24 +206,14 @@ std::unique_ptr<NcclCommunicator::Impl> NcclCommunicator::Impl::split(
   auto impl = std::make_unique<Impl>(rank, size, options);
   impl->scope_ = scope_;
   impl->comm_ = comm;
-  // Its members' world ranks, in NCCL's order (by key, then by rank here):
-  // a member's end then stops its waits, as on the world communicator.
-  if (!colors.empty()) {
-    std::vector<std::pair<std::int32_t, int>> members;  // Key, rank here.
-    for (int r = 0; r < size_; ++r) {
-      if (colors[static_cast<std::size_t>(2 * r)] == color) {
-        members.emplace_back(colors[static_cast<std::size_t>(2 * r + 1)], r);
-      }
-    }
-    std::stable_sort(
-        members.begin(), members.end(),
-        [](const auto& a, const auto& b) { return a.first < b.first; });
-    if (static_cast<int>(members.size()) == size &&
-        members[static_cast<std::size_t>(rank)].second == rank_) {
-      impl->ends_ = ends_;
-      for (const auto& m : members) {
-        impl->world_ranks_.push_back(WorldRank(m.second));
-      }
+  // Its members' world ranks: a member's end then stops its waits, as on
+  // the world communicator. Where NCCL ordered them otherwise (never so
+  // far), it goes without: its waits end at its deadline.
+  if (static_cast<int>(members.size()) == size &&
+      members[static_cast<std::size_t>(rank)].second == rank_) {
+    impl->ends_ = ends_;
+    for (const auto& m : members) {
+      impl->world_ranks_.push_back(WorldRank(m.second));
     }
   }
   impl->deadline_ = Clock::now() + timeout_;

@@ -155,6 +155,10 @@ void SeeEveryRanksGpus(TestSpec& spec, const GpuAssignment& a) {
   };
   for (const auto& own : a.own) {
     for (const std::string& gpu : own) add(gpu);
+    if (own.empty()) {  // (AssignGpus gives every rank one at least.)
+      places.push_back(0);
+      continue;
+    }
     places.push_back(static_cast<std::size_t>(
         std::find(all.begin(), all.end(), own.front()) - all.begin()));
   }
