@@ -259,32 +259,34 @@ DIST_TEST_F(GpuCheckPatient, CrashInNcclItself, 2) {
 }
 
 // Pooled ranks (options().reuse_workers) run one test after another in the
-// same processes, each test with its communicator: the first leaves a
-// receive it posted unanswered (a failure of its own), the second must
-// still see exactly its own data.
+// same processes: the second test runs where the first did (the pool was
+// used), and each sees exactly its own data, sent, received and reduced.
 class GpuCheckPooled : public GpuCheck {
  protected:
   GpuCheckPooled() { options().reuse_workers = true; }
-};
 
-DIST_TEST_F(GpuCheckPooled, AFirstTestLeavesAnIrecvPosted, 2) {
-  Buffer<float> v(1024);
-  ASSERT_TRUE(v.ok());
-  v.Upload(std::vector<float>(1024, 7.0f));
-  if (rank() == 0) {
-    disttest::Request r = comm().irecv(v.get(), 1024, 1);
-    (void)r;  // Dropped unanswered: this test fails.
+  // Rank 1 sends rank()+1+`offset` to rank 0; then all sum it.
+  void SendThenReduce(float offset) {
+    Buffer<float> v(1024);
+    ASSERT_TRUE(v.ok());
+    v.Upload(std::vector<float>(1024, rank() + 1 + offset));
+    if (rank() == 1) comm().send(v.get(), 1024, 0);
+    if (rank() == 0) comm().recv(v.get(), 1024, 1);
+    comm().allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+    EXPECT_EQ(v.Download(), std::vector<float>(1024, 2 * (2 + offset)));
   }
+  static pid_t first_pid;  // Per rank process: the pool keeps it.
+};
+pid_t GpuCheckPooled::first_pid = 0;
+
+DIST_TEST_F(GpuCheckPooled, First, 2) {
+  first_pid = getpid();
+  SendThenReduce(0);
 }
 
-DIST_TEST_F(GpuCheckPooled, TheNextTestSeesItsOwnData, 2) {
-  Buffer<float> v(1024);
-  ASSERT_TRUE(v.ok());
-  v.Upload(std::vector<float>(1024, static_cast<float>(rank() + 1)));
-  if (rank() == 1) comm().send(v.get(), 1024, 0);
-  if (rank() == 0) comm().recv(v.get(), 1024, 1);
-  comm().allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
-  EXPECT_EQ(v.Download(), std::vector<float>(1024, 4.0f));
+DIST_TEST_F(GpuCheckPooled, SecondInTheSameProcesses, 2) {
+  EXPECT_EQ(first_pid, getpid()) << "not the first test's process: no pool";
+  SendThenReduce(10);
 }
 
 // Fault tolerance: the last rank is killed, as every rank declared it
