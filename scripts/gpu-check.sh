@@ -478,9 +478,9 @@ else
   fi
 
   echo "== collectives of 0 to 2^22 elements against a serial reference"
-  check "1, 2 and 4 ranks" pass 180 gpu_check_child_ \
+  check "collectives of 0 to 2^22 elements, 1, 2 and 4 ranks" pass 180 gpu_check_child_ \
     "$(printf 'GpuCheck.CollectivesAtEverySize/%sranks:' 1 2 4)" "${share[@]}"
-  check "8 ranks" 'pass?' 180 gpu_check_child_ "GpuCheck.CollectivesAtEverySize/8ranks" "${share[@]}"
+  check "collectives of 0 to 2^22 elements, 8 ranks" 'pass?' 180 gpu_check_child_ "GpuCheck.CollectivesAtEverySize/8ranks" "${share[@]}"
 
   echo "== a mismatch, a crash and a hang in an NCCL collective"
   # The hangs' timeout: 10 s on a GPU; the fake's ranks start at once.
