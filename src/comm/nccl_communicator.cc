@@ -193,15 +193,21 @@ std::unique_ptr<NcclCommunicator::Impl> NcclCommunicator::Impl::split(
                            color == kNoColor ? NCCL_SPLIT_NOCOLOR : color, key,
                            &comm, &config);
     });
-    if (color == kNoColor || comm == nullptr) return nullptr;
-    AwaitSplit(what, comm);
+  }
+  if (color == kNoColor) return nullptr;
+  // NCCL hands the new communicator back once made (this one was in
+  // progress until then, and Enqueue waited for that).
+  if (comm == nullptr) {
+    Break(what, fmt::format("NCCL made no communicator for color {}", color));
   }
   // Rank and size are NCCL's to decide.
   int rank = 0, size = 0;
-  if (ncclCommUserRank(comm, &rank) != ncclSuccess ||
-      ncclCommCount(comm, &size) != ncclSuccess) {
+  ncclResult_t result = ncclCommUserRank(comm, &rank);
+  if (result == ncclSuccess) result = ncclCommCount(comm, &size);
+  if (result != ncclSuccess) {
+    const std::string cause = NcclCause(result);
     ncclCommAbort(comm);
-    Break(what, "the split communicator has no rank or size");
+    Break(what, "the split communicator has no rank or size: " + cause);
   }
   auto impl = std::make_unique<Impl>(rank, size, options);
   impl->scope_ = scope_;
@@ -237,47 +243,6 @@ std::vector<std::int32_t> NcclCommunicator::Impl::GatherColors(
        cudaMemcpyDeviceToHost);
   Wait(what);
   return all;
-}
-
-void NcclCommunicator::Impl::AwaitSplit(const std::string& what,
-                                        ncclComm_t comm) {
-  // Aborts the new communicator, then this one, as Break() does.
-  auto give_up = [&](const std::string& cause, bool peer) {
-    ncclCommAbort(comm);
-    if (peer) BreakForPeer(what, cause);
-    Break(what, cause);
-  };
-  microseconds pause = kFirstPause;
-  for (;;) {
-    bool aborted = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      aborted = aborted_ || comm_ == nullptr;
-    }
-    if (aborted) give_up("the nccl communicator was aborted", false);
-    ncclResult_t state = ncclSuccess;
-    ncclResult_t result = ncclCommGetAsyncError(comm, &state);
-    if (result != ncclSuccess) state = result;
-    if (state == ncclSuccess) return;
-    if (state != ncclInProgress) {
-      give_up("the split communicator was not made: " + NcclCause(state),
-              false);
-    }
-    if (const int ended = EndedPeer(); ended >= 0) {
-      give_up(fmt::format("rank {} ended while this rank waited for it in "
-                          "NCCL",
-                          ended),
-              true);
-    }
-    if (Clock::now() >= deadline_) {
-      give_up(fmt::format("timed out after {} ms making the split "
-                          "communicator",
-                          timeout_.count()),
-              false);
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, kLongestPause);
-  }
 }
 
 NcclCommunicator::Impl::~Impl() {
@@ -421,10 +386,9 @@ std::unique_ptr<Communicator> NcclCommunicator::DoSplit(int color, int key) {
       fmt::format("{}/split{}/color{}", impl_->prefix_, round, color);
   std::unique_ptr<Impl> impl = impl_->split(color, key, prefix);
   if (impl == nullptr) return nullptr;
-  const std::string scope = impl->scope_;
   std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator(std::move(impl)));
   comm->SetName(fmt::format("{} split {} (color {})", name(), round, color),
-                prefix, scope);
+                prefix, impl_->scope_);
   comm->InitTimeout(timeout());
   return comm;
 }

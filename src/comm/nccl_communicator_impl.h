@@ -73,13 +73,6 @@ class NcclCommunicator::Impl {
   // ncclCommSplit: the new communicator's Impl (nullptr for kNoColor),
   // whose rendezvous keys are under `prefix`.
   std::unique_ptr<Impl> split(int color, int key, const std::string& prefix);
-  // Waits until `comm`, the new communicator of a split, is made: NCCL
-  // refuses every use of one still ncclInProgress (its rank and size
-  // included). NCCL hands it back only once made (this communicator is in
-  // progress until then, and Enqueue() waited for that): a check, not a
-  // wait, unless an NCCL hands it back earlier. Breaks this communicator,
-  // aborting `comm`, on an error, an Abort(), a peer's end or the deadline.
-  void AwaitSplit(const std::string& what, ncclComm_t comm);
 
   // isend and irecv wait here until a wait() (or any other operation of the
   // communicator) launches every one of them as one NCCL group: a rank's
