@@ -80,6 +80,11 @@ TEST_P(VerdictsTest, FatalFailureOnRankZeroEndsItsWaitingPeer) {
   EXPECT_THAT(v.run.out,
               HasSubstr("[rank 1/2] was killed by disttest: still running "
                         "300 ms after rank 0 failed"));
+  // Rank 0 ended as its verdict says, whoever ended its process after (as
+  // rank threads, the kill of rank 1 ended it too).
+  EXPECT_THAT(v.run.out,
+              HasSubstr("rank 0 is past collective #0 barrier() (disttest's, "
+                        "before the body); it ended: failed\n"));
   // The busy peer is ended after the grace, not at the 60 s timeout.
   EXPECT_LT(v.run.elapsed, std::chrono::seconds(20));
 }
