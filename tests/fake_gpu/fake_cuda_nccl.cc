@@ -550,13 +550,14 @@ std::size_t RingBytes(int n) {
   return bytes / 64 * 64;
 }
 
+// The slots at the start, then the rings from the next page on.
 struct Layout {
-  std::size_t slots, rings, ring_stride, total;
+  std::size_t ring_bytes, rings, ring_stride, total;
   explicit Layout(int n) {
     const auto un = static_cast<std::size_t>(n);
-    slots = 0;
-    rings = (slots + un * sizeof(Slot) + 4095) / 4096 * 4096;
-    ring_stride = sizeof(Ring) + RingBytes(n);
+    ring_bytes = RingBytes(n);
+    rings = (un * sizeof(Slot) + 4095) / 4096 * 4096;
+    ring_stride = sizeof(Ring) + ring_bytes;
     total = rings + un * un * ring_stride;
   }
 };
@@ -569,15 +570,12 @@ struct State {
   int n = 1;
   char* base = nullptr;
   Layout layout{1};
-  std::size_t ring_bytes = 0;
   std::atomic<bool> aborted{false};
 
   ~State() {
     if (base != nullptr) munmap(base, layout.total);
   }
-  Slot* slot(int r) const {
-    return reinterpret_cast<Slot*>(base + layout.slots) + r;
-  }
+  Slot* slot(int r) const { return reinterpret_cast<Slot*>(base) + r; }
   Ring* ring(int from, int to) const {
     return reinterpret_cast<Ring*>(base + layout.rings +
                                    static_cast<std::size_t>(from * n + to) *
@@ -650,7 +648,6 @@ ncclResult_t Attach(const SegmentId& id, int n, int rank,
   s->rank = rank;
   s->n = n;
   s->layout = Layout(n);
-  s->ring_bytes = RingBytes(n);
   // The maker's descriptor, if it is still the segment (a number is reused
   // once closed; the name says whose it is).
   const std::string path =
@@ -1061,11 +1058,13 @@ bool Move(const State& s, std::vector<Transfer>& transfers) {
       char* data = s.data(ring);
       const std::uint64_t head = ring->head.load(std::memory_order_acquire);
       const std::uint64_t tail = ring->tail.load(std::memory_order_acquire);
-      std::size_t room = t.send ? s.ring_bytes - (tail - head) : tail - head;
+      std::size_t room =
+          t.send ? s.layout.ring_bytes - (tail - head) : tail - head;
       std::size_t now = std::min(room, t.bytes - t.done);
       if (now == 0) continue;
-      const std::uint64_t at = (t.send ? tail : head) % s.ring_bytes;
-      const std::size_t first = std::min<std::size_t>(now, s.ring_bytes - at);
+      const std::uint64_t at = (t.send ? tail : head) % s.layout.ring_bytes;
+      const std::size_t first =
+          std::min<std::size_t>(now, s.layout.ring_bytes - at);
       if (t.send) {
         std::memcpy(data + at, t.buffer + t.done, first);
         std::memcpy(data, t.buffer + t.done + first, now - first);
