@@ -391,6 +391,34 @@ verdict_cases() {
     gpu_check_child_ "GpuCheckPooled.*" "$@"
   check "fault tolerance: survivors of an expected end go on, on their split" pass 60 \
     gpu_check_child_ "GpuCheck.SurvivorsOfAnExpectedEndGoOnWithoutIt/3ranks" "$@"
+  # No false pass off the collectives: what NCCL runs without a word (it
+  # has no tags and no types on the wire, and a small send returns with
+  # nobody to receive it): the ledgers' balance of the messages fails them.
+  # Gloo (--cpu) fails them its own ways, each named.
+  local as_int32="received as recv(8 x int32 from rank 0, tag 0)"
+  local world_p2p=$as_int32 split_p2p=$as_int32 nobody=${fake_dir:+"a message nobody received"}
+  if [[ $mode == cpu ]]; then
+    world_p2p="rank 1 expected 8 x int32 with tag 0"
+    split_p2p="does not pair"
+  fi
+  check "no false pass: 8 floats sent, received as 8 int32s, on the world" fail 30 \
+    gpu_check_child_ "GpuCheck.SendAndReceiveThatDifferOnTheWorld/2ranks" "$@" -- \
+    "$world_p2p"
+  check "no false pass: 8 floats sent, received as 8 int32s, on a split" fail 30 \
+    gpu_check_child_ "GpuCheck.SendAndReceiveThatDifferOnASplit/2ranks" "$@" -- \
+    "$split_p2p"
+  check "no false pass: an isend kept past the test, never waited for" fail 30 \
+    gpu_check_child_ "GpuCheck.IsendNeverWaited/2ranks" "$@" -- \
+    "isend(8 x float32 to rank 1, tag 0) on world made here was never waited for"
+  # A GPU's NCCL waits for a receiver (the wait's 2 s timeout then ends
+  # it); Gloo too; the fake GPU's send returns at once, unreceived.
+  check "no false pass: an isend dropped without wait(), never received" fail 30 \
+    gpu_check_child_ "GpuCheck.IsendDroppedWithoutWait/2ranks" "$@" -- \
+    "send(8 x float32 to rank 1, tag 0)" ${nobody:+"$nobody"}
+  check "no false pass: floats that differ in the last bit (DIST_EXPECT_ALL_EQ)" fail 30 \
+    gpu_check_child_ "GpuCheck.AllEqInTheLastBit/2ranks" "$@" -- \
+    "DIST_EXPECT_ALL_EQ(x): the 2 ranks disagree" "1.0000001: rank 1" \
+    'DIST_EXPECT_ALL_EQ_ON(x): the 2 ranks of communicator "world split 0 (color 0)" disagree'
   local n
   for n in $sizes; do
     local last=$((n - 1))
@@ -471,6 +499,14 @@ else
     check "rank threads on 4 GPUs: counts that differ, 4 ranks" fail 60 gpu_check_child_ \
       "GpuCheck.CallsThatDiffer/4ranks" "${threads_on_4[@]}" -- \
       "collective #1 does not match across the 4 ranks" "the nccl communicator is aborted"
+    # Under a launcher the ranks' ledgers come to rank 0 as text: the
+    # messages' balance with them.
+    if command -v mpiexec >/dev/null; then
+      check "under mpiexec on 2 GPUs: 8 floats sent, received as 8 int32s" fail 60 \
+        gpu_check_child_ "GpuCheck.SendAndReceiveThatDifferOnTheWorld/2ranks" \
+        DISTTEST_LAUNCH=mpiexec DISTTEST_FAKE_GPUS=2 DISTTEST_GPUS=2 -- \
+        "received as recv(8 x int32 from rank 0, tag 0)"
+    fi
     check "rank threads on 4 GPUs: a hang in NCCL itself, 2 ranks, 3 s timeout" fail 40 \
       gpu_check_child_ "GpuCheckHang.HangInNcclItself/2ranks" "${threads_on_4[@]}" \
       GPU_CHECK_HANG_TIMEOUT_S=3 -- "timed out after" "rank 1 is not in it" \

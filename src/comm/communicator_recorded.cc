@@ -17,7 +17,8 @@ namespace disttest {
 
 Communicator::Recorded::Recorded(Communicator& comm, bool collective,
                                  const internal::Ledger::Call& call,
-                                 const Where& where, std::uint64_t entry)
+                                 const Where& where, std::uint64_t entry,
+                                 std::uint64_t seq)
     : ledger_(internal::ThreadsRank() < 0 && internal::RanksAreThreads()
                   ? comm.ledger_
                   : internal::Ledger::Current()) {
@@ -30,6 +31,8 @@ Communicator::Recorded::Recorded(Communicator& comm, bool collective,
     index_ = entry;
     comm_ = comm.ledger_id_;
     call_ = call;
+    seq_ = seq;
+    rank_ = comm.rank();
     timeout_ = comm.timeout();
     shortened_ = comm.timeout() < comm.made_timeout_;
     return;
@@ -52,17 +55,18 @@ Communicator::Recorded::Recorded(Communicator& comm, bool collective,
         "fewer in one test",
         comm.rank(), comm.size(), comm.name_, internal::LedgerMemory::kComms));
   }
-  // Numbered from 0, as the host arena numbers them: the world's #0 is
-  // disttest's barrier before the body, a test's first collective #1.
-  std::uint64_t seq = ledger_->NextSeq(comm.ledger_id_, collective);
-  if (seq == internal::Ledger::kNoSeq) {
-    seq = collective ? comm.collectives_++ : comm.transfers_++;
-  }
-  index_ = ledger_->Begin(comm.ledger_id_, seq, call, where);
+  // Numbered from 0: a collective as the host arena numbers them (the
+  // world's #0 is disttest's barrier before the body, a test's first
+  // collective #1); a send or receive in its pair, the order they pair in.
+  seq_ = collective ? ledger_->NextSeq(comm.ledger_id_)
+                    : ledger_->NextInPair(comm.ledger_id_,
+                                          call.op == internal::LedgerOp::kSend,
+                                          call.peer, call.tag);
+  index_ = ledger_->Begin(comm.ledger_id_, seq_, call, where);
   comm_ = comm.ledger_id_;
   call_ = call;
-  seq_ = seq;
   collective_ = collective;
+  rank_ = comm.rank();
   size_ = comm.size();
   timeout_ = comm.timeout();
   shortened_ = comm.timeout() < comm.made_timeout_;
@@ -73,8 +77,15 @@ Communicator::Recorded::~Recorded() {
   ledger_->End(index_, completed_ ? internal::LedgerState::kCompleted
                                   : internal::LedgerState::kFailed);
   // Only calls that returned go into the digest: a call a rank expected
-  // to throw, or one it was killed in, is no difference of calls.
-  if (completed_) ledger_->Digest(comm_, call_);
+  // to throw, or one it was killed in, is no difference of calls. A send
+  // or receive that returned goes into the transfers, whose balance over
+  // the ranks says whether every message was received as it was sent.
+  if (!completed_) return;
+  if (collective_) {
+    ledger_->Digest(comm_, call_);
+  } else if (seq_ != internal::Ledger::kNoSeq) {
+    ledger_->Transferred(comm_, rank_, call_, seq_);
+  }
 }
 
 std::string Communicator::Recorded::Missing(std::string_view what) const {

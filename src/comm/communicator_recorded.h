@@ -24,10 +24,12 @@ namespace disttest {
 class Communicator::Recorded {
  public:
   // `entry`: an operation recorded before (a non-blocking one's, whose wait
-  // this is) that this one ends, instead of a new one.
+  // this is, of number `seq` in its pair) that this one ends, instead of a
+  // new one.
   Recorded(Communicator& comm, bool collective,
            const internal::Ledger::Call& call, const Where& where,
-           std::uint64_t entry = kNoEntry);
+           std::uint64_t entry = kNoEntry,
+           std::uint64_t seq = internal::Ledger::kNoSeq);
   static constexpr std::uint64_t kNoEntry = UINT64_MAX;
 
   ~Recorded();
@@ -73,6 +75,11 @@ class Communicator::Recorded {
   void Pending() { pending_ = completed_; }
   // Its entry in the ledger, kNoEntry without one.
   std::uint64_t index() const { return ledger_ == nullptr ? kNoEntry : index_; }
+  // Its number: among the communicator's collectives, or among the messages
+  // of its pair and tag (a send or receive); kNoSeq without a ledger.
+  std::uint64_t seq() const {
+    return ledger_ == nullptr ? internal::Ledger::kNoSeq : seq_;
+  }
 
  private:
   std::string Missing(std::string_view what) const;
@@ -83,6 +90,7 @@ class Communicator::Recorded {
   internal::Ledger::Call call_{};
   std::uint64_t seq_ = internal::Ledger::kNoSeq;
   bool collective_ = false;
+  int rank_ = 0;  // This rank's in the communicator.
   int size_ = 0;
   std::chrono::milliseconds timeout_{0};
   bool shortened_ = false;  // The test set a shorter timeout than it had.

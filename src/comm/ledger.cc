@@ -105,8 +105,7 @@ void Ledger::BeginTest() {
     for (const std::uint32_t id : released_) {
       area_->keys[id] = 0;
       area_->names[id][0] = '\0';
-      next_[2 * id].store(0, std::memory_order_relaxed);
-      next_[2 * id + 1].store(0, std::memory_order_relaxed);
+      next_[id].store(0, std::memory_order_relaxed);
       free_.push_back(id);
     }
     released_.clear();
@@ -123,6 +122,12 @@ void Ledger::BeginTest() {
   for (std::uint32_t i = 0; i < named; ++i) {
     area_->calls[i].store(0, std::memory_order_relaxed);
     area_->digest[i].store(0, std::memory_order_relaxed);
+    area_->transfers[i].store(0, std::memory_order_relaxed);
+    area_->balance[i].store(0, std::memory_order_relaxed);
+  }
+  {
+    std::lock_guard<std::mutex> lock(pairs_mu_);
+    pairs_.clear();
   }
   phase_.store(0, std::memory_order_relaxed);
   Enter(RankPhase::kStarted);
@@ -286,6 +291,28 @@ void Ledger::Digest(std::uint32_t comm, const Call& call) {
       a.digest[comm].load(std::memory_order_relaxed) ^ CallHash(call);
   a.digest[comm].store(h * 0x100000001b3ULL, std::memory_order_relaxed);
   a.calls[comm].fetch_add(1, std::memory_order_release);
+}
+
+std::uint64_t Ledger::NextInPair(std::uint32_t id, bool send, int peer,
+                                 std::uint32_t tag) {
+  // id < kComms (10 bits), the direction, peer < kMaxRanks (13 bits), tag.
+  const std::uint64_t which =
+      (std::uint64_t{id} << 46) | (std::uint64_t{send} << 45) |
+      (static_cast<std::uint64_t>(peer & 0x1fff) << 32) | tag;
+  std::lock_guard<std::mutex> lock(pairs_mu_);
+  return pairs_[which]++;
+}
+
+void Ledger::Transferred(std::uint32_t comm, int rank, const Call& call,
+                         std::uint64_t seq) {
+  if (comm >= LedgerMemory::kComms) return;
+  const bool send = call.op == LedgerOp::kSend;
+  const std::uint64_t h = send ? MessageHash(rank, call.peer, call, seq)
+                               : MessageHash(call.peer, rank, call, seq);
+  // A rank's threads may send and receive on one communicator at once.
+  LedgerMemory::Area& a = *area_;
+  a.balance[comm].fetch_add(send ? h : 0 - h, std::memory_order_relaxed);
+  a.transfers[comm].fetch_add(1, std::memory_order_release);
 }
 
 void Ledger::End(std::uint64_t index, LedgerState state) {

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "disttest/comm/communicator.h"
@@ -66,7 +67,10 @@ const char* Name(RankPhase phase);
 struct LedgerRecord {
   std::uint64_t index = 0;  // The rank's operations before this one.
   std::uint32_t comm = 0;   // The communicator (RankLedgerView::comms).
-  std::uint64_t seq = 0;    // Its number on that communicator, from 0.
+  // Its number on that communicator, from 0: among the collectives for a
+  // collective; for a send or receive, among the messages of its sender to
+  // its receiver with its tag (the order in which they pair).
+  std::uint64_t seq = 0;
   LedgerOp op = LedgerOp::kBarrier;
   DataType type = DataType::kUint8;
   ReduceOp reduce = ReduceOp::kSum;
@@ -110,6 +114,16 @@ struct CommDigest {
   bool operator==(const CommDigest&) const = default;
 };
 
+// A communicator's sends and receives that returned in one test: how many,
+// and their balance, the sum of a hash of each message (MessageHash) that a
+// send adds and a receive subtracts (mod 2^64). Over the communicator's
+// ranks the balances sum to 0 when every message sent was received, as it
+// was sent (same element type and count), and nothing else was.
+struct CommTransfers {
+  std::uint64_t count = 0;
+  std::uint64_t balance = 0;
+};
+
 // One rank's ledger as read at one moment.
 struct RankLedgerView {
   int rank = 0;
@@ -121,6 +135,7 @@ struct RankLedgerView {
   std::vector<std::string> comms;                // Communicator names, by id.
   std::vector<std::uint64_t> keys;               // Their LedgerKey()s.
   std::vector<CommDigest> digests;               // The test's, by id.
+  std::vector<CommTransfers> transfers;          // The test's, by id.
   std::vector<int> comm_ranks;  // This rank's rank in each, by id.
   std::vector<int> comm_sizes;  // Their sizes, by id.
   std::uint64_t written = 0;    // Entries the rank ever began.
@@ -135,6 +150,8 @@ struct RankLedgerView {
   // The test's digest of the communicators of key `key`: several when one
   // was made again (a launched rank's world, made per world size).
   CommDigest digest_of(std::uint64_t key) const;
+  // The same of its sends and receives (summed).
+  CommTransfers transfers_of(std::uint64_t key) const;
 };
 
 // Whether a rank moves: read over time, the same values mean that it has
@@ -181,7 +198,8 @@ class LedgerMemory {
   int fd() const { return fd_; }  // -1 once attached, or without memfd.
 
   // Whether every rank's digest of each communicator (by key) is the
-  // same: a few loads per rank, for a test that passed.
+  // same, and the balances of its sends and receives sum to 0 over the
+  // ranks: a few loads per rank, for a test that passed.
   bool DigestsAgree() const;
   // Whether rank `rank`'s newest operation is a collective that it entered
   // before `before_ns` (MonotonicNs()) and is still in: a few loads.
@@ -258,14 +276,18 @@ class Ledger {
   // Communicator `id` is gone: its id is free from the next BeginTest()
   // on (this test's entries still name it).
   void Release(std::uint32_t id);
-  // The number of communicator `id`'s next collective (or point-to-point
-  // operation), from 0; kNoSeq past kComms ids.
+  // The number of communicator `id`'s next collective, from 0; kNoSeq
+  // past kComms ids.
   static constexpr std::uint64_t kNoSeq = ~std::uint64_t{0};
-  std::uint64_t NextSeq(std::uint32_t id, bool collective) {
+  std::uint64_t NextSeq(std::uint32_t id) {
     if (id >= LedgerMemory::kComms) return kNoSeq;
-    return next_[2 * id + (collective ? 0 : 1)].fetch_add(
-        1, std::memory_order_relaxed);
+    return next_[id].fetch_add(1, std::memory_order_relaxed);
   }
+  // The number of a send (`send`) to, or a receive from, rank `peer` with
+  // `tag` on communicator `id` among this test's of that pair and tag, from
+  // 0: the order in which they pair.
+  std::uint64_t NextInPair(std::uint32_t id, bool send, int peer,
+                           std::uint32_t tag);
   // Communicators added so far.
   std::uint32_t comms() const { return comms_.load(std::memory_order_relaxed); }
 
@@ -292,6 +314,11 @@ class Ledger {
   void Unblock();
   // Adds a collective that returned to its communicator's digest.
   void Digest(std::uint32_t comm, const Call& call);
+  // Adds a send or receive that returned, message number `seq` of its pair
+  // (NextInPair) and this rank's rank `rank` there, to its communicator's
+  // transfers.
+  void Transferred(std::uint32_t comm, int rank, const Call& call,
+                   std::uint64_t seq);
   // This process's newest operation, when it is a collective it is in.
   std::optional<LedgerRecord> OpenCollective() const {
     return memory_->OpenCollective(slot_);
@@ -323,7 +350,11 @@ class Ledger {
   std::mutex add_mu_;  // Threads may make communicators at once.
   std::vector<std::uint32_t> released_;  // Under add_mu_.
   std::vector<std::uint32_t> free_;      // Under add_mu_.
-  std::array<std::atomic<std::uint64_t>, 2 * LedgerMemory::kComms> next_{};
+  std::array<std::atomic<std::uint64_t>, LedgerMemory::kComms> next_{};
+  // NextInPair's numbers, by communicator, direction, peer and tag (in one
+  // word); this test's.
+  std::mutex pairs_mu_;
+  std::unordered_map<std::uint64_t, std::uint64_t> pairs_;  // Under it.
 };
 
 // Why a collective that timed out did not complete, from the ranks'

@@ -51,6 +51,10 @@ struct LedgerMemory::Area {
   // (operation, type, count, reduce op, root) in order.
   std::atomic<std::uint64_t> calls[kComms] = {};
   std::atomic<std::uint64_t> digest[kComms] = {};
+  // Per communicator: the test's sends and receives that returned, and
+  // their balance (CommTransfers).
+  std::atomic<std::uint64_t> transfers[kComms] = {};
+  std::atomic<std::uint64_t> balance[kComms] = {};
   // The process that installed this area (0: none yet), for SignalRank.
   std::atomic<std::int32_t> pid{0};
   // Its thread, and how that thread ended the process (Ledger::
@@ -83,6 +87,12 @@ inline Entry* EntriesOf(const LedgerMemory::Area& a) {
 // What two ranks' calls of one collective must agree on, in 64 bits: what
 // LedgerRecord::SameCall compares (both in ledger_record.cc).
 std::uint64_t CallHash(const Ledger::Call& c);
+
+// What a send and its receive must agree on, in 64 bits: the message's
+// sender and receiver (their ranks in the communicator), tag, number among
+// that pair's of its tag, element type and count.
+std::uint64_t MessageHash(int sender, int receiver, const Ledger::Call& c,
+                          std::uint64_t seq);
 
 // Combines the digests of several communicators of one name (in id order).
 void Fold(CommDigest& into, const CommDigest& d);

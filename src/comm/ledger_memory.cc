@@ -104,6 +104,9 @@ LedgerMemory::Area& LedgerMemory::area(int rank) const {
 bool LedgerMemory::DigestsAgree() const {
   std::unordered_map<std::uint64_t, CommDigest> seen;
   std::unordered_map<std::uint64_t, CommDigest> mine;
+  // The sum of every rank's balance, by key: 0 when each message sent was
+  // received as it was sent.
+  std::unordered_map<std::uint64_t, std::uint64_t> balance;
   for (int r = 0; r < ranks_; ++r) {
     const Area& a = area(r);
     const std::uint32_t named = std::min<std::uint32_t>(
@@ -114,6 +117,9 @@ bool LedgerMemory::DigestsAgree() const {
       if (key == 0) continue;  // Not identified, or free: not compared.
       const CommDigest d{a.calls[i].load(std::memory_order_acquire),
                          a.digest[i].load(std::memory_order_relaxed)};
+      if (a.transfers[i].load(std::memory_order_acquire) > 0) {
+        balance[key] += a.balance[i].load(std::memory_order_relaxed);
+      }
       auto [it, made] = mine.try_emplace(key, d);
       if (!made) Fold(it->second, d);
     }
@@ -125,7 +131,8 @@ bool LedgerMemory::DigestsAgree() const {
       if (!made && !(it->second == d)) return false;
     }
   }
-  return true;
+  return std::all_of(balance.begin(), balance.end(),
+                     [](const auto& kb) { return kb.second == 0; });
 }
 
 namespace {
@@ -221,6 +228,10 @@ RankLedgerView LedgerMemory::Read(int rank, int as_rank) const {
     const std::uint64_t calls = a.calls[i].load(std::memory_order_acquire);
     view.digests.push_back(
         {calls, a.digest[i].load(std::memory_order_relaxed)});
+    const std::uint64_t transfers =
+        a.transfers[i].load(std::memory_order_acquire);
+    view.transfers.push_back(
+        {transfers, a.balance[i].load(std::memory_order_relaxed)});
   }
   view.blocked = a.blocked.load(std::memory_order_acquire);
   view.threads = a.threads.load(std::memory_order_relaxed) != 0;

@@ -186,6 +186,34 @@ void Fold(CommDigest& into, const CommDigest& d) {
   into.digest += d.digest * 0x100000001b3ULL;
 }
 
+std::uint64_t MessageHash(int sender, int receiver, const Ledger::Call& c,
+                          std::uint64_t seq) {
+  // splitmix64's finalizer, chained: the balance is a sum of these, so each
+  // must be well mixed on its own.
+  auto mix = [](std::uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  };
+  std::uint64_t h = mix(static_cast<std::uint32_t>(sender));
+  h = mix(h ^ static_cast<std::uint32_t>(receiver));
+  h = mix(h ^ c.tag);
+  h = mix(h ^ seq);
+  h = mix(h ^ static_cast<std::uint64_t>(c.type));
+  return mix(h ^ c.count);
+}
+
+CommTransfers RankLedgerView::transfers_of(std::uint64_t key) const {
+  CommTransfers out;
+  for (std::size_t i = 0; i < keys.size() && i < transfers.size(); ++i) {
+    if (keys[i] != key) continue;
+    out.count += transfers[i].count;
+    out.balance += transfers[i].balance;
+  }
+  return out;
+}
+
 CommDigest RankLedgerView::digest_of(std::uint64_t key) const {
   CommDigest out;
   for (std::size_t i = 0; i < keys.size() && i < digests.size(); ++i) {

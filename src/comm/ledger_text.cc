@@ -3,9 +3,11 @@
 // A rank's ledger view as text, for a reader on another host (comm/ledger.h):
 // EncodeLedger, DecodeLedger, and OnThisClock for the decoded view's times.
 //
-//   ledger 2 <rank> <dropped>
+//   ledger 3 <rank> <dropped>
 //   phases <age or -> x kPhases
-//   comm <calls> <digest> <key> <name>   (one per communicator, by id)
+//   comm <calls> <digest> <transfers> <balance> <rank> <size> <key> <name>
+//     (one per communicator, by id: its CommDigest, its CommTransfers, this
+//     rank's rank in it and its size)
 //   op <index> <comm> <seq> <op> <type> <reduce> <state> <peer> <tag>
 //      <count> <harness> <entered age> <ended age or -> <line> <file>
 
@@ -82,11 +84,11 @@ bool Time(const std::string& text, std::int64_t* out) {
   return true;
 }
 
-// The first line's "2 <rank> <dropped>" (after "ledger"), into `view`.
+// The first line's "3 <rank> <dropped>" (after "ledger"), into `view`.
 bool DecodeHead(std::string_view line, RankLedgerView* view) {
   std::vector<std::string> f;
   std::int64_t v[2] = {};
-  if (!Fields(line, 3, &f, nullptr) || f[0] != "2" ||
+  if (!Fields(line, 3, &f, nullptr) || f[0] != "3" ||
       !Number(f[1], 0, LedgerMemory::kMaxRanks * 1024, &v[0]) ||
       !Number(f[2], 0, INT64_MAX / 2, &v[1])) {
     return false;
@@ -100,14 +102,20 @@ bool DecodeHead(std::string_view line, RankLedgerView* view) {
 bool DecodeComm(std::string_view line, RankLedgerView* view) {
   std::vector<std::string> f;
   std::string rest;
-  std::int64_t calls = 0;
-  std::uint64_t digest = 0;
-  std::uint64_t key = 0;
-  if (!Fields(line, 3, &f, &rest) || !Number(f[0], 0, INT64_MAX / 2, &calls) ||
-      !Unsigned(f[1], &digest) || !Unsigned(f[2], &key)) {
+  std::int64_t calls = 0, transfers = 0, rank = 0, size = 0;
+  std::uint64_t digest = 0, balance = 0, key = 0;
+  if (!Fields(line, 7, &f, &rest) || !Number(f[0], 0, INT64_MAX / 2, &calls) ||
+      !Unsigned(f[1], &digest) || !Number(f[2], 0, INT64_MAX / 2, &transfers) ||
+      !Unsigned(f[3], &balance) ||
+      !Number(f[4], 0, LedgerMemory::kMaxRanks * 1024, &rank) ||
+      !Number(f[5], 0, LedgerMemory::kMaxRanks * 1024, &size) ||
+      !Unsigned(f[6], &key)) {
     return false;
   }
   view->digests.push_back({static_cast<std::uint64_t>(calls), digest});
+  view->transfers.push_back({static_cast<std::uint64_t>(transfers), balance});
+  view->comm_ranks.push_back(static_cast<int>(rank));
+  view->comm_sizes.push_back(static_cast<int>(size));
   view->keys.push_back(key);
   view->comms.push_back(rest.substr(0, LedgerMemory::kNameBytes - 1));
   return true;
@@ -163,7 +171,7 @@ std::string EncodeLedger(const RankLedgerView& view, std::size_t last) {
   const std::size_t from =
       view.records.size() > last ? view.records.size() - last : 0;
   std::string out =
-      fmt::format("ledger 2 {} {}\nphases", view.rank, view.dropped + from);
+      fmt::format("ledger 3 {} {}\nphases", view.rank, view.dropped + from);
   for (std::int64_t t : view.phase_ns) out += " " + Age(read, t);
   out += '\n';
   if (view.read_wall_ns > 0)
@@ -171,9 +179,13 @@ std::string EncodeLedger(const RankLedgerView& view, std::size_t last) {
   for (std::size_t i = 0; i < view.comms.size(); ++i) {
     const CommDigest d =
         i < view.digests.size() ? view.digests[i] : CommDigest{};
-    out += fmt::format("comm {} {} {} {}\n", d.calls, d.digest,
-                       view.comm_key(static_cast<std::uint32_t>(i)),
-                       view.comms[i]);
+    const CommTransfers t =
+        i < view.transfers.size() ? view.transfers[i] : CommTransfers{};
+    out += fmt::format(
+        "comm {} {} {} {} {} {} {} {}\n", d.calls, d.digest, t.count, t.balance,
+        i < view.comm_ranks.size() ? view.comm_ranks[i] : 0,
+        i < view.comm_sizes.size() ? view.comm_sizes[i] : 0,
+        view.comm_key(static_cast<std::uint32_t>(i)), view.comms[i]);
   }
   for (std::size_t i = from; i < view.records.size(); ++i) {
     const LedgerRecord& r = view.records[i];
@@ -203,7 +215,7 @@ std::optional<RankLedgerView> DecodeLedger(std::string_view text,
     const std::string_view word = line.substr(0, line.find(' '));
     if (n++ == 0) {
       if (word != "ledger" || !DecodeHead(line, &view)) {
-        return fail("it does not start with \"ledger 2 <rank> <dropped>\"");
+        return fail("it does not start with \"ledger 3 <rank> <dropped>\"");
       }
     } else if (word == "phases") {
       if (!Fields(line, kPhases, &f, nullptr)) return fail("short phases");

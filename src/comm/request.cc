@@ -54,6 +54,7 @@ Request Communicator::isend(const void* data, std::size_t count, DataType type,
   request.file_ = where.file_name();
   request.line_ = where.line();
   request.entry_ = r.index();
+  request.seq_ = r.seq();
   request.id_ = internal::RequestMade(
       DescribeRequest(true, count, type, peer, tag, name_), where.file_name(),
       where.line(), ledger_ != nullptr ? ledger_->slot() : -1);
@@ -78,6 +79,7 @@ Request Communicator::irecv(void* data, std::size_t count, DataType type,
   request.file_ = where.file_name();
   request.line_ = where.line();
   request.entry_ = r.index();
+  request.seq_ = r.seq();
   request.id_ = internal::RequestMade(
       DescribeRequest(false, count, type, peer, tag, name_), where.file_name(),
       where.line(), ledger_ != nullptr ? ledger_->slot() : -1);
@@ -98,6 +100,7 @@ Request::Request(Request&& other) noexcept
       file_(other.file_),
       line_(other.line_),
       entry_(other.entry_),
+      seq_(other.seq_),
       id_(std::exchange(other.id_, 0)),
       comm_alive_(std::move(other.comm_alive_)) {}
 
@@ -114,6 +117,7 @@ Request& Request::operator=(Request&& other) noexcept {
     file_ = other.file_;
     line_ = other.line_;
     entry_ = other.entry_;
+    seq_ = other.seq_;
     id_ = std::exchange(other.id_, 0);
     comm_alive_ = std::move(other.comm_alive_);
   }
@@ -178,7 +182,8 @@ void Communicator::WaitFor(Request& request) {
   Recorded r(*this, false,
              {request.send_ ? LedgerOp::kSend : LedgerOp::kRecv, request.type_,
               ReduceOp::kSum, request.count_, request.peer_, request.tag_},
-             CallSite::current(request.file_, request.line_), request.entry_);
+             CallSite::current(request.file_, request.line_), request.entry_,
+             request.seq_);
   std::unique_ptr<RequestState> state = std::move(request.state_);
   internal::RequestWaited(std::exchange(request.id_, 0));
   r.Run([&] { state->Wait(timeout_); });

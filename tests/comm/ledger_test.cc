@@ -20,6 +20,7 @@
 #include <thread>
 #include <utility>
 
+#include "base/threads.h"
 #include "disttest/error.h"
 
 namespace disttest::internal {
@@ -37,7 +38,8 @@ class FakeCommunicator : public Communicator {
                             const std::string& scope = "") {
     if (name != kNoName) SetName(name, prefix, scope);
   }
-  int rank() const override { return 0; }
+  int rank() const override { return my_rank; }
+  int my_rank = 0;
   int size() const override { return 2; }
   const char* backend_name() const override { return "fake"; }
   bool throw_next = false;
@@ -328,6 +330,7 @@ TEST_F(LedgerTest, AsTextItReadsBackWithItsAges) {
   FakeCommunicator world("world");
   std::vector<float> v(8);
   world.allreduce(v.data(), v.size(), ReduceOp::kSum);
+  world.send(v.data(), 2, /*peer=*/1);
   world.during = [&] {
     const RankLedgerView view = memory_->Read(1, /*as_rank=*/5);
     const std::string text = EncodeLedger(view);
@@ -338,8 +341,13 @@ TEST_F(LedgerTest, AsTextItReadsBackWithItsAges) {
     EXPECT_EQ(back->read_ns, 0);
     EXPECT_EQ(back->comms, view.comms);
     EXPECT_EQ(back->keys, view.keys);
-    ASSERT_EQ(back->records.size(), 2u);
-    for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back->comm_ranks, view.comm_ranks);
+    EXPECT_EQ(back->comm_sizes, view.comm_sizes);
+    ASSERT_EQ(back->transfers.size(), 1u);
+    EXPECT_EQ(back->transfers[0].count, 1u);  // The first send.
+    EXPECT_EQ(back->transfers[0].balance, view.transfers[0].balance);
+    ASSERT_EQ(back->records.size(), 3u);
+    for (std::size_t i = 0; i < 3; ++i) {
       const LedgerRecord& a = view.records[i];
       const LedgerRecord& b = back->records[i];
       EXPECT_EQ(b.str(), a.str());
@@ -348,10 +356,80 @@ TEST_F(LedgerTest, AsTextItReadsBackWithItsAges) {
       EXPECT_EQ(b.seq, a.seq);
       EXPECT_EQ(-b.entered_ns, view.read_ns - a.entered_ns);
     }
-    EXPECT_EQ(back->records[1].ended_ns, 0);  // Still in it.
+    EXPECT_EQ(back->records[2].ended_ns, 0);  // Still in it.
     EXPECT_EQ(back->phase(), RankPhase::kBody);
   };
   world.send(v.data(), 2, /*peer=*/3, /*tag=*/9);
+}
+
+// Each rank's sends and receives that returned, in a thread of its own (a
+// rank thread: its ledger, its communicator) on a memory of two ranks.
+// Whether their balances sum to 0 over the ranks, and rank 1's view.
+struct Exchanged {
+  bool agree = false;
+  RankLedgerView receiver;
+};
+Exchanged Exchange(const std::function<void(FakeCommunicator&)>& rank0,
+                   const std::function<void(FakeCommunicator&)>& rank1) {
+  std::shared_ptr<LedgerMemory> memory = LedgerMemory::Create(2);
+  for (int r : {0, 1}) {
+    std::thread([&, r] {
+      SetThreadsRank(r);
+      Ledger::InstallForThread(memory, r);
+      Ledger::Current()->BeginTest();
+      FakeCommunicator comm("pairs");
+      comm.my_rank = r;
+      (r == 0 ? rank0 : rank1)(comm);
+    }).join();
+  }
+  return {memory->DigestsAgree(), memory->Read(1)};
+}
+
+// A message's send and receive pair by their sender, receiver, tag and
+// number in that pair and tag, element type and count: messages received
+// as they were sent balance, whatever the order of their tags; one received
+// as another type, or never received, does not.
+TEST(LedgerTransfersTest, MessagesReceivedAsSentBalanceAndOthersDoNot) {
+  std::vector<float> f(8);
+  std::vector<std::int32_t> i(8);
+  auto send_two_tags = [&](FakeCommunicator& c) {
+    c.send(f.data(), 8, 1, /*tag=*/3);
+    c.send(i.data(), 4, 1, /*tag=*/5);
+    c.send(f.data(), 2, 1, /*tag=*/3);
+  };
+  Exchanged e = Exchange(send_two_tags, [&](FakeCommunicator& c) {
+    c.recv(i.data(), 4, 0, 5);
+    c.recv(f.data(), 8, 0, 3);
+    c.recv(f.data(), 2, 0, 3);
+  });
+  EXPECT_TRUE(e.agree);
+  ASSERT_EQ(e.receiver.transfers.size(), 1u);
+  EXPECT_EQ(e.receiver.transfers[0].count, 3u);
+  // Tag 3's messages in another order: its first is 8 floats, not 2.
+  EXPECT_FALSE(Exchange(send_two_tags, [&](FakeCommunicator& c) {
+                 c.recv(f.data(), 2, 0, 3);
+                 c.recv(f.data(), 8, 0, 3);
+                 c.recv(i.data(), 4, 0, 5);
+               }).agree);
+  // 8 floats received as 8 int32s (the same bytes).
+  EXPECT_FALSE(Exchange([&](FakeCommunicator& c) { c.send(f.data(), 8, 1); },
+                        [&](FakeCommunicator& c) { c.recv(i.data(), 8, 0); })
+                   .agree);
+  // A message nobody received; and one received that nobody sent.
+  EXPECT_FALSE(Exchange([&](FakeCommunicator& c) { c.send(f.data(), 8, 1); },
+                        [](FakeCommunicator&) {})
+                   .agree);
+  EXPECT_FALSE(Exchange([](FakeCommunicator&) {},
+                        [&](FakeCommunicator& c) { c.recv(f.data(), 8, 0); })
+                   .agree);
+  // A receive that failed (its timeout) is no message received.
+  Exchanged failed = Exchange([](FakeCommunicator&) {},
+                              [&](FakeCommunicator& c) {
+                                c.throw_next = true;
+                                EXPECT_THROW(c.recv(f.data(), 8, 0), CommError);
+                              });
+  EXPECT_TRUE(failed.agree);
+  EXPECT_EQ(failed.receiver.transfers[0].count, 0u);
 }
 
 TEST(LedgerTextTest, AnythingElseIsRefusedSayingWhy) {
@@ -360,17 +438,17 @@ TEST(LedgerTextTest, AnythingElseIsRefusedSayingWhy) {
   EXPECT_EQ(error, "it is empty");
   EXPECT_FALSE(DecodeLedger("hello", &error));
   EXPECT_THAT(error, HasSubstr("does not start with"));
-  EXPECT_FALSE(DecodeLedger("ledger 2 0 0\nop 1 2 3", &error));
+  EXPECT_FALSE(DecodeLedger("ledger 3 0 0\nop 1 2 3", &error));
   EXPECT_EQ(error, "a short operation");
   // The operation after the last does not exist.
   EXPECT_FALSE(DecodeLedger(
-      fmt::format("ledger 2 0 0\nop 0 0 0 {} 0 0 1 -1 0 8 0 5 - 3 a.cc",
+      fmt::format("ledger 3 0 0\nop 0 0 0 {} 0 0 1 -1 0 8 0 5 - 3 a.cc",
                   static_cast<int>(kLastLedgerOp) + 1),
       &error));
   EXPECT_EQ(error, "a bad operation");
-  EXPECT_FALSE(DecodeLedger("ledger 2 0 0\nfoo", &error));
+  EXPECT_FALSE(DecodeLedger("ledger 3 0 0\nfoo", &error));
   EXPECT_THAT(error, HasSubstr("an unknown line"));
-  EXPECT_TRUE(DecodeLedger("ledger 2 0 0\nop 0 0 0 1 4 0 1 -1 0 8 0 5 - 3 a.cc",
+  EXPECT_TRUE(DecodeLedger("ledger 3 0 0\nop 0 0 0 1 4 0 1 -1 0 8 0 5 - 3 a.cc",
                            &error))
       << error;
 }

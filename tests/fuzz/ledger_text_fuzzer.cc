@@ -43,7 +43,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
   std::optional<RankLedgerView> back = DecodeLedger(again, &error);
   if (!back) Fail("its own encoding does not decode");
   if (back->records.size() != view->records.size() ||
-      back->comms != view->comms || back->rank != view->rank) {
+      back->comms != view->comms || back->rank != view->rank ||
+      back->comm_ranks != view->comm_ranks ||
+      back->comm_sizes != view->comm_sizes ||
+      back->transfers.size() != view->transfers.size()) {
     Fail("the round trip changed the ledger");
   }
   for (std::size_t i = 0; i < view->records.size(); ++i) {
@@ -59,5 +62,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
   two.ledger = back;
   (void)disttest::internal::CollectiveReport({one, two});
   (void)disttest::internal::MismatchedCalls({one, two});
+  (void)disttest::internal::UnpairedMessages({one, two});
   return 0;
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -307,6 +308,69 @@ DIST_TEST_F(GpuCheck, SurvivorsOfAnExpectedEndGoOnWithoutIt, 3) {
   v.Upload(std::vector<float>(1024, 1.0f));
   rest->allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
   EXPECT_EQ(v.Download(), std::vector<float>(1024, 2.0f));
+}
+
+// --- No false pass off the collectives: what NCCL runs without a word. ---
+
+// Rank 0 sends 8 floats; rank 1 receives 8 int32s: the same 32 bytes, which
+// NCCL (no tags, no types on the wire) delivers. Each must fail, naming
+// both calls.
+void SendFloatsReceiveInts(disttest::Communicator& c) {
+  Buffer<float> out(8);
+  Buffer<std::int32_t> in(8);
+  ASSERT_TRUE(out.ok() && in.ok());
+  out.Upload(std::vector<float>(8, 1.0f));
+  if (c.rank() == 0) c.send(out.get(), 8, 1);
+  if (c.rank() == 1) c.recv(in.get(), 8, 0);
+  std::printf("gpu-check: rank %d passed a mismatched send and receive\n",
+              c.rank());
+}
+
+DIST_TEST_F(GpuCheck, SendAndReceiveThatDifferOnTheWorld, 2) {
+  SendFloatsReceiveInts(comm());
+}
+
+DIST_TEST_F(GpuCheck, SendAndReceiveThatDifferOnASplit, 2) {
+  std::unique_ptr<disttest::Communicator> split = comm().split(0, rank());
+  SendFloatsReceiveInts(*split);
+}
+
+// Rank 0 isends to rank 1, which never receives it, and keeps the Request
+// past the test: the test's end must fail it, in flight, at its line.
+DIST_TEST_F(GpuCheck, IsendNeverWaited, 2) {
+  static Buffer<float>* out = new Buffer<float>(8);  // Past the test too.
+  ASSERT_TRUE(out->ok());
+  if (rank() == 0) {
+    static auto* kept =
+        new disttest::Request(comm().isend(out->get(), 8, 1));  // never-waited
+    (void)kept;
+  }
+}
+
+// Rank 0's isend is dropped without wait(): its destructor waits, NCCL
+// sends to a rank that never receives, and the wait's 2 s timeout must
+// abort the communicator and fail the test at the isend's line.
+DIST_TEST_F(GpuCheck, IsendDroppedWithoutWait, 2) {
+  disttest::ScopedTimeout quick(comm(), std::chrono::seconds(2));
+  Buffer<float> out(8);
+  ASSERT_TRUE(out.ok());
+  if (rank() == 0) {
+    disttest::Request r = comm().isend(out.get(), 8, 1);  // dropped
+  }
+  comm().barrier();
+}
+
+// Floats that differ in the last bit, compared across the ranks (through an
+// NCCL allgather of their bytes) on the world's communicator and on a
+// split one: each assertion must fail, showing both values.
+DIST_TEST_F(GpuCheck, AllEqInTheLastBit, 2) {
+  float x = 1.0f;
+  if (rank() == 1) x = std::nextafter(x, 2.0f);
+  DIST_EXPECT_ALL_EQ(x);
+  std::unique_ptr<disttest::Communicator> split = comm().split(0, rank());
+  DIST_EXPECT_ALL_EQ_ON(*split, x);
+  // The control: equal values agree.
+  DIST_EXPECT_ALL_EQ_ON(*split, rank() >= 0);
 }
 
 #if GPU_CHECK_CUDA

@@ -364,8 +364,6 @@ class Communicator {
   // the first operation (the harness installs the ledger before).
   internal::Ledger* ledger_ = nullptr;
   std::uint32_t ledger_id_ = 0;
-  std::uint64_t collectives_ = 0;  // Operations so far, for their numbers.
-  std::uint64_t transfers_ = 0;
   std::string name_;
   std::uint64_t key_ = 0;  // Who it is across the ranks (SetName).
   // Shared with its requests; false from its destructor on.

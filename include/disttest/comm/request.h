@@ -70,6 +70,7 @@ class Request {
   const char* file_ = "";
   unsigned line_ = 0;
   std::uint64_t entry_ = UINT64_MAX;  // Its ledger entry, if any.
+  std::uint64_t seq_ = UINT64_MAX;    // Its number in its pair (the ledger's).
   std::uint64_t id_ = 0;  // In the process's account of requests in flight.
   // False once its communicator is destroyed (a Request that outlives it is
   // never waited on through it).

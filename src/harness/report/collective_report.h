@@ -64,6 +64,20 @@ std::string CollectiveReport(const std::vector<RankState>& ranks,
 //     rank 1 called allreduce(8 x float32, max) at model_test.cc:42
 std::string MismatchedCalls(const std::vector<RankState>& ranks);
 
+// Messages that were not received as they were sent, on a communicator
+// whose every rank's ledger was read: the balances of their sends and
+// receives that returned (CommTransfers) do not sum to 0. A transport that
+// neither tags nor types its messages (NCCL) delivers a send of 8 floats
+// to a receive of 8 int32s, and completes a small send nobody receives.
+// "" when they pair; else, for each such communicator, the first message
+// that did not, as the ledgers kept it:
+//   the sends and receives on the world communicator did not pair (the
+//   data is not what the test meant):
+//     message #0 from rank 0 to rank 1, tag 0: sent as send(8 x float32 to
+//     rank 1, tag 0) at model_test.cc:42, received as recv(8 x int32 from
+//     rank 0, tag 0) at model_test.cc:45
+std::string UnpairedMessages(const std::vector<RankState>& ranks);
+
 // How a report names communicator `name`: "the world communicator",
 // "the unnamed communicator", `communicator "mine"`, "tensor group 0".
 std::string CommTitle(const std::string& name);

@@ -1,14 +1,18 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
-// MismatchedCalls (collective_report.h): calls that differed across the
-// ranks though every one returned, found by the ledgers' digests; apart from
-// the report of the collectives that did not complete.
+// MismatchedCalls and UnpairedMessages (collective_report.h): calls that
+// differed across the ranks though every one returned, found by the
+// ledgers' digests, and messages not received as they were sent, found by
+// their balances; apart from the report of the collectives that did not
+// complete.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
+#include <string>
+#include <tuple>
 
 #include "harness/report/collective_lines.h"
 #include "harness/report/collective_report.h"
@@ -140,6 +144,173 @@ std::string MismatchedCalls(const std::vector<RankState>& states) {
         });
     if (agree) continue;
     DescribeFirstDifference(members, comm, &out);
+  }
+  std::string text;
+  for (const std::string& l : out) {
+    if (!text.empty()) text += '\n';
+    text += l;
+  }
+  return text;
+}
+
+namespace {
+
+// A rank as a report names it on a communicator whose ranks may be
+// numbered otherwise: "rank 3", or "rank 3 (rank 1 there)".
+std::string Who(int world, int there) {
+  return world == there ? fmt::format("rank {}", world)
+                        : fmt::format("rank {} (rank {} there)", world, there);
+}
+
+// One message of a pair's, as the ledgers kept its send and its receive.
+struct Message {
+  const LedgerRecord* send = nullptr;
+  const LedgerRecord* recv = nullptr;
+};
+
+// A member of a communicator: its rank there, and its view.
+struct PairMember {
+  int world = 0;
+  const RankLedgerView* view = nullptr;
+};
+
+// The first message of the members' on communicator `key` that was not
+// received as sent, as a line; "" when the ledgers no longer show it.
+std::string FirstUnpaired(const std::map<int, PairMember>& members,
+                          std::uint64_t key) {
+  // By sender, receiver, tag and number in their pair.
+  std::map<std::tuple<int, int, std::uint32_t, std::uint64_t>, Message> all;
+  for (const auto& [there, m] : members) {
+    for (const LedgerRecord& r : m.view->records) {
+      if (r.collective() || m.view->comm_key(r.comm) != key) continue;
+      const bool send = r.op == LedgerOp::kSend;
+      Message& msg =
+          all[{send ? there : r.peer, send ? r.peer : there, r.tag, r.seq}];
+      (send ? msg.send : msg.recv) = &r;
+    }
+  }
+  auto who = [&](int there) {
+    const auto it = members.find(there);
+    return Who(it == members.end() ? there : it->second.world, there);
+  };
+  // Whether `there`'s ledger kept every operation of its test.
+  auto whole = [&](int there) {
+    const auto it = members.find(there);
+    return it != members.end() && it->second.view->dropped == 0;
+  };
+  std::string first;
+  std::int64_t first_ns = INT64_MAX;
+  for (const auto& [id, msg] : all) {
+    const auto& [from, to, tag, seq] = id;
+    const bool sent = msg.send && msg.send->state == LedgerState::kCompleted;
+    const bool received =
+        msg.recv && msg.recv->state == LedgerState::kCompleted;
+    const std::string head = fmt::format("message #{} from {} to {}, tag {}",
+                                         seq, who(from), who(to), tag);
+    std::string line;
+    std::int64_t at = 0;
+    if (sent && received &&
+        !(msg.send->type == msg.recv->type &&
+          msg.send->count == msg.recv->count)) {
+      line = fmt::format("{}: sent as {} {}, received as {} {}", head,
+                         msg.send->str(), msg.send->where(), msg.recv->str(),
+                         msg.recv->where());
+      at = msg.send->entered_ns;
+    } else if (sent && !received && (msg.recv || whole(to))) {
+      line = fmt::format(
+          "{}: sent as {} {}, {}", head, msg.send->str(), msg.send->where(),
+          msg.recv ? fmt::format("but {}'s {} {} did not return", who(to),
+                                 msg.recv->str(), msg.recv->where())
+                   : fmt::format("never received: {} made no receive for it "
+                                 "(a message nobody received)",
+                                 who(to)));
+      at = msg.send->entered_ns;
+    } else if (received && !sent && (msg.send || whole(from))) {
+      line =
+          fmt::format("{}: received as {} {}, but {} {}", head, msg.recv->str(),
+                      msg.recv->where(), who(from),
+                      msg.send ? fmt::format("'s {} {} did not return",
+                                             msg.send->str(), msg.send->where())
+                               : std::string("never sent it"));
+      at = msg.recv->entered_ns;
+    }
+    if (!line.empty() && at < first_ns) {
+      first = std::move(line);
+      first_ns = at;
+    }
+  }
+  return first;
+}
+
+}  // namespace
+
+std::string UnpairedMessages(const std::vector<RankState>& states) {
+  std::vector<std::uint64_t> keys;
+  for (const RankState& s : states) {
+    if (!s.ledger) continue;
+    for (std::size_t id = 0; id < s.ledger->keys.size(); ++id) {
+      const std::uint64_t key = s.ledger->keys[id];
+      if (key != 0 && std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        keys.push_back(key);
+      }
+    }
+  }
+  std::vector<std::string> out;
+  for (const std::uint64_t key : keys) {
+    // Every member's ledger, by its rank there: a message's balance is
+    // only whole with both its ends. A member that ended as the test
+    // expected may have been killed between a send's return and its
+    // peer's receive.
+    std::map<int, PairMember> members;
+    int size = 0;
+    bool whole = true;
+    std::string name;
+    CommTransfers sum;
+    for (const RankState& s : states) {
+      if (!s.ledger) continue;
+      const RankLedgerView& v = *s.ledger;
+      for (std::size_t id = 0; id < v.keys.size(); ++id) {
+        if (v.keys[id] != key) continue;
+        if (id >= v.comm_ranks.size() || id >= v.comm_sizes.size() ||
+            id >= v.transfers.size() || s.ended_as_expected) {
+          whole = false;
+          break;
+        }
+        members[v.comm_ranks[id]] = {s.rank, &v};
+        size = v.comm_sizes[id];
+        name = v.comm_name(static_cast<std::uint32_t>(id));
+        const CommTransfers t = v.transfers_of(key);
+        sum.count += t.count;
+        sum.balance += t.balance;
+        break;
+      }
+    }
+    if (!whole || sum.count == 0 || sum.balance == 0 ||
+        members.size() != static_cast<std::size_t>(size)) {
+      continue;
+    }
+    out.push_back(
+        fmt::format("the sends and receives on {} did not pair (the data is "
+                    "not what the test meant):",
+                    CommTitle(name)));
+    std::string first = FirstUnpaired(members, key);
+    if (!first.empty()) {
+      out.push_back("  " + first);
+      continue;
+    }
+    // Older than what the ledgers kept: what each rank did.
+    std::vector<int> numbers;
+    std::vector<Line> lines;
+    for (const auto& [there, m] : members) {
+      numbers.push_back(m.world);
+      lines.push_back(
+          {fmt::format("made {} sends and receives that returned; the first "
+                       "that did not pair is older than the operations the "
+                       "ledgers keep",
+                       m.view->transfers_of(key).count),
+           {}});
+    }
+    for (std::string& l : Grouped(numbers, lines)) out.push_back(std::move(l));
   }
   std::string text;
   for (const std::string& l : out) {

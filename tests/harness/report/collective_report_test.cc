@@ -1,7 +1,7 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
 // The hang paragraph from ledgers made by hand: each way ranks can fall out
-// of step, as the parent reads it.
+// of step, as the parent reads it; and messages that did not pair.
 #include "harness/report/collective_report.h"
 
 #include <gmock/gmock.h>
@@ -9,6 +9,8 @@
 
 #include <string>
 #include <vector>
+
+#include "comm/ledger_area.h"
 
 namespace disttest::internal {
 namespace {
@@ -341,6 +343,119 @@ TEST(CollectiveReportTest, NoLedgerOrNoOperationNoReport) {
   EXPECT_EQ(CollectiveReport({s}), "");
   EXPECT_EQ(CollectiveReport({RankBuilder(0).Done(), RankBuilder(1).Done()}),
             "");
+}
+
+// --- Messages not received as they were sent (UnpairedMessages). ---
+
+// A send or receive that returned, on the world of two ranks: `peer` is
+// the other rank, `seq` its number in its pair and tag.
+LedgerRecord Transfer(LedgerOp op, DataType type, std::uint64_t count, int peer,
+                      int line, std::uint64_t seq = 0) {
+  LedgerRecord r;
+  r.op = op;
+  r.type = type;
+  r.count = count;
+  r.peer = peer;
+  r.seq = seq;
+  r.file = "/src/model_test.cc";
+  r.line = static_cast<std::uint32_t>(line);
+  r.entered_ns = line * kSecond;
+  r.ended_ns = r.entered_ns + 1;
+  r.state = LedgerState::kCompleted;
+  return r;
+}
+
+// Rank `rank` of 2 with `ops` on the world and the balance its ledger
+// keeps of them.
+RankState WithTransfers(int rank, std::vector<LedgerRecord> ops) {
+  RankState s = RankBuilder(rank).Done();
+  RankLedgerView& v = *s.ledger;
+  v.comm_ranks = {rank};
+  v.comm_sizes = {2};
+  CommTransfers t;
+  for (LedgerRecord& r : ops) {
+    r.index = v.records.size();
+    const bool send = r.op == LedgerOp::kSend;
+    const Ledger::Call call{r.op,    r.type, ReduceOp::kSum,
+                            r.count, r.peer, r.tag};
+    const std::uint64_t h = send ? MessageHash(rank, r.peer, call, r.seq)
+                                 : MessageHash(r.peer, rank, call, r.seq);
+    t.balance += send ? h : 0 - h;
+    ++t.count;
+    v.records.push_back(r);
+  }
+  v.transfers = {t};
+  return s;
+}
+
+TEST(UnpairedMessagesTest, MessagesReceivedAsSentPair) {
+  EXPECT_EQ(
+      UnpairedMessages(
+          {WithTransfers(
+               0, {Transfer(LedgerOp::kSend, DataType::kFloat32, 8, 1, 10)}),
+           WithTransfers(
+               1, {Transfer(LedgerOp::kRecv, DataType::kFloat32, 8, 0, 20)})}),
+      "");
+}
+
+// NCCL delivers 8 floats to a receive of 8 int32s (the same bytes).
+TEST(UnpairedMessagesTest, AMessageReceivedAsAnotherTypeIsNamedWithBothCalls) {
+  EXPECT_EQ(
+      UnpairedMessages(
+          {WithTransfers(
+               0, {Transfer(LedgerOp::kSend, DataType::kFloat32, 8, 1, 10)}),
+           WithTransfers(
+               1, {Transfer(LedgerOp::kRecv, DataType::kInt32, 8, 0, 20)})}),
+      "the sends and receives on the world communicator did not pair (the "
+      "data is not what the test meant):\n"
+      "  message #0 from rank 0 to rank 1, tag 0: sent as send(8 x float32 "
+      "to rank 1, tag 0) at model_test.cc:10, received as recv(8 x int32 "
+      "from rank 0, tag 0) at model_test.cc:20");
+}
+
+// A small send completes with nobody to receive it; the first message that
+// did not pair is named, not the later ones that did.
+TEST(UnpairedMessagesTest, AMessageNobodyReceivedIsNamed) {
+  const std::string text = UnpairedMessages(
+      {WithTransfers(
+           0, {Transfer(LedgerOp::kSend, DataType::kFloat32, 8, 1, 10, 0),
+               Transfer(LedgerOp::kSend, DataType::kFloat32, 4, 1, 11, 1)}),
+       WithTransfers(
+           1, {Transfer(LedgerOp::kRecv, DataType::kFloat32, 4, 0, 20, 1)})});
+  EXPECT_THAT(text,
+              HasSubstr("message #0 from rank 0 to rank 1, tag 0: sent as "
+                        "send(8 x float32 to rank 1, tag 0) at "
+                        "model_test.cc:10, never received: rank 1 made no "
+                        "receive for it (a message nobody received)"));
+  EXPECT_THAT(text, Not(HasSubstr("message #1")));
+}
+
+// Older than the ledgers keep: each rank's count, and that it is older.
+TEST(UnpairedMessagesTest, ADifferenceOlderThanTheLedgersKeepSaysSo) {
+  std::vector<RankState> ranks = {
+      WithTransfers(0,
+                    {Transfer(LedgerOp::kSend, DataType::kFloat32, 8, 1, 10)}),
+      WithTransfers(1, {})};
+  ranks[1].ledger->dropped = 64;  // Its receive may have been one of them.
+  EXPECT_THAT(
+      UnpairedMessages(ranks),
+      HasSubstr("  rank 0 made 1 sends and receives that returned; the first "
+                "that did not pair is older than the operations the ledgers "
+                "keep\n  rank 1 made 0 sends"));
+}
+
+// A balance is whole only with every member's ledger, none of them a rank
+// that ended as the test expected.
+TEST(UnpairedMessagesTest, OnlyAWholeCommunicatorIsJudged) {
+  RankState sender = WithTransfers(
+      0, {Transfer(LedgerOp::kSend, DataType::kFloat32, 8, 1, 10)});
+  EXPECT_EQ(UnpairedMessages({sender}), "");
+  RankState ended = WithTransfers(1, {});
+  ended.ended_as_expected = true;
+  EXPECT_EQ(UnpairedMessages({sender, ended}), "");
+  RankState unread;
+  unread.rank = 1;
+  EXPECT_EQ(UnpairedMessages({sender, unread}), "");
 }
 
 }  // namespace
