@@ -138,6 +138,10 @@ bool HostArena::Ended(int rank) const {
   return ranks_[rank].ended.load(std::memory_order_acquire) != 0;
 }
 
+bool HostArena::Left(int rank) const {
+  return ranks_[rank].left.load(std::memory_order_acquire) != 0;
+}
+
 void HostArena::MarkLeft(int rank) {
   ranks_[rank].left.store(1, std::memory_order_seq_cst);
   for (int q = 0; q < world_; ++q) {

@@ -75,6 +75,9 @@ class HostArena {
   // while none has ended; whether `rank` has ended.
   int FirstEnded() const;
   bool Ended(int rank) const;
+  // Whether `rank` returned from its body (MarkLeft): it finished, or gave
+  // up, every call it made; one that ended without it died in one.
+  bool Left(int rank) const;
 
   // Whether collectives carry data through the arena (Create's carry_data).
   bool carries_data() const { return carry_data_; }

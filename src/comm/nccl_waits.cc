@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -132,6 +133,7 @@ void NcclCommunicator::Impl::Wait(const std::string& what) {
 
 void NcclCommunicator::Impl::Poll(const std::string& what, bool stream) {
   microseconds pause = kFirstPause;
+  std::optional<Clock::time_point> drained;  // When an ended peer's data is.
   for (;;) {
     ncclResult_t state = ncclSuccess;
     bool aborted = false;
@@ -159,11 +161,20 @@ void NcclCommunicator::Impl::Poll(const std::string& what, bool stream) {
       }
     }
     // A peer that ended (the harness marks it in the arena) will not come:
-    // NCCL would wait for it until the deadline.
+    // NCCL would wait for it until the deadline. One that returned from its
+    // body first did its part (a passing rank whose end meeting could not
+    // be held: a peer ended as the test expected): what it sent may still
+    // be arriving, for a moment.
     if (const int ended = EndedPeer(); ended >= 0) {
-      BreakForPeer(what, fmt::format("rank {} ended while this rank waited "
-                                     "for it in NCCL",
-                                     ended));
+      const bool left = ends_->Left(ended);
+      if (left && !drained) drained = Clock::now() + kEndedPeerDrain;
+      if (!left || Clock::now() >= *drained) {
+        BreakForPeer(
+            what,
+            fmt::format("rank {} {}ended while this rank waited "
+                        "for it in NCCL",
+                        ended, left ? "returned from its body and " : ""));
+      }
     }
     if (Clock::now() >= deadline_) {
       Break(what, fmt::format("timed out after {} ms", timeout_.count()));
