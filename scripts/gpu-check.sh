@@ -396,7 +396,7 @@ verdict_cases() {
   # nobody to receive it): the ledgers' balance of the messages fails them.
   # Gloo (--cpu) fails them its own ways, each named.
   local as_int32="received as recv(8 x int32 from rank 0, tag 0)"
-  local world_p2p=$as_int32 split_p2p=$as_int32 nobody=${fake_dir:+"a message nobody received"}
+  local world_p2p=$as_int32 split_p2p=$as_int32 nobody=${fake_dir:+"was never received: rank 1 made no receive for it"}
   if [[ $mode == cpu ]]; then
     world_p2p="rank 1 expected 8 x int32 with tag 0"
     split_p2p="does not pair"

@@ -80,7 +80,13 @@ Communicator::Recorded::~Recorded() {
   // to throw, or one it was killed in, is no difference of calls. A send
   // or receive that returned goes into the transfers, whose balance over
   // the ranks says whether every message was received as it was sent.
-  if (!completed_) return;
+  if (!completed_) {
+    // Its number in its pair is taken: the pair's balance says nothing now.
+    if (!collective_ && seq_ != internal::Ledger::kNoSeq) {
+      ledger_->TransferFailed(comm_);
+    }
+    return;
+  }
   if (collective_) {
     ledger_->Digest(comm_, call_);
   } else if (seq_ != internal::Ledger::kNoSeq) {

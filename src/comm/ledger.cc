@@ -124,6 +124,7 @@ void Ledger::BeginTest() {
     area_->digest[i].store(0, std::memory_order_relaxed);
     area_->transfers[i].store(0, std::memory_order_relaxed);
     area_->balance[i].store(0, std::memory_order_relaxed);
+    area_->transfers_failed[i].store(0, std::memory_order_relaxed);
   }
   {
     std::lock_guard<std::mutex> lock(pairs_mu_);
@@ -295,10 +296,12 @@ void Ledger::Digest(std::uint32_t comm, const Call& call) {
 
 std::uint64_t Ledger::NextInPair(std::uint32_t id, bool send, int peer,
                                  std::uint32_t tag) {
-  // id < kComms (10 bits), the direction, peer < kMaxRanks (13 bits), tag.
+  // id < kComms (10 bits), the direction, the peer (21 bits: a launched
+  // job may have more ranks than a spawned one; one out of range fails its
+  // call, which TransferFailed marks), the tag.
   const std::uint64_t which =
-      (std::uint64_t{id} << 46) | (std::uint64_t{send} << 45) |
-      (static_cast<std::uint64_t>(peer & 0x1fff) << 32) | tag;
+      (std::uint64_t{id} << 54) | (std::uint64_t{send} << 53) |
+      (static_cast<std::uint64_t>(peer & 0x1fffff) << 32) | tag;
   std::lock_guard<std::mutex> lock(pairs_mu_);
   return pairs_[which]++;
 }
@@ -313,6 +316,11 @@ void Ledger::Transferred(std::uint32_t comm, int rank, const Call& call,
   LedgerMemory::Area& a = *area_;
   a.balance[comm].fetch_add(send ? h : 0 - h, std::memory_order_relaxed);
   a.transfers[comm].fetch_add(1, std::memory_order_release);
+}
+
+void Ledger::TransferFailed(std::uint32_t comm) {
+  if (comm >= LedgerMemory::kComms) return;
+  area_->transfers_failed[comm].fetch_add(1, std::memory_order_release);
 }
 
 void Ledger::End(std::uint64_t index, LedgerState state) {

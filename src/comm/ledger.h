@@ -118,10 +118,13 @@ struct CommDigest {
 // and their balance, the sum of a hash of each message (MessageHash) that a
 // send adds and a receive subtracts (mod 2^64). Over the communicator's
 // ranks the balances sum to 0 when every message sent was received, as it
-// was sent (same element type and count), and nothing else was.
+// was sent (same element type and count), and nothing else was. `failed`:
+// those that did not return (a timeout the test expected, say), whose
+// numbers in their pairs were taken: the balance then says nothing.
 struct CommTransfers {
   std::uint64_t count = 0;
   std::uint64_t balance = 0;
+  std::uint64_t failed = 0;
 };
 
 // One rank's ledger as read at one moment.
@@ -199,7 +202,8 @@ class LedgerMemory {
 
   // Whether every rank's digest of each communicator (by key) is the
   // same, and the balances of its sends and receives sum to 0 over the
-  // ranks: a few loads per rank, for a test that passed.
+  // ranks (where none failed): a few loads per rank, for a test that
+  // passed.
   bool DigestsAgree() const;
   // Whether rank `rank`'s newest operation is a collective that it entered
   // before `before_ns` (MonotonicNs()) and is still in: a few loads.
@@ -316,9 +320,10 @@ class Ledger {
   void Digest(std::uint32_t comm, const Call& call);
   // Adds a send or receive that returned, message number `seq` of its pair
   // (NextInPair) and this rank's rank `rank` there, to its communicator's
-  // transfers.
+  // transfers; one that did not return (TransferFailed) is counted apart.
   void Transferred(std::uint32_t comm, int rank, const Call& call,
                    std::uint64_t seq);
+  void TransferFailed(std::uint32_t comm);
   // This process's newest operation, when it is a collective it is in.
   std::optional<LedgerRecord> OpenCollective() const {
     return memory_->OpenCollective(slot_);

@@ -51,10 +51,11 @@ struct LedgerMemory::Area {
   // (operation, type, count, reduce op, root) in order.
   std::atomic<std::uint64_t> calls[kComms] = {};
   std::atomic<std::uint64_t> digest[kComms] = {};
-  // Per communicator: the test's sends and receives that returned, and
-  // their balance (CommTransfers).
+  // Per communicator: the test's sends and receives that returned, their
+  // balance, and those that did not return (CommTransfers).
   std::atomic<std::uint64_t> transfers[kComms] = {};
   std::atomic<std::uint64_t> balance[kComms] = {};
+  std::atomic<std::uint64_t> transfers_failed[kComms] = {};
   // The process that installed this area (0: none yet), for SignalRank.
   std::atomic<std::int32_t> pid{0};
   // Its thread, and how that thread ended the process (Ledger::

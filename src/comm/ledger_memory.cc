@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/unordered_reads.h"
 #include "comm/ledger.h"
@@ -105,8 +106,9 @@ bool LedgerMemory::DigestsAgree() const {
   std::unordered_map<std::uint64_t, CommDigest> seen;
   std::unordered_map<std::uint64_t, CommDigest> mine;
   // The sum of every rank's balance, by key: 0 when each message sent was
-  // received as it was sent.
+  // received as it was sent; not judged where a send or receive failed.
   std::unordered_map<std::uint64_t, std::uint64_t> balance;
+  std::unordered_set<std::uint64_t> failed;
   for (int r = 0; r < ranks_; ++r) {
     const Area& a = area(r);
     const std::uint32_t named = std::min<std::uint32_t>(
@@ -120,6 +122,9 @@ bool LedgerMemory::DigestsAgree() const {
       if (a.transfers[i].load(std::memory_order_acquire) > 0) {
         balance[key] += a.balance[i].load(std::memory_order_relaxed);
       }
+      if (a.transfers_failed[i].load(std::memory_order_acquire) > 0) {
+        failed.insert(key);
+      }
       auto [it, made] = mine.try_emplace(key, d);
       if (!made) Fold(it->second, d);
     }
@@ -131,8 +136,9 @@ bool LedgerMemory::DigestsAgree() const {
       if (!made && !(it->second == d)) return false;
     }
   }
-  return std::all_of(balance.begin(), balance.end(),
-                     [](const auto& kb) { return kb.second == 0; });
+  return std::all_of(balance.begin(), balance.end(), [&](const auto& kb) {
+    return kb.second == 0 || failed.count(kb.first) != 0;
+  });
 }
 
 namespace {
@@ -231,7 +237,8 @@ RankLedgerView LedgerMemory::Read(int rank, int as_rank) const {
     const std::uint64_t transfers =
         a.transfers[i].load(std::memory_order_acquire);
     view.transfers.push_back(
-        {transfers, a.balance[i].load(std::memory_order_relaxed)});
+        {transfers, a.balance[i].load(std::memory_order_relaxed),
+         a.transfers_failed[i].load(std::memory_order_acquire)});
   }
   view.blocked = a.blocked.load(std::memory_order_acquire);
   view.threads = a.threads.load(std::memory_order_relaxed) != 0;

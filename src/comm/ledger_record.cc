@@ -210,6 +210,7 @@ CommTransfers RankLedgerView::transfers_of(std::uint64_t key) const {
     if (keys[i] != key) continue;
     out.count += transfers[i].count;
     out.balance += transfers[i].balance;
+    out.failed += transfers[i].failed;
   }
   return out;
 }

@@ -5,7 +5,8 @@
 //
 //   ledger 3 <rank> <dropped>
 //   phases <age or -> x kPhases
-//   comm <calls> <digest> <transfers> <balance> <rank> <size> <key> <name>
+//   comm <calls> <digest> <transfers> <balance> <failed> <rank> <size> <key>
+//        <name>
 //     (one per communicator, by id: its CommDigest, its CommTransfers, this
 //     rank's rank in it and its size)
 //   op <index> <comm> <seq> <op> <type> <reduce> <state> <peer> <tag>
@@ -102,18 +103,19 @@ bool DecodeHead(std::string_view line, RankLedgerView* view) {
 bool DecodeComm(std::string_view line, RankLedgerView* view) {
   std::vector<std::string> f;
   std::string rest;
-  std::int64_t calls = 0, transfers = 0, rank = 0, size = 0;
+  std::int64_t calls = 0, transfers = 0, failed = 0, rank = 0, size = 0;
   std::uint64_t digest = 0, balance = 0, key = 0;
-  if (!Fields(line, 7, &f, &rest) || !Number(f[0], 0, INT64_MAX / 2, &calls) ||
+  if (!Fields(line, 8, &f, &rest) || !Number(f[0], 0, INT64_MAX / 2, &calls) ||
       !Unsigned(f[1], &digest) || !Number(f[2], 0, INT64_MAX / 2, &transfers) ||
-      !Unsigned(f[3], &balance) ||
-      !Number(f[4], 0, LedgerMemory::kMaxRanks * 1024, &rank) ||
-      !Number(f[5], 0, LedgerMemory::kMaxRanks * 1024, &size) ||
-      !Unsigned(f[6], &key)) {
+      !Unsigned(f[3], &balance) || !Number(f[4], 0, INT64_MAX / 2, &failed) ||
+      !Number(f[5], 0, LedgerMemory::kMaxRanks * 1024, &rank) ||
+      !Number(f[6], 0, LedgerMemory::kMaxRanks * 1024, &size) ||
+      !Unsigned(f[7], &key)) {
     return false;
   }
   view->digests.push_back({static_cast<std::uint64_t>(calls), digest});
-  view->transfers.push_back({static_cast<std::uint64_t>(transfers), balance});
+  view->transfers.push_back({static_cast<std::uint64_t>(transfers), balance,
+                             static_cast<std::uint64_t>(failed)});
   view->comm_ranks.push_back(static_cast<int>(rank));
   view->comm_sizes.push_back(static_cast<int>(size));
   view->keys.push_back(key);
@@ -181,11 +183,12 @@ std::string EncodeLedger(const RankLedgerView& view, std::size_t last) {
         i < view.digests.size() ? view.digests[i] : CommDigest{};
     const CommTransfers t =
         i < view.transfers.size() ? view.transfers[i] : CommTransfers{};
-    out += fmt::format(
-        "comm {} {} {} {} {} {} {} {}\n", d.calls, d.digest, t.count, t.balance,
-        i < view.comm_ranks.size() ? view.comm_ranks[i] : 0,
-        i < view.comm_sizes.size() ? view.comm_sizes[i] : 0,
-        view.comm_key(static_cast<std::uint32_t>(i)), view.comms[i]);
+    out += fmt::format("comm {} {} {} {} {} {} {} {} {}\n", d.calls, d.digest,
+                       t.count, t.balance, t.failed,
+                       i < view.comm_ranks.size() ? view.comm_ranks[i] : 0,
+                       i < view.comm_sizes.size() ? view.comm_sizes[i] : 0,
+                       view.comm_key(static_cast<std::uint32_t>(i)),
+                       view.comms[i]);
   }
   for (std::size_t i = from; i < view.records.size(); ++i) {
     const LedgerRecord& r = view.records[i];

@@ -422,14 +422,19 @@ TEST(LedgerTransfersTest, MessagesReceivedAsSentBalanceAndOthersDoNot) {
   EXPECT_FALSE(Exchange([](FakeCommunicator&) {},
                         [&](FakeCommunicator& c) { c.recv(f.data(), 8, 0); })
                    .agree);
-  // A receive that failed (its timeout) is no message received.
-  Exchanged failed = Exchange([](FakeCommunicator&) {},
-                              [&](FakeCommunicator& c) {
-                                c.throw_next = true;
-                                EXPECT_THROW(c.recv(f.data(), 8, 0), CommError);
-                              });
+  // A receive that failed (a timeout the test expected) took its number in
+  // its pair, so the message received after it is numbered one on: the
+  // balance says nothing then, and is not judged.
+  Exchanged failed =
+      Exchange([&](FakeCommunicator& c) { c.send(f.data(), 8, 1); },
+               [&](FakeCommunicator& c) {
+                 c.throw_next = true;
+                 EXPECT_THROW(c.recv(f.data(), 8, 0), CommError);
+                 c.recv(f.data(), 8, 0);
+               });
   EXPECT_TRUE(failed.agree);
-  EXPECT_EQ(failed.receiver.transfers[0].count, 0u);
+  EXPECT_EQ(failed.receiver.transfers[0].count, 1u);
+  EXPECT_EQ(failed.receiver.transfers[0].failed, 1u);
 }
 
 TEST(LedgerTextTest, AnythingElseIsRefusedSayingWhy) {

@@ -49,6 +49,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
       back->transfers.size() != view->transfers.size()) {
     Fail("the round trip changed the ledger");
   }
+  for (std::size_t i = 0; i < view->transfers.size(); ++i) {
+    const auto& a = view->transfers[i];
+    const auto& b = back->transfers[i];
+    if (a.count != b.count || a.balance != b.balance || a.failed != b.failed) {
+      Fail("the round trip changed a communicator's transfers");
+    }
+  }
   for (std::size_t i = 0; i < view->records.size(); ++i) {
     if (back->records[i].str() != view->records[i].str() ||
         back->records[i].where() != view->records[i].where()) {

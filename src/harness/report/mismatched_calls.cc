@@ -162,6 +162,19 @@ std::string Who(int world, int there) {
                         : fmt::format("rank {} (rank {} there)", world, there);
 }
 
+// "1st", "2nd", "3rd", "4th", ... "11th", "12th", "13th", "21st": the
+// message of number `seq` (from 0) in its pair.
+std::string Ordinal(std::uint64_t seq) {
+  const std::uint64_t n = seq + 1;
+  const char* suffix = "th";
+  if (n % 100 < 11 || n % 100 > 13) {
+    if (n % 10 == 1) suffix = "st";
+    if (n % 10 == 2) suffix = "nd";
+    if (n % 10 == 3) suffix = "rd";
+  }
+  return fmt::format("{}{}", n, suffix);
+}
+
 // One message of a pair's, as the ledgers kept its send and its receive.
 struct Message {
   const LedgerRecord* send = nullptr;
@@ -205,33 +218,29 @@ std::string FirstUnpaired(const std::map<int, PairMember>& members,
     const bool sent = msg.send && msg.send->state == LedgerState::kCompleted;
     const bool received =
         msg.recv && msg.recv->state == LedgerState::kCompleted;
-    const std::string head = fmt::format("message #{} from {} to {}, tag {}",
-                                         seq, who(from), who(to), tag);
+    const std::string head =
+        fmt::format("the {} message from {} to {} with tag {}", Ordinal(seq),
+                    who(from), who(to), tag);
     std::string line;
     std::int64_t at = 0;
     if (sent && received &&
         !(msg.send->type == msg.recv->type &&
           msg.send->count == msg.recv->count)) {
-      line = fmt::format("{}: sent as {} {}, received as {} {}", head,
-                         msg.send->str(), msg.send->where(), msg.recv->str(),
-                         msg.recv->where());
-      at = msg.send->entered_ns;
-    } else if (sent && !received && (msg.recv || whole(to))) {
       line = fmt::format(
-          "{}: sent as {} {}, {}", head, msg.send->str(), msg.send->where(),
-          msg.recv ? fmt::format("but {}'s {} {} did not return", who(to),
-                                 msg.recv->str(), msg.recv->where())
-                   : fmt::format("never received: {} made no receive for it "
-                                 "(a message nobody received)",
-                                 who(to)));
+          "{} was sent as {} {} and received as {} {}: the data is not what "
+          "the test meant",
+          head, msg.send->str(), msg.send->where(), msg.recv->str(),
+          msg.recv->where());
       at = msg.send->entered_ns;
-    } else if (received && !sent && (msg.send || whole(from))) {
-      line =
-          fmt::format("{}: received as {} {}, but {} {}", head, msg.recv->str(),
-                      msg.recv->where(), who(from),
-                      msg.send ? fmt::format("'s {} {} did not return",
-                                             msg.send->str(), msg.send->where())
-                               : std::string("never sent it"));
+    } else if (sent && !received && whole(to)) {
+      line = fmt::format(
+          "{}, sent as {} {}, was never received: {} made no "
+          "receive for it",
+          head, msg.send->str(), msg.send->where(), who(to));
+      at = msg.send->entered_ns;
+    } else if (received && !sent && whole(from)) {
+      line = fmt::format("{} was received as {} {}, but {} never sent it", head,
+                         msg.recv->str(), msg.recv->where(), who(from));
       at = msg.recv->entered_ns;
     }
     if (!line.empty() && at < first_ns) {
@@ -282,32 +291,37 @@ std::string UnpairedMessages(const std::vector<RankState>& states) {
         const CommTransfers t = v.transfers_of(key);
         sum.count += t.count;
         sum.balance += t.balance;
+        sum.failed += t.failed;
         break;
       }
     }
-    if (!whole || sum.count == 0 || sum.balance == 0 ||
+    // A send or receive that failed (a timeout the test expected) took its
+    // number in its pair: the balance says nothing then.
+    if (!whole || sum.failed > 0 || sum.count == 0 || sum.balance == 0 ||
         members.size() != static_cast<std::size_t>(size)) {
       continue;
     }
-    out.push_back(
-        fmt::format("the sends and receives on {} did not pair (the data is "
-                    "not what the test meant):",
-                    CommTitle(name)));
+    const std::string title = fmt::format(
+        "the sends and receives on {} did not pair, though every one returned",
+        CommTitle(name));
     std::string first = FirstUnpaired(members, key);
     if (!first.empty()) {
+      out.push_back(title + ":");
       out.push_back("  " + first);
       continue;
     }
     // Older than what the ledgers kept: what each rank did.
+    out.push_back(title +
+                  "; the first message that did not pair is older than "
+                  "the operations the ledgers keep:");
     std::vector<int> numbers;
     std::vector<Line> lines;
     for (const auto& [there, m] : members) {
       numbers.push_back(m.world);
+      const std::uint64_t n = m.view->transfers_of(key).count;
       lines.push_back(
-          {fmt::format("made {} sends and receives that returned; the first "
-                       "that did not pair is older than the operations the "
-                       "ledgers keep",
-                       m.view->transfers_of(key).count),
+          {fmt::format("made {} {}", n,
+                       n == 1 ? "send or receive" : "sends and receives"),
            {}});
     }
     for (std::string& l : Grouped(numbers, lines)) out.push_back(std::move(l));
