@@ -375,6 +375,12 @@ verdict_cases() {
     gpu_check_child_ "GpuCheckPatient.RankThatDiesWhileAPeerReceives/2ranks" "$@" -- \
     "killed by signal 11 (SIGSEGV)" "rank 1 ended while this rank waited for it" \
     ${aborted:+"$aborted"} "!still running"
+  # A peer that failed (not one that passed, whose data may still be
+  # arriving) stops the wait at once.
+  check "a failure: rank 1 fails and returns while rank 0 waits in a receive" fail 20 \
+    gpu_check_child_ "GpuCheckPatient.RankThatFailsWhileAPeerReceives/2ranks" "$@" -- \
+    "gpu-check: rank 1 fails on purpose" "!still running" "!passed its test and" \
+    ${fake_dir:+"rank 1 ended while this rank waited for it in NCCL"}
   # On a split communicator no arena compares the calls first: the ranks
   # wait in NCCL itself, until its deadline (10 s test: 9 s).
   [[ $mode == cpu ]] || check "hang in NCCL itself (a split communicator), 2 ranks, ${hang} s timeout" fail \

@@ -138,12 +138,12 @@ bool HostArena::Ended(int rank) const {
   return ranks_[rank].ended.load(std::memory_order_acquire) != 0;
 }
 
-bool HostArena::Left(int rank) const {
-  return ranks_[rank].left.load(std::memory_order_acquire) != 0;
+bool HostArena::Passed(int rank) const {
+  return ranks_[rank].left.load(std::memory_order_acquire) == 2;
 }
 
-void HostArena::MarkLeft(int rank) {
-  ranks_[rank].left.store(1, std::memory_order_seq_cst);
+void HostArena::MarkLeft(int rank, bool passed) {
+  ranks_[rank].left.store(passed ? 2 : 1, std::memory_order_seq_cst);
   for (int q = 0; q < world_; ++q) {
     if (ranks_[q].waiting_on.load(std::memory_order_seq_cst) == rank) Ring(q);
   }

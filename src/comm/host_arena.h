@@ -69,15 +69,16 @@ class HostArena {
   void MarkEnded(int rank);
   // Says that `rank` has returned from its body and makes no more sends or
   // receives: a peer that waits for it in one fails at once, naming it.
-  void MarkLeft(int rank);
+  // `passed`: its test did not fail there (it passed, or skipped).
+  void MarkLeft(int rank, bool passed = false);
   // For a transport that waits outside the arena (NCCL), to stop waiting
   // for a rank that will not come: the first rank MarkEnded() named, or -1
   // while none has ended; whether `rank` has ended.
   int FirstEnded() const;
   bool Ended(int rank) const;
-  // Whether `rank` returned from its body (MarkLeft): it finished, or gave
-  // up, every call it made; one that ended without it died in one.
-  bool Left(int rank) const;
+  // Whether `rank` returned from its body without a failure (MarkLeft): it
+  // finished every call it made.
+  bool Passed(int rank) const;
 
   // Whether collectives carry data through the arena (Create's carry_data).
   bool carries_data() const { return carry_data_; }

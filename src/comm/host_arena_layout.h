@@ -93,7 +93,7 @@ struct alignas(64) HostArena::PerRank {
 
   // The pooled test this rank waits for (Park()), 0: none.
   std::atomic<std::uint32_t> parked{0};
-  // Set by MarkEnded(), and by MarkLeft().
+  // Set by MarkEnded(), and by MarkLeft() (2: it passed).
   std::atomic<std::uint32_t> ended{0};
   std::atomic<std::uint32_t> left{0};
   // The peer this rank waits for in a send or receive, or -1.

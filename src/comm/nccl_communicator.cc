@@ -255,10 +255,11 @@ NcclCommunicator::Impl::~Impl() {
     comm_ = nullptr;
   }
   if (comm != nullptr) {
-    // A clean end: ncclCommFinalize flushes what is in flight and leaves
-    // ncclInProgress once every rank has finalised; then ncclCommDestroy
-    // frees the rest without blocking. A peer that never finalises makes
-    // this an abort when the timeout has passed.
+    // A clean end: ncclCommFinalize synchronizes this rank's work in
+    // flight (NCCL's own streams; no rank waits for another there) and
+    // leaves ncclInProgress when it is done; then ncclCommDestroy frees the
+    // rest. Work that does not finish within the timeout makes this an
+    // abort.
     bool clean = false;
     ncclResult_t state = ncclCommFinalize(comm);
     if (state == ncclSuccess || state == ncclInProgress) {

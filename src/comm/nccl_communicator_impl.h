@@ -104,9 +104,10 @@ class NcclCommunicator::Impl {
   // a fraction of a millisecond, a long wait costs the CPU little.
   static constexpr std::chrono::microseconds kFirstPause{100};
   static constexpr std::chrono::microseconds kLongestPause{1000};
-  // How long a wait goes on for what a peer sent before it returned from
-  // its body and ended (its process gone, its part done): the data may
-  // still be arriving. A peer that died in a call gets no such wait.
+  // How long a wait goes on for what a peer sent before it passed its test
+  // and ended (its process gone, its part done): the data may still be
+  // arriving. A peer that failed or died gets no such wait (nor does the
+  // failure grace, which is running then, have to outlast it).
   static constexpr std::chrono::seconds kEndedPeerDrain{2};
 
   // Throws CommError "[rank r/n] <what>: <cause>"; `what` says what failed

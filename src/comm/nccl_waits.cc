@@ -161,19 +161,18 @@ void NcclCommunicator::Impl::Poll(const std::string& what, bool stream) {
       }
     }
     // A peer that ended (the harness marks it in the arena) will not come:
-    // NCCL would wait for it until the deadline. One that returned from its
-    // body first did its part (a passing rank whose end meeting could not
-    // be held: a peer ended as the test expected): what it sent may still
-    // be arriving, for a moment.
+    // NCCL would wait for it until the deadline. One that passed its test
+    // first did its part (its end meeting could not be held: a peer ended
+    // as the test expected): what it sent may still be arriving, for a
+    // moment.
     if (const int ended = EndedPeer(); ended >= 0) {
-      const bool left = ends_->Left(ended);
-      if (left && !drained) drained = Clock::now() + kEndedPeerDrain;
-      if (!left || Clock::now() >= *drained) {
-        BreakForPeer(
-            what,
-            fmt::format("rank {} {}ended while this rank waited "
-                        "for it in NCCL",
-                        ended, left ? "returned from its body and " : ""));
+      const bool passed = ends_->Passed(ended);
+      if (passed && !drained) drained = Clock::now() + kEndedPeerDrain;
+      if (!passed || Clock::now() >= *drained) {
+        BreakForPeer(what,
+                     fmt::format("rank {} {}ended while this rank "
+                                 "waited for it in NCCL",
+                                 ended, passed ? "passed its test and " : ""));
       }
     }
     if (Clock::now() >= deadline_) {
@@ -186,22 +185,30 @@ void NcclCommunicator::Impl::Poll(const std::string& what, bool stream) {
 
 int NcclCommunicator::Impl::EndedPeer() const {
   if (ends_ == nullptr) return -1;
-  if (waits_for_.empty() && world_ranks_.empty()) {
-    const int ended = ends_->FirstEnded();
-    return ended != rank_ ? ended : -1;
-  }
-  // A split communicator's collective waits for its members alone: ranks
-  // outside it may end (as the test expects) while its members go on.
+  // The world's collective waits for every rank; a split communicator's
+  // for its members alone (ranks outside it may end, as the test expects,
+  // while its members go on); a send or receive for its peers. One that
+  // failed or died is named before one that passed, whose data may still
+  // be arriving.
+  if (ends_->FirstEnded() < 0) return -1;  // None has: one load.
+  int passed = -1;
+  auto ended = [&](int r) {
+    const int world = WorldRank(r);
+    if (r == rank_ || !ends_->Ended(world)) return false;
+    if (!ends_->Passed(world)) return true;
+    if (passed < 0) passed = world;
+    return false;
+  };
   if (waits_for_.empty()) {
     for (int r = 0; r < size_; ++r) {
-      if (r != rank_ && ends_->Ended(WorldRank(r))) return WorldRank(r);
+      if (ended(r)) return WorldRank(r);
     }
-    return -1;
+  } else {
+    for (int peer : waits_for_) {
+      if (ended(peer)) return WorldRank(peer);
+    }
   }
-  for (int peer : waits_for_) {
-    if (ends_->Ended(WorldRank(peer))) return WorldRank(peer);
-  }
-  return -1;
+  return passed;
 }
 
 void NcclCommunicator::Impl::Synchronize() {

@@ -230,6 +230,21 @@ DIST_TEST_F(GpuCheckPatient, RankThatDiesWhileAPeerReceives, 2) {
   }
 }
 
+// Rank n-1 fails an assertion and returns while rank 0 waits for its
+// message: rank 0 stops at once, its peer named as one that ended, not as
+// one that passed its test (whose data it would wait a moment more for).
+DIST_TEST_F(GpuCheckPatient, RankThatFailsWhileAPeerReceives, 2) {
+  Buffer<float> v(1024);
+  ASSERT_TRUE(v.ok());
+  comm().barrier();
+  if (rank() == 0) {
+    comm().recv(v.get(), 1024, world_size() - 1);
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    FAIL() << "gpu-check: rank " << rank() << " fails on purpose";
+  }
+}
+
 class GpuCheckHang : public GpuCheck {
  protected:
   GpuCheckHang() {

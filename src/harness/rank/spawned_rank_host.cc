@@ -223,7 +223,7 @@ void MeetAndDropConnections(TcpStore& store, HostArena* arena,
   if (arena != nullptr) {
     // A peer still waiting in a send to or a receive from this rank fails
     // now, naming it, instead of at its timeout.
-    arena->MarkLeft(env.rank);
+    arena->MarkLeft(env.rank, /*passed=*/!failed);
     if (failed) return;
     try {
       arena->Check(env.rank, CollectiveCall::EndOfTest(), timeout);

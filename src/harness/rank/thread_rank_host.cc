@@ -201,7 +201,7 @@ class ThreadRankHost : public RankHost {
     }
     // One that passed meets the others, as a spawned one does; a peer still
     // waiting in a send to it or a receive from it fails now, naming it.
-    arena_->MarkLeft(env_.rank);
+    arena_->MarkLeft(env_.rank, /*passed=*/true);
     try {
       arena_->Check(env_.rank, CollectiveCall::EndOfTest(),
                     RankTimeout(env_, test_timeout_));

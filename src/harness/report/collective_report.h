@@ -71,11 +71,12 @@ std::string MismatchedCalls(const std::vector<RankState>& ranks);
 // to a receive of 8 int32s, and completes a small send nobody receives.
 // "" when they pair; else, for each such communicator, the first message
 // that did not, as the ledgers kept it:
-//   the sends and receives on the world communicator did not pair (the
-//   data is not what the test meant):
-//     message #0 from rank 0 to rank 1, tag 0: sent as send(8 x float32 to
-//     rank 1, tag 0) at model_test.cc:42, received as recv(8 x int32 from
-//     rank 0, tag 0) at model_test.cc:45
+//   the sends and receives on the world communicator did not pair, though
+//   every one returned:
+//     the 1st message from rank 0 to rank 1 with tag 0 was sent as send(8 x
+//     float32 to rank 1, tag 0) at model_test.cc:42 and received as recv(8
+//     x int32 from rank 0, tag 0) at model_test.cc:45: the data is not what
+//     the test meant
 std::string UnpairedMessages(const std::vector<RankState>& ranks);
 
 // How a report names communicator `name`: "the world communicator",

@@ -288,28 +288,25 @@ std::vector<Finding> Judge(const TestSpec& spec,
   // passes otherwise. It goes first: it is the root cause.
   const std::vector<RankState> states = RankStates(spec, ranks);
   std::string calls = MismatchedCalls(states);
-  // Messages not received as they were sent: a broken program that passes
-  // otherwise too (a transport without tags or types). The root cause when
-  // nothing else failed; after the failures when something did (a rank
-  // that failed may have left its peer's message unreceived).
-  std::string unpaired = UnpairedMessages(states);
   const bool failed_otherwise =
       !calls.empty() ||
       std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
         return f.kind != Finding::Kind::kProperty;
       });
+  // Messages not received as they were sent: a broken program that passes
+  // otherwise (a transport without tags or types). Judged only then: after
+  // another failure (a rank that failed, hung or was killed) a message may
+  // be unreceived because of it, and a hang's ledgers were read while the
+  // ranks still ran.
+  std::string unpaired =
+      failed_otherwise ? std::string() : UnpairedMessages(states);
   const bool failed = failed_otherwise || !unpaired.empty();
   if (!unpaired.empty()) {
-    Finding f{Finding::Kind::kFatalFailure,
-              spec.file,
-              spec.line,
-              std::move(unpaired),
-              {}};
-    if (failed_otherwise) {
-      findings.push_back(std::move(f));
-    } else {
-      findings.insert(findings.begin(), std::move(f));
-    }
+    findings.insert(findings.begin(), {Finding::Kind::kFatalFailure,
+                                       spec.file,
+                                       spec.line,
+                                       std::move(unpaired),
+                                       {}});
   }
   if (failed) {
     // The paragraph first: which collective, who is in it, who is not.

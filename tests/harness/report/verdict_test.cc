@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/ledger_area.h"
+
 namespace disttest::internal {
 namespace {
 
@@ -537,6 +539,62 @@ TEST(JudgeTest, WhatFollowsIsAValueNotTheWords) {
   ASSERT_THAT(f, SizeIs(2));
   EXPECT_THAT(f[0].message, HasSubstr("[rank 0/2] (first failure) was "
                                       "killed by disttest: still running"));
+}
+
+// A passing rank whose ledger holds one message it sent (`send`) or
+// received, on the world of 2, with the balance its ledger keeps of it.
+RankReport PassedWithMessage(int rank, bool send, DataType type) {
+  RankReport r = Passed(rank);
+  RankLedgerView& v = r.ledger.emplace();
+  v.rank = rank;
+  v.comms = {"world"};
+  v.keys = {LedgerKey("world")};
+  v.comm_ranks = {rank};
+  v.comm_sizes = {2};
+  LedgerRecord m;
+  m.op = send ? LedgerOp::kSend : LedgerOp::kRecv;
+  m.type = type;
+  m.count = 8;
+  m.peer = 1 - rank;
+  m.state = LedgerState::kCompleted;
+  m.file = "t.cc";
+  m.line = send ? 20 : 30;
+  v.records = {m};
+  const Ledger::Call call{m.op, type, ReduceOp::kSum, 8, m.peer, 0};
+  const std::uint64_t h = send ? MessageHash(rank, 1 - rank, call, 0)
+                               : MessageHash(1 - rank, rank, call, 0);
+  v.transfers = {{1, send ? h : 0 - h, 0}};
+  return r;
+}
+
+// Messages not received as they were sent fail a test that passed
+// otherwise, first; after another failure they are not judged (a message
+// may be unreceived because of it).
+TEST(JudgeTest,
+     AMessageReceivedAsAnotherTypeFailsOnlyATestThatPassedOtherwise) {
+  const RankReport sent = PassedWithMessage(0, true, DataType::kFloat32);
+  EXPECT_THAT(
+      Judge(Spec(2), {sent, PassedWithMessage(1, false, DataType::kFloat32)}),
+      SizeIs(0));
+  auto f =
+      Judge(Spec(2), {sent, PassedWithMessage(1, false, DataType::kInt32)});
+  ASSERT_THAT(f, Not(SizeIs(0)));
+  EXPECT_EQ(f[0].kind, Kind::kFatalFailure);
+  EXPECT_THAT(f[0].message,
+              HasSubstr("the sends and receives on the world communicator did "
+                        "not pair, though every one returned:\n  the 1st "
+                        "message from rank 0 to rank 1 with tag 0 was sent as "
+                        "send(8 x float32 to rank 1, tag 0) at t.cc:20 and "
+                        "received as recv(8 x int32 from rank 0, tag 0) at "
+                        "t.cc:30"));
+  RankReport failed = PassedWithMessage(1, false, DataType::kInt32);
+  failed.done = RankVerdict::kFailed;
+  failed.outcome = RankOutcome::FromWaitStatus(1 << 8);
+  failed.results.push_back(
+      {RankMessage::Kind::kFatalFailure, "t.cc", 31, "Expected: 8"});
+  for (const Finding& finding : Judge(Spec(2), {sent, failed})) {
+    EXPECT_THAT(finding.message, Not(HasSubstr("did not pair")));
+  }
 }
 
 }  // namespace
