@@ -214,35 +214,34 @@ class GpuCheckPatient : public GpuCheck {
   GpuCheckPatient() { options().failure_grace = std::chrono::seconds(30); }
 };
 
-// Rank n-1 is killed while rank 0 waits for its message in a receive,
-// which on NCCL nothing checks before NCCL waits: rank 0 stops waiting when
-// the harness says its peer ended, its communicator aborted, not when the
-// harness ends it after the failure grace.
-DIST_TEST_F(GpuCheckPatient, RankThatDiesWhileAPeerReceives, 2) {
+// Rank 0 waits in a receive from rank n-1, which on NCCL nothing checks
+// before NCCL waits, while rank n-1 ends: killed (SIGSEGV), or failing an
+// assertion and returning.
+enum class TheSender { kCrashes, kFails };
+void ReceiveFromAPeerThatEnds(disttest::Communicator& c, TheSender how) {
   Buffer<float> v(1024);
   ASSERT_TRUE(v.ok());
-  comm().barrier();
-  if (rank() == 0) {
-    comm().recv(v.get(), 1024, world_size() - 1);
-  } else {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    std::raise(SIGSEGV);
+  c.barrier();
+  if (c.rank() == 0) {
+    c.recv(v.get(), 1024, c.size() - 1);
+    return;
   }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  if (how == TheSender::kCrashes) std::raise(SIGSEGV);
+  FAIL() << "gpu-check: rank " << c.rank() << " fails on purpose";
 }
 
-// Rank n-1 fails an assertion and returns while rank 0 waits for its
-// message: rank 0 stops at once, its peer named as one that ended, not as
-// one that passed its test (whose data it would wait a moment more for).
+// Rank 0 stops waiting when the harness says its peer ended, its
+// communicator aborted, not when the harness ends it after the failure
+// grace.
+DIST_TEST_F(GpuCheckPatient, RankThatDiesWhileAPeerReceives, 2) {
+  ReceiveFromAPeerThatEnds(comm(), TheSender::kCrashes);
+}
+
+// Rank 0 stops at once, its peer named as one that ended, not as one that
+// passed its test (whose data it would wait a moment more for).
 DIST_TEST_F(GpuCheckPatient, RankThatFailsWhileAPeerReceives, 2) {
-  Buffer<float> v(1024);
-  ASSERT_TRUE(v.ok());
-  comm().barrier();
-  if (rank() == 0) {
-    comm().recv(v.get(), 1024, world_size() - 1);
-  } else {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    FAIL() << "gpu-check: rank " << rank() << " fails on purpose";
-  }
+  ReceiveFromAPeerThatEnds(comm(), TheSender::kFails);
 }
 
 class GpuCheckHang : public GpuCheck {
