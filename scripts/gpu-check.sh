@@ -27,7 +27,10 @@
 # elements against a serial reference; a mismatch (on the world and on a
 # split communicator), a crash and a hang at 2 and 4 ranks, a crash while a
 # peer waits in a receive, a hang and a crash in NCCL itself (a split
-# communicator): each must fail, naming the cause, in bounded time; pooled
+# communicator), and what NCCL runs without a word (a send received as
+# another type, a send nobody receives, an isend never waited for, floats
+# that differ in the last bit): each must fail, naming the cause, in
+# bounded time; pooled
 # ranks, and survivors of an expected end, which must pass; each rank's GPU
 # by index, by UUID and from NVML, and a rank without a GPU; the
 # communicator-creation tests and the cookbook's kAuto recipe. 8 ranks on
@@ -68,7 +71,7 @@ while (($#)); do
       shift
       ;;
     -h | --help)
-      sed -n '2,37p' "$0"
+      sed -n '2,40p' "$0"
       exit 0
       ;;
     *)

@@ -281,10 +281,7 @@ void Ledger::Block(std::uint64_t index, std::chrono::milliseconds timeout) {
 void Ledger::Unblock() { area_->blocked.store(0, std::memory_order_release); }
 
 void Ledger::Digest(std::uint32_t comm, const Call& call) {
-  if (call.op == LedgerOp::kSend || call.op == LedgerOp::kRecv ||
-      comm >= LedgerMemory::kComms) {
-    return;
-  }
+  if (comm >= LedgerMemory::kComms) return;
   // Only this thread writes a communicator's digest (one communicator is
   // not used from two threads at once).
   LedgerMemory::Area& a = *area_;

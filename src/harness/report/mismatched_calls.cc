@@ -6,6 +6,7 @@
 // their balances; apart from the report of the collectives that did not
 // complete.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -13,12 +14,35 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "harness/report/collective_lines.h"
 #include "harness/report/collective_report.h"
 
 namespace disttest::internal {
 namespace {
+
+// The communicators the ranks' ledgers name, in order of first sight, each
+// key (a communicator past those a ledger keeps has none: left out) with
+// its name.
+std::vector<std::pair<std::uint64_t, std::string>> Communicators(
+    const std::vector<RankState>& states) {
+  std::vector<std::pair<std::uint64_t, std::string>> comms;
+  for (const RankState& s : states) {
+    if (!s.ledger) continue;
+    const RankLedgerView& v = *s.ledger;
+    for (std::uint32_t id = 0; id < v.keys.size(); ++id) {
+      const std::uint64_t key = v.keys[id];
+      if (key != 0 &&
+          std::none_of(comms.begin(), comms.end(),
+                       [&](const auto& c) { return c.first == key; })) {
+        comms.emplace_back(key, v.comm_name(id));
+      }
+    }
+  }
+  return comms;
+}
 
 // A rank whose every collective on one communicator returned: its digest
 // of the calls and the records its ledger kept.
@@ -119,23 +143,8 @@ void DescribeFirstDifference(const std::vector<CallMember>& members,
 }  // namespace
 
 std::string MismatchedCalls(const std::vector<RankState>& states) {
-  std::vector<std::uint64_t> keys;
-  std::map<std::uint64_t, std::string> names;
-  for (const RankState& s : states) {
-    if (!s.ledger) continue;
-    const RankLedgerView& v = *s.ledger;
-    for (std::uint32_t id = 0; id < v.keys.size(); ++id) {
-      // A communicator past those the ledger keeps has no key to match.
-      const std::uint64_t key = v.keys[id];
-      if (key != 0 && std::find(keys.begin(), keys.end(), key) == keys.end()) {
-        keys.push_back(key);
-        names[key] = v.comm_name(id);
-      }
-    }
-  }
   std::vector<std::string> out;
-  for (const std::uint64_t key : keys) {
-    const std::string& comm = names[key];
+  for (const auto& [key, comm] : Communicators(states)) {
     const std::vector<CallMember> members = ReturnedMembers(states, key);
     if (members.size() < 2) continue;
     const bool agree =
@@ -145,12 +154,7 @@ std::string MismatchedCalls(const std::vector<RankState>& states) {
     if (agree) continue;
     DescribeFirstDifference(members, comm, &out);
   }
-  std::string text;
-  for (const std::string& l : out) {
-    if (!text.empty()) text += '\n';
-    text += l;
-  }
-  return text;
+  return fmt::format("{}", fmt::join(out, "\n"));
 }
 
 namespace {
@@ -254,18 +258,8 @@ std::string FirstUnpaired(const std::map<int, PairMember>& members,
 }  // namespace
 
 std::string UnpairedMessages(const std::vector<RankState>& states) {
-  std::vector<std::uint64_t> keys;
-  for (const RankState& s : states) {
-    if (!s.ledger) continue;
-    for (std::size_t id = 0; id < s.ledger->keys.size(); ++id) {
-      const std::uint64_t key = s.ledger->keys[id];
-      if (key != 0 && std::find(keys.begin(), keys.end(), key) == keys.end()) {
-        keys.push_back(key);
-      }
-    }
-  }
   std::vector<std::string> out;
-  for (const std::uint64_t key : keys) {
+  for (const auto& [key, name] : Communicators(states)) {
     // Every member's ledger, by its rank there: a message's balance is
     // only whole with both its ends. A member that ended as the test
     // expected may have been killed between a send's return and its
@@ -273,7 +267,6 @@ std::string UnpairedMessages(const std::vector<RankState>& states) {
     std::map<int, PairMember> members;
     int size = 0;
     bool whole = true;
-    std::string name;
     CommTransfers sum;
     for (const RankState& s : states) {
       if (!s.ledger) continue;
@@ -287,7 +280,6 @@ std::string UnpairedMessages(const std::vector<RankState>& states) {
         }
         members[v.comm_ranks[id]] = {s.rank, &v};
         size = v.comm_sizes[id];
-        name = v.comm_name(static_cast<std::uint32_t>(id));
         const CommTransfers t = v.transfers_of(key);
         sum.count += t.count;
         sum.balance += t.balance;
@@ -326,12 +318,7 @@ std::string UnpairedMessages(const std::vector<RankState>& states) {
     }
     for (std::string& l : Grouped(numbers, lines)) out.push_back(std::move(l));
   }
-  std::string text;
-  for (const std::string& l : out) {
-    if (!text.empty()) text += '\n';
-    text += l;
-  }
-  return text;
+  return fmt::format("{}", fmt::join(out, "\n"));
 }
 
 }  // namespace disttest::internal

@@ -388,24 +388,21 @@ RankState WithTransfers(int rank, std::vector<LedgerRecord> ops) {
   return s;
 }
 
+// Rank 0 sends 8 floats at line 10; rank 1 receives 8 of `type` at 20.
+std::vector<RankState> EightFloatsReceivedAs(DataType type) {
+  return {WithTransfers(
+              0, {Transfer(LedgerOp::kSend, DataType::kFloat32, 8, 1, 10)}),
+          WithTransfers(1, {Transfer(LedgerOp::kRecv, type, 8, 0, 20)})};
+}
+
 TEST(UnpairedMessagesTest, MessagesReceivedAsSentPair) {
-  EXPECT_EQ(
-      UnpairedMessages(
-          {WithTransfers(
-               0, {Transfer(LedgerOp::kSend, DataType::kFloat32, 8, 1, 10)}),
-           WithTransfers(
-               1, {Transfer(LedgerOp::kRecv, DataType::kFloat32, 8, 0, 20)})}),
-      "");
+  EXPECT_EQ(UnpairedMessages(EightFloatsReceivedAs(DataType::kFloat32)), "");
 }
 
 // NCCL delivers 8 floats to a receive of 8 int32s (the same bytes).
 TEST(UnpairedMessagesTest, AMessageReceivedAsAnotherTypeIsNamedWithBothCalls) {
   EXPECT_EQ(
-      UnpairedMessages(
-          {WithTransfers(
-               0, {Transfer(LedgerOp::kSend, DataType::kFloat32, 8, 1, 10)}),
-           WithTransfers(
-               1, {Transfer(LedgerOp::kRecv, DataType::kInt32, 8, 0, 20)})}),
+      UnpairedMessages(EightFloatsReceivedAs(DataType::kInt32)),
       "the sends and receives on the world communicator did not pair, though "
       "every one returned:\n"
       "  the 1st message from rank 0 to rank 1 with tag 0 was sent as send(8 "
