@@ -16,6 +16,7 @@
 #if GPU_CHECK_CUDA
 #include <cuda_runtime_api.h>
 #endif
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -186,17 +187,70 @@ DIST_TEST_F(GpuCheck, SplitCallsThatDiffer, 2, 4) {
   std::printf("gpu-check: rank %d passed a mismatched allreduce\n", rank());
 }
 
+// The last rank leaving a collective does not mean that the others have:
+// on a busy machine a peer may still be in it. Before the last rank
+// crashes, each other rank says with a file that it completed the first
+// allreduce, and the last waits for those files (at most 30 s) and removes
+// them: the others then wait for it in the second, as the script expects.
+// The files are in ${TMPDIR:-/tmp}/gpu-check-meeting-<MASTER_PORT>, which
+// is the test's own.
+class Meeting {
+ public:
+  Meeting() {
+    const char* tmp = std::getenv("TMPDIR");
+    const char* port = std::getenv("MASTER_PORT");
+    if (port != nullptr) {
+      dir_ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+             "/gpu-check-meeting-" + port;
+    }
+  }
+  void Arrive(int rank) const {
+    if (dir_.empty()) return;
+    ::mkdir(dir_.c_str(), 0700);  // The first to arrive makes it.
+    std::FILE* f = std::fopen(File(rank).c_str(), "w");
+    if (f != nullptr) std::fclose(f);
+  }
+  // Rank `last` waits until ranks 0 to last - 1 have arrived.
+  void AwaitOthers(int last) const {
+    if (dir_.empty()) return;
+    const auto give_up =
+        std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (int r = 0; r < last;) {
+      if (::access(File(r).c_str(), F_OK) == 0) {
+        ++r;
+      } else if (std::chrono::steady_clock::now() >= give_up) {
+        break;
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    for (int r = 0; r < last; ++r) ::unlink(File(r).c_str());
+    ::rmdir(dir_.c_str());
+  }
+
+ private:
+  std::string File(int rank) const { return dir_ + "/" + std::to_string(rank); }
+  std::string dir_;
+};
+
 // Every rank of `c` allreduces 1024 floats twice, except that between the
-// two the last rank crashes (SIGSEGV) or hangs (for ten minutes).
+// two the last rank crashes (SIGSEGV), when the others have completed the
+// first, or hangs (for ten minutes).
 enum class TheLastRank { kCrashes, kHangs };
 void ReduceTwice(disttest::Communicator& c, TheLastRank last) {
   Buffer<float> v(1024);
   ASSERT_TRUE(v.ok());
   v.Upload(std::vector<float>(1024, 1.0f));
   c.allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
+  const Meeting meeting;
   if (c.rank() == c.size() - 1) {
-    if (last == TheLastRank::kCrashes) std::raise(SIGSEGV);
+    if (last == TheLastRank::kCrashes) {
+      meeting.AwaitOthers(c.rank());
+      std::raise(SIGSEGV);
+    }
     std::this_thread::sleep_for(std::chrono::minutes(10));
+  } else if (last == TheLastRank::kCrashes) {
+    meeting.Arrive(c.rank());
   }
   c.allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
 }
