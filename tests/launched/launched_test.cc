@@ -39,6 +39,18 @@ struct Launcher {
   const char* name;  // "torchrun", "slurm", "mpirun"
 };
 
+// What the launcher needs so that its job's store takes a port that was
+// free a moment ago, not one at random, which a launched test running
+// beside this one (ctest -j) might take too: MASTER_PORT (torchrun's, or
+// given to mpirun's ranks), or, for Slurm's variables, a job id whose last
+// 4 digits make it (the store listens on 15000 + those).
+std::pair<std::string, std::string> LauncherPort(const std::string& style) {
+  if (style == "slurm") {
+    return {"JOB_ID", std::to_string(100000 + FreePort(15000, 25000) - 15000)};
+  }
+  return {"MASTER_PORT", std::to_string(FreePort())};
+}
+
 void PrintTo(const Launcher& l, std::ostream* os) { *os << l.name; }
 
 struct Report {
@@ -75,17 +87,17 @@ class LaunchedTest : public ::testing::TestWithParam<Launcher> {
     if (name == "mpirun") {
       args = {mpirun_, "--oversubscribe", "-np", "4"};
       if (getuid() == 0) args.push_back("--allow-run-as-root");
-      const std::string port = std::to_string(FreePort());
       for (const char* x : {"-x", "MASTER_ADDR=127.0.0.1", "-x"}) {
         args.push_back(x);
       }
-      args.push_back("MASTER_PORT=" + port);
+      args.push_back("MASTER_PORT=" + LauncherPort("mpirun").second);
       for (auto& [k, v] : env) {
         args.push_back("-x");
         args.push_back(k + "=" + v);
       }
     } else {
       args = {DISTTEST_LOCAL_LAUNCHER, name, "4"};
+      env.push_back(LauncherPort(name));
     }
     args.insert(args.end(), child.begin(), child.end());
     Report r;
@@ -710,7 +722,8 @@ TEST(LaunchedPlans, RanksThatWouldRunOtherTestsEndAtOnceNamingTheDifference) {
         {DISTTEST_LOCAL_LAUNCHER, "torchrun", "4", "/bin/sh", "-c", script,
          "sh", DISTTEST_LAUNCHED_CHILD,
          "--gtest_filter=Launched.Passes/1ranks:Launched.Passes/4ranks"},
-        {{"DISTTEST_TIMEOUT", "60"}}, std::chrono::seconds(120));
+        {{"DISTTEST_TIMEOUT", "60"}, LauncherPort("torchrun")},
+        std::chrono::seconds(120));
     EXPECT_FALSE(run.timed_out);
     EXPECT_NE(run.exit_code, 0) << run.out << run.err;
     // Rank 0's finding, or the differing rank's own word (it breaks the

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -48,31 +49,40 @@ class LoopbackSocket {
   int port_ = 0;
 };
 
+// Whether 127.0.0.1:`port` could be bound just now.
+inline bool PortIsFree(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool bound =
+      fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  if (fd >= 0) close(fd);
+  return bound;
+}
+
 // A port that was free a moment ago, below the kernel's ephemeral range
 // (/proc/sys/net/ipv4/ip_local_port_range): no connect() or bind(0) of
 // another process is handed it meanwhile, only an explicit bind could race.
-inline int FreePort() {
+// With `from` and `to`, one in [from, to) (and below that range).
+inline int FreePort(int from = 10000, int to = 65536) {
   int low = 32768, high = 60999;
   if (std::FILE* f =
           std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
     if (std::fscanf(f, "%d %d", &low, &high) != 2) low = 32768;
     std::fclose(f);
   }
+  const int end = std::min(to, low);
   std::minstd_rand random(static_cast<unsigned>(
       getpid() ^ std::chrono::steady_clock::now().time_since_epoch().count()));
-  for (int attempt = 0; low > 11000 && attempt < 100; ++attempt) {
-    int port = 10000 + static_cast<int>(random() % (low - 10001));
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    bool available =
-        bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    close(fd);
-    if (available) return port;
+  for (int attempt = 0; end - from > 1000 && attempt < 100; ++attempt) {
+    const int port = from + static_cast<int>(random() % (end - from));
+    if (PortIsFree(port)) return port;
   }
-  return LoopbackSocket().port();
+  if (from == 10000 && to == 65536) return LoopbackSocket().port();
+  ADD_FAILURE() << "no free port in [" << from << ", " << end << ")";
+  return from;
 }
 
 }  // namespace disttest::testing
