@@ -16,6 +16,7 @@
 #if GPU_CHECK_CUDA
 #include <cuda_runtime_api.h>
 #endif
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -190,46 +191,57 @@ DIST_TEST_F(GpuCheck, SplitCallsThatDiffer, 2, 4) {
 // The last rank leaving a collective does not mean that the others have:
 // on a busy machine a peer may still be in it. Before the last rank
 // crashes, each other rank says with a file that it completed the first
-// allreduce, and the last waits for those files (at most 30 s) and removes
+// allreduce, and the last waits for those files (at most 5 s) and removes
 // them: the others then wait for it in the second, as the script expects.
-// The files are in ${TMPDIR:-/tmp}/gpu-check-meeting-<MASTER_PORT>, which
-// is the test's own.
+// The files are in ${TMPDIR:-/tmp}/gpu-check-meeting-<uid>-<MASTER_PORT>;
+// the last rank removes any left there before the first allreduce, which
+// no rank can leave before it has entered it.
 class Meeting {
  public:
-  Meeting() {
+  explicit Meeting(int last) : last_(last) {
     const char* tmp = std::getenv("TMPDIR");
     const char* port = std::getenv("MASTER_PORT");
     if (port != nullptr) {
       dir_ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-             "/gpu-check-meeting-" + port;
+             "/gpu-check-meeting-" + std::to_string(::geteuid()) + "-" + port;
     }
+  }
+  // The last rank, before the first allreduce: files of an earlier run
+  // that used the same port are not this one's.
+  void Clear() const {
+    if (dir_.empty()) return;
+    for (int r = 0; r < last_; ++r) ::unlink(File(r).c_str());
+    ::rmdir(dir_.c_str());
   }
   void Arrive(int rank) const {
     if (dir_.empty()) return;
     ::mkdir(dir_.c_str(), 0700);  // The first to arrive makes it.
-    std::FILE* f = std::fopen(File(rank).c_str(), "w");
-    if (f != nullptr) std::fclose(f);
+    const int fd = ::open(File(rank).c_str(),
+                          O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) ::close(fd);
   }
-  // Rank `last` waits until ranks 0 to last - 1 have arrived.
-  void AwaitOthers(int last) const {
+  // The last rank waits until ranks 0 to last - 1 have arrived.
+  void AwaitOthers() const {
     if (dir_.empty()) return;
     const auto give_up =
-        std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    for (int r = 0; r < last;) {
+        std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (int r = 0; r < last_;) {
       if (::access(File(r).c_str(), F_OK) == 0) {
         ++r;
       } else if (std::chrono::steady_clock::now() >= give_up) {
+        std::printf("gpu-check: rank %d gave up waiting for rank %d at %s\n",
+                    last_, r, dir_.c_str());
         break;
       } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     }
-    for (int r = 0; r < last; ++r) ::unlink(File(r).c_str());
-    ::rmdir(dir_.c_str());
+    Clear();
   }
 
  private:
   std::string File(int rank) const { return dir_ + "/" + std::to_string(rank); }
+  int last_;
   std::string dir_;
 };
 
@@ -241,11 +253,14 @@ void ReduceTwice(disttest::Communicator& c, TheLastRank last) {
   Buffer<float> v(1024);
   ASSERT_TRUE(v.ok());
   v.Upload(std::vector<float>(1024, 1.0f));
+  const Meeting meeting(c.size() - 1);
+  if (c.rank() == c.size() - 1 && last == TheLastRank::kCrashes) {
+    meeting.Clear();
+  }
   c.allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
-  const Meeting meeting;
   if (c.rank() == c.size() - 1) {
     if (last == TheLastRank::kCrashes) {
-      meeting.AwaitOthers(c.rank());
+      meeting.AwaitOthers();
       std::raise(SIGSEGV);
     }
     std::this_thread::sleep_for(std::chrono::minutes(10));

@@ -39,18 +39,6 @@ struct Launcher {
   const char* name;  // "torchrun", "slurm", "mpirun"
 };
 
-// What the launcher needs so that its job's store takes a port that was
-// free a moment ago, not one at random, which a launched test running
-// beside this one (ctest -j) might take too: MASTER_PORT (torchrun's, or
-// given to mpirun's ranks), or, for Slurm's variables, a job id whose last
-// 4 digits make it (the store listens on 15000 + those).
-std::pair<std::string, std::string> LauncherPort(const std::string& style) {
-  if (style == "slurm") {
-    return {"JOB_ID", std::to_string(100000 + FreePort(15000, 25000) - 15000)};
-  }
-  return {"MASTER_PORT", std::to_string(FreePort())};
-}
-
 void PrintTo(const Launcher& l, std::ostream* os) { *os << l.name; }
 
 struct Report {

@@ -222,7 +222,8 @@ TEST_F(MpiTest, WithoutAnMpiLauncherEachTestSaysHowToRunIt) {
                         "-np N`"))
       << alone.all;
   Report torchrun = RunMpiChild({DISTTEST_LOCAL_LAUNCHER, "torchrun", "2"},
-                                "Mpi.CommunicatorHoldsTheTestsRanks/2ranks");
+                                "Mpi.CommunicatorHoldsTheTestsRanks/2ranks",
+                                {LauncherPort("torchrun")});
   EXPECT_EQ(torchrun.run.exit_code, 1) << torchrun.all;
   EXPECT_THAT(torchrun.run.out,
               HasSubstr("this run's ranks were started by torchrun, which "

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
+#include <string>
+#include <utility>
 
 namespace disttest::testing {
 
@@ -65,24 +67,41 @@ inline bool PortIsFree(int port) {
 // A port that was free a moment ago, below the kernel's ephemeral range
 // (/proc/sys/net/ipv4/ip_local_port_range): no connect() or bind(0) of
 // another process is handed it meanwhile, only an explicit bind could race.
-// With `from` and `to`, one in [from, to) (and below that range).
-inline int FreePort(int from = 10000, int to = 65536) {
-  int low = 32768, high = 60999;
-  if (std::FILE* f =
-          std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
-    if (std::fscanf(f, "%d %d", &low, &high) != 2) low = 32768;
-    std::fclose(f);
+// With `from` and `to`, one in [from, to), wherever the ephemeral range is.
+inline int FreePort(int from = 10000, int to = 0) {
+  const bool below_ephemeral = to == 0;
+  if (below_ephemeral) {
+    int low = 32768, high = 60999;
+    if (std::FILE* f =
+            std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+      if (std::fscanf(f, "%d %d", &low, &high) != 2) low = 32768;
+      std::fclose(f);
+    }
+    to = low > from + 1000 ? low : from;  // Too few there: bind(0)'s.
   }
-  const int end = std::min(to, low);
   std::minstd_rand random(static_cast<unsigned>(
       getpid() ^ std::chrono::steady_clock::now().time_since_epoch().count()));
-  for (int attempt = 0; end - from > 1000 && attempt < 100; ++attempt) {
-    const int port = from + static_cast<int>(random() % (end - from));
+  for (int attempt = 0; to > from && attempt < 100; ++attempt) {
+    const int port = from + static_cast<int>(random() % (to - from));
     if (PortIsFree(port)) return port;
   }
-  if (from == 10000 && to == 65536) return LoopbackSocket().port();
-  ADD_FAILURE() << "no free port in [" << from << ", " << end << ")";
+  if (below_ephemeral) return LoopbackSocket().port();
+  ADD_FAILURE() << "no free port in [" << from << ", " << to << ")";
   return from;
+}
+
+// What tests/launched/local-launcher.sh (or mpirun's ranks) need so that
+// the job's store takes a port that was free a moment ago, not one at
+// random, which a launched test running beside this one (ctest -j) might
+// take too: MASTER_PORT (torchrun's, or given to mpirun's ranks), or, for
+// Slurm's variables ("slurm"), a job id whose last 4 digits make it (the
+// store listens on 15000 + those).
+inline std::pair<std::string, std::string> LauncherPort(
+    const std::string& style) {
+  if (style == "slurm") {
+    return {"JOB_ID", std::to_string(100000 + FreePort(15000, 25000) - 15000)};
+  }
+  return {"MASTER_PORT", std::to_string(FreePort())};
 }
 
 }  // namespace disttest::testing
