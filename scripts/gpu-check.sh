@@ -423,7 +423,7 @@ verdict_cases() {
   # it); Gloo too; the fake GPU's send returns at once, unreceived.
   check "no false pass: an isend dropped without wait(), never received" fail 30 \
     gpu_check_child_ "GpuCheck.IsendDroppedWithoutWait/2ranks" "$@" -- \
-    "send(8 x float32 to rank 1, tag 0)" ${nobody:+"$nobody"}
+    "isend(8 x float32 to rank 1, tag 0)" ${nobody:+"$nobody"}
   check "no false pass: floats that differ in the last bit (DIST_EXPECT_ALL_EQ)" fail 30 \
     gpu_check_child_ "GpuCheck.AllEqInTheLastBit/2ranks" "$@" -- \
     "DIST_EXPECT_ALL_EQ(x): the 2 ranks disagree" "1.0000001: rank 1" \

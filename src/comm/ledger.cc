@@ -244,6 +244,7 @@ std::uint64_t Ledger::Begin(std::uint32_t comm, std::uint64_t seq,
       static_cast<RankPhase>(phase_.load(std::memory_order_relaxed));
   e.harness = phase < RankPhase::kSetUp || phase == RankPhase::kFinished;
   if (e.harness == 0) NoteCaller(a);
+  e.nonblocking = call.nonblocking ? 1 : 0;
   e.line = where.line();
   e.ranks =
       static_cast<std::uint16_t>(std::min<std::size_t>(call.ranks, 65535));

@@ -80,6 +80,8 @@ struct LedgerRecord {
   std::uint64_t count = 0;
   // Made by disttest, not by the test (the barrier before the body).
   bool harness = false;
+  // An isend or irecv (or the wait for one): shown as the call it was.
+  bool nonblocking = false;
   std::int64_t entered_ns = 0;  // CLOCK_MONOTONIC.
   std::int64_t ended_ns = 0;    // 0 while it is in it.
   std::string file;             // The path's last bytes.
@@ -306,6 +308,7 @@ class Ledger {
     // Allgatherv: every rank's count (read in Begin only).
     const std::size_t* counts = nullptr;
     std::size_t ranks = 0;
+    bool nonblocking = false;  // isend, irecv and their waits.
   };
   std::uint64_t Begin(std::uint32_t comm, std::uint64_t seq, const Call& call,
                       const CallSite& where);

@@ -30,6 +30,7 @@ struct alignas(64) Entry {
   std::uint8_t reduce = 0;
   std::uint8_t harness = 0;
   std::atomic<std::uint8_t> state{0};
+  std::uint8_t nonblocking = 0;
   std::uint16_t ranks = 0;  // An allgatherv's (kept to 65535).
   std::uint32_t counts[LedgerMemory::kCountsKept] = {};  // Its first counts.
   char file[LedgerMemory::kFileBytes] = {};

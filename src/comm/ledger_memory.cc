@@ -163,6 +163,7 @@ bool Copy(const Entry& e, std::uint64_t i, LedgerRecord* out) {
   r.type = static_cast<DataType>(e.type);
   r.reduce = static_cast<ReduceOp>(e.reduce);
   r.harness = e.harness != 0;
+  r.nonblocking = e.nonblocking != 0;
   r.file.assign(e.file, strnlen(e.file, LedgerMemory::kFileBytes));
   if (r.op == LedgerOp::kAllGatherV) {
     r.ranks = e.ranks;

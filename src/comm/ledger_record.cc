@@ -80,11 +80,11 @@ std::string LedgerRecord::str() const {
     case LedgerOp::kAllGather:
       return fmt::format("allgather({} x {})", count, Name(type));
     case LedgerOp::kSend:
-      return fmt::format("send({} x {} to rank {}, tag {})", count, Name(type),
-                         peer, tag);
+      return fmt::format("{}send({} x {} to rank {}, tag {})",
+                         nonblocking ? "i" : "", count, Name(type), peer, tag);
     case LedgerOp::kRecv:
-      return fmt::format("recv({} x {} from rank {}, tag {})", count,
-                         Name(type), peer, tag);
+      return fmt::format("{}recv({} x {} from rank {}, tag {})",
+                         nonblocking ? "i" : "", count, Name(type), peer, tag);
     case LedgerOp::kReduce:
       return fmt::format("reduce({} x {}, {}, root {})", count, Name(type),
                          Name(reduce), peer);

@@ -10,7 +10,8 @@
 //     (one per communicator, by id: its CommDigest, its CommTransfers, this
 //     rank's rank in it and its size)
 //   op <index> <comm> <seq> <op> <type> <reduce> <state> <peer> <tag>
-//      <count> <harness> <entered age> <ended age or -> <line> <file>
+//      <count> <flags> <entered age> <ended age or -> <line> <file>
+//     (flags: 1 made by disttest, 2 an isend or irecv)
 
 #include <fmt/format.h>
 
@@ -139,7 +140,7 @@ const char* DecodeOp(std::string_view line, LedgerRecord* out) {
                                INT32_MAX,
                                UINT32_MAX,
                                INT64_MAX / 2,
-                               1};
+                               3};
   for (std::size_t i = 0; i < 11; ++i) {
     const std::int64_t lo = i == 6 ? 1 : i == 7 ? INT32_MIN : 0;
     if (!Number(f[i], lo, hi[i], &v[i])) return "a bad operation";
@@ -155,7 +156,8 @@ const char* DecodeOp(std::string_view line, LedgerRecord* out) {
   r.peer = static_cast<std::int32_t>(v[7]);
   r.tag = static_cast<std::uint32_t>(v[8]);
   r.count = static_cast<std::uint64_t>(v[9]);
-  r.harness = v[10] == 1;
+  r.harness = (v[10] & 1) != 0;
+  r.nonblocking = (v[10] & 2) != 0;
   std::int64_t line_no = 0;
   if (!Time(f[11], &r.entered_ns) || !Time(f[12], &r.ended_ns) ||
       !Number(f[13], 0, UINT32_MAX, &line_no)) {
@@ -192,12 +194,12 @@ std::string EncodeLedger(const RankLedgerView& view, std::size_t last) {
   }
   for (std::size_t i = from; i < view.records.size(); ++i) {
     const LedgerRecord& r = view.records[i];
-    out += fmt::format("op {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
-                       r.index, r.comm, r.seq, static_cast<int>(r.op),
-                       static_cast<int>(r.type), static_cast<int>(r.reduce),
-                       static_cast<int>(r.state), r.peer, r.tag, r.count,
-                       r.harness ? 1 : 0, Age(read, r.entered_ns),
-                       Age(read, r.ended_ns), r.line, r.file);
+    out += fmt::format(
+        "op {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n", r.index, r.comm,
+        r.seq, static_cast<int>(r.op), static_cast<int>(r.type),
+        static_cast<int>(r.reduce), static_cast<int>(r.state), r.peer, r.tag,
+        r.count, (r.harness ? 1 : 0) | (r.nonblocking ? 2 : 0),
+        Age(read, r.entered_ns), Age(read, r.ended_ns), r.line, r.file);
   }
   return out;
 }

@@ -41,7 +41,14 @@ Request Communicator::isend(const void* data, std::size_t count, DataType type,
   Request request;
   // Posting is recorded as the send itself: what a hang shows is its wait.
   Recorded r(*this, false,
-             {LedgerOp::kSend, type, ReduceOp::kSum, count, peer, tag}, where);
+             {.op = LedgerOp::kSend,
+              .type = type,
+              .reduce = ReduceOp::kSum,
+              .count = count,
+              .peer = peer,
+              .tag = tag,
+              .nonblocking = true},
+             where);
   r.Run([&] { request.state_ = DoISend(data, count, type, peer, tag); },
         /*blocks=*/false);
   r.Pending();
@@ -66,7 +73,14 @@ Request Communicator::irecv(void* data, std::size_t count, DataType type,
                             int peer, std::uint32_t tag, Where where) {
   Request request;
   Recorded r(*this, false,
-             {LedgerOp::kRecv, type, ReduceOp::kSum, count, peer, tag}, where);
+             {.op = LedgerOp::kRecv,
+              .type = type,
+              .reduce = ReduceOp::kSum,
+              .count = count,
+              .peer = peer,
+              .tag = tag,
+              .nonblocking = true},
+             where);
   r.Run([&] { request.state_ = DoIRecv(data, count, type, peer, tag); },
         /*blocks=*/false);
   r.Pending();
@@ -180,8 +194,13 @@ void Communicator::WaitFor(Request& request) {
   // The wait is the operation a hang shows: recorded as the send or
   // receive it waits for, at the line that made it.
   Recorded r(*this, false,
-             {request.send_ ? LedgerOp::kSend : LedgerOp::kRecv, request.type_,
-              ReduceOp::kSum, request.count_, request.peer_, request.tag_},
+             {.op = request.send_ ? LedgerOp::kSend : LedgerOp::kRecv,
+              .type = request.type_,
+              .reduce = ReduceOp::kSum,
+              .count = request.count_,
+              .peer = request.peer_,
+              .tag = request.tag_,
+              .nonblocking = true},
              CallSite::current(request.file_, request.line_), request.entry_,
              request.seq_);
   std::unique_ptr<RequestState> state = std::move(request.state_);

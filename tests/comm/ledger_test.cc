@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -62,6 +63,20 @@ class FakeCommunicator : public Communicator {
   }
   void DoRecv(void*, std::size_t, DataType, int, std::uint32_t) override {
     Step();
+  }
+  // A request that is done when it is made.
+  struct Done : RequestState {
+    void Wait(std::chrono::milliseconds) override {}
+  };
+  std::unique_ptr<RequestState> DoISend(const void*, std::size_t, DataType,
+                                        int, std::uint32_t) override {
+    Step();
+    return std::make_unique<Done>();
+  }
+  std::unique_ptr<RequestState> DoIRecv(void*, std::size_t, DataType, int,
+                                        std::uint32_t) override {
+    Step();
+    return std::make_unique<Done>();
   }
 };
 
@@ -322,6 +337,31 @@ TEST_F(LedgerTest, PhasesAreTimedAndWhatComesBeforeTheBodyIsTheHarnesss) {
   EXPECT_TRUE(view.records[0].harness);
   EXPECT_EQ(view.records[0].where(), "(disttest's, before the body)");
   EXPECT_FALSE(view.records[1].harness);
+}
+
+// An isend or irecv, and the wait that completes it, read as the call
+// the test made, in the ledger and in its text.
+TEST_F(LedgerTest, AnIsendAndAnIrecvReadAsTheCallsTheTestMade) {
+  FakeCommunicator world("world");
+  std::vector<float> v(8);
+  Request sent = world.isend(v.data(), 2, /*peer=*/1);
+  Request received = world.irecv(v.data(), 4, /*peer=*/1, /*tag=*/3);
+  received.wait();
+  sent.wait();
+  world.send(v.data(), 2, /*peer=*/1);
+  const RankLedgerView view = memory_->Read(1);
+  ASSERT_EQ(view.records.size(), 3u);
+  EXPECT_EQ(view.records[0].str(), "isend(2 x float32 to rank 1, tag 0)");
+  EXPECT_EQ(view.records[1].str(), "irecv(4 x float32 from rank 1, tag 3)");
+  EXPECT_EQ(view.records[2].str(), "send(2 x float32 to rank 1, tag 0)");
+  EXPECT_EQ(view.records[0].state, LedgerState::kCompleted);
+  std::string error;
+  std::optional<RankLedgerView> back = DecodeLedger(EncodeLedger(view), &error);
+  ASSERT_TRUE(back) << error;
+  ASSERT_EQ(back->records.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(back->records[i].str(), view.records[i].str());
+  }
 }
 
 // A launched rank's ledger goes to rank 0 as text: the same records,

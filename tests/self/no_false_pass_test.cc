@@ -191,7 +191,7 @@ TEST_P(NoFalsePassTest, RequestDroppedWithoutWaitEndsLongBeforeTheTimeout) {
               HasSubstr(GetParam().pooled
                             ? "rank 0 waits for rank 1, which has finished "
                               "its test, and cannot go on (a deadlock): rank "
-                              "0 waits in send(1 x int32 to rank 1, tag 7) "
+                              "0 waits in isend(1 x int32 to rank 1, tag 7) "
                               "at " +
                                   Line("marker-dropped-long")
                             : At("marker-dropped-long", "[rank 0/2]") +
