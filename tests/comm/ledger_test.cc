@@ -68,8 +68,8 @@ class FakeCommunicator : public Communicator {
   struct Done : RequestState {
     void Wait(std::chrono::milliseconds) override {}
   };
-  std::unique_ptr<RequestState> DoISend(const void*, std::size_t, DataType,
-                                        int, std::uint32_t) override {
+  std::unique_ptr<RequestState> DoISend(const void*, std::size_t, DataType, int,
+                                        std::uint32_t) override {
     Step();
     return std::make_unique<Done>();
   }
