@@ -800,6 +800,9 @@ class ClusterSlurmTest : public ClusterTest {
         << all;
     EXPECT_THAT(run.out, HasSubstr("recv of 8 float32 from rank 0 (tag 9)"))
         << all;
+    // srun may return as soon as Slurm ends the step, before rank 0 has
+    // written the XML: its process gone, the file is whole.
+    EXPECT_THAT(JobProcessesLeft(), IsEmpty());
     const std::string report = ReadFile(xml);
     std::filesystem::remove(xml);
     EXPECT_THAT(TestCaseXml(report, "WaitsForSignal/4ranks"),
@@ -808,7 +811,6 @@ class ClusterSlurmTest : public ClusterTest {
     EXPECT_THAT(TestCaseXml(report, "AfterTheSignal/4ranks"),
                 HasSubstr("result=\"skipped\""))
         << report;
-    EXPECT_THAT(JobProcessesLeft(), IsEmpty());
   }
 
   // The processes of the job still on the nodes, as "node<k>: <name>
@@ -964,13 +966,14 @@ TEST_F(ClusterSlurmTest, KillOnBadExitWithADeadRankReportsIt) {
                                  "limit, on scancel, or with "
                                  "--kill-on-bad-exit once a task failed"))
       << all;
+  // As on scancel: the XML is whole once rank 0's process is gone.
+  EXPECT_THAT(JobProcessesLeft(), IsEmpty());
   const std::string report = ReadFile(xml);
   EXPECT_THAT(TestCaseXml(report, "DiesOnRank2/4ranks"), HasSubstr("<failure"))
       << report;
   EXPECT_THAT(TestCaseXml(report, "AfterTheDeath/4ranks"),
               HasSubstr("result=\"skipped\""))
       << report;
-  EXPECT_THAT(JobProcessesLeft(), IsEmpty());
 }
 
 // node2's link cut while every rank runs collectives: the same verdict as
