@@ -34,21 +34,26 @@ std::string DescribeRequest(bool send, std::size_t count, DataType type,
                      send ? "to" : "from", peer, tag,
                      comm.empty() ? "" : " on ", comm);
 }
+
+// What the ledger records for an isend or irecv, and for the wait that
+// completes it: the call the test made.
+internal::Ledger::Call RequestCall(bool send, DataType type, std::size_t count,
+                                   int peer, std::uint32_t tag) {
+  return {.op = send ? LedgerOp::kSend : LedgerOp::kRecv,
+          .type = type,
+          .reduce = ReduceOp::kSum,
+          .count = count,
+          .peer = peer,
+          .tag = tag,
+          .nonblocking = true};
+}
 }  // namespace
 
 Request Communicator::isend(const void* data, std::size_t count, DataType type,
                             int peer, std::uint32_t tag, Where where) {
   Request request;
   // Posting is recorded as the send itself: what a hang shows is its wait.
-  Recorded r(*this, false,
-             {.op = LedgerOp::kSend,
-              .type = type,
-              .reduce = ReduceOp::kSum,
-              .count = count,
-              .peer = peer,
-              .tag = tag,
-              .nonblocking = true},
-             where);
+  Recorded r(*this, false, RequestCall(true, type, count, peer, tag), where);
   r.Run([&] { request.state_ = DoISend(data, count, type, peer, tag); },
         /*blocks=*/false);
   r.Pending();
@@ -72,15 +77,7 @@ Request Communicator::isend(const void* data, std::size_t count, DataType type,
 Request Communicator::irecv(void* data, std::size_t count, DataType type,
                             int peer, std::uint32_t tag, Where where) {
   Request request;
-  Recorded r(*this, false,
-             {.op = LedgerOp::kRecv,
-              .type = type,
-              .reduce = ReduceOp::kSum,
-              .count = count,
-              .peer = peer,
-              .tag = tag,
-              .nonblocking = true},
-             where);
+  Recorded r(*this, false, RequestCall(false, type, count, peer, tag), where);
   r.Run([&] { request.state_ = DoIRecv(data, count, type, peer, tag); },
         /*blocks=*/false);
   r.Pending();
@@ -194,13 +191,8 @@ void Communicator::WaitFor(Request& request) {
   // The wait is the operation a hang shows: recorded as the send or
   // receive it waits for, at the line that made it.
   Recorded r(*this, false,
-             {.op = request.send_ ? LedgerOp::kSend : LedgerOp::kRecv,
-              .type = request.type_,
-              .reduce = ReduceOp::kSum,
-              .count = request.count_,
-              .peer = request.peer_,
-              .tag = request.tag_,
-              .nonblocking = true},
+             RequestCall(request.send_, request.type_, request.count_,
+                         request.peer_, request.tag_),
              CallSite::current(request.file_, request.line_), request.entry_,
              request.seq_);
   std::unique_ptr<RequestState> state = std::move(request.state_);
