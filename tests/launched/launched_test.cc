@@ -78,7 +78,7 @@ class LaunchedTest : public ::testing::TestWithParam<Launcher> {
       for (const char* x : {"-x", "MASTER_ADDR=127.0.0.1", "-x"}) {
         args.push_back(x);
       }
-      args.push_back("MASTER_PORT=" + LauncherPort("mpirun").second);
+      args.push_back("MASTER_PORT=" + std::to_string(FreePort()));
       for (auto& [k, v] : env) {
         args.push_back("-x");
         args.push_back(k + "=" + v);

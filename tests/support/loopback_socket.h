@@ -13,7 +13,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -90,12 +89,11 @@ inline int FreePort(int from = 10000, int to = 0) {
   return from;
 }
 
-// What tests/launched/local-launcher.sh (or mpirun's ranks) need so that
-// the job's store takes a port that was free a moment ago, not one at
-// random, which a launched test running beside this one (ctest -j) might
-// take too: MASTER_PORT (torchrun's, or given to mpirun's ranks), or, for
-// Slurm's variables ("slurm"), a job id whose last 4 digits make it (the
-// store listens on 15000 + those).
+// What tests/launched/local-launcher.sh needs so that the job's store takes
+// a port that was free a moment ago, not one at random, which a launched
+// test running beside this one (ctest -j) might take too: MASTER_PORT
+// (torchrun's variables), or, for Slurm's variables ("slurm"), a job id
+// whose last 4 digits make it (the store listens on 15000 + those).
 inline std::pair<std::string, std::string> LauncherPort(
     const std::string& style) {
   if (style == "slurm") {
