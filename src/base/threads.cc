@@ -4,8 +4,11 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <system_error>
 
@@ -19,6 +22,30 @@ std::size_t ThreadCount() {
     ++threads;
   }
   return threads;
+}
+
+std::vector<pid_t> ThreadIds() {
+  std::vector<pid_t> ids;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    pid_t tid = 0;
+    const auto [end, err] =
+        std::from_chars(name.data(), name.data() + name.size(), tid);
+    if (err == std::errc() && end == name.data() + name.size()) {
+      ids.push_back(tid);
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::string ThreadName(pid_t tid) {
+  std::ifstream in(fmt::format("/proc/self/task/{}/comm", tid));
+  std::string name;
+  std::getline(in, name);
+  return name;
 }
 
 std::string AddressSpaceHint(const std::string& error,

@@ -7,13 +7,21 @@
 #ifndef DISTTEST_SRC_BASE_THREADS_H_
 #define DISTTEST_SRC_BASE_THREADS_H_
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace disttest::internal {
 
 // The entries of /proc/self/task; 0 when it cannot be read.
 std::size_t ThreadCount();
+// Their thread ids, in order; empty when it cannot be read.
+std::vector<pid_t> ThreadIds();
+// Thread `tid`'s name (/proc/self/task/<tid>/comm: the program's, unless
+// the thread set its own); "" when it is gone.
+std::string ThreadName(pid_t tid);
 
 // What to add to `error` (a thread or buffer that could not be made:
 // EAGAIN, ENOMEM) when the address space is limited: " (RLIMIT_AS is

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -284,6 +285,33 @@ DIST_TEST_F(NoFalsePass, ReceivesOnlyWhatItsOwnTestSent, 2) {
     int y = 0;
     EXPECT_THROW(comm().recv(&y, 1, 0, 5), disttest::CommError)
         << "received " << y;  // marker-stale-message
+  }
+}
+
+// A thread the test starts and leaves running, which sends once the next
+// test in this process has begun (a pooled rank's next test).
+std::atomic<bool> g_next_test_began{false};
+
+DIST_TEST_F(NoFalsePass, ThreadLeftRunningSendsLater, 2) {
+  if (rank() == 0) {
+    std::thread([world = &comm()] {
+      while (!g_next_test_began.load()) {
+        std::this_thread::sleep_for(milliseconds(1));
+      }
+      static int x = 4321;
+      world->send(&x, 1, 1, 9);
+    }).detach();
+  }
+}
+
+// The next test: nothing in it sends to rank 1 with tag 9.
+DIST_TEST_F(NoFalsePass, ReceivesNothingFromAnEarlierTestsThread, 2) {
+  g_next_test_began = true;
+  if (rank() == 1) {
+    disttest::ScopedTimeout quick(comm(), milliseconds(500));
+    int y = 0;
+    EXPECT_THROW(comm().recv(&y, 1, 0, 9), disttest::CommError)
+        << "received " << y;  // marker-late-thread
   }
 }
 

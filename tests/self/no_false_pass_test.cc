@@ -228,6 +228,30 @@ TEST_P(NoFalsePassTest, IsendLeftInFlightFailsAndItsMessageReachesNoLaterTest) {
       << v.run.out;
 }
 
+// A thread a test started and left running ends with its rank's process,
+// as at the end of a forked rank: a pooled rank does not run the next test
+// beside it (it says so, and that test starts on new ranks), so what the
+// thread sends later reaches no later test's receive.
+TEST_P(NoFalsePassTest, AThreadATestLeftRunningReachesNoLaterTest) {
+  Verdict v =
+      Run("ThreadLeftRunningSendsLater/2ranks:"
+          "NoFalsePass.ReceivesNothingFromAnEarlierTestsThread/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("[       OK ] NoFalsePass."
+                                   "ReceivesNothingFromAnEarlierTestsThread/"
+                                   "2ranks"))
+      << v.run.out;
+  if (GetParam().pooled) {
+    EXPECT_THAT(v.run.err,
+                HasSubstr("[rank 0] disttest: note: the test left 1 thread "
+                          "running ("))
+        << v.run.err;
+    EXPECT_THAT(v.run.err,
+                HasSubstr("), which could still use the communicator: the "
+                          "next test starts on new ranks"));
+  }
+}
+
 // A request a rank's helper thread left in flight is that rank's: its
 // failure, at its line (where ranks are threads too: charged to the rank
 // of its communicator, not to whichever rank looks first).

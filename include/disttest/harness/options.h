@@ -113,11 +113,11 @@ struct Options {
   // TearDownRank(), TearDown(), destructor; SetUp() and TearDown() also run
   // in the parent); what lives beyond it in the rank processes (globals,
   // the environment, the communicator) is shared with the tests before. A
-  // test that fails, crashes, times out, skips on some ranks only or leaves
-  // the communicator broken ends the pool, and the next test starts fresh
-  // ranks. kFork only (kExec ranks are started per test); not with
-  // DistributedFixtures, options().parallel or without a communicator.
-  // DISTTEST_NO_REUSE=1 turns it off everywhere.
+  // test that fails, crashes, times out, skips on some ranks only, leaves
+  // the communicator broken or leaves a thread running ends the pool, and
+  // the next test starts fresh ranks. kFork only (kExec ranks are started per
+  // test); not with DistributedFixtures, options().parallel or without a
+  // communicator. DISTTEST_NO_REUSE=1 turns it off everywhere.
   bool reuse_workers = false;
 
   // Ranks that wait in a collective are compared while they wait (by the

@@ -2,14 +2,19 @@
 #include "harness/rank/pooled_rank.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/threads.h"
 #include "comm/host_arena.h"
 #include "comm/ledger.h"
 #include "comm/peer_errors.h"
@@ -24,8 +29,37 @@ std::string PoolKey(int n) { return fmt::format("disttest/pool/{}", n); }
 
 bool PooledRank() { return std::getenv(env::kInternalPool) != nullptr; }
 
-bool ReusableCommunicator(Communicator* comm) {
-  return comm == nullptr || !comm->failed();
+namespace {
+
+std::vector<pid_t>& ThreadsBeforeTest() {
+  static auto* threads = new std::vector<pid_t>;
+  return *threads;
+}
+
+}  // namespace
+
+void NoteThreadsBeforeTest() { ThreadsBeforeTest() = ThreadIds(); }
+
+bool Reusable(Communicator* comm) {
+  if (comm != nullptr && comm->failed()) return false;
+  const std::vector<pid_t>& before = ThreadsBeforeTest();
+  std::vector<std::string> left;
+  for (const pid_t tid : ThreadIds()) {
+    if (!std::binary_search(before.begin(), before.end(), tid)) {
+      left.push_back(fmt::format("{} \"{}\"", tid, ThreadName(tid)));
+    }
+  }
+  if (left.empty()) return true;
+  std::cout.flush();
+  std::fputs(fmt::format("disttest: note: the test left {} thread{} running "
+                         "({}), which could still use the communicator: the "
+                         "next test starts on new ranks\n",
+                         left.size(), left.size() == 1 ? "" : "s",
+                         fmt::join(left, ", "))
+                 .c_str(),
+             stderr);
+  std::fflush(stderr);
+  return false;
 }
 
 RankVerdict ServePool(RankProgram& first, const RankEnv& env,
@@ -70,7 +104,7 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
               fmt::format("a pooled rank could not start {}: {}", *test,
                           e.what())});
     }
-    const bool again = Succeeded(verdict) && ReusableCommunicator(comm);
+    const bool again = Succeeded(verdict) && Reusable(comm);
     if (again && arena != nullptr) {
       arena->Park(env.rank, static_cast<unsigned>(n + 1));
     }

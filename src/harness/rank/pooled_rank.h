@@ -45,11 +45,19 @@ std::string PoolKey(int n);
 // Whether this rank was started for a pool (DISTTEST_INTERNAL_POOL).
 bool PooledRank();
 
-// Whether a pooled rank's communicator may serve another test: no operation
-// of it failed (a test may have caught the CommError). A rank whose
-// communicator failed leaves after its verdict, and the parent starts over
-// with fresh ranks.
-bool ReusableCommunicator(Communicator* comm);
+// The threads this process runs just before a pooled rank's test: RunProgram
+// notes them. A thread the test starts and leaves running could send
+// during the next test, whose receive would then take this one's message:
+// it ends the pool (Reusable), as the end of the process ends it in a
+// forked rank that is not pooled.
+void NoteThreadsBeforeTest();
+
+// Whether a pooled rank may serve another test after one that succeeded:
+// no operation of its communicator failed (a test may have caught the
+// CommError), and no thread the test started still runs (the rank says so
+// on stderr, naming them). A rank that may not leaves after its verdict,
+// and the parent starts over with fresh ranks.
+bool Reusable(Communicator* comm);
 
 // Runs the tests the parent hands this rank until it says leave (or one
 // fails here); returns the last verdict. Each test's verdict is reported.

@@ -11,6 +11,7 @@
 #include "comm/ledger.h"
 #include "comm/peer_errors.h"
 #include "env/knobs.h"
+#include "harness/rank/pooled_rank.h"
 #include "harness/report/race_report.h"
 #include "harness/report/sanitizer_report.h"
 
@@ -33,6 +34,7 @@ std::chrono::milliseconds RankTimeout(const RankEnv& env,
 RankVerdict RunProgram(RankProgram& program, const RankEnv& env,
                        Communicator* comm, Store& store,
                        const ReportFn& report) {
+  if (PooledRank()) NoteThreadsBeforeTest();
   RankVerdict verdict = program.Run(env, comm, store, report);
   // ThreadSanitizer's reports of this rank's accesses, failed or not: a
   // race is news of its own (race_report.h).

@@ -319,7 +319,7 @@ class SpawnedRankHost : public RankHost {
   RankVerdict Finish(RankVerdict verdict, Communicator* comm) override {
     const ReportFn report = [this](const RankMessage& m) { Report(m); };
     const bool pooled = store_ != nullptr && PooledRank() &&
-                        Succeeded(verdict) && ReusableCommunicator(comm);
+                        Succeeded(verdict) && Reusable(comm);
     // Parked before the verdict goes: the parent, which waits for every
     // rank's, then finds every rank parked.
     if (pooled && arena_ != nullptr) arena_->Park(env_.rank, 1);
