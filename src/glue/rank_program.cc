@@ -157,6 +157,9 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
   TakeRequestProblems(/*ended=*/true);
   const std::map<std::string, std::string> properties_before = Properties();
   ChannelReporter reporter(report, env.rank);
+  for (const ::testing::TestPartResult& r : earlier_) {
+    reporter.ReportTestPartResult(r);
+  }
   // The harness's own keys live beside the user's; keep them apart.
   PrefixStore user_store("test", store);
   if (fixture_ != nullptr) {
@@ -237,8 +240,42 @@ std::unique_ptr<GtestRankProgram> GtestRankProgram::Own(
   static std::mutex* const one_at_a_time = new std::mutex;
   std::unique_lock<std::mutex> lock(*one_at_a_time, std::defer_lock);
   if (ThreadsRank() >= 0) lock.lock();
-  return std::make_unique<GtestRankProgram>(
-      std::unique_ptr<DistributedTest>(make()));
+  // What the constructor reports (ADD_FAILURE, GTEST_SKIP) comes before any
+  // reporter of the rank: kept, and reported when the program runs.
+  ::testing::TestPartResultArray made;
+  std::unique_ptr<DistributedTest> object;
+  {
+    ::testing::ScopedFakeTestPartResultReporter keep(
+        ::testing::ScopedFakeTestPartResultReporter::
+            INTERCEPT_ONLY_CURRENT_THREAD,
+        &made);
+    object.reset(make());
+  }
+  auto program = std::make_unique<GtestRankProgram>(std::move(object));
+  std::vector<::testing::TestPartResult> earlier;
+  for (int i = 0; i < made.size(); ++i)
+    earlier.push_back(made.GetTestPartResult(i));
+  program->ReportFirst(std::move(earlier));
+  return program;
+}
+
+std::vector<::testing::TestPartResult> RecordedInThisRank() {
+  std::vector<::testing::TestPartResult> found;
+  auto add = [&](const ::testing::TestResult& result) {
+    for (int i = 0; i < result.total_part_count(); ++i) {
+      const ::testing::TestPartResult& r = result.GetTestPartResult(i);
+      if (r.failed() || r.skipped()) found.push_back(r);
+    }
+  };
+  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
+  add(unit.ad_hoc_test_result());
+  if (const ::testing::TestSuite* suite = unit.current_test_suite()) {
+    add(suite->ad_hoc_test_result());
+  }
+  if (const ::testing::TestInfo* test = unit.current_test_info()) {
+    add(*test->result());
+  }
+  return found;
 }
 
 std::unique_ptr<RankProgram> GtestRankProgram::Next(const std::string& test) {

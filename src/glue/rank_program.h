@@ -72,6 +72,13 @@ class GtestRankProgram : public RankProgram {
   // re-executed rank's, whose SetUp() gtest runs) but not TearDown(), which
   // the parent runs once the ranks are done; a pooled rank's runs both.
   void TearDownInParentOnly() { tear_down_in_rank_ = false; }
+  // Failures and skips gtest recorded in this rank before its program ran,
+  // which no reporter of the rank took: Run() reports them first, as the
+  // rank's (a fatal failure or a skip stops the body). Own() keeps those of
+  // the object's constructor; a re-executed rank takes RecordedInThisRank().
+  void ReportFirst(std::vector<::testing::TestPartResult> results) {
+    earlier_ = std::move(results);
+  }
 
   RankVerdict Run(const RankEnv& env, Communicator* comm, Store& store,
                   const ReportFn& report) override;
@@ -93,7 +100,15 @@ class GtestRankProgram : public RankProgram {
   bool destroy_in_rank_ = false;
   bool tear_down_in_rank_ = true;  // Only for an owned test object.
   std::unique_ptr<Context> ctx_;   // options().parallel's groups.
+  std::vector<::testing::TestPartResult> earlier_;
 };
+
+// The failures and skips gtest has recorded in this process so far outside
+// any reporter of disttest: its Environments' SetUp(), the test suite's
+// SetUpTestSuite(), and the running test's constructor and SetUp(). In a
+// re-executed rank they are the rank's own (in a forked one, the parent's,
+// which reports them itself).
+std::vector<::testing::TestPartResult> RecordedInThisRank();
 
 // The running test as the harness sees it: name, place, world size (its
 // options are read by EffectiveOptions).

@@ -119,15 +119,24 @@ void RunAsRank(DistributedTest& test, int fixture,
   if (options.launch == LaunchMode::kThreads && fixture < 0) {
     RunAsThreads(test, options, std::move(arena));
   }
+  // A re-executed rank's gtest ran its Environments, SetUpTestSuite(), and
+  // the test's constructor and SetUp(): what they reported is the rank's.
+  std::vector<::testing::TestPartResult> earlier;
+  if (!forked) earlier = RecordedInThisRank();
   auto& fixtures = FixtureAccess::fixtures(test);
   if (fixture >= 0) {
     GtestRankProgram program(test,
                              fixtures[static_cast<std::size_t>(fixture)].get());
+    program.ReportFirst(std::move(earlier));
     RunSpawnedRank(program, options, std::move(arena));
   }
   GtestRankProgram program(test, nullptr);
+  program.ReportFirst(std::move(earlier));
   if (!forked) program.DestroyTestInRank();
   if (forked && fixtures.empty()) {
+    // The rank's own test object is made here: its constructor is the
+    // rank's (InRank() is true in it).
+    BecomeRankProcess();
     std::unique_ptr<GtestRankProgram> own;
     try {
       own = GtestRankProgram::Own(CurrentTestName());

@@ -60,6 +60,10 @@ class SaysWhereItRuns : public ::testing::Environment {
   void SetUp() override {
     g_environment_set_up = true;
     Say("setup");
+    // A re-executed rank runs it itself: its failure there is the rank's.
+    if (std::getenv("VERDICTS_ENV_FAILS") != nullptr && disttest::InRank()) {
+      ADD_FAILURE() << "marker-env-failure";
+    }
   }
   void TearDown() override { Say("teardown"); }
 
@@ -528,6 +532,22 @@ class NoFalsePassDestructor : public NoFalsePass {
 // Twice, so that a pooled rank's first and second tests are both seen.
 DIST_TEST_F(NoFalsePassDestructor, FailsInItsDestructor, 2) {}
 DIST_TEST_F(NoFalsePassDestructor, FailsInItsDestructorAgain, 2) {}
+
+// --- A fixture is made in the rank too; what its constructor reports there
+// is the rank's. ---
+
+class NoFalsePassConstructor : public NoFalsePass {
+ protected:
+  NoFalsePassConstructor() {
+    if (disttest::InRank()) {
+      ADD_FAILURE() << "marker-constructor-failure";
+    }
+  }
+};
+
+// Twice, so that a pooled rank's first and next tests are both seen.
+DIST_TEST_F(NoFalsePassConstructor, FailsInItsConstructor, 2) {}
+DIST_TEST_F(NoFalsePassConstructor, FailsInItsConstructorAgain, 2) {}
 
 // --- Messages. ---
 

@@ -434,6 +434,26 @@ TEST_P(NoFalsePassTest, EveryOneOfAHundredCommunicatorsIsCompared) {
 
 // --- Fixture destructors. ---
 
+// The constructor runs in the parent and again in every rank (its own
+// object; a re-executed rank's gtest makes it): a failure there is the
+// rank's, in every mode, for a pooled rank's next test too.
+TEST_P(NoFalsePassTest, FailureInAFixtureConstructorFailsTheTestInEveryMode) {
+  Verdict v = Run("FailsInItsConstructor*");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  for (const char* test :
+       {"FailsInItsConstructor/2ranks", "FailsInItsConstructorAgain/2ranks"}) {
+    EXPECT_THAT(v.run.out, HasSubstr(std::string("[  FAILED  ] "
+                                                 "NoFalsePassConstructor.") +
+                                     test))
+        << v.run.out;
+  }
+  EXPECT_EQ(Occurrences(v.run.out,
+                        At("marker-constructor-failure", "[ranks 0-1 of 2]") +
+                            "Failed\nmarker-constructor-failure"),
+            2)
+      << v.run.out;
+}
+
 TEST_P(NoFalsePassTest, FailureInAFixtureDestructorFailsTheTestInEveryMode) {
   Verdict v = Run("FailsInItsDestructor*");
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
@@ -619,6 +639,23 @@ TEST_P(NoFalsePassTest, EnvironmentSetUpRunsForEveryRankTearDownOnlyInTheTest) {
 }
 
 // --- Timeouts. ---
+
+// An Environment's SetUp() runs again in a re-executed rank (elsewhere only
+// in the test process, where InRank() is false): its failure there fails
+// the rank's test.
+TEST_P(NoFalsePassTest, FailureOfAnEnvironmentInARankFailsItsTest) {
+  Verdict v = Run("EnvironmentIsSetUpInEveryRank/2ranks",
+                  {{"VERDICTS_ENV_FAILS", "1"}});
+  if (std::string(GetParam().setup.launch) != "exec") {
+    EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+    return;
+  }
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(At("marker-env-failure", "[ranks 0-1 of 2]") +
+                        "Failed\nmarker-env-failure"))
+      << v.run.out;
+}
 
 TEST_P(NoFalsePassTest, TimeoutOfMillisecondsMaxMeansNoLimit) {
   Verdict v = Run("TimeoutOfMaxIsNoLimit/2ranks");

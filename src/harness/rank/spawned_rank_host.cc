@@ -429,7 +429,8 @@ std::atomic<bool> g_in_rank{false};
 bool InSpawnedRank() { return g_in_rank.load(std::memory_order_relaxed); }
 
 void BecomeRankProcess() {
-  g_in_rank.store(true, std::memory_order_relaxed);
+  // Once: the counts of what the rank ran so far are its own.
+  if (g_in_rank.exchange(true, std::memory_order_relaxed)) return;
   ResetCoverage();
 }
 
