@@ -119,7 +119,7 @@ std::vector<std::string> Command(const std::string& mpiexec,
   for (std::size_t i = 1; i < self.size(); ++i) {
     if (!IsParentOnlyFlag(self[i])) argv.push_back(self[i]);
   }
-  argv.push_back("--gtest_filter=" + spec.name);
+  argv.push_back("--gtest_filter=" + GtestFilterOf(spec.name));
   // The parent runs it: a DISABLED_ test only when asked to.
   argv.push_back("--gtest_also_run_disabled_tests");
   argv.push_back("--gtest_output=json:" + json);

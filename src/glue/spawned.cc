@@ -332,10 +332,7 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
           "[ disttest ] rerun it after the same tests on the same ranks: %s\n",
           before.size(), before.size() == 1 ? "" : "s",
           fmt::format("{}", fmt::join(before, ", ")).c_str(), env::kNoReuse,
-          rerun.c_str(),
-          RerunCommand(fmt::format("{}", fmt::join(all, ":")),
-                       spec.gpus.empty())
-              .c_str());
+          rerun.c_str(), RerunCommand(all, spec.gpus.empty()).c_str());
     }
     std::fflush(stdout);
     return false;

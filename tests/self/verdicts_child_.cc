@@ -1459,6 +1459,23 @@ DIST_TYPED_TEST(VerdictsTyped, SumsInItsType, 2, 3) {
   EXPECT_FALSE(fails) << "marker-typed-fails";
 }
 
+// Names with the characters gtest's filter reads (':' splits it, '-' starts
+// the tests to leave out): a re-executed rank runs its test, and the rerun
+// line runs it too.
+template <typename T>
+class VerdictsOddNames : public Verdicts {};
+struct OddNames {
+  template <typename T>
+  static std::string GetName(int) {
+    return std::is_same_v<T, float> ? "fp-32" : "ns:int32";
+  }
+};
+using OddNamedTypes = ::testing::Types<float, std::int32_t>;
+DIST_TYPED_TEST_SUITE(VerdictsOddNames, OddNamedTypes, OddNames);
+DIST_TYPED_TEST(VerdictsOddNames, FailsOnRank1, 2) {
+  EXPECT_NE(this->rank(), 1) << "marker-odd-name-fails";
+}
+
 // disttest::CurrentRank(), for code under test without the fixture: the
 // fixture's own rank in SetUpRank(), the body, a thread of the body and
 // TearDownRank(), in every launch mode and in pooled ranks; outside a rank

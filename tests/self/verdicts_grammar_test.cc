@@ -112,5 +112,31 @@ TEST_P(VerdictsTest, TypedTestIsOneSuitePerType) {
               HasSubstr("type_param=\"int\""));
 }
 
+// A name with ':' or '-' (a typed test's generator's) would split gtest's
+// filter or leave the test out: re-executed ranks ran no test ("exited with
+// status 0 before the test body finished"), and the rerun line ran none.
+TEST_P(VerdictsTest, NamesWithTheFiltersOwnCharactersRunAndRerun) {
+  Verdict v = Run("VerdictsOddNames/*");
+  EXPECT_EQ(v.run.exit_code, 1);
+  for (const char* type : {"fp-32", "ns:int32"}) {
+    EXPECT_THAT(v.run.out,
+                HasSubstr(fmt::format("[  FAILED  ] VerdictsOddNames/"
+                                      "{}.FailsOnRank1/2ranks",
+                                      type)))
+        << v.run.out;
+  }
+  EXPECT_EQ(
+      Occurrences(v.run.out, FailureAt("marker-odd-name-fails", "[rank 1/2]")),
+      2)
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("before the test body finished")));
+  for (const char* type : {"fp?32", "ns?int32"}) {
+    EXPECT_THAT(v.run.out,
+                HasSubstr(fmt::format("'--gtest_filter=VerdictsOddNames/"
+                                      "{}.FailsOnRank1/2ranks'",
+                                      type)));
+  }
+}
+
 }  // namespace
 }  // namespace disttest::testing

@@ -79,7 +79,20 @@ bool IsDeathTestChild() {
   return child;
 }
 
+std::string GtestFilterOf(const std::string& test_name) {
+  std::string filter = test_name;
+  std::replace_if(
+      filter.begin(), filter.end(),
+      [](char c) { return c == ':' || c == '-' || c == '*'; }, '?');
+  return filter;
+}
+
 std::string RerunCommand(const std::string& test_name, bool keep_gpus) {
+  return RerunCommand(std::vector<std::string>{test_name}, keep_gpus);
+}
+
+std::string RerunCommand(const std::vector<std::string>& tests,
+                         bool keep_gpus) {
   std::vector<std::string> args = ReadCommandLine();
   // The DISTTEST_* variables of this run change what the test does
   // (DISTTEST_NO_HOST_ARENA, DISTTEST_TIMEOUT, ...): the rerun keeps them.
@@ -88,10 +101,12 @@ std::string RerunCommand(const std::string& test_name, bool keep_gpus) {
   // (DISTTEST_SANITIZE), not DISTTEST_DEBUG_RANK (a rerun is not always at
   // a debugger).
   std::vector<const char*> kept = {
-      env::kTimeout,      env::kHeartbeat,    env::kLogDir,
-      env::kTrace,        env::kLauncher,     env::kRequireGpus,
-      env::kNoReuse,      env::kNoHostArena,  env::kKeepNcclDebug,
-      env::kCompareCalls, env::kTimeoutScale, "DISTTEST_MASTER_PORT"};
+      env::kLaunch,          env::kMpiexecFlags, env::kTimeout,
+      env::kHeartbeat,       env::kLogDir,       env::kTrace,
+      env::kLauncher,        env::kRequireGpus,  env::kShareGpus,
+      env::kNoReuse,         env::kNoZygote,     env::kNoHostArena,
+      env::kKeepNcclDebug,   env::kCompareCalls, env::kTimeoutScale,
+      "DISTTEST_MASTER_PORT"};
   if (keep_gpus) kept.push_back(env::kGpus);
   for (const char* name : kept) {
     const char* value = std::getenv(name);
@@ -111,8 +126,14 @@ std::string RerunCommand(const std::string& test_name, bool keep_gpus) {
   for (std::size_t i = 1; i < args.size(); ++i) {
     if (!IsParentOnlyFlag(args[i])) command += " " + ShellQuote(args[i]);
   }
-  command += " " + ShellQuote("--gtest_filter=" + test_name);
-  if (test_name.find("DISABLED_") != std::string::npos) {
+  std::string filter;
+  bool disabled = false;
+  for (const std::string& test : tests) {
+    filter += (filter.empty() ? "" : ":") + GtestFilterOf(test);
+    disabled |= test.find("DISABLED_") != std::string::npos;
+  }
+  command += " " + ShellQuote("--gtest_filter=" + filter);
+  if (disabled) {
     command += " --gtest_also_run_disabled_tests";
   }
   return command;

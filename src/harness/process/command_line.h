@@ -27,12 +27,21 @@ bool IsParentOnlyFlag(const std::string& arg);
 // in place, as the rank that started it, and never spawns ranks.
 bool IsDeathTestChild();
 
+// What --gtest_filter= takes to run the test `test_name` (its full gtest
+// name). gtest's filter has no escapes: ':' in a name (a typed test's, say)
+// would split it, '-' would start the tests to leave out, '*' would match
+// more; each becomes '?', which matches any one character, that one too.
+std::string GtestFilterOf(const std::string& test_name);
+
 // The command line that reruns exactly `test_name`: this binary with its own
 // arguments, less the gtest flags of this run, plus the filter:
 // "/path/to/bin --my_flag '--gtest_filter=Suite.Name/2ranks'".
 // The DISTTEST_* variables of this run come first (DISTTEST_GPUS only with
-// `keep_gpus`: a test on assigned GPUs names its own).
+// `keep_gpus`: a test on assigned GPUs names its own). With several tests,
+// they run in gtest's order.
 std::string RerunCommand(const std::string& test_name, bool keep_gpus = true);
+std::string RerunCommand(const std::vector<std::string>& tests,
+                         bool keep_gpus = true);
 
 }  // namespace disttest::internal
 

@@ -135,7 +135,7 @@ class ExecSpawner : public RankSpawner {
       if (args_.empty() || !IsParentOnlyFlag(arg)) args_.push_back(arg);
     }
     if (args_.empty()) throw SpawnError("cannot read /proc/self/cmdline");
-    args_.push_back("--gtest_filter=" + request.test_name);
+    args_.push_back("--gtest_filter=" + GtestFilterOf(request.test_name));
     args_.push_back("--gtest_also_run_disabled_tests");
     std::vector<std::pair<std::string, std::string>> extra =
         HarnessVariables(request);

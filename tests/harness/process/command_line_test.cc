@@ -72,6 +72,13 @@ TEST(CommandLineTest, RerunQuotesWhatTheShellWouldSplit) {
               EndsWith(" '--gtest_filter=Suite.Name/it'\\''s 2ranks'"));
 }
 
+// gtest's filter reads ':' as a split, '-' as the start of the tests to
+// leave out, '*' as any run: "Typed/fp-16.F" ran no test. '?' matches each.
+TEST(CommandLineTest, RerunFilterMatchesANameWithTheFiltersOwnCharacters) {
+  EXPECT_THAT(RerunCommand("Typed/fp-16:x*.Name/2ranks"),
+              EndsWith(" '--gtest_filter=Typed/fp?16?x?.Name/2ranks'"));
+}
+
 TEST(CommandLineTest, RerunOfADisabledTestRunsIt) {
   EXPECT_THAT(RerunCommand("Suite.DISABLED_Name/2ranks"),
               EndsWith(" --gtest_also_run_disabled_tests"));
@@ -81,6 +88,7 @@ TEST(CommandLineTest, RerunKeepsTheVariablesThatChangeTheRun) {
   ScopedVariable timeout("DISTTEST_TIMEOUT", "30");
   ScopedVariable scale("DISTTEST_TIMEOUT_SCALE", "1");
   ScopedVariable gpus("DISTTEST_GPUS", "3,5");
+  ScopedVariable launch("DISTTEST_LAUNCH", "exec");
   // Before the binary (other kept variables the caller set may come too).
   const std::string with_gpus = RerunCommand("S.N/2ranks");
   EXPECT_LT(with_gpus.find("DISTTEST_GPUS=3,5 "),
@@ -91,6 +99,10 @@ TEST(CommandLineTest, RerunKeepsTheVariablesThatChangeTheRun) {
             without_gpus.find("harness_units_test"))
       << without_gpus;
   EXPECT_THAT(without_gpus, Not(HasSubstr("DISTTEST_GPUS")));
+  // A test that fails only in re-executed ranks is rerun in them.
+  EXPECT_LT(without_gpus.find("DISTTEST_LAUNCH=exec "),
+            without_gpus.find("harness_units_test"))
+      << without_gpus;
   // A factor of 1 changes nothing a rerun needs.
   EXPECT_THAT(without_gpus, Not(HasSubstr("DISTTEST_TIMEOUT_SCALE")));
 }
