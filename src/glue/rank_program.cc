@@ -29,6 +29,7 @@
 #include "env/knobs.h"
 #include "glue/current_communicator.h"
 #include "harness/rank/run_rank.h"
+#include "harness/rank/spawned_rank_host.h"
 #include "harness/report/trace.h"
 #include "launch/launch_internal.h"
 
@@ -59,13 +60,16 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
  public:
   // A rank that is a thread takes only its own thread's results (gtest
   // keeps a reporter per thread); a process's rank takes every thread's.
-  ChannelReporter(const ReportFn& report, int rank)
+  // `after_the_test`: one that takes what comes once the rank's test has
+  // ended, from a thread the test left running, until the process exits.
+  ChannelReporter(const ReportFn& report, int rank, bool after_the_test = false)
       : ScopedFakeTestPartResultReporter(ThreadsRank() >= 0
                                              ? INTERCEPT_ONLY_CURRENT_THREAD
                                              : INTERCEPT_ALL_THREADS,
                                          &unused_),
         report_(report),
-        rank_(rank) {}
+        rank_(rank),
+        after_the_test_(after_the_test) {}
 
   void ReportTestPartResult(const ::testing::TestPartResult& r) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -73,6 +77,12 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
     m.file = r.file_name() != nullptr ? r.file_name() : "";
     m.line = r.line_number();
     m.message = r.message();
+    if (after_the_test_) {
+      m.message = fmt::format(
+          "after this rank's test had ended, from a thread the test left "
+          "running: {}",
+          m.message);
+    }
     if (r.skipped()) {
       m.kind = RankMessage::Kind::kSkip;
       skipped_ = true;
@@ -111,8 +121,9 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
 
  private:
   ::testing::TestPartResultArray unused_;
-  const ReportFn& report_;
+  const ReportFn report_;
   const int rank_;
+  const bool after_the_test_;
   std::mutex mu_;
   bool failed_ = false;
   bool fatal_ = false;
@@ -156,6 +167,15 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
   // this test's.
   TakeRequestProblems(/*ended=*/true);
   const std::map<std::string, std::string> properties_before = Properties();
+  // A spawned rank's process ends after its test (or, pooled, waits for
+  // the next): what a thread the test left running reports meanwhile is
+  // still the rank's failure, while the parent waits for it. Made first,
+  // it takes over when the test's reporter goes. Not where the ranks are
+  // threads (each thread's reporter is its own), nor under a launcher (the
+  // process goes on to gtest's next test).
+  if (after_the_test_ == nullptr && InSpawnedRank() && ThreadsRank() < 0) {
+    after_the_test_ = std::make_unique<ChannelReporter>(report, env.rank, true);
+  }
   ChannelReporter reporter(report, env.rank);
   for (const ::testing::TestPartResult& r : earlier_) {
     reporter.ReportTestPartResult(r);

@@ -17,6 +17,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <list>
 #include <map>
 #include <mutex>
@@ -317,6 +318,35 @@ DIST_TEST_F(NoFalsePass, ReceivesNothingFromAnEarlierTestsThread, 2) {
     EXPECT_THROW(comm().recv(&y, 1, 0, 9), disttest::CommError)
         << "received " << y;  // marker-late-thread
   }
+}
+
+// A failure that a thread the test left running reports once its rank's
+// test has ended (rank 0's; where ranks are threads, the thread is no
+// rank's and fails at once), while rank 1 is still in its body: the test
+// fails. Rank 1 waits for the file the thread makes after it failed.
+DIST_TEST_F(NoFalsePass, ThreadLeftRunningFailsAfterTheTest, 2) {
+  const char* tmp = std::getenv("TMPDIR");
+  const std::filesystem::path reported =
+      std::filesystem::path(tmp != nullptr ? tmp : "/tmp") /
+      ("nfp-late-failure-" + std::to_string(getuid()) + "-" +
+       std::to_string(getppid()));
+  if (rank() == 1) std::filesystem::remove(reported);
+  comm().barrier();
+  if (rank() == 0) {
+    std::thread([reported] {
+      while (disttest::CurrentRankOrNull() != nullptr) {
+        std::this_thread::sleep_for(milliseconds(1));
+      }
+      ADD_FAILURE() << "marker-late-failure";
+      std::FILE* f = std::fopen(reported.c_str(), "w");
+      if (f != nullptr) std::fclose(f);
+    }).detach();
+    return;
+  }
+  for (int i = 0; i < 30000 && !std::filesystem::exists(reported); ++i) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  std::filesystem::remove(reported);
 }
 
 DIST_TEST_F(NoFalsePass, IrecvNobodySendsTo, 2) {

@@ -252,6 +252,20 @@ TEST_P(NoFalsePassTest, AThreadATestLeftRunningReachesNoLaterTest) {
   }
 }
 
+// What a thread the test left running reports after its rank's test ended,
+// while the parent still waits for the others, is that rank's failure (it
+// was printed and dropped).
+TEST_P(NoFalsePassTest, AThreadATestLeftRunningFailsItAfterItsEnd) {
+  Verdict v = Run("ThreadLeftRunningFailsAfterTheTest/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("[  FAILED  ] NoFalsePass."
+                                   "ThreadLeftRunningFailsAfterTheTest/2ranks"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr(At("marker-late-failure", "[rank 0/2]")))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("marker-late-failure\n")) << v.run.out;
+}
+
 // A request a rank's helper thread left in flight is that rank's: its
 // failure, at its line (where ranks are threads too: charged to the rank
 // of its communicator, not to whichever rank looks first).
