@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <utility>
@@ -47,6 +49,27 @@ internal::Ledger::Call RequestCall(bool send, DataType type, std::size_t count,
           .tag = tag,
           .nonblocking = true};
 }
+
+// A fingerprint of `bytes` bytes at `data`, 32 at a time in four
+// independent lanes (about memory's speed), the rest a byte at a time.
+std::uint64_t Fingerprint(const void* data, std::size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  constexpr std::uint64_t kMul = 0xff51afd7ed558ccdULL;
+  std::uint64_t lane[4] = {0x9e3779b97f4a7c15ULL ^ bytes, 1, 2, 3};
+  std::size_t i = 0;
+  for (; i + 32 <= bytes; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      std::uint64_t word;
+      std::memcpy(&word, p + i + 8 * k, 8);
+      lane[k] = (lane[k] ^ word) * kMul;
+      lane[k] ^= lane[k] >> 29;
+    }
+  }
+  std::uint64_t h = lane[0];
+  for (int k = 1; k < 4; ++k) h = (h ^ lane[k]) * kMul;
+  for (; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}
 }  // namespace
 
 Request Communicator::isend(const void* data, std::size_t count, DataType type,
@@ -71,6 +94,13 @@ Request Communicator::isend(const void* data, std::size_t count, DataType type,
       DescribeRequest(true, count, type, peer, tag, name_), where.file_name(),
       where.line(), ledger_ != nullptr ? ledger_->slot() : -1);
   request.comm_alive_ = alive_;
+  // A send's buffer must stay unchanged until its wait() returns: a backend
+  // that copies it at once (the host arena) or sends it before the change
+  // would pass a program that NCCL, MPI or Gloo, reading it later, break.
+  if (BuffersOnHost() && data != nullptr && count != 0) {
+    request.sent_ = data;
+    request.sent_fingerprint_ = Fingerprint(data, count * SizeOf(type));
+  }
   return request;
 }
 
@@ -113,6 +143,8 @@ Request::Request(Request&& other) noexcept
       entry_(other.entry_),
       seq_(other.seq_),
       id_(std::exchange(other.id_, 0)),
+      sent_(other.sent_),
+      sent_fingerprint_(other.sent_fingerprint_),
       comm_alive_(std::move(other.comm_alive_)) {}
 
 Request& Request::operator=(Request&& other) noexcept {
@@ -130,6 +162,8 @@ Request& Request::operator=(Request&& other) noexcept {
     entry_ = other.entry_;
     seq_ = other.seq_;
     id_ = std::exchange(other.id_, 0);
+    sent_ = other.sent_;
+    sent_fingerprint_ = other.sent_fingerprint_;
     comm_alive_ = std::move(other.comm_alive_);
   }
   return *this;
@@ -197,7 +231,21 @@ void Communicator::WaitFor(Request& request) {
              request.seq_);
   std::unique_ptr<RequestState> state = std::move(request.state_);
   internal::RequestWaited(std::exchange(request.id_, 0));
-  r.Run([&] { state->Wait(timeout_); });
+  r.Run([&] {
+    state->Wait(timeout_);
+    if (request.sent_ != nullptr &&
+        Fingerprint(request.sent_, request.count_ * SizeOf(request.type_)) !=
+            request.sent_fingerprint_) {
+      throw CommError(fmt::format(
+          "{} made at {}:{}: its buffer changed before its wait() returned; "
+          "the receiver may get the old contents or the new (NCCL, MPI and "
+          "Gloo may read it until then): change it only after wait()",
+          DescribeRequest(true, request.count_, request.type_, request.peer_,
+                          request.tag_, name_),
+          std::filesystem::path(request.file_).filename().string(),
+          request.line_));
+    }
+  });
 }
 
 }  // namespace disttest

@@ -10,6 +10,7 @@
 #include <disttest/disttest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -347,6 +348,21 @@ DIST_TEST_F(NoFalsePass, ThreadLeftRunningFailsAfterTheTest, 2) {
     std::this_thread::sleep_for(milliseconds(1));
   }
   std::filesystem::remove(reported);
+}
+
+// An isend's buffer changed before its wait(): the host arena had copied it
+// at once, and the receiver got the old contents; NCCL, MPI or Gloo may
+// send the new. Rank 1 does not look at what it got.
+DIST_TEST_F(NoFalsePass, SendBufferChangedBeforeItsWait, 2) {
+  std::vector<int> x(4, 1);
+  if (rank() == 0) {
+    disttest::Request r =
+        comm().isend(x.data(), x.size(), 1, 4);  // marker-changed-send
+    std::fill(x.begin(), x.end(), 2);
+    r.wait();
+  } else {
+    comm().recv(x.data(), x.size(), 0, 4);
+  }
 }
 
 DIST_TEST_F(NoFalsePass, IrecvNobodySendsTo, 2) {

@@ -266,6 +266,23 @@ TEST_P(NoFalsePassTest, AThreadATestLeftRunningFailsItAfterItsEnd) {
   EXPECT_THAT(v.run.out, HasSubstr("marker-late-failure\n")) << v.run.out;
 }
 
+// A send's buffer must stay unchanged until its wait() returns; a change
+// fails the wait, naming the isend's line, with the arena (which copies it
+// at once) or without.
+TEST_P(NoFalsePassTest, SendBufferChangedBeforeItsWaitFails) {
+  for (const char* no_arena : {"0", "1"}) {
+    Verdict v = Run("SendBufferChangedBeforeItsWait/2ranks",
+                    {{"DISTTEST_NO_HOST_ARENA", no_arena}});
+    EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+    EXPECT_THAT(
+        v.run.out,
+        HasSubstr("isend(4 x int32 to rank 1, tag 4) on world made at " +
+                  Line("marker-changed-send") +
+                  ": its buffer changed before its wait() returned"))
+        << v.run.out;
+  }
+}
+
 // A request a rank's helper thread left in flight is that rank's: its
 // failure, at its line (where ranks are threads too: charged to the rank
 // of its communicator, not to whichever rank looks first).

@@ -289,6 +289,10 @@ class Communicator {
   }
 
  protected:
+  // Whether the buffers the operations take are in host memory, where the
+  // front may read them (an isend's, to see it unchanged at its wait());
+  // false for NCCL's, on the GPU.
+  virtual bool BuffersOnHost() const { return true; }
   // A backend implements the operations; the public methods above record
   // each in the ledger around these.
   virtual void DoBarrier() = 0;

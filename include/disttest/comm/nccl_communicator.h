@@ -109,6 +109,7 @@ class NcclCommunicator : public Communicator {
   void Abort();
 
  protected:
+  bool BuffersOnHost() const override { return false; }
   // An allreduce of one int32 in device memory.
   void DoBarrier() override;
   void DoAllReduce(void* data, std::size_t count, DataType type,

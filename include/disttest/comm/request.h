@@ -36,7 +36,10 @@ class RequestState {
 // wait() blocks until the operation has completed (a send: its receiver
 // has all the data; a receive: the data is in the buffer), at most the
 // communicator's timeout, and throws CommError as send() and recv() do.
-// Until then the buffer must stay valid and, for a send, unchanged. A Request
+// Until then the buffer must stay valid and, for a send, unchanged: a send
+// buffer in host memory that changed fails the wait() with CommError ("...
+// its buffer changed before its wait() returned"), though a backend that
+// copied it at once delivered the old contents. A Request
 // destroyed before it completed waits for it (as the std::future of std::async
 // does); if that fails, its communicator is failed() and, in a harness rank,
 // the test fails at the line that made the request, with the error. A
@@ -72,6 +75,10 @@ class Request {
   std::uint64_t entry_ = UINT64_MAX;  // Its ledger entry, if any.
   std::uint64_t seq_ = UINT64_MAX;    // Its number in its pair (the ledger's).
   std::uint64_t id_ = 0;  // In the process's account of requests in flight.
+  // An isend's buffer in host memory and its fingerprint when it was made:
+  // its wait() sees it unchanged (null: not checked).
+  const void* sent_ = nullptr;
+  std::uint64_t sent_fingerprint_ = 0;
   // False once its communicator is destroyed (a Request that outlives it is
   // never waited on through it).
   std::shared_ptr<const bool> comm_alive_;
