@@ -238,7 +238,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
                                              : "[  PASSED  ] 77 tests."));
   EXPECT_THAT(v.run.out, HasSubstr("[  SKIPPED ] 6 tests"));
   EXPECT_THAT(v.run.out,
-              HasSubstr(Threads() ? "69 FAILED TESTS" : "64 FAILED TESTS"));
+              HasSubstr(Threads() ? "71 FAILED TESTS" : "66 FAILED TESTS"));
 }
 
 }  // namespace
