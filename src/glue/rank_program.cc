@@ -72,6 +72,9 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
         after_the_test_(after_the_test) {}
 
   void ReportTestPartResult(const ::testing::TestPartResult& r) override {
+    // A death test's child (EXPECT_DEATH forked it from the rank) is not the
+    // rank: gtest drops what it reports, and so does disttest.
+    if (::testing::internal::InDeathTestChild()) return;
     std::lock_guard<std::mutex> lock(mu_);
     RankMessage m;
     m.file = r.file_name() != nullptr ? r.file_name() : "";

@@ -932,12 +932,14 @@ DIST_TEST_F(Verdicts, LaunchFromEnvInsideATest, 2) {
 }
 
 // gtest's death tests in a rank, in either style (the driver picks it with
-// --gtest_death_test_style): one that dies as expected passes, one that
+// --gtest_death_test_style): one that dies as expected passes (what its
+// child reports before it dies is dropped, as gtest drops it), one that
 // does not die fails naming the statement.
 DIST_TEST_F(Verdicts, DeathTestInARank) {
   EXPECT_DEATH(
       {
         std::fprintf(stderr, "marker-dying on rank %d\n", rank());
+        ADD_FAILURE() << "marker-failure-of-the-dying-child";
         std::abort();
       },
       "marker-dying on rank");
