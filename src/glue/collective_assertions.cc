@@ -110,11 +110,12 @@ Agreement Elsewhere(const char* macro, const char* expression,
                     const Communicator& comm, const Communicator* on,
                     const std::vector<int>& elsewhere, const CallSite& where) {
   return Agreement(fmt::format(
-      "{}({}): {} of the {}{} are at another collective assertion, or "
-      "compare a value of another type, than this one at {}:{} (every rank "
+      "{}({}): {} of the {}{} {} at another collective assertion, or "
+      "compare{} a value of another type, than this one at {}:{} (every rank "
       "must reach the same assertions in the same order)",
       macro, expression, Ranks(elsewhere), comm.size(),
       on != nullptr ? " ranks" + Of(on) : std::string(" ranks"),
+      elsewhere.size() == 1 ? "is" : "are", elsewhere.size() == 1 ? "s" : "",
       Basename(where.file_name()), where.line()));
 }
 

@@ -146,8 +146,8 @@ TEST_P(NoFalsePassTest, AllEqAtDifferentLinesSaysSoNotCompareBytes) {
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
   EXPECT_THAT(
       v.run.out,
-      HasSubstr("DIST_EXPECT_ALL_EQ(1.0f): rank 1 of the 2 ranks are at "
-                "another collective assertion, or compare a value of "
+      HasSubstr("DIST_EXPECT_ALL_EQ(1.0f): rank 1 of the 2 ranks is at "
+                "another collective assertion, or compares a value of "
                 "another type, than this one at "
                 "no_false_pass_child_.cc:" +
                 std::to_string(LineIn(DISTTEST_NO_FALSE_PASS_CHILD_SOURCE,
