@@ -638,6 +638,17 @@ DIST_TEST_F(NoFalsePass, ExitZeroMidBody, 2) {
   comm().barrier();
 }
 
+// Rank 1 ends its process with status 0 after its body, in TearDownRank().
+class NoFalsePassExitInTearDown : public NoFalsePass {
+ protected:
+  void TearDownRank() override {
+    if (rank() == 1) _exit(0);
+  }
+};
+DIST_TEST_F(NoFalsePassExitInTearDown, ExitZeroAfterTheBody, 2) {
+  comm().barrier();
+}
+
 // Rank 1 skips; rank 0 then waits for it in a collective.
 DIST_TEST_F(NoFalsePass, OneRankSkips, 2) {
   if (rank() == 1) GTEST_SKIP() << "marker-partial-skip";

@@ -547,6 +547,24 @@ TEST_P(NoFalsePassTest, ExitZeroMidBodyIsSaidOneWay) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("it ended: passed"))) << v.run.out;
 }
 
+// After the body, an exit is said as where it came: not "before the test
+// body finished".
+TEST_P(NoFalsePassTest, ExitZeroInTearDownRankIsSaidAfterTheBody) {
+  if (Threads()) {
+    GTEST_SKIP() << "a rank thread's _exit() ends every rank (ExitZeroMidBody "
+                    "covers what is said)";
+  }
+  Verdict v = Run("ExitZeroAfterTheBody/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[rank 1/2] exited with status 0 after its body "
+                        "returned, in TearDownRank(), TearDown() or the "
+                        "fixture's destructor"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("before the test body finished")))
+      << v.run.out;
+}
+
 // A partial skip is the cause: printed first, and streamed as the first
 // failure, before what its peer's collective then saw.
 TEST_P(NoFalsePassTest, PartialSkipComesBeforeWhatItCaused) {

@@ -12,7 +12,8 @@
 
 namespace disttest::internal {
 
-std::string EndWithoutReport(const RankOutcome& o) {
+std::string EndWithoutReport(const RankReport& r) {
+  const RankOutcome& o = *r.outcome;
   switch (o.exit_code()) {
     case kExitHarnessError:
       return fmt::format(
@@ -26,8 +27,20 @@ std::string EndWithoutReport(const RankOutcome& o) {
       return fmt::format("{} (it {}), but its report was lost", o.str(),
                          o.exit_code() == kExitFailed ? "failed" : "skipped");
     default:
-      return fmt::format("{} before the test body finished", o.str());
+      break;
   }
+  const RankPhase phase = r.ledger ? r.ledger->phase() : RankPhase::kBody;
+  if (phase == RankPhase::kTearDown) {
+    return fmt::format(
+        "{} after its body returned, in TearDownRank(), TearDown() or the "
+        "fixture's destructor",
+        o.str());
+  }
+  if (phase == RankPhase::kFinished) {
+    return fmt::format("{} after its test, before it reported its verdict",
+                       o.str());
+  }
+  return fmt::format("{} before the test body finished", o.str());
 }
 
 namespace {
@@ -132,7 +145,7 @@ std::optional<End> AbnormalEnd(const RankReport& r, bool in_tree) {
   if (o.signaled()) return o.str();
   if (!r.done && !r.ended_the_process.empty()) return r.ended_the_process;
   if (!r.done) {
-    std::string end = EndWithoutReport(o);
+    std::string end = EndWithoutReport(r);
     if (r.ledger && r.ledger->phase() == RankPhase::kCheckingLeaks) {
       // The check died: it could not stop the rank's threads (a debugger
       // or tracer holds one), and what it wrote went into the report file

@@ -20,8 +20,10 @@
 
 namespace disttest::internal {
 
-// What a rank's exit status says when its final report never came.
-std::string EndWithoutReport(const RankOutcome& o);
+// What rank `r`'s exit status says when its final report never came (its
+// outcome is known), and in which part of its test it ended, where its
+// ledger says that it was past its body.
+std::string EndWithoutReport(const RankReport& r);
 
 // Rank `r`'s failures and properties, appended to `out` (not its skips or
 // passes). `in_tree`: the rank's stack is in the merged tree, not in its

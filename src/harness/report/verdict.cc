@@ -176,7 +176,7 @@ std::vector<RankState> RankStates(const TestSpec& spec,
                                   : -1;
       // An exit before its report came is no pass, whatever its status
       // (exit(0) in the body): said as its failure says it.
-      s.ended = exited && !r.done      ? EndWithoutReport(*r.outcome)
+      s.ended = exited && !r.done      ? EndWithoutReport(r)
                 : code == kExitPassed  ? "passed"
                 : code == kExitFailed  ? "failed"
                 : code == kExitSkipped ? "skipped"
