@@ -9,20 +9,13 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <system_error>
 
 namespace disttest::internal {
 
-std::size_t ThreadCount() {
-  std::size_t threads = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    ++threads;
-  }
-  return threads;
-}
+std::size_t ThreadCount() { return ThreadIds().size(); }
 
 std::vector<pid_t> ThreadIds() {
   std::vector<pid_t> ids;
@@ -46,6 +39,17 @@ std::string ThreadName(pid_t tid) {
   std::string name;
   std::getline(in, name);
   return name;
+}
+
+bool ThreadEnded(pid_t tid) {
+  std::ifstream in(fmt::format("/proc/self/task/{}/stat", tid));
+  std::string stat((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  // "tid (name) S ...": the state follows the name's last ')'.
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return true;
+  const char state = stat[close + 2];
+  return state == 'Z' || state == 'X';
 }
 
 std::string AddressSpaceHint(const std::string& error,

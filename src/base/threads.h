@@ -22,6 +22,9 @@ std::vector<pid_t> ThreadIds();
 // Thread `tid`'s name (/proc/self/task/<tid>/comm: the program's, unless
 // the thread set its own); "" when it is gone.
 std::string ThreadName(pid_t tid);
+// Whether thread `tid` of this process has ended (gone, or dead and not
+// yet taken off the list: state Z or X).
+bool ThreadEnded(pid_t tid);
 
 // What to add to `error` (a thread or buffer that could not be made:
 // EAGAIN, ENOMEM) when the address space is limited: " (RLIMIT_AS is

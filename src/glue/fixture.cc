@@ -271,6 +271,11 @@ void DistributedTest::TestBody() {
     internal::RunAsRank(*this, internal::ChildFixtureIndex(*this), nullptr,
                         /*forked=*/false);
   }
+  // Another test the rank's filter matched ('?' stands for a ':', '-' or
+  // '*' in its name, which gtest's filter cannot hold): not this rank's.
+  if (internal::GtestFilterOf(running) == internal::GtestFilterOf(child)) {
+    return;
+  }
   // A re-executed rank must run only its own test; spawning ranks of another
   // one from here would nest whole tests inside a rank.
   std::fprintf(stderr,

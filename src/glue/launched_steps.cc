@@ -22,6 +22,7 @@
 #include "harness/launched/keys.h"
 #include "harness/launched/launched_rank_host.h"
 #include "harness/launched/step_protocol.h"
+#include "harness/process/command_line.h"
 #include "harness/process/interrupt.h"
 #include "harness/report/verdict.h"
 #include "launch/launch_internal.h"
@@ -154,8 +155,8 @@ bool RunStep(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
       }
       std::printf(
           "[ disttest ] rerun this test alone: the same launcher command "
-          "with --gtest_filter=%s\n",
-          spec.name.c_str());
+          "with %s\n",
+          ShellQuote("--gtest_filter=" + GtestFilterOf(spec.name)).c_str());
       std::fflush(stdout);
     }
     PublishVerdict(job, keys, verdict);

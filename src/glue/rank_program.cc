@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <typeinfo>
 #include <utility>
@@ -28,6 +29,7 @@
 #include "env/internal_names.h"
 #include "env/knobs.h"
 #include "glue/current_communicator.h"
+#include "harness/rank/pooled_rank.h"
 #include "harness/rank/run_rank.h"
 #include "harness/rank/spawned_rank_host.h"
 #include "harness/report/trace.h"
@@ -173,13 +175,18 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
   // A spawned rank's process ends after its test (or, pooled, waits for
   // the next): what a thread the test left running reports meanwhile is
   // still the rank's failure, while the parent waits for it. Made first,
-  // it takes over when the test's reporter goes. Not where the ranks are
-  // threads (each thread's reporter is its own), nor under a launcher (the
-  // process goes on to gtest's next test).
-  if (after_the_test_ == nullptr && InSpawnedRank() && ThreadsRank() < 0) {
-    after_the_test_ = std::make_unique<ChannelReporter>(report, env.rank, true);
+  // it takes over when the test's reporter goes; one for the process, never
+  // destroyed (gtest calls a reporter after it lets go of its lock, and such
+  // a thread may report at any time). Not where the ranks are threads (each
+  // thread's reporter is its own), nor under a launcher (the process goes
+  // on to gtest's next test).
+  if (InSpawnedRank() && ThreadsRank() < 0) {
+    static ChannelReporter* const after_the_test =
+        new ChannelReporter(report, env.rank, true);
+    (void)after_the_test;
   }
-  ChannelReporter reporter(report, env.rank);
+  std::optional<ChannelReporter> taking;
+  ChannelReporter& reporter = taking.emplace(report, env.rank);
   for (const ::testing::TestPartResult& r : earlier_) {
     reporter.ReportTestPartResult(r);
   }
@@ -236,6 +243,12 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
                       p.message.c_str(),
                       ::testing::TestPartResult::kNonFatalFailure);
   }
+  const RankVerdict verdict = reporter.failed()    ? RankVerdict::kFailed
+                              : reporter.skipped() ? RankVerdict::kSkipped
+                                                   : RankVerdict::kPassed;
+  // The test is over on this rank: what comes from here on is told as
+  // coming after it.
+  taking.reset();
   ClearCurrentRank();
   // What the rank recorded goes to the parent's XML (a pooled rank's
   // earlier tests recorded into the same gtest result: only what is new).
@@ -245,8 +258,7 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
     report({RankMessage::Kind::kProperty, "", -1,
             key + std::string(1, '\0') + value});
   }
-  if (reporter.failed()) return RankVerdict::kFailed;
-  return reporter.skipped() ? RankVerdict::kSkipped : RankVerdict::kPassed;
+  return verdict;
 }
 
 std::unique_ptr<GtestRankProgram> GtestRankProgram::Own(
@@ -267,6 +279,10 @@ std::unique_ptr<GtestRankProgram> GtestRankProgram::Own(
   // reporter of the rank: kept, and reported when the program runs.
   ::testing::TestPartResultArray made;
   std::unique_ptr<DistributedTest> object;
+  // A pooled rank's threads that the constructor starts are the test's.
+  const bool pooled = PooledRank();
+  const std::vector<pid_t> threads =
+      pooled ? ThreadIds() : std::vector<pid_t>{};
   {
     ::testing::ScopedFakeTestPartResultReporter keep(
         ::testing::ScopedFakeTestPartResultReporter::
@@ -274,6 +290,7 @@ std::unique_ptr<GtestRankProgram> GtestRankProgram::Own(
         &made);
     object.reset(make());
   }
+  if (pooled) NoteThreadsOfAConstructor(threads);
   auto program = std::make_unique<GtestRankProgram>(std::move(object));
   std::vector<::testing::TestPartResult> earlier;
   for (int i = 0; i < made.size(); ++i)

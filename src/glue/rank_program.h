@@ -101,8 +101,6 @@ class GtestRankProgram : public RankProgram {
   bool tear_down_in_rank_ = true;  // Only for an owned test object.
   std::unique_ptr<Context> ctx_;   // options().parallel's groups.
   std::vector<::testing::TestPartResult> earlier_;
-  // Takes what comes after the test from threads it left running (Run()).
-  std::unique_ptr<::testing::TestPartResultReporterInterface> after_the_test_;
 };
 
 // The failures and skips gtest has recorded in this process so far outside

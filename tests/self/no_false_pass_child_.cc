@@ -310,6 +310,33 @@ DIST_TEST_F(NoFalsePass, ThreadLeftRunningSendsLater, 2) {
   }
 }
 
+// The same from a thread the test object's constructor starts in the rank
+// (before disttest's program runs): rank 0's sends once the next test began.
+std::atomic<disttest::Communicator*> g_constructor_thread_world{nullptr};
+std::atomic<int> g_constructor_thread_rank{-1};
+
+class NoFalsePassThreadFromItsConstructor : public NoFalsePass {
+ protected:
+  NoFalsePassThreadFromItsConstructor() {
+    if (!disttest::InRank()) return;
+    std::thread([] {
+      while (!g_next_test_began.load()) {
+        std::this_thread::sleep_for(milliseconds(1));
+      }
+      disttest::Communicator* world = g_constructor_thread_world.load();
+      if (world != nullptr && g_constructor_thread_rank.load() == 0) {
+        static int x = 4321;
+        world->send(&x, 1, 1, 9);
+      }
+    }).detach();
+  }
+};
+
+DIST_TEST_F(NoFalsePassThreadFromItsConstructor, SendsLater, 2) {
+  g_constructor_thread_rank = rank();
+  g_constructor_thread_world = &comm();
+}
+
 // The next test: nothing in it sends to rank 1 with tag 9.
 DIST_TEST_F(NoFalsePass, ReceivesNothingFromAnEarlierTestsThread, 2) {
   g_next_test_began = true;
@@ -591,7 +618,9 @@ class NoFalsePassConstructor : public NoFalsePass {
   }
 };
 
-// Twice, so that a pooled rank's first and next tests are both seen.
+// A pooled rank's first test passes; the next two make their objects in
+// the parked rank (and fresh ranks follow a failure).
+DIST_TEST_F(NoFalsePass, PassesBeforeAConstructorFails, 2) {}
 DIST_TEST_F(NoFalsePassConstructor, FailsInItsConstructor, 2) {}
 DIST_TEST_F(NoFalsePassConstructor, FailsInItsConstructorAgain, 2) {}
 

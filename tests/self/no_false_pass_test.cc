@@ -252,6 +252,25 @@ TEST_P(NoFalsePassTest, AThreadATestLeftRunningReachesNoLaterTest) {
   }
 }
 
+// The same from a thread the test object's constructor started in the rank,
+// before disttest's program ran (every rank starts one).
+TEST_P(NoFalsePassTest, AThreadATestsConstructorLeftRunningReachesNoLaterTest) {
+  Verdict v =
+      Run("SendsLater/2ranks:"
+          "NoFalsePass.ReceivesNothingFromAnEarlierTestsThread/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("[       OK ] NoFalsePass."
+                                   "ReceivesNothingFromAnEarlierTestsThread/"
+                                   "2ranks"))
+      << v.run.out;
+  if (GetParam().pooled) {
+    EXPECT_THAT(v.run.err,
+                HasSubstr("[rank 0] disttest: note: the test left 1 thread "
+                          "running ("))
+        << v.run.err;
+  }
+}
+
 // What a thread the test left running reports after its rank's test ended,
 // while the parent still waits for the others, is that rank's failure (it
 // was printed and dropped).
@@ -261,7 +280,13 @@ TEST_P(NoFalsePassTest, AThreadATestLeftRunningFailsItAfterItsEnd) {
   EXPECT_THAT(v.run.out, HasSubstr("[  FAILED  ] NoFalsePass."
                                    "ThreadLeftRunningFailsAfterTheTest/2ranks"))
       << v.run.out;
-  EXPECT_THAT(v.run.out, HasSubstr(At("marker-late-failure", "[rank 0/2]")))
+  // Where the ranks are threads, the thread is no rank's (told to rank 0),
+  // and fails at once.
+  EXPECT_THAT(v.run.out,
+              HasSubstr(At("marker-late-failure", "[rank 0/2]") +
+                        (Threads() ? "in a thread that no rank runs"
+                                   : "after this rank's test had ended, from "
+                                     "a thread the test left running: ")))
       << v.run.out;
   EXPECT_THAT(v.run.out, HasSubstr("marker-late-failure\n")) << v.run.out;
 }
@@ -469,8 +494,14 @@ TEST_P(NoFalsePassTest, EveryOneOfAHundredCommunicatorsIsCompared) {
 // object; a re-executed rank's gtest makes it): a failure there is the
 // rank's, in every mode, for a pooled rank's next test too.
 TEST_P(NoFalsePassTest, FailureInAFixtureConstructorFailsTheTestInEveryMode) {
-  Verdict v = Run("FailsInItsConstructor*");
+  Verdict v =
+      Run("PassesBeforeAConstructorFails/2ranks:NoFalsePassConstructor."
+          "FailsInItsConstructor*");
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(
+      v.run.out,
+      HasSubstr("[       OK ] NoFalsePass.PassesBeforeAConstructorFails/"
+                "2ranks"));
   for (const char* test :
        {"FailsInItsConstructor/2ranks", "FailsInItsConstructorAgain/2ranks"}) {
     EXPECT_THAT(v.run.out, HasSubstr(std::string("[  FAILED  ] "

@@ -39,7 +39,8 @@ class RequestState {
 // Until then the buffer must stay valid and, for a send, unchanged: a send
 // buffer in host memory that changed fails the wait() with CommError ("...
 // its buffer changed before its wait() returned"), though a backend that
-// copied it at once delivered the old contents. A Request
+// copied it at once delivered the old contents (not checked for a Request
+// destroyed without wait(), whose buffer may be gone). A Request
 // destroyed before it completed waits for it (as the std::future of std::async
 // does); if that fails, its communicator is failed() and, in a harness rank,
 // the test fails at the line that made the request, with the error. A

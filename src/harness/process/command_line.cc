@@ -18,7 +18,8 @@ bool StartsWith(const std::string& s, const char* prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
-// Quotes `arg` for a POSIX shell when it needs it.
+}  // namespace
+
 std::string ShellQuote(const std::string& arg) {
   if (!arg.empty() &&
       arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW"
@@ -35,8 +36,6 @@ std::string ShellQuote(const std::string& arg) {
   }
   return out + "'";
 }
-
-}  // namespace
 
 std::vector<std::string> ReadCommandLine() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);

@@ -27,6 +27,9 @@ bool IsParentOnlyFlag(const std::string& arg);
 // in place, as the rank that started it, and never spawns ranks.
 bool IsDeathTestChild();
 
+// `arg` quoted for a POSIX shell where it needs it ("a b" -> "'a b'").
+std::string ShellQuote(const std::string& arg);
+
 // What --gtest_filter= takes to run the test `test_name` (its full gtest
 // name). gtest's filter has no escapes: ':' in a name (a typed test's, say)
 // would split it, '-' would start the tests to leave out, '*' would match

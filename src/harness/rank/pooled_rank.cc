@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <chrono>
@@ -31,23 +32,55 @@ bool PooledRank() { return std::getenv(env::kInternalPool) != nullptr; }
 
 namespace {
 
+// The process's threads just before the test's program ran, and those its
+// test object's constructor started (made before the communicator's own
+// threads, in a fresh rank), one pooled test at a time.
 std::vector<pid_t>& ThreadsBeforeTest() {
   static auto* threads = new std::vector<pid_t>;
   return *threads;
+}
+std::vector<pid_t>& ThreadsOfTheConstructor() {
+  static auto* threads = new std::vector<pid_t>;
+  return *threads;
+}
+
+bool In(const std::vector<pid_t>& sorted, pid_t tid) {
+  return std::binary_search(sorted.begin(), sorted.end(), tid);
+}
+
+// The threads the test started that still run: "12345 \"my_tests\"".
+std::vector<std::string> ThreadsLeft() {
+  std::vector<std::string> left;
+  for (const pid_t tid : ThreadIds()) {
+    if ((!In(ThreadsBeforeTest(), tid) || In(ThreadsOfTheConstructor(), tid)) &&
+        !ThreadEnded(tid)) {
+      left.push_back(fmt::format("{} \"{}\"", tid, ThreadName(tid)));
+    }
+  }
+  return left;
 }
 
 }  // namespace
 
 void NoteThreadsBeforeTest() { ThreadsBeforeTest() = ThreadIds(); }
 
+void NoteThreadsOfAConstructor(const std::vector<pid_t>& before) {
+  std::vector<pid_t>& made = ThreadsOfTheConstructor();
+  made.clear();
+  for (const pid_t tid : ThreadIds()) {
+    if (!In(before, tid)) made.push_back(tid);
+  }
+}
+
 bool Reusable(Communicator* comm) {
   if (comm != nullptr && comm->failed()) return false;
-  const std::vector<pid_t>& before = ThreadsBeforeTest();
-  std::vector<std::string> left;
-  for (const pid_t tid : ThreadIds()) {
-    if (!std::binary_search(before.begin(), before.end(), tid)) {
-      left.push_back(fmt::format("{} \"{}\"", tid, ThreadName(tid)));
-    }
+  std::vector<std::string> left = ThreadsLeft();
+  // A thread the test joined may still be listed for a moment after its
+  // join returned (the kernel clears its id, which the join waits for,
+  // before it leaves the list): a short, bounded look again.
+  for (int i = 0; i < 50 && !left.empty(); ++i) {
+    poll(nullptr, 0, 1);
+    left = ThreadsLeft();
   }
   if (left.empty()) return true;
   std::cout.flush();
@@ -84,6 +117,12 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
     // Every rank has finished the last test: what it left running goes now.
     EndLeftovers("an earlier test on this rank");
     RankVerdict verdict = RankVerdict::kFailed;
+    // The test starts with its object (its constructor's end is said as
+    // this test's, not the last one's).
+    if (Ledger* ledger = Ledger::Current()) {
+      ledger->BeginTest();
+      ledger->Enter(RankPhase::kConnected);  // Since an earlier test.
+    }
     try {
       std::unique_ptr<RankProgram> next = first.Next(*test);
       if (next == nullptr) {
@@ -93,10 +132,6 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
       PrefixStore own(PoolKey(n), store);
       // The errors peers caused in an earlier test are not this one's.
       ForgetErrorsOfPeers();
-      if (Ledger* ledger = Ledger::Current()) {
-        ledger->BeginTest();
-        ledger->Enter(RankPhase::kConnected);  // Since an earlier test.
-      }
       verdict = RunProgram(*next, env, comm, own, report);
       EnterPhase(RankPhase::kFinished);
     } catch (const std::exception& e) {

@@ -26,7 +26,10 @@
 #ifndef DISTTEST_SRC_HARNESS_RANK_POOLED_RANK_H_
 #define DISTTEST_SRC_HARNESS_RANK_POOLED_RANK_H_
 
+#include <sys/types.h>
+
 #include <string>
+#include <vector>
 
 #include "disttest/comm/communicator.h"
 #include "disttest/env/rank_env.h"
@@ -51,6 +54,10 @@ bool PooledRank();
 // it ends the pool (Reusable), as the end of the process ends it in a
 // forked rank that is not pooled.
 void NoteThreadsBeforeTest();
+// The threads the test object's constructor started (those not in
+// `before`, ThreadIds() before it ran) are the test's too, though the
+// program runs after them (GtestRankProgram::Own()).
+void NoteThreadsOfAConstructor(const std::vector<pid_t>& before);
 
 // Whether a pooled rank may serve another test after one that succeeded:
 // no operation of its communicator failed (a test may have caught the

@@ -65,9 +65,10 @@ class WorkerPools::Pool {
   // Hands the parked ranks their next test (through the arena, or the
   // store).
   void Dispatch(const std::string& name);
-  // True once every rank waits for the next test; false when
-  // one leaves instead (its communicator failed) or none of that happens
-  // within a few seconds.
+  // True once every rank waits for the next test; false when one leaves
+  // instead (its communicator failed, its test left a thread running): with
+  // the arena at once (every rank parks before its verdict, which has come),
+  // through the store when none of that happens within a few seconds.
   bool AwaitParked();
 
   // The rank code of the test the pool runs now, for ranks forked for it.
