@@ -231,43 +231,30 @@ TEST_P(NoFalsePassTest, IsendLeftInFlightFailsAndItsMessageReachesNoLaterTest) {
 // A thread a test started and left running ends with its rank's process,
 // as at the end of a forked rank: a pooled rank does not run the next test
 // beside it (it says so, and that test starts on new ranks), so what the
-// thread sends later reaches no later test's receive.
+// thread sends later reaches no later test's receive. Whether the body
+// started it or the test object's constructor did, in the rank, before
+// disttest's program ran (then every rank starts one).
 TEST_P(NoFalsePassTest, AThreadATestLeftRunningReachesNoLaterTest) {
-  Verdict v =
-      Run("ThreadLeftRunningSendsLater/2ranks:"
-          "NoFalsePass.ReceivesNothingFromAnEarlierTestsThread/2ranks");
-  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
-  EXPECT_THAT(v.run.out, HasSubstr("[       OK ] NoFalsePass."
-                                   "ReceivesNothingFromAnEarlierTestsThread/"
-                                   "2ranks"))
-      << v.run.out;
-  if (GetParam().pooled) {
-    EXPECT_THAT(v.run.err,
-                HasSubstr("[rank 0] disttest: note: the test left 1 thread "
-                          "running ("))
-        << v.run.err;
-    EXPECT_THAT(v.run.err,
-                HasSubstr("), which could still use the communicator: the "
-                          "next test starts on new ranks"));
-  }
-}
-
-// The same from a thread the test object's constructor started in the rank,
-// before disttest's program ran (every rank starts one).
-TEST_P(NoFalsePassTest, AThreadATestsConstructorLeftRunningReachesNoLaterTest) {
-  Verdict v =
-      Run("SendsLater/2ranks:"
-          "NoFalsePass.ReceivesNothingFromAnEarlierTestsThread/2ranks");
-  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
-  EXPECT_THAT(v.run.out, HasSubstr("[       OK ] NoFalsePass."
-                                   "ReceivesNothingFromAnEarlierTestsThread/"
-                                   "2ranks"))
-      << v.run.out;
-  if (GetParam().pooled) {
-    EXPECT_THAT(v.run.err,
-                HasSubstr("[rank 0] disttest: note: the test left 1 thread "
-                          "running ("))
-        << v.run.err;
+  for (const char* first :
+       {"ThreadLeftRunningSendsLater/2ranks", "SendsLater/2ranks"}) {
+    SCOPED_TRACE(first);
+    Verdict v =
+        Run(std::string(first) +
+            ":NoFalsePass.ReceivesNothingFromAnEarlierTestsThread/2ranks");
+    EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+    EXPECT_THAT(v.run.out, HasSubstr("[       OK ] NoFalsePass."
+                                     "ReceivesNothingFromAnEarlierTestsThread/"
+                                     "2ranks"))
+        << v.run.out;
+    if (GetParam().pooled) {
+      EXPECT_THAT(v.run.err,
+                  HasSubstr("[rank 0] disttest: note: the test left 1 thread "
+                            "running ("))
+          << v.run.err;
+      EXPECT_THAT(v.run.err,
+                  HasSubstr("), which could still use the communicator: the "
+                            "next test starts on new ranks"));
+    }
   }
 }
 
