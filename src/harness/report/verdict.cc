@@ -47,8 +47,15 @@ void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
   };
   std::vector<Reason> reasons;
   std::vector<int> skipped;
+  // Ranks that failed and then skipped: a failure, but not ranks that ran on.
+  std::vector<int> failed_then_skipped;
   for (const RankReport& r : ranks) {
-    if (r.done != RankVerdict::kSkipped) continue;
+    if (r.done != RankVerdict::kSkipped) {
+      if (r.done == RankVerdict::kFailed && FirstSkip(r) != nullptr) {
+        failed_then_skipped.push_back(r.rank);
+      }
+      continue;
+    }
     skipped.push_back(r.rank);
     const RankMessage* skip = FirstSkip(r);
     const std::string why = skip != nullptr ? skip->message : std::string();
@@ -96,9 +103,15 @@ void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
     return;
   }
   std::string which = fmt::format(
-      "{}{} {} of {} skipped ({}) while the other ranks ran", Whose(spec),
+      "{}{} {} of {} skipped ({}) while {}", Whose(spec),
       skipped.size() == 1 ? "rank" : "ranks", fmt::join(skipped, ", "),
-      spec.world_size, reasons_text(true));
+      spec.world_size, reasons_text(true),
+      failed_then_skipped.empty()
+          ? std::string("the other ranks ran")
+          : fmt::format("{} {} failed before {} skipped too",
+                        failed_then_skipped.size() == 1 ? "rank" : "ranks",
+                        fmt::join(failed_then_skipped, ", "),
+                        failed_then_skipped.size() == 1 ? "it" : "they"));
   if (spec.options.skip_policy == SkipPolicy::kAllowPartial) {
     out->push_back({Finding::Kind::kNote, file, line, which, {}});
   } else {

@@ -18,6 +18,8 @@
 namespace disttest::internal {
 namespace {
 
+using ::testing::Contains;
+using ::testing::Field;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::SizeIs;
@@ -255,6 +257,19 @@ TEST(JudgeTest, EveryDistinctSkipReasonIsKeptWithItsRanks) {
   EXPECT_THAT(f[0].message,
               HasSubstr("ranks 1, 2, 3 of 4 skipped (ranks 1, 3: \"a\"; rank "
                         "2: \"b\") while the other ranks ran"));
+}
+
+// A rank that failed and then skipped did not run on: said so, not "while
+// the other ranks ran".
+TEST(JudgeTest, PartialSkipBesideARankThatFailedThenSkippedSaysSo) {
+  RankReport r1 = Ended(1, RankVerdict::kFailed, kExitFailed);
+  r1.results.push_back({RankMessage::Kind::kNonFatalFailure, "x.cc", 1, "no"});
+  r1.results.push_back({RankMessage::Kind::kSkip, "x.cc", 2, "then skip"});
+  auto f = Judge(Spec(2), {Skipped(0, "then skip"), r1});
+  EXPECT_THAT(f, Contains(Field(&Finding::message,
+                                HasSubstr("rank 0 of 2 skipped (\"then "
+                                          "skip\") while rank 1 failed before "
+                                          "it skipped too"))));
 }
 
 TEST(JudgeTest, FailureOutranksSkip) {
