@@ -1,35 +1,46 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include "base/threads.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <charconv>
-#include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <system_error>
 
 namespace disttest::internal {
 
 std::size_t ThreadCount() { return ThreadIds().size(); }
 
 std::vector<pid_t> ThreadIds() {
+  // getdents64 into a buffer on the stack, not std::filesystem's path per
+  // entry: a pooled rank lists its threads around every test.
   std::vector<pid_t> ids;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    pid_t tid = 0;
-    const auto [end, err] =
-        std::from_chars(name.data(), name.data() + name.size(), tid);
-    if (err == std::errc() && end == name.data() + name.size()) {
-      ids.push_back(tid);
+  const int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ids;
+  alignas(8) char buffer[4096];
+  for (;;) {
+    const long n = syscall(SYS_getdents64, fd, buffer, sizeof buffer);
+    if (n <= 0) break;
+    for (long at = 0; at < n;) {
+      const auto* entry = reinterpret_cast<const dirent64*>(buffer + at);
+      pid_t tid = 0;
+      const char* name = entry->d_name;
+      const char* end = name + std::strlen(name);
+      const auto [last, err] = std::from_chars(name, end, tid);
+      if (err == std::errc() && last == end && tid > 0) ids.push_back(tid);
+      at += entry->d_reclen;
     }
   }
+  close(fd);
   std::sort(ids.begin(), ids.end());
   return ids;
 }

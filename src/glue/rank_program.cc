@@ -29,7 +29,6 @@
 #include "env/internal_names.h"
 #include "env/knobs.h"
 #include "glue/current_communicator.h"
-#include "harness/rank/pooled_rank.h"
 #include "harness/rank/run_rank.h"
 #include "harness/rank/spawned_rank_host.h"
 #include "harness/report/trace.h"
@@ -279,10 +278,6 @@ std::unique_ptr<GtestRankProgram> GtestRankProgram::Own(
   // reporter of the rank: kept, and reported when the program runs.
   ::testing::TestPartResultArray made;
   std::unique_ptr<DistributedTest> object;
-  // A pooled rank's threads that the constructor starts are the test's.
-  const bool pooled = PooledRank();
-  const std::vector<pid_t> threads =
-      pooled ? ThreadIds() : std::vector<pid_t>{};
   {
     ::testing::ScopedFakeTestPartResultReporter keep(
         ::testing::ScopedFakeTestPartResultReporter::
@@ -290,7 +285,6 @@ std::unique_ptr<GtestRankProgram> GtestRankProgram::Own(
         &made);
     object.reset(make());
   }
-  if (pooled) NoteThreadsOfAConstructor(threads);
   auto program = std::make_unique<GtestRankProgram>(std::move(object));
   std::vector<::testing::TestPartResult> earlier;
   for (int i = 0; i < made.size(); ++i)

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <typeinfo>
 
+#include "base/threads.h"
 #include "comm/mpi_backend.h"
 #include "disttest/distributed_test.h"
 #include "disttest/env/names.h"
@@ -39,6 +40,7 @@
 #include "harness/process/command_line.h"
 #include "harness/process/interrupt.h"
 #include "harness/process/process_hygiene.h"
+#include "harness/rank/pooled_rank.h"
 #include "harness/rank/rank_control.h"
 #include "harness/rank/run_rank.h"
 #include "harness/rank/spawned_rank_host.h"
@@ -137,6 +139,11 @@ void RunAsRank(DistributedTest& test, int fixture,
     // The rank's own test object is made here: its constructor is the
     // rank's (InRank() is true in it).
     BecomeRankProcess();
+    // A pooled rank's threads that the constructor starts are the test's
+    // (its communicator's, started after them, are not).
+    const bool pooled = PooledRank();
+    const std::vector<pid_t> threads =
+        pooled ? ThreadIds() : std::vector<pid_t>{};
     std::unique_ptr<GtestRankProgram> own;
     try {
       own = GtestRankProgram::Own(CurrentTestName());
@@ -144,6 +151,7 @@ void RunAsRank(DistributedTest& test, int fixture,
       // No object of its own can be made here (parameters that print
       // alike): the parent's, as it is.
     }
+    if (pooled) NoteThreadsOfAConstructor(threads);
     if (own != nullptr) {
       own->TearDownInParentOnly();
       RunSpawnedRank(*own, options, std::move(arena));

@@ -123,6 +123,10 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
       ledger->BeginTest();
       ledger->Enter(RankPhase::kConnected);  // Since an earlier test.
     }
+    // Its threads from here on are the test's, its object's constructor's
+    // included.
+    NoteThreadsBeforeTest();
+    ThreadsOfTheConstructor().clear();
     try {
       std::unique_ptr<RankProgram> next = first.Next(*test);
       if (next == nullptr) {

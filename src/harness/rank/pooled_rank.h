@@ -48,15 +48,16 @@ std::string PoolKey(int n);
 // Whether this rank was started for a pool (DISTTEST_INTERNAL_POOL).
 bool PooledRank();
 
-// The threads this process runs just before a pooled rank's test: RunProgram
-// notes them. A thread the test starts and leaves running could send
+// The threads this process runs just before a pooled rank's test: RunRank
+// notes them for the first, ServePool before it makes each next one's
+// object. A thread the test starts and leaves running could send
 // during the next test, whose receive would then take this one's message:
 // it ends the pool (Reusable), as the end of the process ends it in a
 // forked rank that is not pooled.
 void NoteThreadsBeforeTest();
-// The threads the test object's constructor started (those not in
+// The threads the first test object's constructor started (those not in
 // `before`, ThreadIds() before it ran) are the test's too, though the
-// program runs after them (GtestRankProgram::Own()).
+// communicator's own threads start after them (RunAsRank).
 void NoteThreadsOfAConstructor(const std::vector<pid_t>& before);
 
 // Whether a pooled rank may serve another test after one that succeeded:

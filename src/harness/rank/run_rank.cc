@@ -34,7 +34,6 @@ std::chrono::milliseconds RankTimeout(const RankEnv& env,
 RankVerdict RunProgram(RankProgram& program, const RankEnv& env,
                        Communicator* comm, Store& store,
                        const ReportFn& report) {
-  if (PooledRank()) NoteThreadsBeforeTest();
   RankVerdict verdict = program.Run(env, comm, store, report);
   // ThreadSanitizer's reports of this rank's accesses, failed or not: a
   // race is news of its own (race_report.h).
@@ -87,6 +86,9 @@ RankVerdict RunRank(RankProgram& program, const Options& options,
       comm->barrier();
       EnterPhase(RankPhase::kConnected);
     }
+    // A pooled rank's first test: its threads from here on are the test's
+    // (its next tests note theirs before their objects are made).
+    if (PooledRank()) NoteThreadsBeforeTest();
     verdict = RunProgram(program, env, comm, host.store(), report);
   } catch (const std::exception& e) {
     report({RankMessage::Kind::kFatalFailure, program.file(), program.line(),
