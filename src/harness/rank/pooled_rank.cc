@@ -32,9 +32,10 @@ bool PooledRank() { return std::getenv(env::kInternalPool) != nullptr; }
 
 namespace {
 
-// The process's threads just before the test's program ran, and those its
-// test object's constructor started (made before the communicator's own
-// threads, in a fresh rank), one pooled test at a time.
+// The process's threads as a pooled test began (a next test's: before its
+// object was made; the first's: once the communicator was up), and those
+// the first test object's constructor started before that, one test at a
+// time.
 std::vector<pid_t>& ThreadsBeforeTest() {
   static auto* threads = new std::vector<pid_t>;
   return *threads;
