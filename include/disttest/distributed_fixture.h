@@ -54,8 +54,13 @@ class DistributedFixture {
   DistributedFixture& operator=(const DistributedFixture&) = delete;
 
   // Runs in every rank of the fixture. gtest assertions and GTEST_SKIP()
-  // work as in a DIST_TEST_F body.
+  // work as in a DIST_TEST_F body, and so do these (this rank's results so
+  // far; DistributedTest's are the same).
   virtual void Run() = 0;
+  static bool HasFatalFailure();
+  static bool HasNonfatalFailure();
+  static bool HasFailure();
+  static bool IsSkipped();
 
   // The directory shared with the test; empty before the test starts.
   const std::filesystem::path& dir() const { return dir_; }

@@ -91,6 +91,16 @@ class DistributedTest : public ::testing::Test {
   // World size of a DIST_TEST_F written without sizes.
   static constexpr int kDefaultWorldSize = 2;
 
+  // gtest's, answered for this rank in a rank: what its test has reported
+  // so far (gtest's own see none of it, as it goes to the test process);
+  // elsewhere, gtest's answer. They hide ::testing::Test's:
+  //   FillShards();                   // a helper with ASSERT_s
+  //   if (HasFatalFailure()) return;
+  static bool HasFatalFailure();
+  static bool HasNonfatalFailure();
+  static bool HasFailure();
+  static bool IsSkipped();
+
  protected:
   DistributedTest() = default;
 

@@ -56,6 +56,25 @@ namespace disttest {
 namespace internal {
 namespace {
 
+void RunExecRankWhoseBodyGtestSkipped(const std::string& test);
+
+// In a re-executed rank gtest makes the test object and runs SetUp() itself:
+// after a fatal failure or a skip there, it runs no body, and the rank, which
+// starts in the body, would end without a word to its peers or its parent
+// (a skip would then be a failure, a failure's message lost). At the end of
+// the rank's test, it runs as the rank still, with what gtest recorded.
+class RunsTheRankGtestDidNot : public ::testing::EmptyTestEventListener {
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    const char* child = std::getenv(env::kInternalChildTest);
+    if (child == nullptr || IsDeathTestChild() ||
+        ::testing::internal::InDeathTestChild() ||
+        fmt::format("{}.{}", info.test_suite_name(), info.name()) != child) {
+      return;
+    }
+    RunExecRankWhoseBodyGtestSkipped(child);
+  }
+};
+
 // In a re-executed rank, results that gtest records outside the body (a
 // failure or skip in the fixture's SetUp() or a global environment, which run
 // again in the rank) would otherwise vanish with the printer: print them to
@@ -87,6 +106,7 @@ const bool kSilencedInExecRank = [] {
       ::testing::UnitTest::GetInstance()->listeners();
   delete listeners.Release(listeners.default_result_printer());
   listeners.Append(new OutsideBodyResultPrinter);
+  listeners.Append(new RunsTheRankGtestDidNot);
   return true;
 }();
 
@@ -197,6 +217,23 @@ int ChildFixtureIndex(DistributedTest& test) {
   }
 }
 
+// The object gtest made is gone: the rank makes one of its own (what its
+// constructor reports now is dropped: gtest recorded it the first time),
+// and runs with what gtest recorded, which stops it before SetUpRank();
+// TearDownRank() runs, as it always does.
+void RunExecRankWhoseBodyGtestSkipped(const std::string& test) {
+  std::unique_ptr<GtestRankProgram> made;
+  try {
+    made = GtestRankProgram::Own(test);
+  } catch (const std::exception&) {
+    return;  // The rank ends as it would have: its parent says how.
+  }
+  if (made == nullptr) return;
+  DistributedTest& object = made->test();
+  AdoptFixtureDirsFromEnvironment(object);
+  RunAsRank(object, ChildFixtureIndex(object), nullptr, /*forked=*/false);
+}
+
 }  // namespace
 
 Communicator* CurrentCommunicatorOrNull() {
@@ -302,6 +339,44 @@ void DistributedTest::AddFixture(std::unique_ptr<DistributedFixture> fixture,
   internal::FixtureAccess::SetName(*fixture, std::move(name));
   fixtures_.push_back(std::move(fixture));
 }
+
+namespace {
+
+// A rank's answer to HasFailure() and its kin, or gtest's elsewhere.
+template <typename Field>
+bool RankHas(Field field, bool (*gtest)()) {
+  if (std::optional<internal::RankResultSoFar> so_far =
+          internal::CurrentRankResultSoFar()) {
+    return (*so_far).*field;
+  }
+  return gtest();
+}
+
+}  // namespace
+
+bool DistributedTest::HasFatalFailure() {
+  return RankHas(&internal::RankResultSoFar::fatal_failure,
+                 &::testing::Test::HasFatalFailure);
+}
+bool DistributedTest::HasNonfatalFailure() {
+  return RankHas(&internal::RankResultSoFar::nonfatal_failure,
+                 &::testing::Test::HasNonfatalFailure);
+}
+bool DistributedTest::HasFailure() {
+  return HasFatalFailure() || HasNonfatalFailure();
+}
+bool DistributedTest::IsSkipped() {
+  return RankHas(&internal::RankResultSoFar::skipped,
+                 &::testing::Test::IsSkipped);
+}
+bool DistributedFixture::HasFatalFailure() {
+  return DistributedTest::HasFatalFailure();
+}
+bool DistributedFixture::HasNonfatalFailure() {
+  return DistributedTest::HasNonfatalFailure();
+}
+bool DistributedFixture::HasFailure() { return DistributedTest::HasFailure(); }
+bool DistributedFixture::IsSkipped() { return DistributedTest::IsSkipped(); }
 
 int DistributedFixture::rank() const {
   return rank_env_ != nullptr ? rank_env_->rank : -1;

@@ -70,7 +70,26 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
                                          &unused_),
         report_(report),
         rank_(rank),
-        after_the_test_(after_the_test) {}
+        after_the_test_(after_the_test) {
+    if (!after_the_test_) Answer(this);
+  }
+  ~ChannelReporter() override {
+    if (!after_the_test_) Answer(nullptr);
+  }
+  ChannelReporter(const ChannelReporter&) = delete;
+  ChannelReporter& operator=(const ChannelReporter&) = delete;
+
+  // What the rank's test has reported so far, for HasFailure() and its kin
+  // (gtest's own answer sees only what gtest recorded: none of this).
+  static std::optional<RankResultSoFar> Answering() {
+    if (ThreadsRank() >= 0) {
+      if (t_answering_ == nullptr) return std::nullopt;
+      return t_answering_->SoFar();
+    }
+    std::lock_guard<std::mutex> lock(AnsweringMutex());
+    if (g_answering_ == nullptr) return std::nullopt;
+    return g_answering_->SoFar();
+  }
 
   void ReportTestPartResult(const ::testing::TestPartResult& r) override {
     // A death test's child (EXPECT_DEATH forked it from the rank) is not the
@@ -95,7 +114,7 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
       failed_ = fatal_ = true;
     } else if (r.nonfatally_failed()) {
       m.kind = RankMessage::Kind::kNonFatalFailure;
-      failed_ = true;
+      failed_ = nonfatal_ = true;
     } else {
       return;  // SUCCEED() carries nothing the parent needs.
     }
@@ -124,6 +143,27 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
   }
 
  private:
+  RankResultSoFar SoFar() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {fatal_, nonfatal_, skipped_};
+  }
+  // The reporter that answers for the rank running here: a rank thread's
+  // own, or its process's (for the process's every thread).
+  void Answer(ChannelReporter* reporter) {
+    if (ThreadsRank() >= 0) {
+      t_answering_ = reporter;
+      return;
+    }
+    std::lock_guard<std::mutex> lock(AnsweringMutex());
+    g_answering_ = reporter;
+  }
+  static std::mutex& AnsweringMutex() {
+    static std::mutex* const mu = new std::mutex;
+    return *mu;
+  }
+  static inline ChannelReporter* g_answering_ = nullptr;
+  static inline thread_local ChannelReporter* t_answering_ = nullptr;
+
   ::testing::TestPartResultArray unused_;
   const ReportFn report_;
   const int rank_;
@@ -131,12 +171,17 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
   std::mutex mu_;
   bool failed_ = false;
   bool fatal_ = false;
+  bool nonfatal_ = false;
   bool skipped_ = false;
 };
 
 }  // namespace
 
 std::map<std::string, std::string> RecordedProperties() { return Properties(); }
+
+std::optional<RankResultSoFar> CurrentRankResultSoFar() {
+  return ChannelReporter::Answering();
+}
 
 void ReportThreadsProperties(const std::map<std::string, std::string>& before,
                              const ReportFn& report) {
@@ -194,8 +239,10 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
   if (fixture_ != nullptr) {
     FixtureAccess::Bind(*fixture_, &env, comm, &user_store);
     EnterPhase(RankPhase::kBody);
-    Guarded(fixture_->name() + "::Run()",
-            [&] { FixtureAccess::Run(*fixture_); });
+    if (!reporter.stops_body()) {
+      Guarded(fixture_->name() + "::Run()",
+              [&] { FixtureAccess::Run(*fixture_); });
+    }
     // What was bound lives in this frame; under an external launcher the
     // process goes on to the test.
     FixtureAccess::Bind(*fixture_, nullptr, nullptr, nullptr);

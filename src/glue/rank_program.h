@@ -14,6 +14,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,16 @@ std::map<std::string, std::string> RecordedProperties();
 // they record into their process's one gtest result.
 void ReportThreadsProperties(const std::map<std::string, std::string>& before,
                              const ReportFn& report);
+
+// What the test running in this rank (this thread's, where ranks are
+// threads) has reported so far; nullopt outside a rank's test. gtest's own
+// HasFailure() sees none of it: the rank's results go to the parent.
+struct RankResultSoFar {
+  bool fatal_failure = false;
+  bool nonfatal_failure = false;
+  bool skipped = false;
+};
+std::optional<RankResultSoFar> CurrentRankResultSoFar();
 
 // "Suite.Name/2ranks": the gtest test running now.
 std::string CurrentTestName();
@@ -79,6 +90,9 @@ class GtestRankProgram : public RankProgram {
   void ReportFirst(std::vector<::testing::TestPartResult> results) {
     earlier_ = std::move(results);
   }
+
+  // The test object it runs.
+  DistributedTest& test() { return test_; }
 
   RankVerdict Run(const RankEnv& env, Communicator* comm, Store& store,
                   const ReportFn& report) override;

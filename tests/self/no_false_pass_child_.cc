@@ -618,11 +618,89 @@ class NoFalsePassConstructor : public NoFalsePass {
   }
 };
 
+// A fatal failure or a skip in the constructor, or a skip in SetUp(), in
+// the ranks only: a re-executed rank's gtest then runs no body, and the rank
+// reports them still. The body must not run.
+class NoFalsePassConstructorFailsFatally : public NoFalsePass {
+ protected:
+  NoFalsePassConstructorFailsFatally() {
+    // As from a helper: FAIL() itself cannot return from a constructor.
+    if (disttest::InRank()) [] { FAIL() << "marker-constructor-fatal"; }();
+  }
+};
+DIST_TEST_F(NoFalsePassConstructorFailsFatally, StopsBeforeTheBody, 2) {
+  ADD_FAILURE() << "marker-body-ran";
+}
+
+class NoFalsePassConstructorSkips : public NoFalsePass {
+ protected:
+  NoFalsePassConstructorSkips() {
+    if (disttest::InRank()) [] { GTEST_SKIP() << "marker-constructor-skip"; }();
+  }
+};
+DIST_TEST_F(NoFalsePassConstructorSkips, StopsBeforeTheBody, 2) {
+  ADD_FAILURE() << "marker-body-ran";
+}
+
+class NoFalsePassSetUpSkips : public NoFalsePass {
+ protected:
+  void SetUp() override {
+    if (disttest::InRank()) GTEST_SKIP() << "marker-set-up-skip";
+  }
+};
+DIST_TEST_F(NoFalsePassSetUpSkips, StopsBeforeTheBody, 2) {
+  ADD_FAILURE() << "marker-body-ran";
+}
+
 // A pooled rank's first test passes; the next two make their objects in
 // the parked rank (and fresh ranks follow a failure).
 DIST_TEST_F(NoFalsePass, PassesBeforeAConstructorFails, 2) {}
 DIST_TEST_F(NoFalsePassConstructor, FailsInItsConstructor, 2) {}
 DIST_TEST_F(NoFalsePassConstructor, FailsInItsConstructorAgain, 2) {}
+
+// --- HasFailure() and its kin answer for the rank (gtest's own see none of
+// a rank's results, which go to the test process). ---
+
+void FailsFatallyOnRank1(int rank) {
+  if (rank == 1) FAIL() << "marker-helper-failed";
+}
+
+// Rank 1's helper fails fatally, and it returns; rank 0 fails only later,
+// and not fatally.
+DIST_TEST_F(NoFalsePass, AsksWhetherItFailed, 2) {
+  if (HasFailure() || IsSkipped()) ADD_FAILURE() << "marker-wrong-answer 1";
+  FailsFatallyOnRank1(rank());
+  if (HasFatalFailure()) return;
+  if (rank() == 1 || HasFailure()) ADD_FAILURE() << "marker-wrong-answer 2";
+  EXPECT_EQ(rank(), 1) << "marker-nonfatal";
+  if (!HasNonfatalFailure() || HasFatalFailure() || !HasFailure()) {
+    ADD_FAILURE() << "marker-wrong-answer 3";
+  }
+}
+
+// Every rank skips in SetUpRank(), and TearDownRank() asks.
+class NoFalsePassSkipsFirst : public NoFalsePass {
+ protected:
+  void SetUpRank() override { GTEST_SKIP() << "marker-skip-first"; }
+  void TearDownRank() override {
+    if (!IsSkipped() || HasFailure()) ADD_FAILURE() << "marker-wrong-answer 4";
+  }
+};
+DIST_TEST_F(NoFalsePassSkipsFirst, AsksWhetherItSkipped, 2) {}
+
+// A DistributedFixture's Run() asks too.
+struct AsksInItsRun : disttest::DistributedFixture {
+  AsksInItsRun() : DistributedFixture(2) {}
+  void Run() override {
+    EXPECT_EQ(rank(), 0) << "marker-fixture-nonfatal";
+    if (HasFailure() != (rank() == 1)) ADD_FAILURE() << "marker-wrong-answer 5";
+  }
+};
+class NoFalsePassAsksInAFixture : public NoFalsePass {
+ protected:
+  AsksInItsRun& asks_ = UseFixture<AsksInItsRun>();
+};
+DIST_TEST_F(NoFalsePassAsksInAFixture, AsksWhetherItFailed, 2) {}
 
 // --- Messages. ---
 

@@ -503,6 +503,35 @@ TEST_P(NoFalsePassTest, FailureInAFixtureConstructorFailsTheTestInEveryMode) {
       << v.run.out;
 }
 
+// In a re-executed rank gtest runs no body after these: the rank still
+// reports them, and its peers are not left waiting.
+TEST_P(NoFalsePassTest, FatalFailureOrSkipBeforeTheBodyInTheRanksIsReported) {
+  Verdict v = Run("StopsBeforeTheBody*");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("marker-body-ran"))) << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("before the test body finished")))
+      << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(At("marker-constructor-fatal", "[ranks 0-1 of 2]") +
+                        "Failed\nmarker-constructor-fatal"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[  FAILED  ] NoFalsePassConstructorFailsFatally."
+                        "StopsBeforeTheBody/2ranks ("))
+      << v.run.out;
+  for (const char* test : {"NoFalsePassConstructorSkips.StopsBeforeTheBody",
+                           "NoFalsePassSetUpSkips.StopsBeforeTheBody"}) {
+    EXPECT_THAT(v.run.out,
+                HasSubstr(std::string("[  SKIPPED ] ") + test + "/2ranks ("))
+        << v.run.out;
+  }
+  EXPECT_THAT(v.run.out,
+              HasSubstr("all 2 ranks skipped: marker-constructor-skip"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("all 2 ranks skipped: marker-set-up-skip"))
+      << v.run.out;
+}
+
 TEST_P(NoFalsePassTest, FailureInAFixtureDestructorFailsTheTestInEveryMode) {
   Verdict v = Run("FailsInItsDestructor*");
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
@@ -519,6 +548,29 @@ TEST_P(NoFalsePassTest, FailureInAFixtureDestructorFailsTheTestInEveryMode) {
       Occurrences(v.run.out, "[rank 1/2] Failed\nmarker-destructor-failure"), 2)
       << v.run.out;
   EXPECT_EQ(Occurrences(v.run.out, "marker-destructor of rank 0"), 2)
+      << v.run.out;
+}
+
+// --- HasFailure() and its kin in a rank. ---
+
+TEST_P(NoFalsePassTest, HasFailureAndItsKinAnswerForTheRank) {
+  Verdict v = Run("AsksWhetherIt*");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("marker-wrong-answer"))) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr(At("marker-helper-failed", "[rank 1/2]") +
+                                   "Failed\nmarker-helper-failed"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr(Line("marker-nonfatal") +
+                                   ": Failure\n[rank 0/2] Expected equality"))
+      << v.run.out;
+  EXPECT_THAT(
+      v.run.out,
+      HasSubstr("[  SKIPPED ] NoFalsePassSkipsFirst.AsksWhetherItSkipped"
+                "/2ranks"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("marker-fixture-nonfatal")) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("[  FAILED  ] NoFalsePassAsksInAFixture."
+                                   "AsksWhetherItFailed/2ranks"))
       << v.run.out;
 }
 
