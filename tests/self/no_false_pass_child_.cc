@@ -658,6 +658,17 @@ DIST_TEST_F(NoFalsePass, PassesBeforeAConstructorFails, 2) {}
 DIST_TEST_F(NoFalsePassConstructor, FailsInItsConstructor, 2) {}
 DIST_TEST_F(NoFalsePassConstructor, FailsInItsConstructorAgain, 2) {}
 
+// --- A skip in a thread the rank started. ---
+
+// Rank 1's helper thread skips: the test cannot pass (where the ranks are
+// threads, the thread is no rank's, and rank 0 is told).
+DIST_TEST_F(NoFalsePass, SkipsInAThreadItStarted, 2) {
+  std::thread helper([this] {
+    if (rank() == 1) GTEST_SKIP() << "marker-thread-skip";
+  });
+  helper.join();
+}
+
 // --- HasFailure() and its kin answer for the rank (gtest's own see none of
 // a rank's results, which go to the test process). ---
 

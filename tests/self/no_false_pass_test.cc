@@ -551,6 +551,20 @@ TEST_P(NoFalsePassTest, FailureInAFixtureDestructorFailsTheTestInEveryMode) {
       << v.run.out;
 }
 
+// --- A skip in a thread the rank started. ---
+
+TEST_P(NoFalsePassTest, SkipInAThreadARankStartedIsNoPass) {
+  Verdict v = Run("SkipsInAThreadItStarted/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(std::string(Threads() ? "rank 0" : "rank 1") +
+                        " of 2 skipped (\""))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("marker-thread-skip\") while the other "
+                                   "ranks ran"))
+      << v.run.out;
+}
+
 // --- HasFailure() and its kin in a rank. ---
 
 TEST_P(NoFalsePassTest, HasFailureAndItsKinAnswerForTheRank) {

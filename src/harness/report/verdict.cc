@@ -38,6 +38,15 @@ bool Stuck(const RankReport& r) {
   return (overran || killed) && !ParseStacks(r.stack).empty();
 }
 
+// As gtest's own result: a rank with a skip and no failure skipped, also
+// when the skip came beside its verdict, not through it (where the ranks are
+// threads, a thread that no rank runs tells rank 0; a thread the test left
+// running may skip after the verdict).
+bool Skipped(const RankReport& r) {
+  return r.done == RankVerdict::kSkipped ||
+         (r.done == RankVerdict::kPassed && FirstSkip(r) != nullptr);
+}
+
 void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
                 std::vector<Finding>* out) {
   // The skipped ranks grouped by their reason, in order of their first rank.
@@ -50,7 +59,7 @@ void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
   // Ranks that failed and then skipped: a failure, but not ranks that ran on.
   std::vector<int> failed_then_skipped;
   for (const RankReport& r : ranks) {
-    if (r.done != RankVerdict::kSkipped) {
+    if (!Skipped(r)) {
       if (r.done == RankVerdict::kFailed && FirstSkip(r) != nullptr) {
         failed_then_skipped.push_back(r.rank);
       }

@@ -272,6 +272,22 @@ TEST(JudgeTest, PartialSkipBesideARankThatFailedThenSkippedSaysSo) {
                                           "it skipped too"))));
 }
 
+// A skip beside a passed verdict (where the ranks are threads, a thread
+// that no rank runs tells rank 0) makes the rank skipped, as in gtest.
+TEST(JudgeTest, SkipBesideAPassedVerdictIsASkip) {
+  RankReport r0 = Passed(0);
+  r0.results.push_back({RankMessage::Kind::kSkip, "x.cc", 2, "from a thread"});
+  auto partial = Judge(Spec(2), {r0, Passed(1)});
+  ASSERT_THAT(partial, SizeIs(1));
+  EXPECT_EQ(partial[0].kind, Kind::kFailure);
+  EXPECT_THAT(partial[0].message,
+              HasSubstr("rank 0 of 2 skipped (\"from a thread\") while the "
+                        "other ranks ran"));
+  auto all = Judge(Spec(2), {r0, Skipped(1, "from a thread")});
+  ASSERT_THAT(all, SizeIs(1));
+  EXPECT_EQ(all[0].kind, Kind::kSkip);
+}
+
 TEST(JudgeTest, FailureOutranksSkip) {
   RankReport r0 = Ended(0, RankVerdict::kFailed, kExitFailed);
   r0.results.push_back({RankMessage::Kind::kNonFatalFailure, "x.cc", 1, "no"});
