@@ -73,14 +73,17 @@ void Communicator::SetName(const std::string& name, const std::string& prefix,
   name_ = !name.empty()    ? name
           : prefix.empty() ? std::string("unnamed communicator")
                            : fmt::format("communicator \"{}\"", prefix);
-  // The keys its rendezvous uses (a PrefixStore(prefix, store)'s) and how
-  // many of those this rank made before (one made again is another: its
-  // numbers start at 0, as on every rank; ranks that are threads of one
-  // process count their own). Not its name: a name is a label
-  // for reports, and ranks that name one communicator differently still
-  // have their calls compared.
+  // The keys its rendezvous uses (a PrefixStore(prefix, store)'s), its
+  // size, and how many of those this rank made before (one made again is
+  // another: its numbers start at 0, as on every rank; ranks that are
+  // threads of one process count their own). The size keeps a rank's
+  // private group on a store of its own with the same keys (a 1-rank
+  // "local" group) from taking the count its world group has on the other
+  // ranks. Not its name: a name is a label for reports, and ranks that name
+  // one communicator differently still have their calls compared.
   internal::RefuseOutsideARankThread(rank(), size(), name_);
-  const std::string identity = store_scope + prefix + "/\n";
+  const std::string identity =
+      fmt::format("{}{}/{}\n", store_scope, prefix, size());
   static std::mutex mu;
   static auto* made = new std::map<std::string, std::uint64_t>;
   std::uint64_t before = 0;

@@ -456,6 +456,62 @@ DIST_TEST_F(NoFalsePass, PointToPointMismatchOnItsOwnCommunicator, 2) {
   KeepUntilExit(std::move(own));
 }
 
+// A store in this process only (a rank's private group's), with the keys
+// of the test's store.
+class StoreOfItsOwn : public disttest::Store {
+ public:
+  explicit StoreOfItsOwn(std::string scope) : scope_(std::move(scope)) {}
+  void set(std::string_view key, const std::vector<char>& value) override {
+    values_[std::string(key)] = value;
+  }
+  std::vector<char> get(std::string_view key) override {
+    return values_.at(std::string(key));
+  }
+  int64_t add(std::string_view key, int64_t delta) override {
+    std::vector<char>& v = values_[std::string(key)];
+    const int64_t sum =
+        (v.empty() ? 0 : std::stoll(std::string(v.begin(), v.end()))) + delta;
+    const std::string text = std::to_string(sum);
+    v.assign(text.begin(), text.end());
+    return sum;
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    return std::all_of(keys.begin(), keys.end(),
+                       [&](const std::string& k) { return values_.count(k); });
+  }
+  void wait(const std::vector<std::string>&) override {}
+  bool remove(std::string_view key) override {
+    return values_.erase(std::string(key)) > 0;
+  }
+  std::string scope() const override { return scope_; }
+
+ private:
+  std::string scope_;
+  std::map<std::string, std::vector<char>> values_;
+};
+
+// Rank 0 alone first makes a 1-rank group on a store of its own, with the
+// prefix and scope of the world group the ranks make next, whose reduce
+// operations differ.
+DIST_TEST_F(NoFalsePass, OpsDifferAfterAPrivateGroupMadeAlike, 2) {
+  StoreOfItsOwn own(store().scope());
+  std::unique_ptr<disttest::Communicator> alone;
+  if (rank() == 0) {
+    alone = disttest::CreateCommunicator(disttest::Backend::kGloo, own, 0, 1,
+                                         disttest::GlooOptions{});
+    float x = 1;
+    alone->allreduce(&x, 1, disttest::ReduceOp::kMax);
+  }
+  auto world = disttest::CreateCommunicator(disttest::Backend::kGloo, store(),
+                                            rank(), world_size(), {});
+  float v = 1.0f + static_cast<float>(rank());
+  const disttest::ReduceOp op =
+      rank() == 0 ? disttest::ReduceOp::kSum : disttest::ReduceOp::kMax;
+  world->allreduce(&v, 1, op);  // marker-private-group
+  KeepUntilExit(std::move(world));
+  if (alone) KeepUntilExit(std::move(alone));
+}
+
 DIST_TEST_F(NoFalsePass, PointToPointMismatchOnTheWorld, 2) {
   SendOneWayReceiveAnother(comm(), Mismatch());  // marker-world-p2p
 }

@@ -475,6 +475,19 @@ TEST_P(NoFalsePassTest, EveryOneOfAHundredCommunicatorsIsCompared) {
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
 }
 
+// A rank's private group, on a store of its own with the world group's
+// keys, is not taken for the world group its peers made.
+TEST_P(NoFalsePassTest, CallsThatDifferAfterAPrivateGroupMadeAlikeFail) {
+  Verdict v = Run("OpsDifferAfterAPrivateGroupMadeAlike/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("collective #0 on communicator \"gloo\" "
+                                   "did not match across the ranks"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("called allreduce(1 x float32, sum) at " +
+                                   Line("marker-private-group")))
+      << v.run.out;
+}
+
 // --- Fixture destructors. ---
 
 // The constructor runs in the parent and again in every rank (its own
