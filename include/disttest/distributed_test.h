@@ -22,7 +22,9 @@
 //   every rank: a fixture of its own (constructor, SetUp()), SetUpRank(),
 //     the body, TearDownRank(), then its destructor, in kFork and kExec
 //     mode alike. TearDown() never runs in a rank, except in pooled ranks
-//     (options().reuse_workers), which run it too. A test with
+//     (options().reuse_workers), which run it too, and in a re-executed
+//     rank after a fatal failure or skip in SetUp() (gtest runs it). A
+//     test with
 //     DistributedFixtures (or parameters that print alike) runs a forked
 //     rank on a copy of the parent's fixture after SetUp(), never
 //     destroyed there.

@@ -217,21 +217,23 @@ int ChildFixtureIndex(DistributedTest& test) {
   }
 }
 
-// The object gtest made is gone: the rank makes one of its own (what its
-// constructor reports now is dropped: gtest recorded it the first time),
-// and runs with what gtest recorded, which stops it before SetUpRank();
-// TearDownRank() runs, as it always does.
+// gtest has destroyed its object (if it made one: not after a failed
+// Environment or SetUpTestSuite()). The rank makes a stand-in for the test's
+// options (its constructor runs once more; what it reports is dropped),
+// none of whose code runs after it: the rank only reports what gtest
+// recorded. gtest ran TearDown() and the destructor on its own object after
+// SetUp(); TearDownRank() does not run, as no SetUpRank() did.
 void RunExecRankWhoseBodyGtestSkipped(const std::string& test) {
   std::unique_ptr<GtestRankProgram> made;
   try {
     made = GtestRankProgram::Own(test);
-  } catch (const std::exception&) {
+  } catch (...) {
     return;  // The rank ends as it would have: its parent says how.
   }
   if (made == nullptr) return;
   DistributedTest& object = made->test();
-  AdoptFixtureDirsFromEnvironment(object);
-  RunAsRank(object, ChildFixtureIndex(object), nullptr, /*forked=*/false);
+  RunAsRank(object, ChildFixtureIndex(object), nullptr, /*forked=*/false,
+            /*no_body=*/true);
 }
 
 }  // namespace
@@ -342,32 +344,44 @@ void DistributedTest::AddFixture(std::unique_ptr<DistributedFixture> fixture,
 
 namespace {
 
-// A rank's answer to HasFailure() and its kin, or gtest's elsewhere.
-template <typename Field>
-bool RankHas(Field field, bool (*gtest)()) {
-  if (std::optional<internal::RankResultSoFar> so_far =
-          internal::CurrentRankResultSoFar()) {
-    return (*so_far).*field;
+// A rank's answers to HasFailure() and its kin, or gtest's elsewhere (and
+// in a rank's constructor, where no reporter of the rank answers yet).
+// Under a launcher the process's gtest result is the rank's too (what its
+// constructor and SetUp() recorded); in a spawned rank it is not (a forked
+// one's is a copy of the parent's, a re-executed one's was replayed).
+struct Answers {
+  bool fatal = false;
+  bool nonfatal = false;
+  bool skip = false;
+};
+
+Answers RankAnswers() {
+  Answers a;
+  const std::optional<internal::RankResultSoFar> so_far =
+      internal::CurrentRankResultSoFar();
+  if (so_far) {
+    a = {so_far->fatal_failure, so_far->nonfatal_failure, so_far->skipped};
   }
-  return gtest();
+  if (!so_far || internal::LaunchedRun()) {
+    a.fatal = a.fatal || ::testing::Test::HasFatalFailure();
+    a.nonfatal = a.nonfatal || ::testing::Test::HasNonfatalFailure();
+    a.skip = a.skip || ::testing::Test::IsSkipped();
+  }
+  return a;
 }
 
 }  // namespace
 
-bool DistributedTest::HasFatalFailure() {
-  return RankHas(&internal::RankResultSoFar::fatal_failure,
-                 &::testing::Test::HasFatalFailure);
-}
-bool DistributedTest::HasNonfatalFailure() {
-  return RankHas(&internal::RankResultSoFar::nonfatal_failure,
-                 &::testing::Test::HasNonfatalFailure);
-}
+bool DistributedTest::HasFatalFailure() { return RankAnswers().fatal; }
+bool DistributedTest::HasNonfatalFailure() { return RankAnswers().nonfatal; }
 bool DistributedTest::HasFailure() {
-  return HasFatalFailure() || HasNonfatalFailure();
+  const Answers a = RankAnswers();
+  return a.fatal || a.nonfatal;
 }
+// As gtest's: skipped, and not failed.
 bool DistributedTest::IsSkipped() {
-  return RankHas(&internal::RankResultSoFar::skipped,
-                 &::testing::Test::IsSkipped);
+  const Answers a = RankAnswers();
+  return a.skip && !a.fatal && !a.nonfatal;
 }
 bool DistributedFixture::HasFatalFailure() {
   return DistributedTest::HasFatalFailure();

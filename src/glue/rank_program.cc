@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -71,10 +72,10 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
         report_(report),
         rank_(rank),
         after_the_test_(after_the_test) {
-    if (!after_the_test_) Answer(this);
+    if (!after_the_test_) outer_ = Answer(this);
   }
   ~ChannelReporter() override {
-    if (!after_the_test_) Answer(nullptr);
+    if (!after_the_test_) Answer(outer_);
   }
   ChannelReporter(const ChannelReporter&) = delete;
   ChannelReporter& operator=(const ChannelReporter&) = delete;
@@ -109,12 +110,15 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
     if (r.skipped()) {
       m.kind = RankMessage::Kind::kSkip;
       skipped_ = true;
+      skipped_answer_ = true;
     } else if (r.fatally_failed()) {
       m.kind = RankMessage::Kind::kFatalFailure;
       failed_ = fatal_ = true;
+      fatal_answer_ = true;
     } else if (r.nonfatally_failed()) {
       m.kind = RankMessage::Kind::kNonFatalFailure;
-      failed_ = nonfatal_ = true;
+      failed_ = true;
+      nonfatal_answer_ = true;
     } else {
       return;  // SUCCEED() carries nothing the parent needs.
     }
@@ -143,19 +147,19 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
   }
 
  private:
-  RankResultSoFar SoFar() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return {fatal_, nonfatal_, skipped_};
+  // Without mu_, which a report holds while it is sent (up to the channel's
+  // timeout) or while the rank waits for a debugger.
+  RankResultSoFar SoFar() const {
+    return {fatal_answer_.load(), nonfatal_answer_.load(),
+            skipped_answer_.load()};
   }
-  // The reporter that answers for the rank running here: a rank thread's
-  // own, or its process's (for the process's every thread).
-  void Answer(ChannelReporter* reporter) {
-    if (ThreadsRank() >= 0) {
-      t_answering_ = reporter;
-      return;
-    }
+  // Makes `reporter` the one that answers for the rank running here (a rank
+  // thread's own, or its process's, for the process's every thread);
+  // returns the one that answered before.
+  static ChannelReporter* Answer(ChannelReporter* reporter) {
+    if (ThreadsRank() >= 0) return std::exchange(t_answering_, reporter);
     std::lock_guard<std::mutex> lock(AnsweringMutex());
-    g_answering_ = reporter;
+    return std::exchange(g_answering_, reporter);
   }
   static std::mutex& AnsweringMutex() {
     static std::mutex* const mu = new std::mutex;
@@ -168,11 +172,14 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
   const ReportFn report_;
   const int rank_;
   const bool after_the_test_;
+  ChannelReporter* outer_ = nullptr;
   std::mutex mu_;
   bool failed_ = false;
   bool fatal_ = false;
-  bool nonfatal_ = false;
   bool skipped_ = false;
+  std::atomic<bool> fatal_answer_{false};
+  std::atomic<bool> nonfatal_answer_{false};
+  std::atomic<bool> skipped_answer_{false};
 };
 
 }  // namespace
@@ -236,7 +243,14 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
   }
   // The harness's own keys live beside the user's; keep them apart.
   PrefixStore user_store("test", store);
-  if (fixture_ != nullptr) {
+  if (report_only_) {
+    if (!reporter.stops_body()) {
+      GTEST_MESSAGE_AT_(file(), line(),
+                        "gtest ran no test body in this re-executed rank, "
+                        "and recorded no failure or skip that says why",
+                        ::testing::TestPartResult::kFatalFailure);
+    }
+  } else if (fixture_ != nullptr) {
     FixtureAccess::Bind(*fixture_, &env, comm, &user_store);
     EnterPhase(RankPhase::kBody);
     if (!reporter.stops_body()) {

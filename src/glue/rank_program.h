@@ -93,6 +93,10 @@ class GtestRankProgram : public RankProgram {
 
   // The test object it runs.
   DistributedTest& test() { return test_; }
+  // Runs none of the test's code (a re-executed rank's test whose body gtest
+  // did not run, on a stand-in object): Run() reports what came before
+  // (ReportFirst), and a fatal failure if that does not say why.
+  void ReportOnly() { report_only_ = true; }
 
   RankVerdict Run(const RankEnv& env, Communicator* comm, Store& store,
                   const ReportFn& report) override;
@@ -113,7 +117,8 @@ class GtestRankProgram : public RankProgram {
   std::unique_ptr<DistributedTest> owned_;
   bool destroy_in_rank_ = false;
   bool tear_down_in_rank_ = true;  // Only for an owned test object.
-  std::unique_ptr<Context> ctx_;   // options().parallel's groups.
+  bool report_only_ = false;
+  std::unique_ptr<Context> ctx_;  // options().parallel's groups.
   std::vector<::testing::TestPartResult> earlier_;
 };
 

@@ -116,7 +116,7 @@ class NoRanksThreadReporter
 }  // namespace
 
 void RunAsRank(DistributedTest& test, int fixture,
-               std::shared_ptr<HostArena> arena, bool forked) {
+               std::shared_ptr<HostArena> arena, bool forked, bool no_body) {
   const Options options = EffectiveOptions(test);
   if (options.launch == LaunchMode::kThreads && fixture < 0) {
     RunAsThreads(test, options, std::move(arena));
@@ -130,11 +130,16 @@ void RunAsRank(DistributedTest& test, int fixture,
     GtestRankProgram program(test,
                              fixtures[static_cast<std::size_t>(fixture)].get());
     program.ReportFirst(std::move(earlier));
+    if (no_body) program.ReportOnly();
     RunSpawnedRank(program, options, std::move(arena));
   }
   GtestRankProgram program(test, nullptr);
   program.ReportFirst(std::move(earlier));
-  if (!forked) program.DestroyTestInRank();
+  if (no_body) {
+    program.ReportOnly();
+  } else if (!forked) {
+    program.DestroyTestInRank();
+  }
   if (forked && fixtures.empty()) {
     // The rank's own test object is made here: its constructor is the
     // rank's (InRank() is true in it).

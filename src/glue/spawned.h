@@ -21,8 +21,11 @@ void Supervise(DistributedTest& test);
 
 // A rank's side of the test's step `fixture` (the index of the
 // DistributedFixture it runs, or -1 for the test itself); ends the process.
+// `no_body`: a re-executed rank whose body gtest did not run; `test` is a
+// stand-in, none of whose code runs: the rank reports what gtest recorded.
 [[noreturn]] void RunAsRank(DistributedTest& test, int fixture,
-                            std::shared_ptr<HostArena> arena, bool forked);
+                            std::shared_ptr<HostArena> arena, bool forked,
+                            bool no_body = false);
 
 }  // namespace disttest::internal
 

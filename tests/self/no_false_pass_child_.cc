@@ -698,6 +698,16 @@ DIST_TEST_F(NoFalsePassConstructorSkips, StopsBeforeTheBody, 2) {
   ADD_FAILURE() << "marker-body-ran";
 }
 
+class NoFalsePassSetUpFailsFatally : public NoFalsePass {
+ protected:
+  void SetUp() override {
+    if (disttest::InRank()) FAIL() << "marker-set-up-fatal";
+  }
+};
+DIST_TEST_F(NoFalsePassSetUpFailsFatally, StopsBeforeTheBody, 2) {
+  ADD_FAILURE() << "marker-body-ran";
+}
+
 class NoFalsePassSetUpSkips : public NoFalsePass {
  protected:
   void SetUp() override {
