@@ -110,6 +110,8 @@ HostArena::HostArena(int world, int fd, void* memory, std::size_t size,
   }
   ranks_ = std::launder(reinterpret_cast<PerRank*>(at));
   mailboxes_.resize(static_cast<std::size_t>(world));
+  in_flight_ =
+      std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(world));
 }
 
 HostArena::~HostArena() {

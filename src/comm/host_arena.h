@@ -10,6 +10,7 @@
 #ifndef DISTTEST_SRC_COMM_HOST_ARENA_H_
 #define DISTTEST_SRC_COMM_HOST_ARENA_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -184,6 +185,10 @@ class HostArena {
   // Moves `rank`'s operations on, without waiting: posts what room allows,
   // takes what came, settles what peers took or refused.
   void Progress(int rank);
+  // The same from a collective's wait, where `rank` has operations in
+  // flight (a peer's send may wait for a receive this rank posted before
+  // the collective, as MPI's progress rule has it); nothing otherwise.
+  void ProgressWhileInACollective(int rank);
   void ProgressSends(int rank, Mailbox& box);
   void ProgressRecvs(int rank, Mailbox& box);
   // For a timeout: what `peer` posted to `rank` that no receive took.
@@ -231,6 +236,9 @@ class HostArena {
   // one of them; ranks that are threads of one process, one each).
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;
   std::mutex mailboxes_made_;  // Made on first use, by any thread.
+  // Per rank: its sends and receives posted and not yet waited for, which a
+  // collective's wait moves on (a peer's send waits for its posted receive).
+  std::unique_ptr<std::atomic<int>[]> in_flight_;
 };
 
 }  // namespace disttest

@@ -178,6 +178,14 @@ void HostArena::Wait(int rank, const Deadline& deadline, int parity) {
   };
   for (;;) {
     if (h.generation.load(std::memory_order_acquire) != generation) return;
+    // Sends and receives posted before the collective move on while it
+    // waits (a peer may wait in its send for this rank's posted receive):
+    // looked at every millisecond while there are any.
+    long long poll_ns = 100'000'000;
+    if (in_flight_[rank].load(std::memory_order_relaxed) > 0) {
+      ProgressWhileInACollective(rank);
+      poll_ns = 1'000'000;
+    }
     if (std::int32_t ended = h.ended.load(std::memory_order_acquire)) {
       return give_up(internal::ErrorOfAPeer(
           fmt::format("rank {} {}", ended - 1, internal::kPeerEnded)));
@@ -203,8 +211,8 @@ void HostArena::Wait(int rank, const Deadline& deadline, int parity) {
     }
     // Wake now and then even without a futex wake, to check the deadline
     // and whether a peer has ended.
-    const long long ns = std::min<long long>(
-        std::chrono::nanoseconds(left).count(), 100'000'000);
+    const long long ns =
+        std::min<long long>(std::chrono::nanoseconds(left).count(), poll_ns);
     internal::FutexWait(&h.generation, generation, ns);
   }
 }

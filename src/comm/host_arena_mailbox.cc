@@ -246,6 +246,7 @@ std::uint64_t HostArena::PostSend(int rank, const void* data, std::size_t count,
       std::max<std::uint64_t>(1, (op.bytes + kPieceBytes - 1) / kPieceBytes);
   op.number = box.next_number++;
   box.ops.push_back(std::move(op));
+  in_flight_[rank].fetch_add(1, std::memory_order_relaxed);
   // What fits goes at once: a receiver need not wait for this rank's wait.
   ProgressSends(rank, box);
   return box.ops.back().id;
@@ -268,7 +269,15 @@ std::uint64_t HostArena::PostRecv(int rank, void* data, std::size_t count,
   op.pieces =
       std::max<std::uint64_t>(1, (op.bytes + kPieceBytes - 1) / kPieceBytes);
   box.ops.push_back(std::move(op));
+  in_flight_[rank].fetch_add(1, std::memory_order_relaxed);
   return box.ops.back().id;
+}
+
+void HostArena::ProgressWhileInACollective(int rank) {
+  if (in_flight_[rank].load(std::memory_order_relaxed) == 0) return;
+  Mailbox& box = MailboxOf(rank);
+  const std::lock_guard<std::mutex> lock(box.mu);
+  Progress(rank);
 }
 
 void HostArena::WaitFor(int rank, std::uint64_t id,
@@ -282,7 +291,10 @@ void HostArena::WaitFor(int rank, std::uint64_t id,
   const auto finish = [&](std::string error, bool give_up) {
     me.waiting_on.store(-1, std::memory_order_relaxed);
     auto op = box.Find(id);
-    if (op != box.ops.end()) box.ops.erase(op);
+    if (op != box.ops.end()) {
+      box.ops.erase(op);
+      in_flight_[rank].fetch_sub(1, std::memory_order_relaxed);
+    }
     if (error.empty()) return;
     // What this rank had posted or taken half-way cannot be trusted.
     if (give_up) GiveUp(rank);

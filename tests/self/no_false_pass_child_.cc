@@ -512,6 +512,31 @@ DIST_TEST_F(NoFalsePass, OpsDifferAfterAPrivateGroupMadeAlike, 2) {
   if (alone) KeepUntilExit(std::move(alone));
 }
 
+// Rank 1 posts its receives, then waits in a barrier; rank 0 sends (4 MiB,
+// more than the host arena holds at once), then waits in it too. Valid: a
+// posted receive takes its message while its rank waits in a collective.
+class NoFalsePassQuick : public NoFalsePass {
+ protected:
+  NoFalsePassQuick() { options().timeout = std::chrono::seconds(10); }
+};
+DIST_TEST_F(NoFalsePassQuick, ReceivesPostedBeforeABarrierComplete, 2) {
+  std::vector<int> small(4, rank());
+  std::vector<int> big(1 << 20, rank());
+  if (rank() == 1) {
+    disttest::Request a = comm().irecv(small.data(), small.size(), 0, 5);
+    disttest::Request b = comm().irecv(big.data(), big.size(), 0, 6);
+    comm().barrier();
+    a.wait();
+    b.wait();
+    EXPECT_EQ(small, std::vector<int>(4, 0));
+    EXPECT_EQ(big, std::vector<int>(1 << 20, 0));
+  } else {
+    comm().send(small.data(), small.size(), 1, 5);
+    comm().send(big.data(), big.size(), 1, 6);
+    comm().barrier();
+  }
+}
+
 DIST_TEST_F(NoFalsePass, PointToPointMismatchOnTheWorld, 2) {
   SendOneWayReceiveAnother(comm(), Mismatch());  // marker-world-p2p
 }

@@ -488,6 +488,19 @@ TEST_P(NoFalsePassTest, CallsThatDifferAfterAPrivateGroupMadeAlikeFail) {
       << v.run.out;
 }
 
+// A valid program: a receive posted before a barrier takes the message its
+// peer sends before the barrier (not a deadlock, on every transport).
+TEST_P(NoFalsePassTest, ReceivesPostedBeforeACollectiveTakeTheirMessages) {
+  for (const char* arena : {"0", "1"}) {
+    std::vector<std::pair<std::string, std::string>> env;
+    if (std::string(arena) == "1")
+      env.emplace_back("DISTTEST_NO_HOST_ARENA", "1");
+    Verdict v = Run("ReceivesPostedBeforeABarrierComplete/2ranks", env);
+    EXPECT_EQ(v.run.exit_code, 0) << "DISTTEST_NO_HOST_ARENA=" << arena << "\n"
+                                  << v.run.out;
+  }
+}
+
 // --- Fixture destructors. ---
 
 // The constructor runs in the parent and again in every rank (its own
