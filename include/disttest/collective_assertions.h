@@ -79,9 +79,11 @@ Agreement Disagreement(
     const Communicator* on, const std::string& at,
     const std::vector<std::pair<std::string, std::vector<int>>>& rows);
 
-// A tag of what a rank compares and where: the decoded type's name and the
-// assertion's file:line, hashed (FNV-1a).
-std::uint64_t AssertionTag(const char* type, const CallSite& where);
+// A tag of what a rank compares and where: the decoded type's name, the
+// asserted source text and the assertion's file:line, hashed (FNV-1a): two
+// assertions on one line (`rank() == 0 ? ... : ...`) are told apart.
+std::uint64_t AssertionTag(const char* type, const char* expression,
+                           const CallSite& where);
 
 // The failure of ranks that are at another assertion, or compare a value
 // of another type there: `elsewhere` (this rank compares `type` at `where`).
@@ -98,7 +100,8 @@ Agreement AllEqual(const char* macro, const char* expression, const T& value,
   using Compared = ComparedValue<std::remove_cv_t<T>>;
   using Decoded = typename Compared::Decoded;
   Communicator& comm = on != nullptr ? *on : CurrentCommunicator();
-  const std::uint64_t tag = AssertionTag(typeid(Decoded).name(), where);
+  const std::uint64_t tag =
+      AssertionTag(typeid(Decoded).name(), expression, where);
   std::string mine;
   Append(mine, tag);
   Compared::Encode(value, mine);

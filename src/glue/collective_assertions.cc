@@ -94,12 +94,15 @@ std::vector<std::string> GatherBytes(Communicator& comm,
   return out;
 }
 
-std::uint64_t AssertionTag(const char* type, const CallSite& where) {
+std::uint64_t AssertionTag(const char* type, const char* expression,
+                           const CallSite& where) {
   std::uint64_t h = 0xcbf29ce484222325ULL;
   auto mix = [&h](std::string_view bytes) {
     for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ULL;
   };
   mix(type);
+  mix("\n");
+  mix(expression);
   mix("\n");
   mix(where.file_name());
   mix(fmt::format(":{}", where.line()));
@@ -135,12 +138,26 @@ Agreement Disagreement(
 Agreement AllTrue(const char* macro, const char* expression, bool value,
                   Communicator* on, CallSite where) {
   Communicator& comm = on != nullptr ? *on : CurrentCommunicator();
-  std::uint8_t mine = value ? 1 : 0;
-  std::vector<std::uint8_t> all(comm.size());
-  comm.allgather(&mine, all.data(), 1, where);
+  // Where it is, then the value: ranks at another assertion fail saying so.
+  const std::uint64_t tag = AssertionTag("bool", expression, where);
+  constexpr std::size_t kBytes = sizeof(tag) + 1;
+  std::uint8_t mine[kBytes];
+  std::memcpy(mine, &tag, sizeof(tag));
+  mine[sizeof(tag)] = value ? 1 : 0;
+  std::vector<std::uint8_t> all(comm.size() * kBytes);
+  comm.allgather(mine, all.data(), kBytes, where);
   std::vector<int> false_on;
+  std::vector<int> elsewhere;
   for (int r = 0; r < comm.size(); ++r) {
-    if (all[r] == 0) false_on.push_back(r);
+    const std::uint8_t* theirs = all.data() + r * kBytes;
+    if (std::memcmp(theirs, &tag, sizeof(tag)) != 0) {
+      elsewhere.push_back(r);
+    } else if (theirs[sizeof(tag)] == 0) {
+      false_on.push_back(r);
+    }
+  }
+  if (!elsewhere.empty()) {
+    return Elsewhere(macro, expression, comm, on, elsewhere, where);
   }
   if (false_on.empty()) return Agreement("");
   return Agreement(fmt::format("{}({}) is false on {} of {}{}{}", macro,

@@ -205,6 +205,29 @@ DIST_TEST_F(NoFalsePass, AssertionsAtDifferentLines, 2) {
   }
 }
 
+// Two assertions that one macro puts on one line, a rank at each: rank 0
+// compares `weights`, rank 1 `grads` (5 and 5, though each differs).
+#define NO_FALSE_PASS_EACH_ITS_OWN(a, b) \
+  if (rank() == 0) {                     \
+    DIST_EXPECT_ALL_EQ(a);               \
+  } else {                               \
+    DIST_EXPECT_ALL_EQ(b);               \
+  }
+DIST_TEST_F(NoFalsePass, AssertionsOnOneLine, 2) {
+  const int weights = 5 + 2 * rank();
+  const int grads = 7 - 2 * rank();
+  NO_FALSE_PASS_EACH_ITS_OWN(weights, grads)  // marker-one-line
+}
+
+// Each rank's DIST_EXPECT_ALL_TRUE is true, but they are not one assertion.
+DIST_TEST_F(NoFalsePass, AllTrueAtDifferentLines, 2) {
+  if (rank() == 0) {
+    DIST_EXPECT_ALL_TRUE(rank() == 0);  // marker-true-a
+  } else {
+    DIST_EXPECT_ALL_TRUE(rank() == 1);
+  }
+}
+
 DIST_TEST_F(NoFalsePass, NanEverywhereIsNotEqual, 2) {
   DIST_EXPECT_ALL_EQ(std::nan(""));  // marker-nan
 }

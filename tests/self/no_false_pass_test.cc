@@ -155,6 +155,27 @@ TEST_P(NoFalsePassTest, AllEqAtDifferentLinesSaysSoNotCompareBytes) {
       << v.run.out;
 }
 
+// Told apart by their text too, not only their file:line; DIST_EXPECT_ALL_TRUE
+// by its place, not only its value.
+TEST_P(NoFalsePassTest, AssertionsOnOneLineOrAllTrueAtTwoLinesSaySo) {
+  Verdict v = Run(
+      "AssertionsOnOneLine/2ranks:NoFalsePass.AllTrueAtDifferentLines/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("DIST_EXPECT_ALL_EQ(weights): rank 1 of the 2 ranks "
+                        "is at another collective assertion, or compares a "
+                        "value of another type, than this one at " +
+                        Line("marker-one-line")))
+      << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("DIST_EXPECT_ALL_TRUE(rank() == 0): rank 1 of the 2 "
+                        "ranks is at another collective assertion, or "
+                        "compares a value of another type, than this one at " +
+                        Line("marker-true-a")))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("[       OK ]"))) << v.run.out;
+}
+
 TEST_P(NoFalsePassTest, NanOnEveryRankIsNotAgreementAsWithExpectEq) {
   Verdict v = Run("NanEverywhereIsNotEqual/2ranks");
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
