@@ -71,12 +71,21 @@ const Detection& Detect() {
       // spawning to disttest.
       d.launched = forced || d.env.world_size > 1;
     } catch (const ConfigError& e) {
+      const auto set = [](const char* name) {
+        const char* value = std::getenv(name);
+        return value != nullptr && *value != '\0';
+      };
       bool launcher_found = false;
       for (const char* rank : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                               "MV2_COMM_WORLD_RANK", "SLURM_PROCID"}) {
-        const char* value = std::getenv(rank);
-        if (value != nullptr && *value != '\0') launcher_found = true;
+                               "MV2_COMM_WORLD_RANK"}) {
+        launcher_found = launcher_found || set(rank);
       }
+      // A Slurm batch script's own shell (SLURM_PROCID=0, no step) is no
+      // launcher's rank: its tests spawn their ranks, as anywhere.
+      launcher_found =
+          launcher_found || (set("SLURM_PROCID") &&
+                             (set("SLURM_STEP_ID") || set("SLURM_STEPID") ||
+                              set("SLURM_STEP_NUM_TASKS")));
       if (forced || launcher_found) {
         d.launched = true;
         d.error = e.what();

@@ -294,7 +294,10 @@ std::string MasterAddr(const EnvLookup& get, const LauncherEnv& env) {
        {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
     if (IsSet(get(name))) return ExpandSlurmNodelist(get(name)).front();
   }
-  if (env.local_size && *env.local_size == env.world_size) return "127.0.0.1";
+  if (env.world_size == 1 ||
+      (env.local_size && *env.local_size == env.world_size)) {
+    return "127.0.0.1";
+  }
   throw ConfigError(
       "MASTER_ADDR is not set, and the ranks are not all on this node; "
       "set MASTER_ADDR to the host of rank 0");

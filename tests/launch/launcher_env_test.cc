@@ -118,6 +118,13 @@ TEST(LauncherEnvTest, SlurmFallsBackThroughItsAliases) {
   EXPECT_EQ(e.master_port, 2000);  // MASTER_PORT wins over the job id.
 }
 
+// One rank is on this node: no MASTER_ADDR needed (torchrun --nproc 1 sets
+// it anyway; a hand-set RANK=0 WORLD_SIZE=1 may not).
+TEST(LauncherEnvTest, OneRankNeedsNoMasterAddress) {
+  EXPECT_EQ(Detect({{"RANK", "0"}, {"WORLD_SIZE", "1"}}).master_addr,
+            "127.0.0.1");
+}
+
 TEST(LauncherEnvTest, SlurmBatchScriptIsNoRank) {
   // sbatch's own shell: SLURM_PROCID=0 and the job's task count, no step.
   EXPECT_THAT(ErrorOf({{"SLURM_PROCID", "0"},

@@ -759,6 +759,20 @@ TEST(LaunchedAlone, LauncherVariableNamesTheLaunchedModeOrSpawn) {
   }
 }
 
+// A Slurm batch script's own shell (SLURM_PROCID=0, the job's task count,
+// no step) runs its tests as anywhere else, spawning their ranks.
+TEST(LaunchedAlone, SlurmBatchScriptSpawnsItsRanks) {
+  ChildRun run = RunChild(
+      {DISTTEST_LAUNCHED_CHILD, "--gtest_filter=Launched.Passes/2ranks"},
+      {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "77"}},
+      std::chrono::seconds(60));
+  const std::string all = run.out + run.err;
+  EXPECT_EQ(run.exit_code, 0) << all;
+  EXPECT_THAT(all, HasSubstr("[       OK ] Launched.Passes/2ranks")) << all;
+  EXPECT_THAT(all, Not(HasSubstr("launched by"))) << all;
+  EXPECT_THAT(KillOrphans(), ::testing::IsEmpty());
+}
+
 // A launcher environment without a launcher (inherited from an enclosing
 // job): the rank says what it detected and why it stops, instead of
 // waiting in silence and exiting without a word.
