@@ -67,6 +67,9 @@ void ValueReader::Read(void* out, std::size_t n) {
   bytes_.remove_prefix(n);
 }
 
+// The shortest text that reads back as the same value: values that differ
+// never print alike.
+std::string ShowFloat(long double value) { return fmt::format("{}", value); }
 std::string ShowFloat(double value) { return fmt::format("{}", value); }
 std::string ShowFloat(float value) { return fmt::format("{}", value); }
 std::string ShowFloat(float value, int digits) {

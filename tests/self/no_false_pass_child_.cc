@@ -133,6 +133,12 @@ DIST_TEST_F(NoFalsePass, FloatsThatDifferInTheLastBit, 2) {
   DIST_EXPECT_ALL_EQ(x);  // marker-last-bit
 }
 
+DIST_TEST_F(NoFalsePass, LongDoublesThatDifferInTheLastBit, 2) {
+  long double x = 1.0L;
+  if (rank() == 1) x = std::nextafter(x, 2.0L);
+  DIST_EXPECT_ALL_EQ(x);
+}
+
 DIST_TEST_F(NoFalsePass, TwoThirdsAgainstItsPrintedDigits, 2) {
   DIST_EXPECT_ALL_EQ(rank() == 0 ? 2.0 / 3 : 0.666667);  // marker-two-thirds
 }

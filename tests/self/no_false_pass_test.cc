@@ -93,6 +93,16 @@ TEST_P(NoFalsePassTest, AllEqSeesTheLastBitOfAFloat) {
       << v.run.out;
 }
 
+// A long double is shown with all its digits, not as a double's.
+TEST_P(NoFalsePassTest, AllEqShowsTheLastBitOfALongDouble) {
+  Verdict v = Run("LongDoublesThatDifferInTheLastBit/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("DIST_EXPECT_ALL_EQ(x): the 2 ranks "
+                                   "disagree:\n  1: rank 0\n  "
+                                   "1.0000000000000000001: rank 1"))
+      << v.run.out;
+}
+
 TEST_P(NoFalsePassTest, AllEqSeesAValueAgainstItsPrintedDigits) {
   Verdict v = Run("TwoThirdsAgainstItsPrintedDigits/2ranks");
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;

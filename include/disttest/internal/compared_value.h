@@ -81,15 +81,15 @@ void Append(std::string& out, const X& x) {
 // (the shortest such form: two values that differ never print alike, 0.1
 // prints as 0.1); a 16-bit one with `digits` significant digits (its
 // max_digits10). Others as gtest prints them.
+std::string ShowFloat(long double value);
 std::string ShowFloat(double value);
 std::string ShowFloat(float value);
 std::string ShowFloat(float value, int digits);
 template <typename X>
 std::string ShowElement(const X& x) {
-  if constexpr (std::is_same_v<X, float> || std::is_same_v<X, double>) {
+  if constexpr (std::is_same_v<X, float> || std::is_same_v<X, double> ||
+                std::is_same_v<X, long double>) {
     return ShowFloat(x);
-  } else if constexpr (std::is_same_v<X, long double>) {
-    return ShowFloat(static_cast<double>(x));
   } else if constexpr (std::is_same_v<X, float16>) {
     return ShowFloat(static_cast<float>(x), 5);
   } else if constexpr (std::is_same_v<X, bfloat16>) {
