@@ -572,6 +572,18 @@ TEST_P(FaultsTest, DebugRankWaitsForADebuggerAndSuspendsTheTimeout) {
                         "wait for it. Attach with:\n[rank 1]   gdb -p"));
 }
 
+// A rank to debug that the test does not have: it runs as usual, saying so.
+TEST_P(FaultsTest, DebugRankOutsideTheTestIsSaid) {
+  Verdict v = RunVerdicts(GetParam(), "Verdicts.Passes/2ranks",
+                          {{"DISTTEST_DEBUG_RANK", "7"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[ disttest ] DISTTEST_DEBUG_RANK=7, but "
+                        "Verdicts.Passes/2ranks has ranks 0-1: none of them "
+                        "waits for a debugger"))
+      << v.run.out;
+}
+
 // --gtest_break_on_failure (here GTEST_BREAK_ON_FAILURE=1): the failing
 // rank waits at its failure for a debugger, with the timeout off; once one
 // attaches, gtest's own break stops it there (the debugger sees the trap

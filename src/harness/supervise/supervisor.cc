@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "disttest/env/names.h"
 #include "disttest/env/rank_env.h"
 #include "disttest/error.h"
 #include "env/knobs.h"
@@ -101,6 +102,16 @@ Supervisor::Supervisor(RankGroup& group)
     next_deadlock_ = Clock::time_point::max();
   } else {
     deadline_ = start_ + group_.spec().options.timeout;
+  }
+  if (debug_rank && *debug_rank >= group_.spec().world_size) {
+    // Not an error (the run's other tests may have that rank), but said:
+    // nobody waits at a debugger for a rank that this test does not have.
+    std::printf(
+        "[ disttest ] %s=%d, but %s has ranks 0-%d: none of them waits for "
+        "a debugger\n",
+        env::kDebugRank, *debug_rank, group_.spec().name.c_str(),
+        group_.spec().world_size - 1);
+    std::fflush(stdout);
   }
 }
 
