@@ -8,6 +8,7 @@
 //   VERDICTS_REUSE=1            pooled ranks (options().reuse_workers)
 #include <disttest/comm/create.h>
 #include <disttest/disttest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -832,6 +833,30 @@ class NoFalsePassAsksInAFixture : public NoFalsePass {
   AsksInItsRun& asks_ = UseFixture<AsksInItsRun>();
 };
 DIST_TEST_F(NoFalsePassAsksInAFixture, AsksWhetherItFailed, 2) {}
+
+// --- The test process reaps every child in a SIGCHLD handler. ---
+
+// The fixture's, in the test process: the ranks' ends are lost to disttest.
+class NoFalsePassReapsEveryChild : public NoFalsePass {
+ protected:
+  NoFalsePassReapsEveryChild() {
+    if (disttest::InRank()) return;
+    struct sigaction reap {};
+    reap.sa_handler = [](int) {
+      while (waitpid(-1, nullptr, WNOHANG) > 0) {
+      }
+    };
+    sigaction(SIGCHLD, &reap, &before_);
+  }
+  ~NoFalsePassReapsEveryChild() override {
+    if (!disttest::InRank()) sigaction(SIGCHLD, &before_, nullptr);
+  }
+  struct sigaction before_ {};
+};
+DIST_TEST_F(NoFalsePassReapsEveryChild, RankOneExits, 2) {
+  if (rank() == 1) _exit(3);
+  comm().barrier();
+}
 
 // --- Messages. ---
 

@@ -655,6 +655,20 @@ TEST_P(NoFalsePassTest, HasFailureAndItsKinAnswerForTheRank) {
       << v.run.out;
 }
 
+// A rank that other code of the test process reaped: how it ended is
+// unknown, which is said, and its peers are told at once (not left to wait
+// for it until their timeout).
+TEST_P(NoFalsePassTest, RankReapedByTheTestsOwnHandlerIsSaidAtOnce) {
+  Verdict v = Run("RankOneExits/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("was reaped by other code in the test process (a "
+                        "SIGCHLD handler, or a wait() or waitpid(-1) the test "
+                        "or a library made), so how it ended is unknown"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("timed out"))) << v.run.out;
+}
+
 // --- Messages. ---
 
 TEST_P(NoFalsePassTest, RanksThatPrintedNothingAreOneLine) {

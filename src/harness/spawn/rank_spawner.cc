@@ -237,7 +237,14 @@ std::optional<RankOutcome> RankSpawner::Ended(pid_t pid, std::string* error) {
   siginfo_t info{};
   int rc = waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT);
   if (rc == 0 && info.si_pid == pid) return RankOutcome::FromSigInfo(info);
-  if (rc < 0 && errno != EINTR) {
+  if (rc < 0 && errno == ECHILD) {
+    // disttest waits for its ranks with WNOWAIT and reaps them last: a
+    // child that is gone was reaped by someone else in this process.
+    *error =
+        "was reaped by other code in the test process (a SIGCHLD handler, or "
+        "a wait() or waitpid(-1) the test or a library made), so how it "
+        "ended is unknown; reap only the children you started, by their id";
+  } else if (rc < 0 && errno != EINTR) {
     *error = fmt::format("could not be waited for: {}", std::strerror(errno));
   }
   return std::nullopt;

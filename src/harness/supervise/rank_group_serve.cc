@@ -172,8 +172,12 @@ void RankGroup::ObserveExits() {
       ended.push_back(&rank);
     } else if (!error.empty()) {
       // ECHILD: someone else (a SIGCHLD handler of the test?) reaped it.
+      // It has ended all the same: its peers are told at once (they would
+      // wait for it until their deadline).
       rank.exited = rank.reaped = true;
       rank.report.channel_errors.push_back(error);
+      rank.report.ended_at = std::chrono::steady_clock::now();
+      ended.push_back(&rank);
     }
   }
   if (ended.empty()) return;

@@ -278,6 +278,21 @@ void Supervisor::OnExit(RankGroup::Rank& rank) {
   // The test said it would end so (ExpectRankToEnd): its survivors go on,
   // to see what they see then.
   if (EndedAsExpected(rank.report)) return;
+  if (!rank.report.outcome) {
+    // Reaped by other code of the test process: how it ended is unknown,
+    // which is a failure; its peers get the grace a failed rank's get.
+    if (rank.report.killed_because.empty()) {
+      StreamFirstFailure(rank,
+                         rank.report.channel_errors.empty()
+                             ? std::string("ended, but how is unknown")
+                             : rank.report.channel_errors.back(),
+                         /*follows=*/false);
+      if (!grace_deadline_) {
+        StartGrace(rank, "was reaped by other code in the test process", false);
+      }
+    }
+    return;
+  }
   const RankOutcome& o = *rank.report.outcome;
   bool passed = o.exited() && o.exit_code() == kExitPassed;
   const bool known = o.exited() && (o.exit_code() == kExitFailed ||
