@@ -125,6 +125,9 @@ class HostArena {
   // throws CommError when it fails (as Send and Recv do). Then the id is
   // forgotten.
   void WaitFor(int rank, std::uint64_t id, std::chrono::milliseconds timeout);
+  // Forgets operation `id` of `rank` if it is still there (never waited
+  // for): nothing moves it on from now on. Its posted pieces stay posted.
+  void Forget(int rank, std::uint64_t id) noexcept;
 
   // The bytes of a rank's messages that can be on their way at once (the
   // rest of a message is posted as its receiver takes what came before),
@@ -188,7 +191,8 @@ class HostArena {
   // The same from a collective's wait, where `rank` has operations in
   // flight (a peer's send may wait for a receive this rank posted before
   // the collective, as MPI's progress rule has it); nothing otherwise.
-  void ProgressWhileInACollective(int rank);
+  // Whether one of them is still to complete.
+  bool ProgressWhileInACollective(int rank);
   void ProgressSends(int rank, Mailbox& box);
   void ProgressRecvs(int rank, Mailbox& box);
   // For a timeout: what `peer` posted to `rank` that no receive took.

@@ -183,8 +183,14 @@ void HostArena::Wait(int rank, const Deadline& deadline, int parity) {
     // looked at every millisecond while there are any.
     long long poll_ns = 100'000'000;
     if (in_flight_[rank].load(std::memory_order_relaxed) > 0) {
-      ProgressWhileInACollective(rank);
-      poll_ns = 1'000'000;
+      bool moving = false;
+      try {
+        moving = ProgressWhileInACollective(rank);
+      } catch (const std::exception& e) {
+        return give_up(CommError(fmt::format(
+            "moving this rank's sends and receives on failed: {}", e.what())));
+      }
+      if (moving) poll_ns = 1'000'000;
     }
     if (std::int32_t ended = h.ended.load(std::memory_order_acquire)) {
       return give_up(internal::ErrorOfAPeer(

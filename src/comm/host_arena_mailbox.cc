@@ -273,11 +273,24 @@ std::uint64_t HostArena::PostRecv(int rank, void* data, std::size_t count,
   return box.ops.back().id;
 }
 
-void HostArena::ProgressWhileInACollective(int rank) {
-  if (in_flight_[rank].load(std::memory_order_relaxed) == 0) return;
+bool HostArena::ProgressWhileInACollective(int rank) {
+  if (in_flight_[rank].load(std::memory_order_relaxed) == 0) return false;
   Mailbox& box = MailboxOf(rank);
   const std::lock_guard<std::mutex> lock(box.mu);
   Progress(rank);
+  return std::any_of(box.ops.begin(), box.ops.end(), [](const Mailbox::Op& op) {
+    return op.error.empty() && !op.done();
+  });
+}
+
+void HostArena::Forget(int rank, std::uint64_t id) noexcept {
+  if (in_flight_[rank].load(std::memory_order_relaxed) == 0) return;
+  Mailbox& box = MailboxOf(rank);
+  const std::lock_guard<std::mutex> lock(box.mu);
+  auto op = box.Find(id);
+  if (op == box.ops.end()) return;
+  box.ops.erase(op);
+  in_flight_[rank].fetch_sub(1, std::memory_order_relaxed);
 }
 
 void HostArena::WaitFor(int rank, std::uint64_t id,

@@ -271,7 +271,7 @@ class Ledger {
   void BeginTest();
   void Enter(RankPhase phase);
   // A communicator's id: the one of an earlier communicator with the same
-  // `key` (LedgerKey of its rendezvous keys, name and instance), else a
+  // `key` (LedgerKey of its rendezvous keys, size and instance), else a
   // free one, with `name` for reports, and this rank's `rank` in it of
   // `size` (which rank is a send's peer, for a reader). Key 0 (a backend that
   // gave none) is never matched nor compared. After kComms ids in use, ids go

@@ -350,10 +350,10 @@ class Communicator {
   // A backend's Create() names what it made on `store`: `name` is
   // CommOptions::name, `prefix` its prefix. The ledger tells communicators
   // apart by the keys they rendezvous through (the store's scope and the
-  // prefix) and how many this process made of those before: ranks that
-  // made one communicator agree on both, so their calls are compared
-  // across the ranks, however each rank named it. One whose backend never
-  // calls SetName() is not compared.
+  // prefix), their size, and how many this process made of those before:
+  // ranks that made one communicator agree on all three, so their calls are
+  // compared across the ranks, however each rank named it. One whose
+  // backend never calls SetName() is not compared.
   void SetName(const std::string& name, const std::string& prefix = "",
                const std::string& store_scope = "");
 

@@ -240,10 +240,7 @@ std::optional<RankOutcome> RankSpawner::Ended(pid_t pid, std::string* error) {
   if (rc < 0 && errno == ECHILD) {
     // disttest waits for its ranks with WNOWAIT and reaps them last: a
     // child that is gone was reaped by someone else in this process.
-    *error =
-        "was reaped by other code in the test process (a SIGCHLD handler, or "
-        "a wait() or waitpid(-1) the test or a library made), so how it "
-        "ended is unknown; reap only the children you started, by their id";
+    *error = std::string(kReapedByOthers);
   } else if (rc < 0 && errno != EINTR) {
     *error = fmt::format("could not be waited for: {}", std::strerror(errno));
   }

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -69,6 +70,13 @@ struct SpawnRequest {
 // Whether a forked child can close every descriptor from a number up in
 // one call (SpawnRequest::close_from); otherwise each is listed.
 bool CanCloseFrom();
+
+// Why a rank's end is unknown when other code of the test process reaped it
+// (a SIGCHLD handler, a wait()): disttest waits with WNOWAIT, reaps last.
+inline constexpr std::string_view kReapedByOthers =
+    "was reaped by other code in the test process (a SIGCHLD handler, or a "
+    "wait() or waitpid(-1) the test or a library made), so how it ended is "
+    "unknown; reap only the children you started, by their id";
 
 class RankSpawner {
  public:

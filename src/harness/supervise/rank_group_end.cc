@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/threads.h"
@@ -124,6 +126,17 @@ void RankGroup::ReapAll() {
     reaped.emplace(rank.pid, outcome);
     if (outcome && !rank.exited && rank.thread) {
       ended_threads.push_back(&rank);
+    }
+    if (!outcome && kill(rank.pid, 0) != 0 && errno == ESRCH) {
+      // Gone: other code of the test process (a SIGCHLD handler) reaped it.
+      // Its end, if disttest saw it first, stands.
+      rank.reaped = true;
+      LiveRanks().erase(rank.pid);
+      if (!rank.exited) {
+        rank.exited = true;
+        rank.report.channel_errors.push_back(std::string(kReapedByOthers));
+      }
+      continue;
     }
     if (!outcome) {
       rank.report.channel_errors.push_back(fmt::format(

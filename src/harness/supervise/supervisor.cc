@@ -282,10 +282,7 @@ void Supervisor::OnExit(RankGroup::Rank& rank) {
     // Reaped by other code of the test process: how it ended is unknown,
     // which is a failure; its peers get the grace a failed rank's get.
     if (rank.report.killed_because.empty()) {
-      StreamFirstFailure(rank,
-                         rank.report.channel_errors.empty()
-                             ? std::string("ended, but how is unknown")
-                             : rank.report.channel_errors.back(),
+      StreamFirstFailure(rank, std::string(kReapedByOthers),
                          /*follows=*/false);
       if (!grace_deadline_) {
         StartGrace(rank, "was reaped by other code in the test process", false);
