@@ -12,6 +12,8 @@
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "base/unordered_reads.h"
 #include "comm/ledger.h"
@@ -109,17 +111,27 @@ bool LedgerMemory::DigestsAgree() const {
   // received as it was sent; not judged where a send or receive failed.
   std::unordered_map<std::uint64_t, std::uint64_t> balance;
   std::unordered_set<std::uint64_t> failed;
+  // Each key's ranks there that some rank used in this test: two ranks that
+  // are one rank of it are two communicators made alike, which the report
+  // must tell (MismatchedCalls), as their calls cannot be compared.
+  std::unordered_map<std::uint64_t, std::unordered_set<int>> taken;
+  std::vector<std::pair<std::uint64_t, int>> mine_there;
   for (int r = 0; r < ranks_; ++r) {
     const Area& a = area(r);
     const std::uint32_t named = std::min<std::uint32_t>(
         a.named.load(std::memory_order_acquire), kComms);
     mine.clear();
+    mine_there.clear();
     for (std::uint32_t i = 0; i < named; ++i) {
       const std::uint64_t key = a.keys[i];
       if (key == 0) continue;  // Not identified, or free: not compared.
       const CommDigest d{a.calls[i].load(std::memory_order_acquire),
                          a.digest[i].load(std::memory_order_relaxed)};
-      if (a.transfers[i].load(std::memory_order_acquire) > 0) {
+      const bool transferred =
+          a.transfers[i].load(std::memory_order_acquire) > 0;
+      if (d.calls > 0 || transferred)
+        mine_there.emplace_back(key, a.comm_rank[i]);
+      if (transferred) {
         balance[key] += a.balance[i].load(std::memory_order_relaxed);
       }
       if (a.transfers_failed[i].load(std::memory_order_acquire) > 0) {
@@ -134,6 +146,12 @@ bool LedgerMemory::DigestsAgree() const {
       if (d.calls == 0) continue;
       auto [it, made] = seen.try_emplace(key, d);
       if (!made && !(it->second == d)) return false;
+    }
+    std::sort(mine_there.begin(), mine_there.end());
+    mine_there.erase(std::unique(mine_there.begin(), mine_there.end()),
+                     mine_there.end());
+    for (const auto& [key, there] : mine_there) {
+      if (!taken[key].insert(there).second) return false;
     }
   }
   return std::all_of(balance.begin(), balance.end(), [&](const auto& kb) {

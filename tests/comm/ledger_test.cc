@@ -34,9 +34,11 @@ using ::testing::HasSubstr;
 class FakeCommunicator : public Communicator {
  public:
   static constexpr char kNoName[] = "\x01";  // SetName() is not called.
+  // `rank`: its rank there, as the ledger records it when it is named.
   explicit FakeCommunicator(const std::string& name = "",
                             const std::string& prefix = "",
-                            const std::string& scope = "") {
+                            const std::string& scope = "", int rank = 0)
+      : my_rank(rank) {
     if (name != kNoName) SetName(name, prefix, scope);
   }
   int rank() const override { return my_rank; }
@@ -417,8 +419,7 @@ Exchanged Exchange(const std::function<void(FakeCommunicator&)>& rank0,
       SetThreadsRank(r);
       Ledger::InstallForThread(memory, r);
       Ledger::Current()->BeginTest();
-      FakeCommunicator comm("pairs");
-      comm.my_rank = r;
+      FakeCommunicator comm("pairs", "", "", r);
       (r == 0 ? rank0 : rank1)(comm);
     }).join();
   }

@@ -8,6 +8,7 @@
 //   VERDICTS_REUSE=1            pooled ranks (options().reuse_workers)
 #include <disttest/comm/create.h>
 #include <disttest/disttest.h>
+#include <disttest/rendezvous/prefix_store.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -565,6 +566,47 @@ DIST_TEST_F(NoFalsePassQuick, ReceivesPostedBeforeABarrierComplete, 2) {
     comm().send(big.data(), big.size(), 1, 6);
     comm().barrier();
   }
+}
+
+// A store that forwards to another and says it has the scope of a third.
+class ScopedAs : public disttest::Store {
+ public:
+  ScopedAs(disttest::Store& inner, std::string scope)
+      : inner_(inner), scope_(std::move(scope)) {}
+  void set(std::string_view key, const std::vector<char>& value) override {
+    inner_.set(key, value);
+  }
+  std::vector<char> get(std::string_view key) override {
+    return inner_.get(key);
+  }
+  int64_t add(std::string_view key, int64_t delta) override {
+    return inner_.add(key, delta);
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    return inner_.check(keys);
+  }
+  void wait(const std::vector<std::string>& keys) override {
+    inner_.wait(keys);
+  }
+  bool remove(std::string_view key) override { return inner_.remove(key); }
+  std::string scope() const override { return scope_; }
+
+ private:
+  disttest::Store& inner_;
+  std::string scope_;
+};
+
+// Pairs {0, 1} and {2, 3}, each on a store of its own, both saying they
+// have the test store's scope: the ledgers cannot tell the two "gloo" pairs
+// apart, so their calls cannot be compared.
+DIST_TEST_F(NoFalsePass, PairsOnTwoStoresOfOneScope, 4) {
+  disttest::PrefixStore own(rank() < 2 ? "a" : "b", store());
+  ScopedAs alike(own, store().scope());
+  auto pair = disttest::CreateCommunicator(disttest::Backend::kGloo, alike,
+                                           rank() % 2, 2, {});
+  float x = 1;
+  pair->allreduce(&x, 1, disttest::ReduceOp::kSum);
+  KeepUntilExit(std::move(pair));
 }
 
 DIST_TEST_F(NoFalsePass, PointToPointMismatchOnTheWorld, 2) {

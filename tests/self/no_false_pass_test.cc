@@ -532,6 +532,19 @@ TEST_P(NoFalsePassTest, ReceivesPostedBeforeACollectiveTakeTheirMessages) {
   }
 }
 
+// Two groups made alike on two stores of one scope are said to be so, not
+// compared as one.
+TEST_P(NoFalsePassTest, GroupsMadeAlikeOnTwoStoresOfOneScopeAreSaid) {
+  Verdict v = Run("PairsOnTwoStoresOfOneScope/4ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("communicator \"gloo\" is rank 0 of ranks 0 and 2 at "
+                        "once: two communicators made alike (the same "
+                        "Store::scope(), prefix and size, on different "
+                        "stores) cannot be told apart"))
+      << v.run.out;
+}
+
 // --- Fixture destructors. ---
 
 // The constructor runs in the parent and again in every rank (its own

@@ -352,8 +352,10 @@ class Communicator {
   // apart by the keys they rendezvous through (the store's scope and the
   // prefix), their size, and how many this process made of those before:
   // ranks that made one communicator agree on all three, so their calls are
-  // compared across the ranks, however each rank named it. One whose
-  // backend never calls SetName() is not compared.
+  // compared across the ranks, however each rank named it (two made alike
+  // on two stores of one scope cannot be told apart: a test that uses both
+  // fails saying so). One whose backend never calls SetName() is not
+  // compared.
   void SetName(const std::string& name, const std::string& prefix = "",
                const std::string& store_scope = "");
 

@@ -53,7 +53,10 @@ class Store {
   // prefixes, outermost first ("test/3/launch/tensor/0/"); "" for a store
   // that keeps keys as given. Communicators made on one store with one
   // CommOptions::prefix rendezvous through the same keys: the harness's
-  // reports take them for one communicator.
+  // reports take them for one communicator. So are groups of one size made
+  // with one prefix on two stores of one scope (two stores of your own
+  // class that keep this "", say): a test whose ranks use both fails saying
+  // so. Return something that tells your stores apart.
   virtual std::string scope() const { return {}; }
 
   std::chrono::milliseconds timeout() const { return timeout_; }

@@ -140,11 +140,60 @@ void DescribeFirstDifference(const std::vector<CallMember>& members,
   for (std::string& l : Grouped(numbers, lines)) out->push_back(std::move(l));
 }
 
+// Two communicators that the ledgers cannot tell apart (made alike, on two
+// stores of one scope, with one prefix and size, by different ranks): two
+// ranks that used communicator `key` in this test as one rank of it, or more
+// ranks than its size. Their calls would be compared with the wrong
+// communicator's; "" when the key is one communicator's.
+std::string Ambiguous(const std::vector<RankState>& states, std::uint64_t key,
+                      const std::string& comm) {
+  std::map<int, std::vector<int>> by_rank_there;  // Its rank: world ranks.
+  int size = 0;
+  int members = 0;
+  for (const RankState& s : states) {
+    if (!s.ledger) continue;
+    const RankLedgerView& v = *s.ledger;
+    std::set<int> mine;
+    for (std::size_t id = 0; id < v.keys.size(); ++id) {
+      if (v.keys[id] != key || id >= v.comm_ranks.size()) continue;
+      const bool used = (id < v.digests.size() && v.digests[id].calls > 0) ||
+                        (id < v.transfers.size() && v.transfers[id].count > 0);
+      if (!used) continue;
+      mine.insert(v.comm_ranks[id]);
+      if (id < v.comm_sizes.size()) size = v.comm_sizes[id];
+    }
+    if (!mine.empty()) ++members;
+    for (int there : mine) by_rank_there[there].push_back(s.rank);
+  }
+  for (const auto& [there, worlds] : by_rank_there) {
+    if (worlds.size() < 2) continue;
+    return fmt::format(
+        "{} is rank {} of ranks {} at once: two communicators made alike (the "
+        "same Store::scope(), prefix and size, on different stores) cannot "
+        "be told apart, so their calls cannot be compared; give each store a "
+        "scope of its own",
+        CommTitle(comm), there, fmt::join(worlds, " and "));
+  }
+  if (size > 0 && members > size) {
+    return fmt::format(
+        "{} of size {} was used by {} ranks: two communicators made alike (the "
+        "same Store::scope(), prefix and size, on different stores) cannot be "
+        "told apart, so their calls cannot be compared; give each store a "
+        "scope of its own",
+        CommTitle(comm), size, members);
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string MismatchedCalls(const std::vector<RankState>& states) {
   std::vector<std::string> out;
   for (const auto& [key, comm] : Communicators(states)) {
+    if (std::string twins = Ambiguous(states, key, comm); !twins.empty()) {
+      out.push_back(std::move(twins));
+      continue;
+    }
     const std::vector<CallMember> members = ReturnedMembers(states, key);
     if (members.size() < 2) continue;
     const bool agree =

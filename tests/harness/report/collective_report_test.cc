@@ -286,6 +286,30 @@ TEST(CollectiveReportTest, ACommunicatorARankDidNotUseIsNoMismatch) {
                         "returned"));
 }
 
+// Two pairs made alike on two stores of one scope ({0, 1} and {2, 3}, each
+// "pair" of size 2): one key, held by two ranks as its rank 0. Their calls
+// cannot be compared, which is said (not compared with the other pair's).
+TEST(CollectiveReportTest, CommunicatorsMadeAlikeOnTwoStoresAreSaid) {
+  std::vector<RankState> ranks;
+  for (int r = 0; r < 4; ++r) {
+    RankBuilder b(r);
+    b.Comms({"world", "pair"}).Op(LedgerOp::kBarrier, 0, 1, 1.1, 10, {}, 1);
+    RankState s = b.Done();
+    s.ledger->comm_ranks = {r, r % 2};
+    s.ledger->comm_sizes = {4, 2};
+    s.ledger->digests = {{0, 0}, {1, 9}};
+    ranks.push_back(std::move(s));
+  }
+  EXPECT_THAT(MismatchedCalls(ranks),
+              HasSubstr("pair is rank 0 of ranks 0 and 2 at once: two "
+                        "communicators made alike (the same "
+                        "Store::scope(), prefix and size, on different stores) "
+                        "cannot be told apart"));
+  // One pair only: one communicator, compared as usual.
+  ranks.resize(2);
+  EXPECT_EQ(MismatchedCalls(ranks), "");
+}
+
 std::vector<RankLedgerView> Views(const std::vector<RankState>& ranks) {
   std::vector<RankLedgerView> views;
   for (const RankState& r : ranks) views.push_back(*r.ledger);
