@@ -74,20 +74,27 @@ void Communicator::SetName(const std::string& name, const std::string& prefix,
           : prefix.empty() ? std::string("unnamed communicator")
                            : fmt::format("communicator \"{}\"", prefix);
   // The keys its rendezvous uses (a PrefixStore(prefix, store)'s), its
-  // size, and how many of those this rank made before (one made again is
-  // another: its numbers start at 0, as on every rank; ranks that are
-  // threads of one process count their own). The size keeps a rank's
-  // private group on a store of its own with the same keys (a 1-rank
+  // size, and how many of those this rank made before in this test (one
+  // made again is another: its numbers start at 0, as on every rank; a
+  // rank counts in its ledger, so a pooled or launched process forgets
+  // those of its earlier tests, which its peers may not have made, and
+  // ranks that are threads of one process count their own). The size keeps a
+  // rank's private group on a store of its own with the same keys (a 1-rank
   // "local" group) from taking the count its world group has on the other
   // ranks. Not its name: a name is a label for reports, and ranks that name
   // one communicator differently still have their calls compared.
   internal::RefuseOutsideARankThread(rank(), size(), name_);
   const std::string identity =
       fmt::format("{}{}/{}\n", store_scope, prefix, size());
-  static std::mutex mu;
-  static auto* made = new std::map<std::string, std::uint64_t>;
+  internal::Ledger* ledger = internal::Ledger::Current();
   std::uint64_t before = 0;
-  {
+  if (ledger != nullptr) {
+    before = ledger->NumberMade(identity);
+  } else {
+    // Made where no ledger records it (its id comes with its first call
+    // under one): counted over the process's life.
+    static std::mutex mu;
+    static auto* made = new std::map<std::string, std::uint64_t>;
     std::lock_guard<std::mutex> lock(mu);
     before =
         (*made)[fmt::format("{}\n{}", internal::ThreadsRank(), identity)]++;
@@ -96,7 +103,7 @@ void Communicator::SetName(const std::string& name, const std::string& prefix,
   // In the ledger from now on, before its first operation: a reader then
   // knows this rank's rank in it even if it never calls it (its peers' sends
   // to this rank wait for ever).
-  if (internal::Ledger* ledger = internal::Ledger::Current()) {
+  if (ledger != nullptr) {
     ledger_id_ = ledger->AddCommunicator(name_, key_, rank(), size());
     ledger_ = ledger;
   }

@@ -279,6 +279,11 @@ class Ledger {
   // use them.
   std::uint32_t AddCommunicator(std::string_view name, std::uint64_t key,
                                 int rank, int size);
+  // How many communicators of `identity` (their rendezvous keys and size)
+  // this rank made before in this test; counts the one made now. Counted
+  // per test: a pooled process, or a launched one, whose earlier tests made
+  // some that its peers did not, numbers this test's as they do.
+  std::uint64_t NumberMade(const std::string& identity);
   // Communicator `id` is gone: its id is free from the next BeginTest()
   // on (this test's entries still name it).
   void Release(std::uint32_t id);
@@ -356,8 +361,9 @@ class Ledger {
   std::atomic<std::uint8_t> phase_{0};
   std::atomic<std::uint32_t> comms_{0};
   std::mutex add_mu_;  // Threads may make communicators at once.
-  std::vector<std::uint32_t> released_;  // Under add_mu_.
-  std::vector<std::uint32_t> free_;      // Under add_mu_.
+  std::vector<std::uint32_t> released_;                  // Under add_mu_.
+  std::vector<std::uint32_t> free_;                      // Under add_mu_.
+  std::unordered_map<std::string, std::uint64_t> made_;  // Under add_mu_.
   std::array<std::atomic<std::uint64_t>, LedgerMemory::kComms> next_{};
   // NextInPair's numbers, by communicator, direction, peer and tag (in one
   // word); this test's.

@@ -349,39 +349,33 @@ namespace {
 // Under a launcher the process's gtest result is the rank's too (what its
 // constructor and SetUp() recorded); in a spawned rank it is not (a forked
 // one's is a copy of the parent's, a re-executed one's was replayed).
-struct Answers {
-  bool fatal = false;
-  bool nonfatal = false;
-  bool skip = false;
-};
-
-Answers RankAnswers() {
-  Answers a;
+internal::RankResultSoFar RankAnswers() {
   const std::optional<internal::RankResultSoFar> so_far =
       internal::CurrentRankResultSoFar();
-  if (so_far) {
-    a = {so_far->fatal_failure, so_far->nonfatal_failure, so_far->skipped};
-  }
+  internal::RankResultSoFar a = so_far.value_or(internal::RankResultSoFar{});
   if (!so_far || internal::LaunchedRun()) {
-    a.fatal = a.fatal || ::testing::Test::HasFatalFailure();
-    a.nonfatal = a.nonfatal || ::testing::Test::HasNonfatalFailure();
-    a.skip = a.skip || ::testing::Test::IsSkipped();
+    a.fatal_failure = a.fatal_failure || ::testing::Test::HasFatalFailure();
+    a.nonfatal_failure =
+        a.nonfatal_failure || ::testing::Test::HasNonfatalFailure();
+    a.skipped = a.skipped || ::testing::Test::IsSkipped();
   }
   return a;
 }
 
 }  // namespace
 
-bool DistributedTest::HasFatalFailure() { return RankAnswers().fatal; }
-bool DistributedTest::HasNonfatalFailure() { return RankAnswers().nonfatal; }
+bool DistributedTest::HasFatalFailure() { return RankAnswers().fatal_failure; }
+bool DistributedTest::HasNonfatalFailure() {
+  return RankAnswers().nonfatal_failure;
+}
 bool DistributedTest::HasFailure() {
-  const Answers a = RankAnswers();
-  return a.fatal || a.nonfatal;
+  const internal::RankResultSoFar a = RankAnswers();
+  return a.fatal_failure || a.nonfatal_failure;
 }
 // As gtest's: skipped, and not failed.
 bool DistributedTest::IsSkipped() {
-  const Answers a = RankAnswers();
-  return a.skip && !a.fatal && !a.nonfatal;
+  const internal::RankResultSoFar a = RankAnswers();
+  return a.skipped && !a.fatal_failure && !a.nonfatal_failure;
 }
 bool DistributedFixture::HasFatalFailure() {
   return DistributedTest::HasFatalFailure();

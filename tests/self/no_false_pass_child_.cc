@@ -609,6 +609,33 @@ DIST_TEST_F(NoFalsePass, PairsOnTwoStoresOfOneScope, 4) {
   KeepUntilExit(std::move(pair));
 }
 
+// Ranks {0, 1} make a pair on a store of one scope in every test; in the
+// next test ranks {1, 2} make one alike, whose reduce operations differ. A
+// rank that ran the first test (a pooled process, a thread of the one
+// process) has made one such pair already; its peer has not.
+DIST_TEST_F(NoFalsePass, PairOfRanks0And1OnAStoreOfOneScope, 3) {
+  disttest::PrefixStore own("pair", store());
+  ScopedAs alike(own, "pairs/");
+  if (rank() < 2) {
+    auto pair = disttest::CreateCommunicator(disttest::Backend::kGloo, alike,
+                                             rank(), 2, {});
+    float x = 1;
+    pair->allreduce(&x, 1, disttest::ReduceOp::kSum);
+  }
+}
+DIST_TEST_F(NoFalsePass, PairOfRanks1And2OnAStoreOfOneScopeDiffers, 3) {
+  disttest::PrefixStore own("pair", store());
+  ScopedAs alike(own, "pairs/");
+  if (rank() > 0) {
+    auto pair = disttest::CreateCommunicator(disttest::Backend::kGloo, alike,
+                                             rank() - 1, 2, {});
+    float x = 1;
+    const disttest::ReduceOp op =
+        rank() == 1 ? disttest::ReduceOp::kSum : disttest::ReduceOp::kMax;
+    pair->allreduce(&x, 1, op);  // marker-pair-of-a-later-test
+  }
+}
+
 DIST_TEST_F(NoFalsePass, PointToPointMismatchOnTheWorld, 2) {
   SendOneWayReceiveAnother(comm(), Mismatch());  // marker-world-p2p
 }

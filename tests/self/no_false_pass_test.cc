@@ -545,6 +545,21 @@ TEST_P(NoFalsePassTest, GroupsMadeAlikeOnTwoStoresOfOneScopeAreSaid) {
       << v.run.out;
 }
 
+// Groups made in an earlier test, by some of the ranks, do not change how
+// the next test's groups are told apart: a pooled process and the one
+// process of threads-mode ranks count those it made in each test anew.
+TEST_P(NoFalsePassTest, GroupsOfAnEarlierTestLeaveTheNextComparable) {
+  Verdict v = Run("PairOfRanks*OnAStoreOfOneScope*");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[       OK ] NoFalsePass.PairOfRanks0And1OnAStoreOf"
+                        "OneScope/3ranks"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("called allreduce(1 x float32, sum) at " +
+                                   Line("marker-pair-of-a-later-test")))
+      << v.run.out;
+}
+
 // --- Fixture destructors. ---
 
 // The constructor runs in the parent and again in every rank (its own

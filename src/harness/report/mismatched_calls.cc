@@ -174,6 +174,8 @@ std::string Ambiguous(const std::vector<RankState>& states, std::uint64_t key,
         "scope of its own",
         CommTitle(comm), there, fmt::join(worlds, " and "));
   }
+  // Comm ranks lie in [0, size) for a communicator that numbers its ranks
+  // right, so this is reached only where one (a user's own) does not.
   if (size > 0 && members > size) {
     return fmt::format(
         "{} of size {} was used by {} ranks: two communicators made alike (the "
