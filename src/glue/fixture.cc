@@ -409,17 +409,68 @@ Communicator& DistributedFixture::comm() {
   return *comm_;
 }
 
+namespace {
+
+// The rank this object's code runs as where the object is not bound to it
+// (its constructor, a re-executed or launched rank's SetUp(), which gtest
+// runs, and its destructor): the rank of the thread or process, as the test
+// bound it, as a launcher or disttest started the process, or as a rank
+// thread is numbered. nullopt in the test process, and in a thread no rank
+// runs.
+std::optional<RankEnv> RankOfThisCode() {
+  RankEnv env;
+  if (const RankInfo* r = CurrentRankOrNull()) {
+    env.rank = r->rank;
+    env.world_size = r->world_size;
+    env.local_rank = r->local_rank;
+    env.local_size = r->local_size;
+    return env;
+  }
+  if (internal::LaunchedRun()) {
+    // Under a launcher each process is a rank of the whole job; those past
+    // the test's size sit it out (rank() says -1 there).
+    const LauncherEnv* job = internal::LaunchedEnvOrNull();
+    if (job == nullptr) return std::nullopt;
+    env.rank = job->rank;
+    env.local_rank = job->local_rank.value_or(-1);
+    env.world_size = env.local_size = -1;  // The test's, as registered.
+    return env;
+  }
+  if (internal::RanksAreThreads()) {
+    if (internal::ThreadsRank() < 0) return std::nullopt;
+    env.rank = env.local_rank = internal::ThreadsRank();
+    env.world_size = env.local_size = -1;  // The test's, as registered.
+    return env;
+  }
+  if (!InRank()) return std::nullopt;
+  try {
+    return RankEnv::FromEnvironment();
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 int DistributedTest::rank() const {
-  return rank_env_ != nullptr ? rank_env_->rank : -1;
+  if (rank_env_ != nullptr) return rank_env_->rank;
+  const std::optional<RankEnv> env = RankOfThisCode();
+  return env && env->rank < world_size() ? env->rank : -1;
 }
 int DistributedTest::world_size() const {
-  return rank_env_ != nullptr ? rank_env_->world_size : registered_world_size_;
+  if (rank_env_ != nullptr) return rank_env_->world_size;
+  const std::optional<RankEnv> env = RankOfThisCode();
+  return env && env->world_size > 0 ? env->world_size : registered_world_size_;
 }
 int DistributedTest::local_rank() const {
-  return rank_env_ != nullptr ? rank_env_->local_rank : -1;
+  if (rank_env_ != nullptr) return rank_env_->local_rank;
+  const std::optional<RankEnv> env = RankOfThisCode();
+  return env && env->rank < world_size() ? env->local_rank : -1;
 }
 int DistributedTest::local_size() const {
-  return rank_env_ != nullptr ? rank_env_->local_size : registered_world_size_;
+  if (rank_env_ != nullptr) return rank_env_->local_size;
+  const std::optional<RankEnv> env = RankOfThisCode();
+  return env && env->local_size > 0 ? env->local_size : registered_world_size_;
 }
 
 namespace {

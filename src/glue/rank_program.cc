@@ -285,14 +285,16 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
       Guarded("TearDown()", [&] { TestAccess::TearDown(test_); });
     }
     TestAccess::BindContext(test_, nullptr);
-    TestAccess::Bind(test_, nullptr, nullptr, nullptr);
     // gtest destroys the fixture after TearDown(): so does the rank, while
     // its results still reach the parent, whether it is pooled or fresh,
-    // forked or re-executed.
+    // forked or re-executed; rank(), comm() and store() answer there as
+    // in TearDownRank().
     if (owned_ != nullptr) {
       Guarded("the fixture's destructor", [&] { owned_.reset(); });
     } else if (destroy_in_rank_) {
       Guarded("the fixture's destructor", [&] { test_.~DistributedTest(); });
+    } else {
+      TestAccess::Bind(test_, nullptr, nullptr, nullptr);
     }
   }
   // Requests that failed where nothing could throw (destroyed without

@@ -842,6 +842,36 @@ DIST_TEST_F(NoFalsePassSetUpSkips, StopsBeforeTheBody, 2) {
   ADD_FAILURE() << "marker-body-ran";
 }
 
+// rank() in the pieces of a rank that run outside its body: each check
+// keyed on rank 1 must run there.
+class NoFalsePassRankKnownInSetUp : public NoFalsePass {
+ protected:
+  void SetUp() override {
+    if (disttest::InRank() && rank() == 1) FAIL() << "marker-set-up-rank-1";
+  }
+};
+DIST_TEST_F(NoFalsePassRankKnownInSetUp, ChecksRank1, 2) {}
+
+class NoFalsePassRankKnownInTheDestructor : public NoFalsePass {
+ protected:
+  ~NoFalsePassRankKnownInTheDestructor() override {
+    if (disttest::InRank() && rank() == 1) {
+      ADD_FAILURE() << "marker-destructor-rank-1 " << comm().size();
+    }
+  }
+};
+DIST_TEST_F(NoFalsePassRankKnownInTheDestructor, ChecksRank1, 2) {}
+
+class NoFalsePassRankKnownInTheConstructor : public NoFalsePass {
+ protected:
+  const int made_as_ = rank();
+  const bool in_rank_ = disttest::InRank();
+};
+DIST_TEST_F(NoFalsePassRankKnownInTheConstructor, AsInTheBody, 2) {
+  EXPECT_TRUE(in_rank_);
+  EXPECT_EQ(made_as_, rank()) << "marker-constructor-rank";
+}
+
 // A pooled rank's first test passes; the next two make their objects in
 // the parked rank (and fresh ranks follow a failure).
 DIST_TEST_F(NoFalsePass, PassesBeforeAConstructorFails, 2) {}

@@ -588,6 +588,28 @@ TEST_P(NoFalsePassTest, FailureInAFixtureConstructorFailsTheTestInEveryMode) {
       << v.run.out;
 }
 
+// rank() answers in a rank's constructor, SetUp() (gtest's own in a
+// re-executed rank) and destructor as in its body: a check there keyed on
+// one rank runs on that rank (it was -1 there, and such checks passed).
+TEST_P(NoFalsePassTest, RankIsKnownBeforeAndAfterTheBody) {
+  Verdict v = Run("ChecksRank1/2ranks:NoFalsePassRankKnown*.AsInTheBody*");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[  FAILED  ] NoFalsePassRankKnownInSetUp.ChecksRank1"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr(At("marker-set-up-rank-1", "[rank 1/2]") +
+                                   "Failed\nmarker-set-up-rank-1"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(At("marker-destructor-rank-1", "[rank 1/2]") +
+                        "Failed\nmarker-destructor-rank-1 2"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[       OK ] NoFalsePassRankKnownInTheConstructor."
+                        "AsInTheBody/2ranks"))
+      << v.run.out;
+}
+
 // In a re-executed rank gtest runs no body after these: the rank still
 // reports them, and its peers are not left waiting.
 TEST_P(NoFalsePassTest, FatalFailureOrSkipBeforeTheBodyInTheRanksIsReported) {
