@@ -134,10 +134,16 @@ Agreement AllEqual(const char* macro, const char* expression, const T& value,
   if (!elsewhere.empty()) {
     return Elsewhere(macro, expression, comm, on, elsewhere, where);
   }
-  if (groups.size() == 1) return Agreement("");
+  // A value that holds NaN is a group of its own on every rank; on one rank
+  // alone too, as EXPECT_EQ(nan, nan) fails.
+  if (groups.size() == 1 && groups[0].first == groups[0].first) {
+    return Agreement("");
+  }
   // One window for every row: around the first index where any value
-  // differs from the first row's.
-  std::size_t at = SIZE_MAX;
+  // differs from the first row's (from itself, where it is alone).
+  std::size_t at = groups.size() == 1
+                       ? FirstDifference(groups[0].first, groups[0].first)
+                       : SIZE_MAX;
   bool unequal_to_itself = false;  // NaN, as EXPECT_EQ has it.
   for (std::size_t g = 0; g < groups.size(); ++g) {
     if (g > 0) {

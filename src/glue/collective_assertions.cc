@@ -129,9 +129,17 @@ Agreement Disagreement(
     const char* macro, const char* expression, const Communicator& comm,
     const Communicator* on, const std::string& at,
     const std::vector<std::pair<std::string, std::vector<int>>>& rows) {
-  std::string message = fmt::format(
-      "{}({}): the {} ranks{} disagree{}:", macro, expression, comm.size(),
-      Of(on), at.empty() ? "" : fmt::format(", first at index {}", at));
+  const std::string where =
+      at.empty() ? "" : fmt::format(", first at index {}", at);
+  // One row: a value on one rank alone that is not equal to itself (NaN).
+  std::string message =
+      rows.size() == 1
+          ? fmt::format(
+                "{}({}): the value of the only rank{} does not equal "
+                "itself{}:",
+                macro, expression, Of(on), where)
+          : fmt::format("{}({}): the {} ranks{} disagree{}:", macro, expression,
+                        comm.size(), Of(on), where);
   for (const auto& [value, ranks] : rows) {
     message += fmt::format("\n  {}: {}", value, Ranks(ranks));
   }

@@ -240,6 +240,11 @@ DIST_TEST_F(NoFalsePass, NanEverywhereIsNotEqual, 2) {
   DIST_EXPECT_ALL_EQ(std::nan(""));  // marker-nan
 }
 
+// One rank: no peer to differ from, but NaN equals nothing.
+DIST_TEST_F(NoFalsePass, NanOnTheOnlyRankIsNotEqual, 1) {
+  DIST_EXPECT_ALL_EQ(std::vector<float>({1.0f, std::nanf("")}));
+}
+
 // --- Requests: none may fail or stay in flight unseen. ---
 
 // Rank 0's isend is never received; its Request is destroyed without

@@ -193,6 +193,14 @@ TEST_P(NoFalsePassTest, NanOnEveryRankIsNotAgreementAsWithExpectEq) {
       << v.run.out;
 }
 
+TEST_P(NoFalsePassTest, NanOnTheOnlyRankIsNotEqual) {
+  Verdict v = Run("NanOnTheOnlyRankIsNotEqual/1ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("a value that holds NaN equals nothing"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("at index 1")) << v.run.out;
+}
+
 TEST_P(NoFalsePassTest, AllEqOfEqualValuesPasses) {
   Verdict v = Run("ValuesThatAreEqualAgree/3ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
