@@ -13,6 +13,10 @@ namespace disttest::env {
 // Full gtest name ("Suite.Name/2ranks") of the test this process runs as a
 // rank. Its presence makes DistributedTest run the body instead of spawning.
 inline constexpr char kInternalChildTest[] = "DISTTEST_INTERNAL_CHILD_TEST";
+// The test's parameter as the test process's gtest prints it
+// (TestInfo::value_param(); "fnv1a:<hex>" past 4 KiB): a re-executed rank's
+// gtest made its parameters again, and runs only where they agree.
+inline constexpr char kInternalChildParam[] = "DISTTEST_INTERNAL_CHILD_PARAM";
 // Token the rank presents to the test's store (a new one per test), so that
 // a stray connection to the port cannot read or write the rendezvous.
 inline constexpr char kInternalStoreToken[] = "DISTTEST_INTERNAL_STORE_TOKEN";

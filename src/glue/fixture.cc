@@ -307,6 +307,22 @@ void DistributedTest::TestBody() {
   std::string running = internal::CurrentTestName();
   if (running == child) {
     internal::AdoptFixtureDirsFromEnvironment(*this);
+    const char* param = std::getenv(env::kInternalChildParam);
+    if (param != nullptr && internal::CurrentTestParam() != param) {
+      // Its object holds another parameter than the test process's: it runs
+      // no code of the test, and says why.
+      const std::string why = fmt::format(
+          "this re-executed rank's test parameter is {}, the test process's "
+          "is {}: gtest made the parameters again in this process, and the "
+          "generator gave other values (std::random_device, the time, a file "
+          "that changed); make it give the same values in every process, or "
+          "fork the ranks (options().launch = disttest::LaunchMode::kFork)",
+          internal::CurrentTestParam(), param);
+      GTEST_MESSAGE_AT_(file_, line_, why.c_str(),
+                        ::testing::TestPartResult::kFatalFailure);
+      internal::RunAsRank(*this, internal::ChildFixtureIndex(*this), nullptr,
+                          /*forked=*/false, /*no_body=*/true);
+    }
     internal::RunAsRank(*this, internal::ChildFixtureIndex(*this), nullptr,
                         /*forked=*/false);
   }

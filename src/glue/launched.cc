@@ -10,10 +10,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <string_view>
 
+#include "disttest/env/names.h"
 #include "glue/launched_detection.h"
 #include "glue/launched_steps.h"
 #include "glue/rank_program.h"
@@ -55,6 +57,15 @@ launched::RunPlan ThisRunPlan(const LaunchedJob& job) {
   launched::RunPlan plan;
   plan.world_size = job.size();
   plan.repeat = GTEST_FLAG_GET(repeat);
+  // What each rank's deadlines, checks and GPUs follow: a rank whose
+  // timeout differs rendezvouses on other keys, and waits for ever.
+  for (const char* name :
+       {env::kTimeout, env::kTimeoutScale, env::kCompareCalls, env::kHeartbeat,
+        env::kShareGpus, env::kRequireGpus}) {
+    const char* value = std::getenv(name);
+    plan.settings.push_back(value != nullptr ? fmt::format("{}={}", name, value)
+                                             : fmt::format("{} unset", name));
+  }
   const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
   for (int i = 0; i < unit.total_test_suite_count(); ++i) {
     const ::testing::TestSuite& suite = *unit.GetTestSuite(i);
@@ -62,6 +73,7 @@ launched::RunPlan ThisRunPlan(const LaunchedJob& job) {
       const ::testing::TestInfo& info = *suite.GetTestInfo(j);
       if (info.should_run() && IsDistributedTestName(info.name())) {
         plan.tests.push_back(fmt::format("{}.{}", suite.name(), info.name()));
+        plan.params.push_back(PrintedParam(info.value_param()));
       }
     }
   }

@@ -207,6 +207,21 @@ std::string CurrentTestName() {
   return fmt::format("{}.{}", info->test_suite_name(), info->name());
 }
 
+std::string CurrentTestParam() {
+  const ::testing::TestInfo* info =
+      ::testing::UnitTest::GetInstance()->current_test_info();
+  return PrintedParam(info != nullptr ? info->value_param() : nullptr);
+}
+
+std::string PrintedParam(const char* printed) {
+  if (printed == nullptr) return "";
+  const std::string_view text(printed);
+  if (text.size() <= 4096) return std::string(text);
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
+  return fmt::format("fnv1a:{:016x}", h);
+}
+
 std::string Demangle(const char* name) {
   int status = 0;
   char* demangled = abi::__cxa_demangle(name, nullptr, nullptr, &status);

@@ -47,6 +47,11 @@ std::optional<RankResultSoFar> CurrentRankResultSoFar();
 // "Suite.Name/2ranks": the gtest test running now.
 std::string CurrentTestName();
 
+// A test's parameter as gtest prints it (TestInfo::value_param(); "" for
+// none), or its FNV-1a hash ("fnv1a:<hex>") past 4 KiB; the current test's.
+std::string PrintedParam(const char* value_param);
+std::string CurrentTestParam();
+
 // The demangled name of a type, as typeid(...).name() gives it.
 std::string Demangle(const char* name);
 

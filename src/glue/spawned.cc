@@ -413,6 +413,13 @@ void Supervise(DistributedTest& test) {
     if (!fixtures.empty()) {
       spec.child_env.emplace_back(env::kInternalFixtureDirs, dirs.Joined());
     }
+    // A re-executed rank's gtest makes the test's parameters again: it
+    // checks that they are this process's.
+    if (spec.options.launch == LaunchMode::kExec) {
+      if (std::string param = CurrentTestParam(); !param.empty()) {
+        spec.child_env.emplace_back(env::kInternalChildParam, param);
+      }
+    }
     steps = PlanSteps(spec, FixtureSteps(test));
     if (std::string why = PlaceStepsOnGpus(steps, gpus_per_rank);
         !why.empty()) {

@@ -877,6 +877,17 @@ DIST_TEST_F(NoFalsePassRankKnownInTheConstructor, AsInTheBody, 2) {
   EXPECT_EQ(made_as_, rank()) << "marker-constructor-rank";
 }
 
+// A parameter that each process the generator runs in makes anew (its
+// process id): a re-executed rank's is not the test's.
+class NoFalsePassParamOfItsProcess : public NoFalsePass,
+                                     public ::testing::WithParamInterface<int> {
+};
+DIST_TEST_P(NoFalsePassParamOfItsProcess, RunsTheTestsValue, 2) {
+  std::printf("marker-param %d\n", GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(NoFalsePassPid, NoFalsePassParamOfItsProcess,
+                         ::testing::Values(static_cast<int>(getpid())));
+
 // A pooled rank's first test passes; the next two make their objects in
 // the parked rank (and fresh ranks follow a failure).
 DIST_TEST_F(NoFalsePass, PassesBeforeAConstructorFails, 2) {}

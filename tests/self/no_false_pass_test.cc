@@ -618,6 +618,27 @@ TEST_P(NoFalsePassTest, RankIsKnownBeforeAndAfterTheBody) {
       << v.run.out;
 }
 
+// A re-executed rank whose gtest made another parameter than the test
+// process's runs none of the test (each rank ran a value of its own, and
+// the test passed), and says why.
+TEST_P(NoFalsePassTest, ParameterMadeAgainInARankMustBeTheTests) {
+  Verdict v = Run("RunsTheTestsValue/2ranks/*");
+  if (std::string(GetParam().setup.launch) != "exec") {
+    EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+    EXPECT_EQ(Occurrences(v.run.out, "marker-param "), 2) << v.run.out;
+    return;
+  }
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("this re-executed rank's test parameter is "))
+      << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("the generator gave other values (std::random_device, "
+                        "the time, a file that changed)"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("marker-param"))) << v.run.out;
+}
+
 // In a re-executed rank gtest runs no body after these: the rank still
 // reports them, and its peers are not left waiting.
 TEST_P(NoFalsePassTest, FatalFailureOrSkipBeforeTheBodyInTheRanksIsReported) {

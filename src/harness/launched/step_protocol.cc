@@ -89,9 +89,48 @@ RankReport Reported(LaunchedJob& job, const StepKeys& keys, int r) {
 // How long past a start's deadline the ranks other than 0 wait for it.
 constexpr std::chrono::milliseconds kSayWhyFirst{2000};
 
+namespace {
+
+// One line of the encoded plan: `text` with its backslashes and line ends
+// escaped (a parameter prints as its type's PrintTo() will).
+std::string OneLine(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string FromOneLine(const std::string& line) {
+  std::string out;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\\' && i + 1 < line.size()) {
+      out += line[++i] == 'n' ? '\n' : line[i];
+    } else {
+      out += line[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// world size, repeat, the count of settings, the settings, then each test
+// and its parameter on lines of their own.
 std::string RunPlan::Encode() const {
-  std::string text = fmt::format("{}\n{}\n", world_size, repeat);
-  for (const std::string& test : tests) text += test + "\n";
+  std::string text =
+      fmt::format("{}\n{}\n{}\n", world_size, repeat, settings.size());
+  for (const std::string& setting : settings) text += OneLine(setting) + "\n";
+  for (std::size_t i = 0; i < tests.size(); ++i) {
+    text += OneLine(tests[i]) + "\n";
+    text += OneLine(i < params.size() ? params[i] : "") + "\n";
+  }
   return text;
 }
 
@@ -101,7 +140,16 @@ RunPlan RunPlan::Decode(const std::string& text) {
   std::string line;
   if (std::getline(in, line)) plan.world_size = std::atoi(line.c_str());
   if (std::getline(in, line)) plan.repeat = std::atoi(line.c_str());
-  while (std::getline(in, line)) plan.tests.push_back(line);
+  std::size_t settings = 0;
+  if (std::getline(in, line))
+    settings = std::strtoul(line.c_str(), nullptr, 10);
+  for (std::size_t i = 0; i < settings && std::getline(in, line); ++i) {
+    plan.settings.push_back(FromOneLine(line));
+  }
+  while (std::getline(in, line)) {
+    plan.tests.push_back(FromOneLine(line));
+    plan.params.push_back(std::getline(in, line) ? FromOneLine(line) : "");
+  }
   return plan;
 }
 
@@ -130,6 +178,37 @@ std::string PlanDifference(const RunPlan& mine, const RunPlan& zero) {
   if (mine.repeat != zero.repeat) {
     how.push_back(fmt::format("runs --gtest_repeat={} (rank 0: {})",
                               mine.repeat, zero.repeat));
+  }
+  for (std::size_t i = 0;
+       i < std::min(mine.settings.size(), zero.settings.size()); ++i) {
+    if (mine.settings[i] != zero.settings[i]) {
+      how.push_back(fmt::format("runs with {} (rank 0: {})", mine.settings[i],
+                                zero.settings[i]));
+    }
+  }
+  // Each process's gtest made the parameters: a generator that gives other
+  // values in each (std::random_device, the time) gives the ranks other
+  // tests under one name.
+  std::map<std::string, std::string> zero_params;
+  for (std::size_t i = 0; i < zero.tests.size() && i < zero.params.size();
+       ++i) {
+    zero_params.emplace(zero.tests[i], zero.params[i]);
+  }
+  std::vector<std::string> other_params;
+  for (std::size_t i = 0; i < mine.tests.size() && i < mine.params.size();
+       ++i) {
+    auto it = zero_params.find(mine.tests[i]);
+    if (it == zero_params.end() || it->second == mine.params[i]) continue;
+    other_params.push_back(fmt::format("{}: {}, rank 0's: {}", mine.tests[i],
+                                       mine.params[i], it->second));
+  }
+  if (!other_params.empty()) {
+    how.push_back(fmt::format(
+        "gives {} test{} another parameter ({}): gtest makes the parameters "
+        "in each process, and the generator gave other values here; make it "
+        "give the same values in every process",
+        other_params.size(), other_params.size() == 1 ? "" : "s",
+        SomeNames(other_params)));
   }
   std::vector<std::string> a = mine.tests, b = zero.tests;
   std::sort(a.begin(), a.end());
@@ -203,10 +282,13 @@ void ComparePlans(LaunchedJob& job, const RunPlan& plan,
     }
     if (!differ.empty()) {
       finding = fmt::format(
-          "the launched ranks would not run the same tests: {}; every rank "
-          "must run the same binary with the same --gtest_filter, "
-          "--gtest_repeat, --gtest_shuffle and --gtest_random_seed, and the "
-          "same WORLD_SIZE",
+          "the launched ranks would not run the same tests alike: {}; every "
+          "rank must run the same binary with the same --gtest_filter, "
+          "--gtest_repeat, --gtest_shuffle and --gtest_random_seed, the "
+          "same WORLD_SIZE, and the same DISTTEST_TIMEOUT, "
+          "DISTTEST_TIMEOUT_SCALE, DISTTEST_COMPARE_CALLS, DISTTEST_HEARTBEAT, "
+          "DISTTEST_SHARE_GPUS and DISTTEST_REQUIRE_GPUS (a launcher that "
+          "does not pass the environment on to every node: mpirun -x NAME)",
           fmt::join(differ, "; "));
     }
   } else {
@@ -219,7 +301,8 @@ void ComparePlans(LaunchedJob& job, const RunPlan& plan,
     // start): the caller breaks the run with this, and everyone stops.
     if (!how.empty()) {
       throw Error(fmt::format(
-          "the launched ranks would not run the same tests: rank {} {}",
+          "the launched ranks would not run the same tests alike: rank {} "
+          "{}",
           job.rank(), how));
     }
   }

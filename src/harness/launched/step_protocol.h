@@ -19,12 +19,17 @@
 namespace disttest::internal::launched {
 
 // What a rank will run, compared across ranks before the first test:
-// `world_size` as its environment says, gtest's repeat count, and the
-// names of the tests it will run, in order.
+// `world_size` as its environment says, gtest's repeat count, the settings
+// every rank must share ("DISTTEST_TIMEOUT=60", "DISTTEST_TIMEOUT_SCALE
+// unset": a timeout is part of a communicator's rendezvous keys), and the
+// names of the tests it will run, in order, each with its parameter as
+// gtest prints it ("" for none: every process makes them anew).
 struct RunPlan {
   int world_size = 0;
   int repeat = 1;
+  std::vector<std::string> settings;
   std::vector<std::string> tests;
+  std::vector<std::string> params;  // One per test, or none at all.
 
   std::string Encode() const;
   static RunPlan Decode(const std::string& text);

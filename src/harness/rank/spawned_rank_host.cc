@@ -134,6 +134,7 @@ ResultChannel* OpenChannel(std::unique_ptr<ResultChannel>* opened) {
     // Processes this rank starts must not mistake themselves for ranks.
     unsetenv(env::kInternalResultQueue);
     unsetenv(env::kInternalChildTest);
+    unsetenv(env::kInternalChildParam);
     unsetenv(env::kInternalStoreToken);
     unsetenv(env::kInternalStorePort);
     return channel;

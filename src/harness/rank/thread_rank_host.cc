@@ -128,9 +128,10 @@ void TakeChannels(int world_size) {
     if (ready >= 0) channel->NotifyOnSend(ready);
   }
   ResultChannel::SetInherited(nullptr);
-  for (const char* name : {env::kInternalResultsReadyFd,
-                           env::kInternalResultQueue, env::kInternalChildTest,
-                           env::kInternalStoreToken, env::kInternalStorePort}) {
+  for (const char* name :
+       {env::kInternalResultsReadyFd, env::kInternalResultQueue,
+        env::kInternalChildTest, env::kInternalChildParam,
+        env::kInternalStoreToken, env::kInternalStorePort}) {
     unsetenv(name);
   }
 }

@@ -72,6 +72,31 @@ TEST(RunPlanTest, AnEncodedPlanDecodesToItself) {
   EXPECT_TRUE(RunPlan::Decode(Plan(2, {}).Encode()).tests.empty());
 }
 
+TEST(RunPlanTest, SettingsAndParametersDecodeToThemselves) {
+  RunPlan plan = Plan(2, {"P/T.D/2ranks/0", "A.B/2ranks"});
+  plan.settings = {"DISTTEST_TIMEOUT=60", "DISTTEST_TIMEOUT_SCALE unset"};
+  plan.params = {"\"two\\nlines \\\\ and a slash\"\nand a line end", ""};
+  const RunPlan back = RunPlan::Decode(plan.Encode());
+  EXPECT_EQ(back.settings, plan.settings);
+  EXPECT_EQ(back.tests, plan.tests);
+  EXPECT_EQ(back.params, plan.params);
+}
+
+TEST(RunPlanTest, ASettingOrAParameterThatDiffersIsSaid) {
+  RunPlan zero = Plan(2, {"P/T.D/2ranks/0", "P/T.D/2ranks/1", "A.B/2ranks"});
+  zero.settings = {"DISTTEST_TIMEOUT unset", "DISTTEST_HEARTBEAT unset"};
+  zero.params = {"787", "98", ""};
+  RunPlan mine = zero;
+  mine.settings[0] = "DISTTEST_TIMEOUT=60";
+  mine.params = {"354", "98", ""};
+  EXPECT_EQ(PlanDifference(mine, zero),
+            "runs with DISTTEST_TIMEOUT=60 (rank 0: DISTTEST_TIMEOUT unset); "
+            "gives 1 test another parameter (P/T.D/2ranks/0: 354, rank 0's: "
+            "787): gtest makes the parameters in each process, and the "
+            "generator gave other values here; make it give the same values "
+            "in every process");
+}
+
 TEST(RunPlanTest, PlansThatAgreeDifferInNothing) {
   const RunPlan zero = Plan(4, {"A.B/2ranks", "A.C/4ranks"});
   EXPECT_EQ(PlanDifference(zero, zero), "");
@@ -313,15 +338,18 @@ TEST_F(StepProtocolTest, ARankWhosePlanDiffersIsNamedOnEveryRank) {
   const std::string how = "rank 2 lacks 1 of rank 0's 2 tests (A.C/2ranks)";
   // Rank 0 names it, and rank 1, which agreed, hears it from rank 0.
   const std::string finding =
-      "threw: the launched ranks would not run the same tests: " + how +
+      "threw: the launched ranks would not run the same tests alike: " + how +
       "; every rank must run the same binary with the same --gtest_filter, "
-      "--gtest_repeat, --gtest_shuffle and --gtest_random_seed, and the same "
-      "WORLD_SIZE";
+      "--gtest_repeat, --gtest_shuffle and --gtest_random_seed, the same "
+      "WORLD_SIZE, and the same DISTTEST_TIMEOUT, DISTTEST_TIMEOUT_SCALE, "
+      "DISTTEST_COMPARE_CALLS, DISTTEST_HEARTBEAT, DISTTEST_SHARE_GPUS and "
+      "DISTTEST_REQUIRE_GPUS (a launcher that does not pass the environment "
+      "on to every node: mpirun -x NAME)";
   // The rank that differs ends at once, saying how.
   EXPECT_THAT(said,
               ElementsAre(finding, finding,
                           "threw: the launched ranks would not run the same "
-                          "tests: " +
+                          "tests alike: " +
                               how));
 }
 
