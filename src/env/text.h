@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "disttest/env/rank_env.h"
+#include "disttest/error.h"
 
 namespace disttest::internal {
 
@@ -49,10 +50,17 @@ inline std::string_view Trim(std::string_view s) {
 }
 
 // Whether the process's variable `name` is "1" (the switches that turn a
-// feature off: DISTTEST_NO_REUSE, DISTTEST_NO_HOST_ARENA).
+// feature off: DISTTEST_NO_REUSE, DISTTEST_NO_HOST_ARENA); unset, "" and
+// "0" are off. Any other value throws ConfigError naming it ("true" would
+// otherwise be read as off, and the run not be what it says).
 inline bool SetToOne(const char* name) {
   const char* value = std::getenv(name);
-  return value != nullptr && std::string_view(value) == "1";
+  if (value == nullptr) return false;
+  const std::string_view v(value);
+  if (v == "1") return true;
+  if (v.empty() || v == "0") return false;
+  throw ConfigError(fmt::format(
+      "environment variable {}='{}': expected 1 (on) or 0 (off)", name, v));
 }
 
 // Non-empty and decimal digits only.

@@ -388,6 +388,12 @@ void Supervise(DistributedTest& test) {
   };
   try {
     spec.options = EffectiveOptions(test);
+    // The switches are read where they apply (some only in one mode): a
+    // value that is neither 1 nor 0 fails every test, not only those.
+    for (const char* name :
+         {env::kNoReuse, env::kNoZygote, env::kNoHostArena}) {
+      SetToOne(name);
+    }
     if (std::string why = WhyNotUnderThisSanitizer(); !why.empty()) {
       throw Error(why);
     }

@@ -162,6 +162,22 @@ TEST_P(VerdictsTest, MalformedTimeoutIsAClearFailure) {
                         "a positive number of seconds"));
 }
 
+// A switch set to a word: read as off, the run would not be what its
+// command line says.
+TEST_P(VerdictsTest, MalformedSwitchIsAClearFailure) {
+  for (const char* name :
+       {"DISTTEST_NO_HOST_ARENA", "DISTTEST_NO_REUSE", "DISTTEST_NO_ZYGOTE"}) {
+    Verdict v = Run("Verdicts.Passes/2ranks", {{name, "true"}});
+    EXPECT_EQ(v.run.exit_code, 1) << name;
+    EXPECT_THAT(v.run.out,
+                HasSubstr(std::string("environment variable ") + name +
+                          "='true': expected 1 (on) or 0 "
+                          "(off)"));
+  }
+  Verdict v = Run("Verdicts.Passes/2ranks", {{"DISTTEST_NO_HOST_ARENA", "0"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+}
+
 // A receive from a rank whose body has returned fails at once, naming it,
 // not at the test's timeout (60 s here).
 TEST_P(VerdictsTest, RecvFromARankThatReturnedFailsAtOnce) {
