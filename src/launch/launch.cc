@@ -72,8 +72,8 @@ std::string BindHostFor(const std::string& master_addr) {
 
 namespace {
 
-void CheckArguments(int rank, int world_size, const std::string& host,
-                    int port) {
+void CheckArguments(int rank, int world_size, std::optional<int> local_rank,
+                    const std::string& host, int port) {
   if (world_size < 1 || world_size > kMaxWorldSize) {
     throw ConfigError(
         fmt::format("launch: world_size must be in [1, {}], got {}",
@@ -82,6 +82,11 @@ void CheckArguments(int rank, int world_size, const std::string& host,
   if (rank < 0 || rank >= world_size) {
     throw ConfigError(fmt::format("launch: rank must be in [0, {}], got {}",
                                   world_size - 1, rank));
+  }
+  if (local_rank && (*local_rank < 0 || *local_rank >= world_size)) {
+    throw ConfigError(
+        fmt::format("launch: local_rank must be in [0, {}], got {}",
+                    world_size - 1, *local_rank));
   }
   if (host.empty()) throw ConfigError("launch: host is empty");
   if (port < 1 || port > 65535) {
@@ -129,7 +134,14 @@ std::uint64_t Context::seed() const { return state_->seed; }
 
 Communicator& Context::group(ParallelMode mode) {
   if (mode == ParallelMode::kGlobal) return *state_->global;
-  return *state_->groups.at(mode);
+  auto it = state_->groups.find(mode);
+  if (it == state_->groups.end()) {
+    throw ConfigError(fmt::format(
+        "Context::group: ParallelMode {} is none of kGlobal, kData, kTensor, "
+        "kPipeline and kZero1",
+        static_cast<int>(mode)));
+  }
+  return *it->second;
 }
 int Context::rank_in(ParallelMode mode) const {
   return state_->layout->rank_in(mode, state_->rank);
@@ -271,7 +283,8 @@ struct Rendezvous {
 
 Context LaunchWithStore(internal::LaunchRequest request,
                         const std::string& host, int port) {
-  CheckArguments(request.rank, request.world_size, host, port);
+  CheckArguments(request.rank, request.world_size, request.local_rank, host,
+                 port);
   Layout check(request.world_size, request.config.parallel);  // No I/O yet.
   (void)check;
   request.bind_host = internal::BindHostFor(host);

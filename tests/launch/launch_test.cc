@@ -111,6 +111,15 @@ TEST(LaunchTest, BadArgumentsFailBeforeAnyConnection) {
             "launch: world_size must be in [1, 1024], got 0");
   EXPECT_EQ(LaunchErrorOf(plain, 0, 2, 0),
             "launch: port must be in [1, 65535], got 0");
+  for (const int local_rank : {-5, 2}) {
+    try {
+      launch(plain, 0, 2, "127.0.0.1", 1234, Backend::kGloo, local_rank);
+      ADD_FAILURE() << "local_rank " << local_rank << " was taken";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.what(), "launch: local_rank must be in [0, 1], got " +
+                              std::to_string(local_rank));
+    }
+  }
   Config tensor4;
   tensor4.parallel.tensor = 4;
   // Rank 1 would otherwise wait for a rank 0 that never comes.
@@ -145,6 +154,9 @@ TEST(LaunchTest, FromEnvReadsTheLauncher) {
   EXPECT_EQ(ctx.world_size(), 1);
   EXPECT_EQ(ctx.seed(), 7u);
   EXPECT_EQ(ctx.group(ParallelMode::kData).size(), 1);
+  EXPECT_THAT([&] { ctx.group(static_cast<ParallelMode>(9)); },
+              ::testing::ThrowsMessage<ConfigError>(
+                  HasSubstr("ParallelMode 9 is none of kGlobal")));
   for (const char* name :
        {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
     unsetenv(name);

@@ -521,6 +521,10 @@ TEST_P(FaultsTest, BadInputGetsAClearError) {
       {"VerdictsBadOptions.Runs/2ranks",
        {{"VERDICTS_BAD", "address"}},
        "cannot resolve store address no-such-host.invalid"},
+      {"VerdictsBadOptions.Runs/2ranks",
+       {{"VERDICTS_BAD", "no-address"}},
+       "options().master_addr is empty: it is the address the test's store "
+       "listens on"},
       {"Verdicts.Passes/2ranks",
        {{"DISTTEST_DEBUG_RANK", "one"}},
        "environment variable DISTTEST_DEBUG_RANK='one' is not an integer"},

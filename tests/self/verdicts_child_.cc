@@ -522,6 +522,7 @@ class VerdictsBadOptions : public Verdicts {
     if (bad == "timeout") options().timeout = std::chrono::milliseconds(0);
     if (bad == "backend") options().backend = static_cast<disttest::Backend>(7);
     if (bad == "address") options().master_addr = "no-such-host.invalid";
+    if (bad == "no-address") options().master_addr = "";
     // This program does not link disttest::mpi.
     if (bad == "mpi") options().backend = disttest::Backend::kMpi;
   }

@@ -70,6 +70,11 @@ void ValidateSpec(const TestSpec& spec) {
   if (spec.options.failure_grace.count() < 0) {
     throw ConfigError("options().failure_grace must not be negative");
   }
+  if (spec.options.master_addr.empty()) {
+    throw ConfigError(
+        "options().master_addr is empty: it is the address the test's store "
+        "listens on and its ranks bind to (\"127.0.0.1\" unless set)");
+  }
 }
 
 Supervisor::Supervisor(RankGroup& group)
