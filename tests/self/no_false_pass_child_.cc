@@ -1016,6 +1016,13 @@ DIST_TEST_F(NoFalsePass, ExitZeroMidBody, 2) {
   comm().barrier();
 }
 
+// Rank 1 leaves its body with a status that disttest uses too (81-84):
+// the test's code chose it.
+DIST_TEST_F(NoFalsePass, ExitsWithAStatusOfDisttests, 2) {
+  if (rank() == 1) std::exit(std::atoi(std::getenv("NFP_STATUS")));
+  comm().barrier();
+}
+
 // Rank 1 ends its process with status 0 after its body, in TearDownRank().
 class NoFalsePassExitInTearDown : public NoFalsePass {
  protected:

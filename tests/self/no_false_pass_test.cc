@@ -791,6 +791,28 @@ TEST_P(NoFalsePassTest, ExitZeroMidBodyIsSaidOneWay) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("it ended: passed"))) << v.run.out;
 }
 
+// A status that disttest's own code uses (81: failed, 82: skipped, 83:
+// could not set up, 84: could not re-execute), chosen by the test's code,
+// is said as any other: not "its report was lost".
+TEST_P(NoFalsePassTest, ExitWithAStatusOfDisttestsInTheBodyIsTheTests) {
+  for (const char* status : {"81", "82", "83", "84"}) {
+    Verdict v =
+        Run("ExitsWithAStatusOfDisttests/2ranks", {{"NFP_STATUS", status}});
+    EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+    EXPECT_THAT(v.run.out,
+                HasSubstr(std::string("exited with status ") + status +
+                          (Threads() ? ")"
+                                     : " before the "
+                                       "test body "
+                                       "finished")))
+        << v.run.out;
+    for (const char* wrong : {"report was lost", "could not set the rank up",
+                              "could not be re-executed"}) {
+      EXPECT_THAT(v.run.out, Not(HasSubstr(wrong))) << v.run.out;
+    }
+  }
+}
+
 // After the body, an exit is said as where it came: not "before the test
 // body finished".
 TEST_P(NoFalsePassTest, ExitZeroInTearDownRankIsSaidAfterTheBody) {

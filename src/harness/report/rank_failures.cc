@@ -14,7 +14,14 @@ namespace disttest::internal {
 
 std::string EndWithoutReport(const RankReport& r) {
   const RankOutcome& o = *r.outcome;
-  switch (o.exit_code()) {
+  const RankPhase phase = r.ledger ? r.ledger->phase() : RankPhase::kBody;
+  // disttest's own statuses, where disttest's code ended the rank; in the
+  // test's code (SetUp() to TearDown()) one of them is the test's own
+  // (exit(82)), and says nothing of disttest.
+  const bool in_tests_code =
+      r.ledger && (phase == RankPhase::kSetUp || phase == RankPhase::kBody ||
+                   phase == RankPhase::kTearDown);
+  switch (in_tests_code ? 0 : o.exit_code()) {
     case kExitHarnessError:
       return fmt::format(
           "{}: disttest could not set the rank up; its output above says why",
@@ -29,7 +36,6 @@ std::string EndWithoutReport(const RankReport& r) {
     default:
       break;
   }
-  const RankPhase phase = r.ledger ? r.ledger->phase() : RankPhase::kBody;
   if (phase == RankPhase::kTearDown) {
     return fmt::format(
         "{} after its body returned, in TearDownRank(), TearDown() or the "
