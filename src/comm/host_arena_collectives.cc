@@ -131,6 +131,11 @@ void HostArena::Mismatch(std::uint64_t seq, unsigned parity) {
   std::string calls;
   for (const auto& [entry, ranks] : ByEntry(ranks_, all, parity)) {
     if (!calls.empty()) calls += "; ";
+    if (entry.seq == UINT64_MAX) {
+      // Its entry of this round was never written.
+      calls += fmt::format("{}: no call recorded", internal::RanksText(ranks));
+      continue;
+    }
     calls +=
         fmt::format("{}: {}", internal::RanksText(ranks), entry.call.str());
     if (entry.seq != seq)

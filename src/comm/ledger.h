@@ -60,6 +60,12 @@ enum class RankPhase : std::uint8_t {
   kFinished,  // Its part is over; it reports its verdict.
 };
 inline constexpr std::size_t kPhases = 8;
+// Whether a rank in `phase` runs the test's code (SetUp() to TearDown()),
+// not disttest's.
+inline bool InTheTestsCode(RankPhase phase) {
+  return phase == RankPhase::kSetUp || phase == RankPhase::kBody ||
+         phase == RankPhase::kTearDown;
+}
 // "started", "connecting", ...
 const char* Name(RankPhase phase);
 
@@ -221,8 +227,10 @@ class LedgerMemory {
   pid_t Tid(int rank) const;
   // How rank `rank`'s thread ended its whole process, where the ranks are
   // threads of one (LaunchMode::kThreads): a signal's number (a crash in
-  // it), kCalledExit (it called exit()), or 0 (not by its hand).
+  // it), kCalledExit (it called exit()), kCalledQuickExit (quick_exit()),
+  // or 0 (not by its hand: an _exit() is seen by no one).
   static constexpr int kCalledExit = -1;
+  static constexpr int kCalledQuickExit = -2;
   int EndedProcess(int rank) const;
   // The phase rank `rank` last entered in this test: a few loads.
   RankPhase Phase(int rank) const;

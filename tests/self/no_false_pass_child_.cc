@@ -1016,6 +1016,16 @@ DIST_TEST_F(NoFalsePass, ExitZeroMidBody, 2) {
   comm().barrier();
 }
 
+// Rank 1 leaves with quick_exit(0), or _exit(0), which no handler sees.
+DIST_TEST_F(NoFalsePass, QuickExitMidBody, 2) {
+  if (rank() == 1) std::quick_exit(0);
+  comm().barrier();
+}
+DIST_TEST_F(NoFalsePass, UnderscoreExitMidBody, 2) {
+  if (rank() == 1) _exit(0);
+  comm().barrier();
+}
+
 // Rank 1 leaves its body with a status that disttest uses too (81-84):
 // the test's code chose it.
 DIST_TEST_F(NoFalsePass, ExitsWithAStatusOfDisttests, 2) {

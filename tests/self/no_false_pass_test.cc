@@ -791,6 +791,31 @@ TEST_P(NoFalsePassTest, ExitZeroMidBodyIsSaidOneWay) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("it ended: passed"))) << v.run.out;
 }
 
+// Where the ranks are threads, quick_exit() is said as exit() is, with
+// whose it was; an _exit() no handler sees is said as the process's end
+// by no rank's exit(), not as each rank's own.
+TEST_P(NoFalsePassTest, QuickExitOrUnderscoreExitMidBodyIsSaid) {
+  Verdict quick = Run("QuickExitMidBody/2ranks");
+  EXPECT_EQ(quick.run.exit_code, 1) << quick.run.out;
+  EXPECT_THAT(quick.run.out,
+              HasSubstr(Threads() ? "[rank 1/2] (first failure) rank 1's "
+                                    "thread called quick_exit() (exited with "
+                                    "status 0)"
+                                  : "[rank 1/2] (first failure) exited with "
+                                    "status 0 before the test body finished"))
+      << quick.run.out;
+  Verdict bare = Run("UnderscoreExitMidBody/2ranks");
+  EXPECT_EQ(bare.run.exit_code, 1) << bare.run.out;
+  EXPECT_THAT(bare.run.out,
+              HasSubstr(Threads() ? "the process of every rank's thread "
+                                    "exited with status 0 while the test "
+                                    "ran, by no rank's exit(): an _exit(), "
+                                    "or a thread that no rank runs"
+                                  : "[rank 1/2] (first failure) exited with "
+                                    "status 0 before the test body finished"))
+      << bare.run.out;
+}
+
 // A status that disttest's own code uses (81: failed, 82: skipped, 83:
 // could not set up, 84: could not re-execute), chosen by the test's code,
 // is said as any other: not "its report was lost".

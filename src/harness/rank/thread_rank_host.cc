@@ -95,6 +95,13 @@ void OnExit(int status, void*) {
   _exit(status);
 }
 
+// quick_exit() from a rank's thread: noted, and the process ends as it
+// asked (no handler is told the status).
+void OnQuickExit() {
+  if (ThreadsRank() < 0) return;
+  NoteEnd(LedgerMemory::kCalledQuickExit);
+}
+
 void InstallProcessWideNotes() {
   g_host_pid = getpid();
   struct sigaction sa {};
@@ -106,6 +113,7 @@ void InstallProcessWideNotes() {
     sigaction(kCrashSignals[i], &sa, &g_crash_before[i]);
   }
   on_exit(OnExit, nullptr);
+  at_quick_exit(OnQuickExit);
 }
 
 // The queues by name are the parent's and this process's alone now: their

@@ -18,9 +18,7 @@ std::string EndWithoutReport(const RankReport& r) {
   // disttest's own statuses, where disttest's code ended the rank; in the
   // test's code (SetUp() to TearDown()) one of them is the test's own
   // (exit(82)), and says nothing of disttest.
-  const bool in_tests_code =
-      r.ledger && (phase == RankPhase::kSetUp || phase == RankPhase::kBody ||
-                   phase == RankPhase::kTearDown);
+  const bool in_tests_code = r.ledger && InTheTestsCode(phase);
   switch (in_tests_code ? 0 : o.exit_code()) {
     case kExitHarnessError:
       return fmt::format(

@@ -47,9 +47,17 @@ std::pair<int, int> WhoEndedIt(const LedgerMemory* ledger, int world) {
 
 void RankGroup::OnThreadsEnded(const std::vector<Rank*>& ended, bool notify) {
   const auto [by, how] = WhoEndedIt(ledger_.get(), spec_.world_size);
-  const bool crash = by >= 0 && how != LedgerMemory::kCalledExit;
+  const bool crash = by >= 0 && how != LedgerMemory::kCalledExit &&
+                     how != LedgerMemory::kCalledQuickExit;
   const std::string what = crash ? fmt::format("crashed ({})", SignalName(how))
-                                 : std::string("called exit()");
+                           : how == LedgerMemory::kCalledQuickExit
+                               ? std::string("called quick_exit()")
+                               : std::string("called exit()");
+  // Whether some rank's thread ran the test's code when the process ended.
+  bool in_tests_code = false;
+  for (int r = 0; ledger_ && r < spec_.world_size; ++r) {
+    in_tests_code = in_tests_code || InTheTestsCode(ledger_->Phase(r));
+  }
   for (Rank* rank : ended) {
     RankReport& report = rank->report;
     if (!report.outcome) continue;
@@ -78,10 +86,18 @@ void RankGroup::OnThreadsEnded(const std::vector<Rank*>& ended, bool notify) {
     }
     if (mine && !crash && !report.done) {
       report.ended_the_process = fmt::format(
-          "rank {}'s thread called exit() ({}), which ends the process of "
-          "every rank's thread: the ranks are threads of one process "
+          "rank {}'s thread {} ({}), which ends the process of every rank's "
+          "thread: the ranks are threads of one process "
           "(LaunchMode::kThreads)",
-          by, process.str());
+          by, what, process.str());
+    } else if (by < 0 && !report.done && process.exited() && in_tests_code) {
+      // No rank's thread said it ended the process, in the test's code:
+      // an _exit() (which no handler sees) or a thread no rank runs.
+      report.ended_the_process = fmt::format(
+          "the process of every rank's thread {} while the test ran, by no "
+          "rank's exit(): an _exit(), or a thread that no rank runs; the "
+          "ranks are threads of one process (LaunchMode::kThreads)",
+          process.str());
     } else if (mine && crash && process.exited()) {
       // A sanitizer's handler ends a crash with an exit.
       AddFailure(report,
@@ -112,6 +128,7 @@ void RankGroup::LeaveSanitizerReportToItsRank() {
   // thread's rank's, when one noted that it ended the process.
   const auto [by, how] = WhoEndedIt(ledger_.get(), spec_.world_size);
   if (by > 0 && how != LedgerMemory::kCalledExit &&
+      how != LedgerMemory::kCalledQuickExit &&
       by < static_cast<int>(ranks_.size())) {
     ranks_[static_cast<std::size_t>(by)].report.sanitizer = std::move(found);
     found.reset();
