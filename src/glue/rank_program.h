@@ -49,6 +49,8 @@ std::string CurrentTestName();
 
 // A test's parameter as gtest prints it (TestInfo::value_param(); "" for
 // none), or its FNV-1a hash ("fnv1a:<hex>") past 4 KiB; the current test's.
+// What prints otherwise in each process for one value is left out: an
+// address is "0x?", an object printed as its bytes "" (not compared).
 std::string PrintedParam(const char* value_param);
 std::string CurrentTestParam();
 

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -887,6 +888,32 @@ DIST_TEST_P(NoFalsePassParamOfItsProcess, RunsTheTestsValue, 2) {
 }
 INSTANTIATE_TEST_SUITE_P(NoFalsePassPid, NoFalsePassParamOfItsProcess,
                          ::testing::Values(static_cast<int>(getpid())));
+
+// Parameters that print otherwise in each process for one value (an
+// address, which ASLR moves; an object gtest prints as its bytes, a
+// pointer among them): a re-executed rank runs them.
+const int kSmallShape = 1;
+struct ShapeWithoutPrintTo {
+  std::int64_t n;  // No padding: gtest prints its every byte.
+  const int* data;
+};
+class NoFalsePassParamPointer
+    : public NoFalsePass,
+      public ::testing::WithParamInterface<const int*> {};
+DIST_TEST_P(NoFalsePassParamPointer, RunsItsPointersValue, 2) {
+  std::printf("marker-pointer-param %d\n", *GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(NoFalsePassPointer, NoFalsePassParamPointer,
+                         ::testing::Values(&kSmallShape));
+class NoFalsePassParamBytes
+    : public NoFalsePass,
+      public ::testing::WithParamInterface<ShapeWithoutPrintTo> {};
+DIST_TEST_P(NoFalsePassParamBytes, RunsItsPointersValue, 2) {
+  std::printf("marker-pointer-param %d\n", *GetParam().data);
+}
+INSTANTIATE_TEST_SUITE_P(NoFalsePassBytes, NoFalsePassParamBytes,
+                         ::testing::Values(ShapeWithoutPrintTo{1,
+                                                               &kSmallShape}));
 
 // A pooled rank's first test passes; the next two make their objects in
 // the parked rank (and fresh ranks follow a failure).

@@ -639,6 +639,14 @@ TEST_P(NoFalsePassTest, ParameterMadeAgainInARankMustBeTheTests) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("marker-param"))) << v.run.out;
 }
 
+// ... but a parameter that prints otherwise in each process for one value
+// (an address; an object printed as its bytes) is not taken for another.
+TEST_P(NoFalsePassTest, ParametersThatPrintAnAddressRunInARank) {
+  Verdict v = Run("RunsItsPointersValue/2ranks/*");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  EXPECT_EQ(Occurrences(v.run.out, "marker-pointer-param 1"), 4) << v.run.out;
+}
+
 // In a re-executed rank gtest runs no body after these: the rank still
 // reports them, and its peers are not left waiting.
 TEST_P(NoFalsePassTest, FatalFailureOrSkipBeforeTheBodyInTheRanksIsReported) {
