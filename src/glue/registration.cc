@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "disttest/distributed_test.h"
 #include "disttest/error.h"
@@ -88,6 +89,17 @@ std::function<DistributedTest*()> FindParamTestFactory(
             "tells them apart, or run this suite without "
             "options().reuse_workers",
             matches, base, pattern, info->value_param(), test));
+      }
+      if (matches == 0 &&
+          std::strstr(info->value_param(), "-byte object <") != nullptr) {
+        // gtest prints such a type's every byte, padding too, which differs
+        // between copies of one value.
+        throw Error(fmt::format(
+            "the parameter of {} prints as its bytes ('{}'), which differ "
+            "between copies of one value (padding), so a reused rank cannot "
+            "find its test by it; give the parameter type a PrintTo(), or run "
+            "this suite without options().reuse_workers",
+            test, info->value_param()));
       }
       return found;
     }

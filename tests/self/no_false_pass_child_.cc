@@ -915,6 +915,22 @@ INSTANTIATE_TEST_SUITE_P(NoFalsePassBytes, NoFalsePassParamBytes,
                          ::testing::Values(ShapeWithoutPrintTo{1,
                                                                &kSmallShape}));
 
+// A parameter whose type has padding and no PrintTo(): gtest prints its
+// every byte, and the padding may differ between copies of the value.
+struct PaddedWithoutPrintTo {
+  int n;
+  const int* data;
+};
+class NoFalsePassParamPadded
+    : public NoFalsePass,
+      public ::testing::WithParamInterface<PaddedWithoutPrintTo> {};
+DIST_TEST_P(NoFalsePassParamPadded, RunsItsPaddedValue, 2) {
+  std::printf("marker-padded-param %d\n", *GetParam().data);
+}
+INSTANTIATE_TEST_SUITE_P(NoFalsePassPadded, NoFalsePassParamPadded,
+                         ::testing::Values(PaddedWithoutPrintTo{1,
+                                                                &kSmallShape}));
+
 // A pooled rank's first test passes; the next two make their objects in
 // the parked rank (and fresh ranks follow a failure).
 DIST_TEST_F(NoFalsePass, PassesBeforeAConstructorFails, 2) {}

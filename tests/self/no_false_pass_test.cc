@@ -647,6 +647,25 @@ TEST_P(NoFalsePassTest, ParametersThatPrintAnAddressRunInARank) {
   EXPECT_EQ(Occurrences(v.run.out, "marker-pointer-param 1"), 4) << v.run.out;
 }
 
+// A parameter printed as its bytes, padding among them: ranks that find
+// their test by it (pooled ones) may not; they say why, if so.
+TEST_P(NoFalsePassTest, ParameterPrintedWithItsPaddingIsFoundOrSaid) {
+  // After another test, so that a pooled rank makes its object by name.
+  Verdict v = Run("RunsIts*Value/2ranks/*");
+  EXPECT_THAT(v.run.out, Not(HasSubstr("this binary has no distributed test")))
+      << v.run.out;
+  if (v.run.exit_code != 0) {
+    EXPECT_TRUE(GetParam().pooled) << v.run.out;
+    EXPECT_THAT(v.run.out,
+                HasSubstr("prints as its bytes ('16-byte object <01-00 00-00"))
+        << v.run.out;
+    EXPECT_THAT(v.run.out, HasSubstr("give the parameter type a PrintTo()"))
+        << v.run.out;
+  } else {
+    EXPECT_EQ(Occurrences(v.run.out, "marker-padded-param 1"), 2) << v.run.out;
+  }
+}
+
 // In a re-executed rank gtest runs no body after these: the rank still
 // reports them, and its peers are not left waiting.
 TEST_P(NoFalsePassTest, FatalFailureOrSkipBeforeTheBodyInTheRanksIsReported) {
