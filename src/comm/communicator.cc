@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "base/threads.h"
@@ -68,38 +69,85 @@ void RefuseOutsideARankThread(int rank, int size, const std::string& what) {
 
 }  // namespace internal
 
+namespace internal {
+namespace {
+
+struct Numbers {
+  std::multiset<std::uint64_t> alive;
+  std::uint64_t next = 0;
+};
+
+std::mutex& NumbersMutex() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+
+// "<rank thread>\n<identity>": its numbers.
+std::map<std::string, Numbers>& AllNumbers() {
+  static auto* all = new std::map<std::string, Numbers>;
+  return *all;
+}
+
+}  // namespace
+
+std::uint64_t TakeCommunicatorNumber(const std::string& identity,
+                                     std::string* numbered_as) {
+  *numbered_as = fmt::format("{}\n{}", ThreadsRank(), identity);
+  std::lock_guard<std::mutex> lock(NumbersMutex());
+  Numbers& n = AllNumbers()[*numbered_as];
+  n.alive.insert(n.next);
+  return n.next++;
+}
+
+void GiveCommunicatorNumberBack(const std::string& numbered_as,
+                                std::uint64_t number) {
+  std::lock_guard<std::mutex> lock(NumbersMutex());
+  auto it = AllNumbers().find(numbered_as);
+  if (it == AllNumbers().end()) return;
+  auto alive = it->second.alive.find(number);
+  if (alive != it->second.alive.end()) it->second.alive.erase(alive);
+}
+
+void RestartCommunicatorNumbers() {
+  const std::string mine = fmt::format("{}\n", ThreadsRank());
+  std::lock_guard<std::mutex> lock(NumbersMutex());
+  std::map<std::string, Numbers>& all = AllNumbers();
+  for (auto it = all.lower_bound(mine);
+       it != all.end() && it->first.compare(0, mine.size(), mine) == 0;) {
+    Numbers& n = it->second;
+    if (n.alive.empty()) {
+      it = all.erase(it);
+      continue;
+    }
+    n.next = *n.alive.rbegin() + 1;
+    ++it;
+  }
+}
+
+}  // namespace internal
+
 void Communicator::SetName(const std::string& name, const std::string& prefix,
                            const std::string& store_scope) {
   name_ = !name.empty()    ? name
           : prefix.empty() ? std::string("unnamed communicator")
                            : fmt::format("communicator \"{}\"", prefix);
   // The keys its rendezvous uses (a PrefixStore(prefix, store)'s), its
-  // size, and how many of those this rank made before in this test (one
-  // made again is another: its numbers start at 0, as on every rank; a
-  // rank counts in its ledger, so a pooled or launched process forgets
-  // those of its earlier tests, which its peers may not have made, and
-  // ranks that are threads of one process count their own). The size keeps a
-  // rank's private group on a store of its own with the same keys (a 1-rank
-  // "local" group) from taking the count its world group has on the other
+  // size, and its number among those of the rank (one made again is
+  // another; numbered per test from past those still alive, as on every
+  // rank: ledger.h's TakeCommunicatorNumber). The size keeps a rank's
+  // private group on a store of its own with the same keys (a 1-rank
+  // "local" group) from taking the number its world group has on the other
   // ranks. Not its name: a name is a label for reports, and ranks that name
   // one communicator differently still have their calls compared.
   internal::RefuseOutsideARankThread(rank(), size(), name_);
   const std::string identity =
       fmt::format("{}{}/{}\n", store_scope, prefix, size());
-  internal::Ledger* ledger = internal::Ledger::Current();
-  std::uint64_t before = 0;
-  if (ledger != nullptr) {
-    before = ledger->NumberMade(identity);
-  } else {
-    // Made where no ledger records it (its id comes with its first call
-    // under one): counted over the process's life.
-    static std::mutex mu;
-    static auto* made = new std::map<std::string, std::uint64_t>;
-    std::lock_guard<std::mutex> lock(mu);
-    before =
-        (*made)[fmt::format("{}\n{}", internal::ThreadsRank(), identity)]++;
+  if (!numbered_as_.empty()) {
+    internal::GiveCommunicatorNumberBack(numbered_as_, number_);
   }
-  key_ = internal::LedgerKey(fmt::format("{}\n{}", identity, before));
+  number_ = internal::TakeCommunicatorNumber(identity, &numbered_as_);
+  key_ = internal::LedgerKey(fmt::format("{}\n{}", identity, number_));
+  internal::Ledger* ledger = internal::Ledger::Current();
   // In the ledger from now on, before its first operation: a reader then
   // knows this rank's rank in it even if it never calls it (its peers' sends
   // to this rank wait for ever).
@@ -111,6 +159,9 @@ void Communicator::SetName(const std::string& name, const std::string& prefix,
 
 Communicator::~Communicator() {
   *alive_ = false;
+  if (!numbered_as_.empty()) {
+    internal::GiveCommunicatorNumberBack(numbered_as_, number_);
+  }
   // Its id can go to another communicator from the next test on.
   if (ledger_ != nullptr) ledger_->Release(ledger_id_);
 }

@@ -109,8 +109,8 @@ void Ledger::BeginTest() {
       free_.push_back(id);
     }
     released_.clear();
-    made_.clear();
   }
+  RestartCommunicatorNumbers();
   area_->test_first.store(area_->written.load(std::memory_order_relaxed),
                           std::memory_order_release);
   for (auto& p : area_->phase_ns) p.store(0, std::memory_order_relaxed);
@@ -133,11 +133,6 @@ void Ledger::BeginTest() {
   }
   phase_.store(0, std::memory_order_relaxed);
   Enter(RankPhase::kStarted);
-}
-
-std::uint64_t Ledger::NumberMade(const std::string& identity) {
-  std::lock_guard<std::mutex> lock(add_mu_);
-  return made_[identity]++;
 }
 
 void Ledger::Enter(RankPhase phase) {

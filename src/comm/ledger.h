@@ -260,6 +260,21 @@ class LedgerMemory {
 // A process's ledger: the entry points of the communicators and the rank
 // host. At most one per process, installed by the harness before the rank
 // makes its communicators; Current() is null without one.
+// The communicators a rank makes are numbered per identity (their
+// rendezvous keys and size): one made again is another. A number is taken
+// when one is made and given back when it goes; each test numbers from past
+// the highest still alive (the world communicator of a pooled or launched
+// process, one made in the test's constructor), so that a process whose
+// earlier tests made some that its peers did not numbers this test's as
+// they do. Per rank: a rank thread's own where ranks are threads.
+// `numbered_as` receives the key to give the number back with.
+std::uint64_t TakeCommunicatorNumber(const std::string& identity,
+                                     std::string* numbered_as);
+void GiveCommunicatorNumberBack(const std::string& numbered_as,
+                                std::uint64_t number);
+// A new test of the calling rank (Ledger::BeginTest).
+void RestartCommunicatorNumbers();
+
 class Ledger {
  public:
   // Makes `memory`'s area `slot` this process's ledger (replacing any).
@@ -287,11 +302,6 @@ class Ledger {
   // use them.
   std::uint32_t AddCommunicator(std::string_view name, std::uint64_t key,
                                 int rank, int size);
-  // How many communicators of `identity` (their rendezvous keys and size)
-  // this rank made before in this test; counts the one made now. Counted
-  // per test: a pooled process, or a launched one, whose earlier tests made
-  // some that its peers did not, numbers this test's as they do.
-  std::uint64_t NumberMade(const std::string& identity);
   // Communicator `id` is gone: its id is free from the next BeginTest()
   // on (this test's entries still name it).
   void Release(std::uint32_t id);
@@ -369,9 +379,8 @@ class Ledger {
   std::atomic<std::uint8_t> phase_{0};
   std::atomic<std::uint32_t> comms_{0};
   std::mutex add_mu_;  // Threads may make communicators at once.
-  std::vector<std::uint32_t> released_;                  // Under add_mu_.
-  std::vector<std::uint32_t> free_;                      // Under add_mu_.
-  std::unordered_map<std::string, std::uint64_t> made_;  // Under add_mu_.
+  std::vector<std::uint32_t> released_;  // Under add_mu_.
+  std::vector<std::uint32_t> free_;      // Under add_mu_.
   std::array<std::atomic<std::uint64_t>, LedgerMemory::kComms> next_{};
   // NextInPair's numbers, by communicator, direction, peer and tag (in one
   // word); this test's.

@@ -244,6 +244,39 @@ TEST_F(LedgerTest, ACommunicatorMadeAgainIsAnother) {
   EXPECT_NE(view.comm_key(view.records[2].comm), 0u);
 }
 
+// Each test numbers a rank's communicators from past those still alive:
+// one kept from an earlier test (a pooled or launched process's world) is
+// never taken for one made alike in the next, while one that is gone
+// leaves its number free, so that a process whose earlier tests made some
+// its peers did not numbers the next test's as they do.
+TEST_F(LedgerTest, ATestNumbersItsCommunicatorsPastThoseStillAlive) {
+  auto kept = std::make_unique<FakeCommunicator>("", "", "");
+  { FakeCommunicator gone("", "pair", "own/"); }
+  Ledger::Current()->BeginTest();
+  std::uint64_t pair_key = 0;
+  {
+    FakeCommunicator alike("", "", "");
+    FakeCommunicator pair("", "pair", "own/");
+    kept->barrier();
+    alike.barrier();
+    pair.barrier();
+    const RankLedgerView view = memory_->Read(1);
+    ASSERT_EQ(view.records.size(), 3u);
+    EXPECT_NE(view.comm_key(view.records[0].comm),
+              view.comm_key(view.records[1].comm));
+    pair_key = view.comm_key(view.records[2].comm);
+  }
+  // The pair was numbered as by a process that never made the one that is
+  // gone: as the first of its identity, which it is in the next test too.
+  kept.reset();
+  Ledger::Current()->BeginTest();
+  FakeCommunicator first("", "pair", "own/");
+  first.barrier();
+  const RankLedgerView view = memory_->Read(1);
+  ASSERT_EQ(view.records.size(), 1u);
+  EXPECT_EQ(view.comm_key(view.records[0].comm), pair_key);
+}
+
 // A pooled or launched rank makes new communicators test after test: the
 // ids of those that are gone are used again from the next test on, so
 // every one is compared, however many tests there were.

@@ -372,6 +372,10 @@ class Communicator {
   std::uint32_t ledger_id_ = 0;
   std::string name_;
   std::uint64_t key_ = 0;  // Who it is across the ranks (SetName).
+  // Its place among the communicators of its identity its rank made
+  // (SetName): given back when it goes.
+  std::string numbered_as_;
+  std::uint64_t number_ = 0;
   // Shared with its requests; false from its destructor on.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
