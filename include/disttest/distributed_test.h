@@ -111,9 +111,9 @@ class DistributedTest : public ::testing::Test {
   const Options& options() const { return options_; }
 
   // In a rank: this rank's identity, from its constructor to its
-  // destructor. In the parent (and under a launcher, in a process past the
-  // test's size), rank() and local_rank() are -1 and the sizes are the
-  // test's.
+  // destructor. In the parent (and under a launcher in a process past the
+  // test's size, in a thread no rank runs, in a DistributedFixture's ranks)
+  // rank() and local_rank() are -1 and the sizes are the test's.
   int rank() const;
   int world_size() const;
   int local_rank() const;

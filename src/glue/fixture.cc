@@ -39,6 +39,7 @@
 #include "glue/launched.h"
 #include "glue/rank_program.h"
 #include "glue/spawned.h"
+#include "harness/launched/launched_rank_host.h"
 #include "harness/plan/gpu_placement.h"
 #include "harness/process/command_line.h"
 #include "harness/process/interrupt.h"
@@ -309,14 +310,17 @@ void DistributedTest::TestBody() {
     internal::AdoptFixtureDirsFromEnvironment(*this);
     const char* param = std::getenv(env::kInternalChildParam);
     if (param != nullptr && internal::CurrentTestParam() != param) {
-      // Its object holds another parameter than the test process's: it runs
-      // no code of the test, and says why.
+      // Its object holds another parameter than the test process's (gtest
+      // made it, and ran SetUp(), with it): it runs no more of the test, and
+      // says why.
       const std::string why = fmt::format(
           "this re-executed rank's test parameter is {}, the test process's "
           "is {}: gtest made the parameters again in this process, and the "
           "generator gave other values (std::random_device, the time, a file "
-          "that changed); make it give the same values in every process, or "
-          "fork the ranks (options().launch = disttest::LaunchMode::kFork)",
+          "that changed), or the value prints otherwise in each process (an "
+          "address); make the generator give the same values in every "
+          "process, give the type a PrintTo() that prints the value, or fork "
+          "the ranks (options().launch = disttest::LaunchMode::kFork)",
           internal::CurrentTestParam(), param);
       GTEST_MESSAGE_AT_(file_, line_, why.c_str(),
                         ::testing::TestPartResult::kFatalFailure);
@@ -433,7 +437,7 @@ namespace {
 // bound it, as a launcher or disttest started the process, or as a rank
 // thread is numbered. nullopt in the test process, and in a thread no rank
 // runs.
-std::optional<RankEnv> RankOfThisCode() {
+std::optional<RankEnv> RankOfThisCode(int registered_world_size) {
   RankEnv env;
   if (const RankInfo* r = CurrentRankOrNull()) {
     env.rank = r->rank;
@@ -446,19 +450,22 @@ std::optional<RankEnv> RankOfThisCode() {
     // Under a launcher each process is a rank of the whole job; those past
     // the test's size sit it out (rank() says -1 there).
     const LauncherEnv* job = internal::LaunchedEnvOrNull();
-    if (job == nullptr) return std::nullopt;
-    env.rank = job->rank;
-    env.local_rank = job->local_rank.value_or(-1);
-    env.world_size = env.local_size = -1;  // The test's, as registered.
-    return env;
+    if (job == nullptr || job->rank >= registered_world_size) {
+      return std::nullopt;
+    }
+    return internal::launched::StepEnv(*job, registered_world_size);
   }
   if (internal::RanksAreThreads()) {
     if (internal::ThreadsRank() < 0) return std::nullopt;
     env.rank = env.local_rank = internal::ThreadsRank();
-    env.world_size = env.local_size = -1;  // The test's, as registered.
+    env.world_size = env.local_size = registered_world_size;
     return env;
   }
-  if (!InRank()) return std::nullopt;
+  // A re-executed rank of a DistributedFixture runs the fixture, not this
+  // test: its RANK and WORLD_SIZE are the fixture's.
+  if (!InRank() || std::getenv(env::kInternalChildFixture) != nullptr) {
+    return std::nullopt;
+  }
   try {
     return RankEnv::FromEnvironment();
   } catch (const Error&) {
@@ -470,23 +477,23 @@ std::optional<RankEnv> RankOfThisCode() {
 
 int DistributedTest::rank() const {
   if (rank_env_ != nullptr) return rank_env_->rank;
-  const std::optional<RankEnv> env = RankOfThisCode();
-  return env && env->rank < world_size() ? env->rank : -1;
+  const std::optional<RankEnv> env = RankOfThisCode(registered_world_size_);
+  return env ? env->rank : -1;
 }
 int DistributedTest::world_size() const {
   if (rank_env_ != nullptr) return rank_env_->world_size;
-  const std::optional<RankEnv> env = RankOfThisCode();
-  return env && env->world_size > 0 ? env->world_size : registered_world_size_;
+  const std::optional<RankEnv> env = RankOfThisCode(registered_world_size_);
+  return env ? env->world_size : registered_world_size_;
 }
 int DistributedTest::local_rank() const {
   if (rank_env_ != nullptr) return rank_env_->local_rank;
-  const std::optional<RankEnv> env = RankOfThisCode();
-  return env && env->rank < world_size() ? env->local_rank : -1;
+  const std::optional<RankEnv> env = RankOfThisCode(registered_world_size_);
+  return env ? env->local_rank : -1;
 }
 int DistributedTest::local_size() const {
   if (rank_env_ != nullptr) return rank_env_->local_size;
-  const std::optional<RankEnv> env = RankOfThisCode();
-  return env && env->local_size > 0 ? env->local_size : registered_world_size_;
+  const std::optional<RankEnv> env = RankOfThisCode(registered_world_size_);
+  return env ? env->local_size : registered_world_size_;
 }
 
 namespace {

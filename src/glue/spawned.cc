@@ -247,6 +247,15 @@ void SayHowRanksRun(const DistributedTest& test, const Options& options) {
   std::fflush(stdout);
 }
 
+// Whether the current test's parameter prints as its bytes, padding among
+// them, which differ between copies of one value.
+bool ParamPrintedAsBytes() {
+  const ::testing::TestInfo* info =
+      ::testing::UnitTest::GetInstance()->current_test_info();
+  return info != nullptr && info->value_param() != nullptr &&
+         std::strstr(info->value_param(), "-byte object <") != nullptr;
+}
+
 // Whether a test's ranks may come from a pool. When options().reuse_workers
 // cannot apply, says why once per reason.
 bool Pooled(DistributedTest& test, const TestSpec& spec) {
@@ -263,6 +272,11 @@ bool Pooled(DistributedTest& test, const TestSpec& spec) {
                         ? "a test with options().parallel starts its ranks"
                     : !spec.options.init_distributed
                         ? "a test without a communicator starts its ranks"
+                    // Its bytes' padding differs between copies of it.
+                    : ParamPrintedAsBytes()
+                        ? "a test whose parameter gtest prints as its bytes "
+                          "(a type without PrintTo()) cannot be found by it "
+                          "in a reused rank"
                     // gtest would re-run the pool's first test in the child.
                     : GTEST_FLAG_GET(death_test_style) == "threadsafe"
                         ? "threadsafe death tests re-run a rank's test, "
