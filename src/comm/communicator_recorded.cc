@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "base/threads.h"
 #include "comm/ledger.h"
@@ -22,6 +23,32 @@ Communicator::Recorded::Recorded(Communicator& comm, bool collective,
     : ledger_(internal::ThreadsRank() < 0 && internal::RanksAreThreads()
                   ? comm.ledger_
                   : internal::Ledger::Current()) {
+  if (collective && entry == kNoEntry) {
+    // One thread at a time: a backend serves one caller per communicator
+    // (Gloo's pairs and NCCL's stream interleave two callers' data, and the
+    // calls still match across the ranks, so nothing else would see it).
+    const std::thread::id me = std::this_thread::get_id();
+    std::thread::id none{};
+    if (comm.collective_thread_.compare_exchange_strong(
+            none, me, std::memory_order_acq_rel)) {
+      holds_ = &comm;
+    } else if (none != me) {
+      internal::LedgerRecord what;
+      what.op = call.op;
+      what.type = call.type;
+      what.reduce = call.reduce;
+      what.count = call.count;
+      what.peer = call.peer;
+      what.tag = call.tag;
+      throw CommError(fmt::format(
+          "[rank {}/{}] {} on {}: another thread of this rank is in a "
+          "collective of this communicator: its collectives must come from "
+          "one thread at a time (its backend serves one caller, and two "
+          "interleave each other's data); give each thread a communicator of "
+          "its own (split(), CreateCommunicator())",
+          comm.rank(), comm.size(), what.str(), comm.name_));
+    }
+  }
   if (ledger_ == nullptr) return;
   if (entry != kNoEntry) {
     if (comm.ledger_ != ledger_) {
@@ -73,6 +100,10 @@ Communicator::Recorded::Recorded(Communicator& comm, bool collective,
 }
 
 Communicator::Recorded::~Recorded() {
+  if (holds_ != nullptr) {
+    holds_->collective_thread_.store(std::thread::id{},
+                                     std::memory_order_release);
+  }
   if (ledger_ == nullptr || pending_) return;
   ledger_->End(index_, completed_ ? internal::LedgerState::kCompleted
                                   : internal::LedgerState::kFailed);

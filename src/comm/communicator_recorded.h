@@ -84,6 +84,9 @@ class Communicator::Recorded {
  private:
   std::string Missing(std::string_view what) const;
 
+  // The communicator whose collective this is, while this call holds it
+  // for its thread (not in a call its own thread nests in one).
+  Communicator* holds_ = nullptr;
   internal::Ledger* ledger_;
   std::uint64_t index_ = 0;
   std::uint32_t comm_ = 0;

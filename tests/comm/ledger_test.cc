@@ -277,6 +277,36 @@ TEST_F(LedgerTest, ATestNumbersItsCommunicatorsPastThoseStillAlive) {
   EXPECT_EQ(view.comm_key(view.records[0].comm), pair_key);
 }
 
+// A communicator's collectives come from one thread at a time: a second
+// thread that calls one while another is in one is refused, saying so (two
+// callers would interleave each other's data, and their calls still match
+// across the ranks); a collective its own thread makes inside one (a
+// backend's, a helper's) is not.
+TEST_F(LedgerTest, ASecondThreadInACollectiveIsRefused) {
+  FakeCommunicator comm("grads", "", "");
+  std::string refused;
+  comm.during = [&] {
+    std::thread other([&] {
+      float x = 1;
+      try {
+        comm.allreduce(&x, 1, ReduceOp::kSum);
+      } catch (const CommError& e) {
+        refused = e.what();
+      }
+    });
+    other.join();
+  };
+  comm.barrier();
+  EXPECT_THAT(refused,
+              HasSubstr("[rank 0/2] allreduce(1 x float32, sum) on grads: "
+                        "another thread of this rank is in a collective of "
+                        "this communicator"));
+  // Nested in its own thread, and one after the other from two threads.
+  comm.during = [&] { comm.barrier(); };
+  EXPECT_NO_THROW(comm.barrier());
+  std::thread([&] { EXPECT_NO_THROW(comm.barrier()); }).join();
+}
+
 // A pooled or launched rank makes new communicators test after test: the
 // ids of those that are gone are used again from the next test on, so
 // every one is compared, however many tests there were.

@@ -29,12 +29,14 @@
 #ifndef DISTTEST_COMM_COMMUNICATOR_H_
 #define DISTTEST_COMM_COMMUNICATOR_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -378,6 +380,9 @@ class Communicator {
   std::uint64_t number_ = 0;
   // Shared with its requests; false from its destructor on.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // The thread in one of its collectives now, if one is: a second thread
+  // that calls one meanwhile is refused (Recorded).
+  std::atomic<std::thread::id> collective_thread_{};
 };
 
 // Gives the operations of `comm` another timeout while it lives, then puts
