@@ -11,7 +11,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include "base/threads.h"
@@ -65,63 +64,6 @@ void RefuseOutsideARankThread(int rank, int size, const std::string& what) {
       "(SetUpRank(), the body), or run the test as processes "
       "(options().process_only)",
       rank, size, what));
-}
-
-}  // namespace internal
-
-namespace internal {
-namespace {
-
-struct Numbers {
-  std::multiset<std::uint64_t> alive;
-  std::uint64_t next = 0;
-};
-
-std::mutex& NumbersMutex() {
-  static auto* mu = new std::mutex;
-  return *mu;
-}
-
-// "<rank thread>\n<identity>": its numbers.
-std::map<std::string, Numbers>& AllNumbers() {
-  static auto* all = new std::map<std::string, Numbers>;
-  return *all;
-}
-
-}  // namespace
-
-std::uint64_t TakeCommunicatorNumber(const std::string& identity,
-                                     std::string* numbered_as) {
-  *numbered_as = fmt::format("{}\n{}", ThreadsRank(), identity);
-  std::lock_guard<std::mutex> lock(NumbersMutex());
-  Numbers& n = AllNumbers()[*numbered_as];
-  n.alive.insert(n.next);
-  return n.next++;
-}
-
-void GiveCommunicatorNumberBack(const std::string& numbered_as,
-                                std::uint64_t number) {
-  std::lock_guard<std::mutex> lock(NumbersMutex());
-  auto it = AllNumbers().find(numbered_as);
-  if (it == AllNumbers().end()) return;
-  auto alive = it->second.alive.find(number);
-  if (alive != it->second.alive.end()) it->second.alive.erase(alive);
-}
-
-void RestartCommunicatorNumbers() {
-  const std::string mine = fmt::format("{}\n", ThreadsRank());
-  std::lock_guard<std::mutex> lock(NumbersMutex());
-  std::map<std::string, Numbers>& all = AllNumbers();
-  for (auto it = all.lower_bound(mine);
-       it != all.end() && it->first.compare(0, mine.size(), mine) == 0;) {
-    Numbers& n = it->second;
-    if (n.alive.empty()) {
-      it = all.erase(it);
-      continue;
-    }
-    n.next = *n.alive.rbegin() + 1;
-    ++it;
-  }
 }
 
 }  // namespace internal

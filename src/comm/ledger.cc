@@ -12,8 +12,12 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <mutex>
+#include <set>
+#include <string>
 
+#include "base/threads.h"
 #include "comm/ledger_area.h"
 #include "disttest/error.h"
 
@@ -47,6 +51,60 @@ std::int64_t RealtimeNs() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+namespace {
+
+struct Numbers {
+  std::multiset<std::uint64_t> alive;
+  std::uint64_t next = 0;
+};
+
+std::mutex& NumbersMutex() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+
+// "<rank thread>\n<identity>": its numbers.
+std::map<std::string, Numbers>& AllNumbers() {
+  static auto* all = new std::map<std::string, Numbers>;
+  return *all;
+}
+
+}  // namespace
+
+std::uint64_t TakeCommunicatorNumber(const std::string& identity,
+                                     std::string* numbered_as) {
+  *numbered_as = fmt::format("{}\n{}", ThreadsRank(), identity);
+  std::lock_guard<std::mutex> lock(NumbersMutex());
+  Numbers& n = AllNumbers()[*numbered_as];
+  n.alive.insert(n.next);
+  return n.next++;
+}
+
+void GiveCommunicatorNumberBack(const std::string& numbered_as,
+                                std::uint64_t number) {
+  std::lock_guard<std::mutex> lock(NumbersMutex());
+  auto it = AllNumbers().find(numbered_as);
+  if (it == AllNumbers().end()) return;
+  auto alive = it->second.alive.find(number);
+  if (alive != it->second.alive.end()) it->second.alive.erase(alive);
+}
+
+void RestartCommunicatorNumbers() {
+  const std::string mine = fmt::format("{}\n", ThreadsRank());
+  std::lock_guard<std::mutex> lock(NumbersMutex());
+  std::map<std::string, Numbers>& all = AllNumbers();
+  for (auto it = all.lower_bound(mine);
+       it != all.end() && it->first.compare(0, mine.size(), mine) == 0;) {
+    Numbers& n = it->second;
+    if (n.alive.empty()) {
+      it = all.erase(it);
+      continue;
+    }
+    n.next = *n.alive.rbegin() + 1;
+    ++it;
+  }
 }
 
 std::uint64_t LedgerKey(std::string_view identity) {
