@@ -1076,6 +1076,13 @@ DIST_TEST_F(NoFalsePass, ExitsWithAStatusOfDisttests, 2) {
   comm().barrier();
 }
 
+// Rank 1 exits with a status of disttest's while rank 0 works outside any
+// collective, until the harness ends it.
+DIST_TEST_F(NoFalsePass, ExitsWithAStatusOfDisttestsWhileAPeerWorks, 2) {
+  if (rank() == 1) std::exit(std::atoi(std::getenv("NFP_STATUS")));
+  for (;;) pause();
+}
+
 // Rank 1 ends its process with status 0 after its body, in TearDownRank().
 class NoFalsePassExitInTearDown : public NoFalsePass {
  protected:

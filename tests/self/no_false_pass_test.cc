@@ -856,6 +856,26 @@ TEST_P(NoFalsePassTest, ExitWithAStatusOfDisttestsInTheBodyIsTheTests) {
   }
 }
 
+// While a peer works outside any collective, such an exit is no skip or
+// failure of disttest's either: the peer is ended after the failure grace
+// of an exit, and for the exit, not five of them for a skip.
+TEST_P(NoFalsePassTest, ExitWithAStatusOfDisttestsIsNoSkipToItsPeers) {
+  if (Threads()) {
+    GTEST_SKIP() << "a rank thread's exit() ends every rank "
+                    "(ExitWithAStatusOfDisttestsInTheBodyIsTheTests covers "
+                    "what is said)";
+  }
+  for (const char* status : {"81", "82"}) {
+    Verdict v = Run("ExitsWithAStatusOfDisttestsWhileAPeerWorks/2ranks",
+                    {{"NFP_STATUS", status}});
+    EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+    EXPECT_THAT(v.run.out, HasSubstr(std::string("still running 300 ms after "
+                                                 "rank 1 exited with status ") +
+                                     status))
+        << v.run.out;
+  }
+}
+
 // After the body, an exit is said as where it came: not "before the test
 // body finished".
 TEST_P(NoFalsePassTest, ExitZeroInTearDownRankIsSaidAfterTheBody) {

@@ -12,14 +12,22 @@
 
 namespace disttest::internal {
 
+bool EndedWithDisttestsStatus(const RankOutcome& o, int status,
+                              std::optional<RankPhase> phase) {
+  return o.exited() && o.exit_code() == status &&
+         !(phase && InTheTestsCode(*phase));
+}
+
 std::string EndWithoutReport(const RankReport& r) {
   const RankOutcome& o = *r.outcome;
   const RankPhase phase = r.ledger ? r.ledger->phase() : RankPhase::kBody;
-  // disttest's own statuses, where disttest's code ended the rank; in the
-  // test's code (SetUp() to TearDown()) one of them is the test's own
-  // (exit(82)), and says nothing of disttest.
-  const bool in_tests_code = r.ledger && InTheTestsCode(phase);
-  switch (in_tests_code ? 0 : o.exit_code()) {
+  const int status =
+      EndedWithDisttestsStatus(
+          o, o.exit_code(),
+          r.ledger ? std::optional<RankPhase>(phase) : std::nullopt)
+          ? o.exit_code()
+          : 0;
+  switch (status) {
     case kExitHarnessError:
       return fmt::format(
           "{}: disttest could not set the rank up; its output above says why",

@@ -10,6 +10,7 @@
 #ifndef DISTTEST_SRC_HARNESS_REPORT_RANK_FAILURES_H_
 #define DISTTEST_SRC_HARNESS_REPORT_RANK_FAILURES_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,14 @@ namespace disttest::internal {
 // outcome is known), and in which part of its test it ended, where its
 // ledger says that it was past its body.
 std::string EndWithoutReport(const RankReport& r);
+
+// Whether a rank that ended as `o` did, last in `phase` (its ledger's; none
+// where it has no ledger), ended with disttest's own `status` (kExitFailed,
+// kExitSkipped, ...) set by disttest's code: in the test's code (SetUp() to
+// TearDown()) such a status is the test's own exit(82), and says nothing of
+// disttest.
+bool EndedWithDisttestsStatus(const RankOutcome& o, int status,
+                              std::optional<RankPhase> phase);
 
 // Rank `r`'s failures and properties, appended to `out` (not its skips or
 // passes). `in_tree`: the rank's stack is in the merged tree, not in its

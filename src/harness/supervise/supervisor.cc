@@ -19,6 +19,7 @@
 #include "env/text.h"
 #include "harness/process/descendants.h"
 #include "harness/process/resources.h"
+#include "harness/report/rank_failures.h"
 #include "harness/report/verdict.h"
 #include "harness/supervise/supervisor_looks.h"
 
@@ -297,8 +298,16 @@ void Supervisor::OnExit(RankGroup::Rank& rank) {
   }
   const RankOutcome& o = *rank.report.outcome;
   bool passed = o.exited() && o.exit_code() == kExitPassed;
-  const bool known = o.exited() && (o.exit_code() == kExitFailed ||
-                                    o.exit_code() == kExitSkipped);
+  // Failed or skipped as disttest's code says it, not by the test's own
+  // exit(81) or exit(82).
+  const LedgerMemory* ledger = group_.ledger();
+  const std::optional<RankPhase> phase =
+      ledger != nullptr
+          ? std::optional<RankPhase>(ledger->Phase(rank.report.rank))
+          : std::nullopt;
+  const bool failed = EndedWithDisttestsStatus(o, kExitFailed, phase);
+  const bool skipped = EndedWithDisttestsStatus(o, kExitSkipped, phase);
+  const bool known = failed || skipped;
   // A rank that died (a signal, an exit of its own) is a failure that no
   // message of its own announced.
   // One that disttest ended after its verdict came had finished.
@@ -311,10 +320,7 @@ void Supervisor::OnExit(RankGroup::Rank& rank) {
   // complete: give them a grace period, then end them. Ranks that skip
   // usually all skip at once, so after a skip the others get longer before
   // they count as stuck.
-  bool skipped = o.exited() && o.exit_code() == kExitSkipped;
-  std::string how = skipped                                      ? "skipped"
-                    : o.exited() && o.exit_code() == kExitFailed ? "failed"
-                                                                 : o.str();
+  std::string how = skipped ? "skipped" : failed ? "failed" : o.str();
   StartGrace(rank, how, skipped);
 }
 
