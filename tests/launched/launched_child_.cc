@@ -171,6 +171,12 @@ DIST_TEST_F(Launched, DiesOnRank2, 4) {
 
 DIST_TEST_F(Launched, AfterTheDeath, 4) { comm().barrier(); }
 
+// Rank 2 calls exit(3) in its body; the others wait for it in a barrier.
+DIST_TEST_F(Launched, ExitsOnRank2, 4) {
+  if (rank() == 2) std::exit(3);
+  comm().barrier();
+}
+
 // Rank 2 dies; once it is gone, rank 0 sends its launcher SIGTERM, as srun
 // --kill-on-bad-exit ends a step once a task failed, before rank 2's
 // silence reaches the heartbeat bound (which the driver scales up).

@@ -161,6 +161,30 @@ TEST_P(LaunchedTest, OtherRanksWriteTheirOwnLogsWhenAsked) {
   std::filesystem::remove_all(dir);
 }
 
+// A rank that calls exit() in its body says so as its process ends: the
+// others stop at once, naming it, not after its heartbeat's silence.
+TEST_P(LaunchedTest, ExitInABodyIsSaidByTheRankItself) {
+  Report r = Launch("Launched.ExitsOnRank2/*",
+                    {{"OMPI_MCA_odls_base_sigkill_timeout", "2"}});
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr("[rank 2/4] did not report its result: called exit() "
+                        "while Launched.ExitsOnRank2/4ranks ran (in its body, "
+                        "or a thread of it): its process ended before the "
+                        "test did"))
+      << r.all;
+  if (std::string(GetParam().name) != "mpirun") {
+    // mpirun's SIGTERM may reach the others first; here they stop
+    // themselves, with the rank's own word.
+    EXPECT_THAT(r.run.out,
+                HasSubstr("disttest cut their connections: rank 2: rank 2 "
+                          "called exit() while Launched.ExitsOnRank2/4ranks "
+                          "ran"))
+        << r.all;
+  }
+  EXPECT_THAT(r.all, Not(HasSubstr("stopped its heartbeat"))) << r.all;
+}
+
 TEST_P(LaunchedTest, DeadRankEndsTheRunPromptly) {
   // mpirun's SIGTERM 2 s after rank 2 died and its SIGKILL 2 s after that
   // (1 s each by default): time for rank 0's report and XML also on a

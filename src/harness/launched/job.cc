@@ -2,11 +2,13 @@
 #include "harness/launched/job.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -42,8 +44,30 @@ constexpr milliseconds kTokenFileLag{5000};
 
 }  // namespace
 
+namespace {
+
+// The job of this process (never destroyed: its side thread runs until the
+// process ends), and the process it is of: a child the test forks and
+// that calls exit() is not the rank.
+LaunchedJob* the_job = nullptr;
+pid_t the_jobs_process = 0;
+
+void OnExit(const char* how) {
+  if (the_job != nullptr && getpid() == the_jobs_process) {
+    the_job->watchdog().ProcessEnds(how);
+  }
+}
+
+}  // namespace
+
 LaunchedJob& LaunchedJob::Join(const LauncherEnv& env) {
-  static LaunchedJob* job = new LaunchedJob(env);
+  static LaunchedJob* job = [&env] {
+    the_job = new LaunchedJob(env);
+    the_jobs_process = getpid();
+    std::atexit([] { OnExit("exit()"); });
+    at_quick_exit([] { OnExit("quick_exit()"); });
+    return the_job;
+  }();
   return *job;
 }
 

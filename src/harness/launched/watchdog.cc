@@ -58,6 +58,26 @@ void Watchdog::Disarm() {
   cv_.notify_all();
 }
 
+void Watchdog::ProcessEnds(const char* how) {
+  std::string what;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!deadline_) return;
+    what = what_;
+  }
+  const std::string why = fmt::format(
+      "called {} while {} ran (in its body, or a thread of it): its process "
+      "ended before the test did",
+      how, what);
+  try {
+    std::lock_guard<std::mutex> lock(side_.mu);
+    side_.store->set(StuckKey(rank_), why);
+  } catch (const std::exception&) {
+    // The store is gone: the others will notice that too.
+  }
+  liveness_.Break(fmt::format("rank {} {}", rank_, why));
+}
+
 void Watchdog::Loop() {
   long long beat = 0;
   int failures = 0;

@@ -64,6 +64,11 @@ class Watchdog {
            std::string ended_key = "",
            std::chrono::milliseconds grace = std::chrono::milliseconds(0));
   void Disarm();
+  // This process ends by `how` ("exit()", "quick_exit()") while a body
+  // runs: it says so under its stuck key and tells the others, which then
+  // stop at once, not after its heartbeat's silence (kDeadAfter). Nothing
+  // while no body runs (gtest's own end of the program).
+  void ProcessEnds(const char* how);
 
  private:
   void Loop();
