@@ -22,6 +22,12 @@
 #                                        # binaries. Proves the harness, not
 #                                        # NCCL.
 #
+# GPU_CHECK_BUDGET_S (default 480) bounds the whole run: a case is cut at
+# the budget's end (20 s past it at most), and the cases after it are not
+# run, each listed as LEFT; the summary (gpu-check-summary.txt) grows as the
+# cases end, so a run cut from outside still leaves what it found. The
+# cases that the GPU check must prove come first.
+#
 # The cases: the NCCL example (every collective, device and host buffers)
 # at 1, 2, 4 and 8 ranks and in rank threads; collectives of 0 to 2^22
 # elements against a serial reference; a mismatch (on the world and on a
@@ -190,6 +196,8 @@ case $mode in
       exit 1
     }
     bin() { echo "$pack/bin/$1"; }
+    # A copy that lost the executable bits on its way here.
+    chmod u+x "$pack"/bin/* 2>/dev/null
     # The packed libraries this machine lacks (its own are kept: NCCL may
     # load its RDMA providers through them), in a folder of links.
     uses=$pack/lib-used
@@ -250,7 +258,15 @@ else
   logdir=$dir
 fi
 log=$logdir/gpu-check.log
+summary=$logdir/gpu-check-summary.txt
 : >"$log"
+: >"$summary"
+budget=${GPU_CHECK_BUDGET_S:-480}
+if ! [[ $budget =~ ^[0-9]+$ ]] || ((budget == 0)); then
+  echo "gpu-check.sh: GPU_CHECK_BUDGET_S='$budget': expected a number of seconds" >&2
+  exit 2
+fi
+started=$(date +%s)
 
 unset DISTTEST_LAUNCH DISTTEST_SHARE_GPUS DISTTEST_GPUS
 export DISTTEST_TIMEOUT_SCALE=1
@@ -271,8 +287,10 @@ results=()
 if [[ -n $fake_dir ]]; then
   results+=("(a fake GPU: $fake_lib, CUDA and NCCL on host memory; this proves the harness, not NCCL or a GPU)")
   echo "${results[0]}" >>"$log"
+  echo "${results[0]}" >>"$summary"
 fi
 required_failed=0
+required_left=0
 
 # check LABEL EXPECT MAX_S BINARY FILTER [VAR=VALUE ...] [-- PHRASE ...]
 # (a PHRASE that starts with ! must not be in the output)
@@ -280,8 +298,11 @@ required_failed=0
 # skip by design) or fail (the test fails, and says each PHRASE); with a
 # "?" (pass?, fail?) the case is reported, not required: NOTE when it is
 # not as expected. A pass or fail case that skipped is a failure: it proved
-# nothing. MAX_S bounds the run's time.
+# nothing. MAX_S bounds the run's time (and the budget's end, at most 20 s
+# past it); past the budget the case is not run: LEFT.
 # A VAR=VALUE may be "-u VAR" (unset it).
+# A pass case stops at its first failure (--gtest_fail_fast), each test at
+# 60 s (DISTTEST_TIMEOUT), with the stacks of a hang, not at MAX_S.
 check() {
   local label=$1 expect=$2 max=$3 binary=$4 filter=$5
   shift 5
@@ -290,6 +311,22 @@ check() {
     optional=1
     expect=${expect%'?'}
   fi
+  local left=$((budget - ($(date +%s) - started)))
+  if ((left <= 0)); then
+    local line
+    line=$(printf '%-4s %-64s %7s    (not run: the budget of %d s was spent; GPU_CHECK_BUDGET_S)' \
+      LEFT "$label" - "$budget")
+    if ((!optional)); then required_left=1; fi
+    results+=("$line")
+    echo "$line"
+    echo "$line" >>"$summary"
+    echo "=== $line" >>"$log"
+    return
+  fi
+  local limit=$((max + 30))
+  if ((limit > left + 20)); then limit=$((left + 20)); fi
+  local fast=()
+  if [[ $expect == pass ]]; then fast=(--gtest_fail_fast); fi
   local vars=()
   while (($#)) && [[ $1 != -- ]]; do
     vars+=("$1")
@@ -299,15 +336,17 @@ check() {
   local out=$logdir/case.out
   local t0
   t0=$(date +%s%N)
-  env ${vars[@]+"${vars[@]}"} timeout -k 10 "$((max + 30))" "$(bin "$binary")" \
-    --gtest_filter="$filter" --gtest_color=no >"$out" 2>&1
+  # After the case's own (env takes its -u options first).
+  if [[ $expect == pass ]]; then vars+=(DISTTEST_TIMEOUT=60); fi
+  env ${vars[@]+"${vars[@]}"} timeout -k 10 "$limit" "$(bin "$binary")" \
+    --gtest_filter="$filter" --gtest_color=no ${fast[@]+"${fast[@]}"} >"$out" 2>&1
   local rc=$?
   local ms=$((($(date +%s%N) - t0) / 1000000))
   local ran skipped failed why=()
   ran=$(grep -cE '^\[ +(OK|FAILED|SKIPPED) +\] .* \([0-9]+ ms\)$' "$out")
   skipped=$(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$out")
   failed=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$out")
-  if ((rc == 124 || rc == 137)); then why+=("killed by timeout after $((max + 30)) s"); fi
+  if ((rc == 124 || rc == 137)); then why+=("killed by timeout after $limit s"); fi
   if ((ran == 0)); then why+=("no test ran (exit $rc)"); fi
   local status
   if ((ran > 0 && skipped == ran)); then
@@ -355,9 +394,10 @@ check() {
   fi
   results+=("$line")
   echo "$line"
+  echo "$line" >>"$summary"
   {
     echo "=== $line"
-    echo "=== ${fake_env:+$fake_env }${vars[*]-} $(bin "$binary") --gtest_filter='$filter' (exit $rc, $ms ms)"
+    echo "=== ${fake_env:+$fake_env }${vars[*]-} $(bin "$binary") --gtest_filter='$filter' ${fast[*]-} (exit $rc, $ms ms)"
     cat "$out"
     echo
   } >>"$log"
@@ -472,7 +512,30 @@ else
   if [[ -n ${CUDA_VISIBLE_DEVICES+set} ]]; then
     echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
   fi
-  echo "NCCL: $(ldd "$(bin gpu_check_child_)" | awk '/libnccl/ {print $3}')"
+  nccl_lib=$(ldd "$(bin gpu_check_child_)" | awk '/libnccl/ {print $3}')
+  nccl_version=
+  if [[ -z $fake_dir && -n $nccl_lib ]]; then
+    # ncclGetVersion: 22809 is 2.28.9 (NCCL 2.30 and later share a GPU
+    # their own way: NCCL_MULTI_RANK_GPU_ENABLE; before, a host id a rank).
+    nccl_version=$(python3 -c 'import ctypes, sys
+v = ctypes.c_int()
+ctypes.CDLL(sys.argv[1]).ncclGetVersion(ctypes.byref(v))
+print(v.value)' "$nccl_lib" 2>/dev/null)
+  fi
+  echo "NCCL: ${nccl_lib:-none linked}${nccl_version:+ (ncclGetVersion: $nccl_version)}"
+  if [[ -z $fake_dir ]] && command -v nvidia-smi >/dev/null; then
+    # A GPU in Exclusive_Process mode takes one process: ranks cannot share it.
+    nvidia-smi --query-gpu=name,driver_version,compute_mode,persistence_mode,memory.total \
+      --format=csv 2>/dev/null || true
+  fi
+  env | grep -E '^NCCL_' | sed 's/^/already set: /' || true
+  [[ ! -f /etc/nccl.conf ]] || echo "/etc/nccl.conf: $(tr '\n' ' ' </etc/nccl.conf)"
+  if [[ -z $fake_dir ]]; then
+    # NCCL's warnings in each case's output (disttest removes NCCL_DEBUG
+    # from ranks unless told to keep it): the log says why NCCL failed.
+    export DISTTEST_KEEP_NCCL_DEBUG=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+  fi
+  echo "budget: ${budget} s (GPU_CHECK_BUDGET_S)"
   count=$(awk -F, '{print NF}' <<<"$uuids")
   count=${count:-0}
   indices=$(seq -s, 0 $((count - 1)) 2>/dev/null),
@@ -484,8 +547,30 @@ else
   for n in 1 2 4; do
     check "example, ${n} ranks" pass 120 nccl_allreduce_test "Nccl.*/${n}ranks" "${share[@]}"
   done
-  check "example, 8 ranks (beyond NCCL's two a GPU)" 'pass?' 180 nccl_allreduce_test \
-    "Nccl.*/8ranks" "${share[@]}"
+  echo "== a mismatch, a crash and a hang in an NCCL collective"
+  # The hangs' timeout: 10 s on a GPU; the fake's ranks start at once.
+  verdict_cases "2 4" "$( [[ -n $fake_dir ]] && echo 3 || echo 10)" \
+    "the nccl communicator is aborted" "${share[@]}"
+
+  echo "== collectives of 0 to 2^22 elements against a serial reference"
+  check "collectives of 0 to 2^22 elements, 1, 2 and 4 ranks" pass 180 gpu_check_child_ \
+    "$(printf 'GpuCheck.CollectivesAtEverySize/%sranks:' 1 2 4)" "${share[@]}"
+  echo "== which GPU each rank sees"
+  if ((count > 0)); then
+    check "by index (DISTTEST_GPUS=$indices), 1, 2 and 4 ranks" pass 120 gpu_check_child_ \
+      "GpuCheck.OwnsItsGpu/*" DISTTEST_SHARE_GPUS=1 DISTTEST_GPUS="$indices" \
+      GPU_CHECK_UUIDS="$uuids"
+    check "by UUID (DISTTEST_GPUS=<the UUIDs>), 1, 2 and 4 ranks" pass 120 gpu_check_child_ \
+      "GpuCheck.OwnsItsGpu/*" DISTTEST_SHARE_GPUS=1 DISTTEST_GPUS="$uuids" \
+      GPU_CHECK_UUIDS="$uuids"
+    [[ -n $fake_dir ]] || check "from NVML (nothing set), 1, 2 and 4 ranks" pass 120 \
+      gpu_check_child_ "GpuCheck.OwnsItsGpu/*" -u CUDA_VISIBLE_DEVICES "${share[@]}" \
+      GPU_CHECK_UUIDS="$uuids"
+  fi
+  check "no GPU (CUDA_VISIBLE_DEVICES empty): kAuto takes Gloo" pass 60 gpu_check_child_ \
+    "GpuCheckAuto.WithoutAGpuSeesNone/*" CUDA_VISIBLE_DEVICES=
+
+  echo "== rank threads"
   check "example in rank threads (processes where NCCL needs a host id)" pass 120 \
     nccl_allreduce_test \
     "Nccl.*/1ranks:Nccl.*/2ranks" "${share[@]}" DISTTEST_LAUNCH=threads
@@ -522,47 +607,32 @@ else
       "the nccl communicator is aborted"
   fi
 
-  echo "== collectives of 0 to 2^22 elements against a serial reference"
-  check "collectives of 0 to 2^22 elements, 1, 2 and 4 ranks" pass 180 gpu_check_child_ \
-    "$(printf 'GpuCheck.CollectivesAtEverySize/%sranks:' 1 2 4)" "${share[@]}"
-  check "collectives of 0 to 2^22 elements, 8 ranks" 'pass?' 180 gpu_check_child_ "GpuCheck.CollectivesAtEverySize/8ranks" "${share[@]}"
-
-  echo "== a mismatch, a crash and a hang in an NCCL collective"
-  # The hangs' timeout: 10 s on a GPU; the fake's ranks start at once.
-  verdict_cases "2 4" "$( [[ -n $fake_dir ]] && echo 3 || echo 10)" \
-    "the nccl communicator is aborted" "${share[@]}"
-
-  echo "== which GPU each rank sees"
-  if ((count > 0)); then
-    check "by index (DISTTEST_GPUS=$indices), 1, 2 and 4 ranks" pass 120 gpu_check_child_ \
-      "GpuCheck.OwnsItsGpu/*" DISTTEST_SHARE_GPUS=1 DISTTEST_GPUS="$indices" \
-      GPU_CHECK_UUIDS="$uuids"
-    check "by UUID (DISTTEST_GPUS=<the UUIDs>), 1, 2 and 4 ranks" pass 120 gpu_check_child_ \
-      "GpuCheck.OwnsItsGpu/*" DISTTEST_SHARE_GPUS=1 DISTTEST_GPUS="$uuids" \
-      GPU_CHECK_UUIDS="$uuids"
-    [[ -n $fake_dir ]] || check "from NVML (nothing set), 1, 2 and 4 ranks" pass 120 \
-      gpu_check_child_ "GpuCheck.OwnsItsGpu/*" -u CUDA_VISIBLE_DEVICES "${share[@]}" \
-      GPU_CHECK_UUIDS="$uuids"
-  fi
-  check "no GPU (CUDA_VISIBLE_DEVICES empty): kAuto takes Gloo" pass 60 gpu_check_child_ \
-    "GpuCheckAuto.WithoutAGpuSeesNone/*" CUDA_VISIBLE_DEVICES=
-
   echo "== communicator creation and the cookbook's kAuto recipe"
   check "create_test (its no-GPU cases skip)" some 120 create_test \
     "CreateCommunicatorTest.*:NcclCommunicatorTest.*" ${fake_dir:+DISTTEST_GPUS=1}
   check "cookbook AnyDevice (NCCL where the GPUs are shared)" some 120 cookbook_test \
     "AnyDevice.*" "${share[@]}"
+  echo "== beyond NCCL's two ranks a GPU: 8 ranks (reported, not required)"
+  check "example, 8 ranks (beyond NCCL's two a GPU)" 'pass?' 180 nccl_allreduce_test \
+    "Nccl.*/8ranks" "${share[@]}"
+  check "collectives of 0 to 2^22 elements, 8 ranks" 'pass?' 180 gpu_check_child_ "GpuCheck.CollectivesAtEverySize/8ranks" "${share[@]}"
+
 fi
 
 echo
 echo "== summary"
-printf '%s\n' "${results[@]}" | tee "$logdir/gpu-check-summary.txt"
-for status in PASS FAIL SKIP NOTE; do
-  printf '%s %d  ' "$status" "$(printf '%s\n' "${results[@]}" | grep -c "^$status")"
+totals=
+for status in PASS FAIL SKIP NOTE LEFT; do
+  totals+=$(printf '%s %d  ' "$status" "$(printf '%s\n' "${results[@]}" | grep -c "^$status")")
 done
-echo
+totals+="in $(($(date +%s) - started)) s"
+printf '%s\n' "${results[@]}" "$totals" | tee "$summary"
 if [[ $mode != cpu ]]; then echo "(full output: $log)"; fi
 if ((required_failed)); then exit 1; fi
+if ((required_left)); then
+  echo "gpu-check.sh: required cases were not run (LEFT): the budget was spent" >&2
+  exit 1
+fi
 if [[ $mode != cpu ]] && ((count == 0)); then
   echo "gpu-check.sh: nvidia-smi lists no GPU: the NCCL cases skipped, nothing is proven" >&2
   exit 1

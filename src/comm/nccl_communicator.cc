@@ -238,6 +238,10 @@ std::vector<std::int32_t> NcclCommunicator::Impl::GatherColors(
   Enqueue(what, [&](ncclComm_t comm) {
     return ncclAllGather(device, device + 2, 2, ncclInt32, comm, stream_);
   });
+  // Waited for first, as every operation's result: a copy into pageable
+  // memory blocks until the stream's work before it is done, with no
+  // deadline, and a peer that died in the gather would hang it.
+  Wait(what);
   std::vector<std::int32_t> all(2 * n);
   Copy(what, all.data(), device + 2, sizeof(std::int32_t) * 2 * n,
        cudaMemcpyDeviceToHost);

@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -248,8 +249,12 @@ class Meeting {
 // Every rank of `c` allreduces 1024 floats twice, except that between the
 // two the last rank crashes (SIGSEGV), when the others have completed the
 // first, or hangs (for ten minutes).
+// `second_timeout` (0: the communicator's own) bounds the others' wait in
+// the second.
 enum class TheLastRank { kCrashes, kHangs };
-void ReduceTwice(disttest::Communicator& c, TheLastRank last) {
+void ReduceTwice(disttest::Communicator& c, TheLastRank last,
+                 std::chrono::milliseconds second_timeout =
+                     std::chrono::milliseconds(0)) {
   Buffer<float> v(1024);
   ASSERT_TRUE(v.ok());
   v.Upload(std::vector<float>(1024, 1.0f));
@@ -267,6 +272,8 @@ void ReduceTwice(disttest::Communicator& c, TheLastRank last) {
   } else if (last == TheLastRank::kCrashes) {
     meeting.Arrive(c.rank());
   }
+  std::optional<disttest::ScopedTimeout> bound;
+  if (second_timeout.count() > 0) bound.emplace(c, second_timeout);
   c.allreduce(v.get(), 1024, disttest::ReduceOp::kSum);
 }
 
@@ -331,8 +338,13 @@ DIST_TEST_F(GpuCheckHang, HangInACollective, 2, 4) {
 // The same two on a communicator split from the world's, whose calls no
 // arena compares first: the ranks wait in NCCL itself. A hang must end at
 // the communicator's own deadline, aborted, naming the collective.
+// Its wait is bounded by a third of the test's timeout: the communicator's
+// own deadline (the test's, less a margin) counts from the operation's
+// start, which on a GPU comes seconds into the test (CUDA's context, NCCL's
+// two inits over sockets), after the harness's deadline for the test.
 DIST_TEST_F(GpuCheckHang, HangInNcclItself, 2) {
-  ReduceTwice(*comm().split(0, rank()), TheLastRank::kHangs);
+  ReduceTwice(*comm().split(0, rank()), TheLastRank::kHangs,
+              options().timeout / 3);
 }
 
 // A crash there: the survivor waits in NCCL itself, and stops when the
