@@ -252,9 +252,9 @@ class Meeting {
 // `second_timeout` (0: the communicator's own) bounds the others' wait in
 // the second.
 enum class TheLastRank { kCrashes, kHangs };
-void ReduceTwice(disttest::Communicator& c, TheLastRank last,
-                 std::chrono::milliseconds second_timeout =
-                     std::chrono::milliseconds(0)) {
+void ReduceTwice(
+    disttest::Communicator& c, TheLastRank last,
+    std::chrono::milliseconds second_timeout = std::chrono::milliseconds(0)) {
   Buffer<float> v(1024);
   ASSERT_TRUE(v.ok());
   v.Upload(std::vector<float>(1024, 1.0f));
