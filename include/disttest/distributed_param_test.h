@@ -64,6 +64,7 @@ class DistParamTestFactory : public ::testing::internal::TestFactoryBase {
                        int line, std::string error)
       : inner_(param), n_(n), file_(file), line_(line), error_(error) {}
   ::testing::Test* CreateTest() override {
+    const MakingWorldSize making(n_);
     auto* test = static_cast<Test*>(inner_.CreateTest());
     TestAccess::Configure(*test, n_, file_, line_, error_);
     return test;

@@ -70,6 +70,20 @@ namespace disttest {
 namespace internal {
 struct TestAccess;
 struct FixtureAccess;
+// The world size of the test object this thread makes now (its registered
+// one, set by the factory around the constructor, so that rank() and
+// world_size() answer right in it); 0 outside a factory.
+int WorldSizeBeingMade();
+class MakingWorldSize {
+ public:
+  explicit MakingWorldSize(int world_size);
+  ~MakingWorldSize();
+  MakingWorldSize(const MakingWorldSize&) = delete;
+  MakingWorldSize& operator=(const MakingWorldSize&) = delete;
+
+ private:
+  int before_;
+};
 }  // namespace internal
 
 // How a rank is expected to end, for a test of what its survivors see:
@@ -189,7 +203,10 @@ class DistributedTest : public ::testing::Test {
                   const std::type_info& type);
 
   Options options_;
-  int registered_world_size_ = kDefaultWorldSize;  // Parent's view.
+  // Parent's view; in the constructor, the factory's.
+  int registered_world_size_ = internal::WorldSizeBeingMade() > 0
+                                   ? internal::WorldSizeBeingMade()
+                                   : kDefaultWorldSize;
   const char* file_ = "";
   int line_ = 0;
   // Set when DIST_TEST_F itself is wrong (a world size listed twice): the

@@ -429,6 +429,22 @@ Communicator& DistributedFixture::comm() {
   return *comm_;
 }
 
+namespace internal {
+namespace {
+thread_local int t_world_size_being_made = 0;
+std::atomic<const ::testing::TestInfo*> g_last_made_for{nullptr};
+}  // namespace
+
+int WorldSizeBeingMade() { return t_world_size_being_made; }
+MakingWorldSize::MakingWorldSize(int world_size)
+    : before_(t_world_size_being_made) {
+  t_world_size_being_made = world_size;
+  g_last_made_for = ::testing::UnitTest::GetInstance()->current_test_info();
+}
+const ::testing::TestInfo* LastTestObjectMadeFor() { return g_last_made_for; }
+MakingWorldSize::~MakingWorldSize() { t_world_size_being_made = before_; }
+}  // namespace internal
+
 namespace {
 
 // The rank this object's code runs as where the object is not bound to it

@@ -9,19 +9,25 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "disttest/env/names.h"
 #include "glue/launched_detection.h"
 #include "glue/launched_steps.h"
 #include "glue/rank_program.h"
 #include "harness/launched/job.h"
+#include "harness/launched/keys.h"
 #include "harness/launched/step_protocol.h"
+#include "harness/process/command_line.h"
 #include "harness/process/interrupt.h"
+#include "harness/rank_message.h"
 #include "harness/spawn/rank_spawner.h"
 #include "launch/launch_internal.h"
 
@@ -99,6 +105,29 @@ std::string PlansDiffer(LaunchedJob& job, const TestSpec& spec) {
   return differ;
 }
 
+// The launched test that gtest runs now, as this process saw it: whether
+// its body ran here (RunLaunched), and which of its results gtest recorded
+// before the body (the fixture's constructor, SetUp()) and after it
+// (TearDown(), the destructor): rank 0 must hear of those of the other
+// ranks, which gtest records in their own processes only.
+struct TestHere {
+  const ::testing::TestInfo* info = nullptr;  // Whose body ran here.
+  int before = 0;  // Its results recorded before the body,
+  int after = 0;   // and up to the body's end.
+  int seq = -1;    // Its number in the run; -1: it took none.
+  int world_size = 0;
+  std::chrono::milliseconds timeout{0};
+  std::string file;
+  int line = 0;
+};
+TestHere g_test;
+
+int PartsSoFar() {
+  const ::testing::TestInfo* info =
+      ::testing::UnitTest::GetInstance()->current_test_info();
+  return info != nullptr ? info->result()->total_part_count() : 0;
+}
+
 // The first test that breaks the run: a rank other than 0 says so on its
 // own stderr too (its gtest output is dropped, and rank 0 may never hear of
 // it); the tests after fail at once, saying it again.
@@ -121,8 +150,15 @@ void BreakTheRun(LaunchedJob& job, const TestSpec& spec,
 
 }  // namespace
 
-void RunLaunched(DistributedTest& test) {
+void RunLaunched(DistributedTest& test, bool no_body) {
   TestSpec spec = SpecOf(test);
+  g_test = TestHere{};
+  g_test.info = ::testing::UnitTest::GetInstance()->current_test_info();
+  // Without a body here, everything gtest recorded goes with the steps.
+  g_test.before = no_body ? 0 : PartsSoFar();
+  struct BodyEnd {
+    ~BodyEnd() { g_test.after = PartsSoFar(); }
+  } body_end;
   LaunchedJob* job = nullptr;
   try {
     spec.options = EffectiveOptions(test);
@@ -144,6 +180,11 @@ void RunLaunched(DistributedTest& test) {
     return Fatal(spec, "not run: " + differ);
   }
   const int seq = job->NextSeq();
+  g_test.seq = seq;
+  g_test.world_size = spec.world_size;
+  g_test.timeout = spec.options.timeout;
+  g_test.file = spec.file;
+  g_test.line = spec.line;
   if (std::string broken = job->liveness().broken(); !broken.empty()) {
     Fatal(spec, fmt::format("not run: the launched ranks stopped working "
                             "together in an earlier test ({})",
@@ -176,10 +217,154 @@ void RunLaunched(DistributedTest& test) {
   // Each step (each fixture, then the test) gets the whole timeout, as
   // in spawned mode.
   try {
-    RunSteps(*job, test, spec, seq);
+    RunSteps(*job, test, spec, seq, no_body);
   } catch (const std::exception& e) {
     BreakTheRun(*job, spec, e);
   }
 }
+
+namespace {
+
+// Where a result of test `t` at index `i` of its results came from.
+const char* Outside(const TestHere& t, int i) {
+  return i < t.before ? "before its body, in the fixture's constructor or "
+                        "SetUp()"
+                      : "after its body, in TearDown() or the fixture's "
+                        "destructor";
+}
+
+// A rank other than 0: what gtest recorded here outside the body of the
+// test that ended, to rank 0 (nothing else waits for it).
+void TellRankZero(LaunchedJob& job, const ::testing::TestInfo& info) {
+  const ::testing::TestResult& result = *info.result();
+  std::vector<RankMessage> outside;
+  for (int i = 0; i < result.total_part_count(); ++i) {
+    if (i >= g_test.before && i < g_test.after) continue;
+    const ::testing::TestPartResult& r = result.GetTestPartResult(i);
+    if (!r.failed() && !r.skipped()) continue;
+    RankMessage m;
+    m.kind = r.skipped()          ? RankMessage::Kind::kSkip
+             : r.fatally_failed() ? RankMessage::Kind::kFatalFailure
+                                  : RankMessage::Kind::kNonFatalFailure;
+    m.file = r.file_name() != nullptr ? r.file_name() : "";
+    m.line = r.line_number();
+    m.message = fmt::format("{} ({})", r.message(), Outside(g_test, i));
+    outside.push_back(std::move(m));
+  }
+  const int rank = job.rank();
+  for (std::size_t i = 0; i < outside.size(); ++i) {
+    const std::vector<char> bytes = EncodeRankMessage(outside[i], 1 << 20);
+    job.store().set(
+        launched::OutsideMessageKey(g_test.seq, rank, static_cast<int>(i)),
+        std::string(bytes.begin(), bytes.end()));
+  }
+  job.store().set(launched::OutsideKey(g_test.seq, rank),
+                  std::to_string(outside.size()));
+}
+
+// Rank 0: what the other ranks recorded outside their bodies, as failures
+// of the test here, labelled by rank.
+void HearTheOthers(LaunchedJob& job) {
+  std::vector<std::string> keys;
+  std::vector<int> from;
+  for (int r = 1; r < job.size(); ++r) {
+    keys.push_back(launched::OutsideKey(g_test.seq, r));
+    from.push_back(r);
+  }
+  const std::string what = fmt::format(
+      "the end of {}",
+      ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  job.liveness().Await(keys, Clock::now() + g_test.timeout, from, what);
+  for (int r = 1; r < job.size(); ++r) {
+    const std::vector<char> count =
+        job.store().get(launched::OutsideKey(g_test.seq, r));
+    const int n = std::atoi(std::string(count.begin(), count.end()).c_str());
+    const std::string label =
+        r < g_test.world_size
+            ? fmt::format("[rank {}/{}]", r, g_test.world_size)
+            : fmt::format("[launched rank {} of {}, outside the test's {}]", r,
+                          job.size(), g_test.world_size);
+    for (int i = 0; i < n; ++i) {
+      const std::vector<char> bytes =
+          job.store().get(launched::OutsideMessageKey(g_test.seq, r, i));
+      RankMessage m;
+      std::string error;
+      if (!DecodeRankMessage(bytes.data(), bytes.size(), &m, &error)) {
+        m = {RankMessage::Kind::kNonFatalFailure, g_test.file, g_test.line,
+             "a result it recorded outside its body could not be read: " +
+                 error};
+      }
+      // Failed, whatever it was: a skip on one rank is none of the test's.
+      const std::string text =
+          m.kind == RankMessage::Kind::kSkip
+              ? fmt::format("{} skipped while rank 0 ran the test: {}", label,
+                            m.message)
+              : fmt::format("{} {}", label, m.message);
+      GTEST_MESSAGE_AT_(m.file.empty() ? g_test.file.c_str() : m.file.c_str(),
+                        m.file.empty() ? g_test.line : m.line, text.c_str(),
+                        m.kind == RankMessage::Kind::kFatalFailure
+                            ? ::testing::TestPartResult::kFatalFailure
+                            : ::testing::TestPartResult::kNonFatalFailure);
+    }
+  }
+}
+
+// At the end of each distributed test of a launched run (after its
+// destructor; before gtest prints its result, as listeners end in reverse
+// order): the body that gtest did not run here, then what each rank
+// recorded outside its body, to rank 0.
+class OutsideTheBody : public ::testing::EmptyTestEventListener {
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    if (IsDeathTestChild() || ::testing::internal::InDeathTestChild() ||
+        LaunchedEnvOrNull() == nullptr || !IsDistributedTestName(info.name())) {
+      return;
+    }
+    if (PendingInterrupt() != 0) return;  // Said, and the rest skipped.
+    if (g_test.info != &info && LastTestObjectMadeFor() == &info) {
+      // A fatal failure or a skip in the constructor or SetUp(): the
+      // others wait for this rank at the test's start. (A test gtest
+      // skipped unmade, after --gtest_fail_fast's first failure, is
+      // skipped so on every rank.)
+      std::unique_ptr<GtestRankProgram> stand_in;
+      try {
+        stand_in = GtestRankProgram::Own(
+            fmt::format("{}.{}", info.test_suite_name(), info.name()));
+      } catch (const std::exception& e) {
+        GTEST_MESSAGE_AT_(info.file(), info.line(), e.what(),
+                          ::testing::TestPartResult::kFatalFailure);
+      }
+      if (stand_in == nullptr) return;
+      RunLaunched(stand_in->test(), /*no_body=*/true);
+    }
+    if (g_test.seq < 0 || g_test.info != &info || PendingInterrupt() != 0) {
+      return;
+    }
+    LaunchedJob& job = JoinLaunchedJob();
+    if (!job.liveness().broken().empty()) return;
+    try {
+      if (job.rank() == 0) {
+        HearTheOthers(job);
+      } else {
+        TellRankZero(job, info);
+      }
+    } catch (const std::exception& e) {
+      const std::string why = fmt::format(
+          "disttest could not gather what the ranks recorded outside the "
+          "test's body (its constructor, SetUp(), TearDown() and destructor): "
+          "{}",
+          e.what());
+      GTEST_MESSAGE_AT_(g_test.file.c_str(), g_test.line, why.c_str(),
+                        ::testing::TestPartResult::kNonFatalFailure);
+    }
+  }
+};
+
+const bool kOutsideTheBodyWatched = [] {
+  if (!LaunchedRun()) return false;
+  ::testing::UnitTest::GetInstance()->listeners().Append(new OutsideTheBody);
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace disttest::internal

@@ -37,8 +37,14 @@ const LauncherEnv* LaunchedEnvOrNull();
 // when no signal came.
 void StopAfterInterrupt(const TestSpec& spec, bool quiet, bool launched);
 
-// Runs the current DIST_TEST_F test as this process's rank.
-void RunLaunched(DistributedTest& test);
+// Runs the current DIST_TEST_F test as this process's rank. Where gtest
+// runs no body (a fatal failure or a skip in the fixture's constructor or
+// SetUp()), a listener runs it at the test's end with `no_body`, on a
+// stand-in object, so that the ranks meet and rank 0 reports why; it also
+// brings rank 0 what the other ranks recorded outside their bodies (the
+// constructor, SetUp(), TearDown(), the destructor), which gtest records
+// in each rank's own process only.
+void RunLaunched(DistributedTest& test, bool no_body = false);
 
 }  // namespace disttest::internal
 

@@ -115,10 +115,14 @@ std::string FixtureDirsUnseen(LaunchedJob& job, int seq,
 // others mirror its verdict. True when the test goes on.
 bool RunStep(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
              int seq, int step, DistributedFixture* fixture,
-             Clock::time_point deadline) {
+             Clock::time_point deadline, bool no_body) {
   const StepKeys keys(seq, step);
   if (job.rank() < spec.world_size) {
     GtestRankProgram program(test, fixture);
+    if (no_body) {
+      program.ReportFirst(RecordedInThisRank());
+      program.ReportOnly();
+    }
     RunLaunchedRank(job, keys, spec.world_size, program, spec.options, deadline,
                     spec.name);
   }
@@ -187,7 +191,7 @@ bool RunStep(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
 }  // namespace
 
 void RunSteps(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
-              int seq) {
+              int seq, bool no_body) {
   auto deadline = [&] { return Clock::now() + spec.options.timeout; };
   launched::MeetAtTest(job, seq, spec.name, deadline());
   auto& fixtures = FixtureAccess::fixtures(test);
@@ -221,13 +225,13 @@ void RunSteps(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
   }
   for (std::size_t i = 0; i < fixtures.size(); ++i) {
     if (!RunStep(job, test, steps[i], seq, static_cast<int>(i),
-                 fixtures[i].get(), deadline()) ||
+                 fixtures[i].get(), deadline(), no_body) ||
         PendingInterrupt() != 0) {
       return;
     }
   }
   RunStep(job, test, steps.back(), seq, static_cast<int>(fixtures.size()),
-          nullptr, deadline());
+          nullptr, deadline(), no_body);
 }
 
 }  // namespace disttest::internal

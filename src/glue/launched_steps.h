@@ -19,8 +19,11 @@ void Skip(const TestSpec& spec, const std::string& why);
 
 // The test's steps (each fixture, then the test) on the ranks they need:
 // the meeting, the fixtures' directories, then each step in turn.
+// `no_body`: gtest ran no body in this process (a fatal failure or a skip
+// in the fixture's constructor or SetUp()); its steps report what gtest
+// recorded instead (RecordedInThisRank()), `test` a stand-in.
 void RunSteps(launched::LaunchedJob& job, DistributedTest& test,
-              const TestSpec& spec, int seq);
+              const TestSpec& spec, int seq, bool no_body);
 
 }  // namespace disttest::internal
 

@@ -46,6 +46,10 @@ std::optional<RankResultSoFar> CurrentRankResultSoFar();
 
 // "Suite.Name/2ranks": the gtest test running now.
 std::string CurrentTestName();
+// The test that gtest made the last test object for, as it ran it (null
+// before any): a test skipped without being run (--gtest_fail_fast) has
+// none made.
+const ::testing::TestInfo* LastTestObjectMadeFor();
 
 // A test's parameter as gtest prints it (TestInfo::value_param(); "" for
 // none), or its FNV-1a hash ("fnv1a:<hex>") past 4 KiB; the current test's.

@@ -171,6 +171,32 @@ DIST_TEST_F(Launched, DiesOnRank2, 4) {
 
 DIST_TEST_F(Launched, AfterTheDeath, 4) { comm().barrier(); }
 
+// Rank 2 fails (or skips) outside its body, where LAUNCHED_FAILS_IN says:
+// "constructor", "SetUp", "SetUp-fatal", "SetUp-skip", "TearDown" or
+// "destructor". The run goes on with Next.
+class LaunchedFixtureFails : public Launched {
+ protected:
+  LaunchedFixtureFails() { FailsIn("constructor"); }
+  ~LaunchedFixtureFails() override { FailsIn("destructor"); }
+  void SetUp() override {
+    FailsIn("SetUp");
+    if (Here("SetUp-fatal")) FAIL() << "marker-SetUp-fatal on rank 2";
+    if (Here("SetUp-skip")) GTEST_SKIP() << "marker-SetUp-skip on rank 2";
+  }
+  void TearDown() override { FailsIn("TearDown"); }
+
+ private:
+  bool Here(const char* where) {
+    return rank() == 2 && Env("LAUNCHED_FAILS_IN") == where;
+  }
+  void FailsIn(const char* where) {
+    if (Here(where)) ADD_FAILURE() << "marker-" << where << " on rank 2";
+  }
+};
+DIST_TEST_F(LaunchedFixtureFails, Body, 4) { comm().barrier(); }
+class LaunchedAfterTheFixture : public Launched {};
+DIST_TEST_F(LaunchedAfterTheFixture, Next, 4) { comm().barrier(); }
+
 // Rank 2 calls exit(3) in its body; the others wait for it in a barrier.
 DIST_TEST_F(Launched, ExitsOnRank2, 4) {
   if (rank() == 2) std::exit(3);

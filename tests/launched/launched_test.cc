@@ -161,6 +161,54 @@ TEST_P(LaunchedTest, OtherRanksWriteTheirOwnLogsWhenAsked) {
   std::filesystem::remove_all(dir);
 }
 
+// A failure of a rank other than 0 outside its body (in the fixture's
+// constructor, SetUp(), TearDown() or destructor, which gtest runs in every
+// launched process) fails the test in rank 0's report, labelled with the
+// rank; a fatal one or a skip in SetUp(), after which gtest runs no body on
+// that rank, too, at once, and the run goes on.
+TEST_P(LaunchedTest, AFailureOutsideTheBodyOfAnyRankFailsTheTest) {
+  for (const char* where : {"constructor", "SetUp", "SetUp-fatal", "SetUp-skip",
+                            "TearDown", "destructor"}) {
+    SCOPED_TRACE(where);
+    Report r = Launch("LaunchedFixtureFails.*:LaunchedAfterTheFixture.*",
+                      {{"LAUNCHED_FAILS_IN", where}});
+    EXPECT_NE(r.run.exit_code, 0) << r.all;
+    if (std::string(where) == "SetUp-skip") {
+      EXPECT_THAT(r.run.out, HasSubstr("rank 2 of 4 skipped (\"marker-SetUp-"
+                                       "skip on rank 2\") while the other "
+                                       "ranks ran"))
+          << r.all;
+    } else {
+      EXPECT_THAT(r.run.out,
+                  ::testing::ContainsRegex(
+                      std::string("\\[rank 2/4\\] (\\(first failure\\) )?"
+                                  "Failed\nmarker-") +
+                      where + " on rank 2"))
+          << r.all;
+    }
+    EXPECT_THAT(r.run.out,
+                HasSubstr("[  FAILED  ] LaunchedFixtureFails.Body/4ranks"))
+        << r.all;
+    if (std::string(where).rfind("SetUp-", 0) == 0) {
+      // Rank 2 left before its body, while the others waited for it in a
+      // collective: cut after the failure grace, as any rank that leaves
+      // so (ARankThatLeftFailingCutsTheOthersAfterTheGrace).
+      EXPECT_THAT(r.run.out,
+                  HasSubstr("not run: the launched ranks stopped working "
+                            "together in an earlier test"))
+          << r.all;
+    } else {
+      EXPECT_THAT(r.run.out,
+                  HasSubstr("[       OK ] LaunchedAfterTheFixture.Next/4ranks"))
+          << r.all;
+    }
+    EXPECT_THAT(TestCaseXml(r.xml, "Body/4ranks"),
+                HasSubstr(std::string("marker-") + where))
+        << r.xml;
+    EXPECT_THAT(r.all, Not(HasSubstr("did not arrive"))) << r.all;
+  }
+}
+
 // A rank that calls exit() in its body says so as its process ends: the
 // others stop at once, naming it, not after its heartbeat's silence.
 TEST_P(LaunchedTest, ExitInABodyIsSaidByTheRankItself) {

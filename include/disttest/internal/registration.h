@@ -132,6 +132,7 @@ bool RegisterDistributedTest(const char* suite, const char* name,
       macro, suite, name, sizes, Fixture::kDefaultWorldSize,
       [&](int n, const std::string& test_name, const std::string& error) {
         auto make = [=]() -> Fixture* {
+          const MakingWorldSize making(n);
           auto* test = new Test();
           TestAccess::Configure(*test, n, file, line, error);
           return test;

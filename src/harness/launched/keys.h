@@ -50,6 +50,15 @@ inline std::string FixtureSeenKey(int seq, int rank) {
 inline std::string FixturesSeenKey(int seq) {
   return fmt::format("launched/{}/fixtures-seen", seq);
 }
+// What a rank other than 0 recorded in test `seq` outside its body (the
+// fixture's constructor and SetUp(), TearDown() and its destructor): the
+// count, and each as an encoded RankMessage; rank 0 reports them.
+inline std::string OutsideKey(int seq, int rank) {
+  return fmt::format("launched/{}/outside/{}", seq, rank);
+}
+inline std::string OutsideMessageKey(int seq, int rank, int i) {
+  return fmt::format("launched/{}/outside/{}/{}", seq, rank, i);
+}
 inline std::string CommunicatorPrefix(int generation, const std::string& key) {
   return fmt::format("launched/comm/{}/{}", generation, key);
 }
