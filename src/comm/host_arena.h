@@ -134,7 +134,10 @@ class HostArena {
   // and the size of the pieces a message travels in.
   static constexpr std::size_t kHeapBytes = 1024 * 1024;
   static constexpr std::size_t kPieceBytes = 64 * 1024;
-  static constexpr std::size_t kPosts = 32;
+  // Pieces a rank's mailbox holds at once: an isend to each of 255 peers,
+  // received in any order (MPI pairs envelopes without bound; here a
+  // message waits for room behind those not yet received).
+  static constexpr std::size_t kPosts = 256;
 
   // Pooled ranks (options().reuse_workers) get their tests through the
   // arena: a rank parks for test n (1, 2, ...) and sleeps on a futex; the

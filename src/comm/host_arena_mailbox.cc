@@ -213,18 +213,39 @@ void HostArena::Progress(int rank) {
 std::string HostArena::Unreceived(int rank, int peer) const {
   const PerRank& sender = ranks_[peer];
   const std::uint64_t posted = sender.posted.load(std::memory_order_acquire);
+  const std::uint64_t reclaimed =
+      sender.reclaimed.load(std::memory_order_acquire);
   std::vector<std::string> messages;
-  for (std::uint64_t i = sender.reclaimed.load(std::memory_order_acquire);
-       i < posted; ++i) {
+  std::uint64_t held = 0;  // Bytes of its heap that open posts hold.
+  for (std::uint64_t i = reclaimed; i < posted; ++i) {
     PostView v;
     if (!ReadPost(sender.posts[i % kPosts], i, &v)) continue;
+    if (v.state == Post::kOpen) held += v.bytes;
     if (v.to == rank && v.offset == 0 && v.state == Post::kOpen) {
       messages.push_back(Describe(v.count, v.type, v.tag));
     }
   }
   if (messages.empty()) return "";
-  return fmt::format("; rank {} has sent this rank {}, which no receive took",
-                     peer, fmt::join(messages, ", "));
+  // The first few, and how many more.
+  constexpr std::size_t kListed = 8;
+  const std::size_t more =
+      messages.size() > kListed ? messages.size() - kListed : 0;
+  if (more > 0) messages.resize(kListed);
+  std::string text =
+      fmt::format("; rank {} has sent this rank {}{}, which no receive took",
+                  peer, fmt::join(messages, ", "),
+                  more > 0 ? fmt::format(" and {} more", more) : std::string());
+  // Its mailbox full of them: what it sent after them waits for room there.
+  if (posted - reclaimed >= kPosts || held + kPieceBytes > kHeapBytes) {
+    text += fmt::format(
+        "; they fill its host-arena mailbox ({} messages or {} KiB at once), "
+        "so a message it sent after them may wait for room there while this "
+        "receive waits for it: receive in the order sent, or keep fewer in "
+        "flight (DISTTEST_NO_HOST_ARENA=1 sends through Gloo, which holds "
+        "them all)",
+        kPosts, kHeapBytes / 1024);
+  }
+  return text;
 }
 
 std::uint64_t HostArena::PostSend(int rank, const void* data, std::size_t count,

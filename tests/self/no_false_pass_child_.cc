@@ -1076,6 +1076,32 @@ DIST_TEST_F(NoFalsePass, ExitsWithAStatusOfDisttests, 2) {
   comm().barrier();
 }
 
+// Rank 0 keeps NFP_ISENDS isends to rank 1 in flight (tags 0 to n-1) and
+// waits for them in order; rank 1 receives them from the last tag down.
+// Valid (MPI pairs the envelopes without bound).
+DIST_TEST_F(NoFalsePass, IsendsReceivedInReverse, 2) {
+  const int n = std::atoi(std::getenv("NFP_ISENDS"));
+  if (std::getenv("NFP_SHORT") != nullptr) {
+    comm().set_timeout(std::chrono::seconds(2));
+  }
+  std::vector<int> values(static_cast<std::size_t>(n));
+  if (rank() == 0) {
+    std::vector<disttest::Request> sent;
+    for (int t = 0; t < n; ++t) {
+      values[static_cast<std::size_t>(t)] = 1000 + t;
+      sent.push_back(comm().isend(&values[static_cast<std::size_t>(t)], 1, 1,
+                                  static_cast<std::uint32_t>(t)));
+    }
+    for (disttest::Request& r : sent) r.wait();
+  } else {
+    for (int t = n - 1; t >= 0; --t) {
+      int v = -1;
+      comm().recv(&v, 1, 0, static_cast<std::uint32_t>(t));  // marker-reverse
+      EXPECT_EQ(v, 1000 + t);
+    }
+  }
+}
+
 // Rank 1 exits with a status of disttest's while rank 0 works outside any
 // collective, until the harness ends it.
 DIST_TEST_F(NoFalsePass, ExitsWithAStatusOfDisttestsWhileAPeerWorks, 2) {

@@ -334,6 +334,28 @@ TEST_P(NoFalsePassTest, SendBufferChangedBeforeItsWaitFails) {
   }
 }
 
+// Isends kept in flight past what a CPU backend holds at once, received in
+// reverse: 200 pass on every transport; past the host arena's mailbox (256
+// pieces) the receive that waits for one behind them says so, not that its
+// sender never sent it.
+TEST_P(NoFalsePassTest, ManyIsendsReceivedInReversePass) {
+  for (const char* no_arena : {"0", "1"}) {
+    Verdict v =
+        Run("IsendsReceivedInReverse/2ranks",
+            {{"NFP_ISENDS", "200"}, {"DISTTEST_NO_HOST_ARENA", no_arena}});
+    EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  }
+  Verdict full = Run("IsendsReceivedInReverse/2ranks",
+                     {{"NFP_ISENDS", "300"}, {"NFP_SHORT", "1"}});
+  EXPECT_EQ(full.run.exit_code, 1) << full.run.out;
+  EXPECT_THAT(full.run.out,
+              HasSubstr("they fill its host-arena mailbox (256 messages or "
+                        "1024 KiB at once), so a message it sent after them "
+                        "may wait for room there while this receive waits for "
+                        "it"))
+      << full.run.out;
+}
+
 // A request a rank's helper thread left in flight is that rank's: its
 // failure, at its line (where ranks are threads too: charged to the rank
 // of its communicator, not to whichever rank looks first).

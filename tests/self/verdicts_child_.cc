@@ -1170,7 +1170,7 @@ DIST_TEST_F(VerdictsGpus, ShowsItsDevices, 1, 2) {
   std::printf("marker-devices %s\n", visible != nullptr ? visible : "(unset)");
 }
 
-DIST_TEST_F(VerdictsGpus, FailsOnRank1) {
+DIST_TEST_F(VerdictsGpus, FailsOnRank1, 2, 4) {
   EXPECT_EQ(rank(), 0) << "marker-gpu-failure";
 }
 

@@ -252,6 +252,19 @@ TEST_P(VerdictsTest, FailureNamesTheGpusAndTheRerunKeepsThem) {
                         "DISTTEST_GPUS=GPU-c,GPU-a " + GetParam().binary));
 }
 
+// Ranks that share GPUs: the rerun lists each GPU once (a GPU listed twice
+// is no inventory), and runs them so again.
+TEST_P(VerdictsTest, RerunOfSharedGpusListsEachOnce) {
+  Verdict v = Run("VerdictsGpus.FailsOnRank1/4ranks", kSharedTwo);
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("rerun this test alone: "
+                                   "DISTTEST_GPUS=GPU-a,GPU-b "))
+      << v.run.out;
+  Verdict again = Run("VerdictsGpus.ShowsItsSharing/4ranks",
+                      Plus(kSharedTwo, {{"DISTTEST_GPUS", "GPU-a,GPU-b"}}));
+  EXPECT_EQ(again.run.exit_code, 0) << again.run.out << again.run.err;
+}
+
 TEST_P(VerdictsTest, RerunOfOneNumericGpuNamesItAsAList) {
   SKIP_FOR_THREADS_SEEING_DEVICES();
   // "DISTTEST_GPUS=3" would be a count of three; "3," is GPU 3.

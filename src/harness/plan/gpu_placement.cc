@@ -188,8 +188,16 @@ std::string PlaceOnGpus(TestSpec& spec, int gpus_per_rank) {
   TellNccl(spec, a.ranks_per_gpu);
   // (TellNccl may have made them processes.)
   if (spec.options.launch == LaunchMode::kThreads) SeeEveryRanksGpus(spec, a);
+  // Each GPU once, in the ranks' order: ranks that share them are placed
+  // round-robin on that list again (a GPU listed twice is no inventory).
   std::vector<std::string> all;
-  for (const auto& own : a.own) all.insert(all.end(), own.begin(), own.end());
+  for (const auto& own : a.own) {
+    for (const std::string& gpu : own) {
+      if (std::find(all.begin(), all.end(), gpu) == all.end()) {
+        all.push_back(gpu);
+      }
+    }
+  }
   spec.gpus_rerun = fmt::format("{}", fmt::join(all, ","));
   // One numeric GPU would read as a count: "3," is the list of GPU 3.
   if (all.size() == 1 && IsDigits(all.front())) {
