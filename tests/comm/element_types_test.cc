@@ -6,9 +6,11 @@
 // bfloat16 to every collective, on every backend.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "disttest/comm/communicator.h"
+#include "disttest/internal/compared_value.h"
 #include "thread_ranks.h"
 
 #if __has_include(<cuda_fp16.h>) && __has_include(<cuda_bf16.h>)
@@ -56,6 +58,18 @@ TEST(ElementTypesTest, CudaHalvesGoAsFloat16AndBfloat16) {
     comm.allreduce(b.data(), b.size(), ReduceOp::kSum);
     for (__nv_bfloat16 x : b) EXPECT_EQ(__bfloat162float(x), 5.0f);
   });
+}
+
+// The collective assertions take them as they take float16 and bfloat16
+// (no ComparableAcrossRanks needed), and show them as numbers: 1 and the
+// next half after it differ in print, a NaN is "nan".
+static_assert(internal::PlainValue<__half>);
+static_assert(internal::PlainValue<__nv_bfloat16>);
+TEST(ElementTypesTest, CudaHalvesShowAsNumbersInAssertions) {
+  EXPECT_EQ(internal::ShowElement(__float2half(1.0f)), "1");
+  EXPECT_EQ(internal::ShowElement(__float2half(1.0009765625f)), "1.001");
+  EXPECT_EQ(internal::ShowElement(__float2half(NAN)), "nan");
+  EXPECT_EQ(internal::ShowElement(__float2bfloat16(1.0078125f)), "1.008");
 }
 #endif
 

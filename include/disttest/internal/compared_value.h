@@ -48,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "disttest/comm/data_type.h"
 #include "disttest/comm/half.h"
 
 namespace disttest::internal {
@@ -93,6 +94,12 @@ std::string ShowElement(const X& x) {
   } else if constexpr (std::is_same_v<X, float16>) {
     return ShowFloat(static_cast<float>(x), 5);
   } else if constexpr (std::is_same_v<X, bfloat16>) {
+    return ShowFloat(static_cast<float>(x), 4);
+  } else if constexpr (std::is_same_v<X, ::__half>) {
+    // CUDA's (cuda_fp16.h, included where one is compared): as float16,
+    // not through the integer conversion gtest would pick.
+    return ShowFloat(static_cast<float>(x), 5);
+  } else if constexpr (std::is_same_v<X, ::__nv_bfloat16>) {
     return ShowFloat(static_cast<float>(x), 4);
 #ifdef __FLT16_MANT_DIG__
   } else if constexpr (std::is_same_v<X, _Float16>) {
@@ -163,9 +170,10 @@ concept SequenceOfValues =
 // in every rank (no pointer, no string_view, no handle).
 template <typename T>
 struct IsSentAsBytes
-    : std::bool_constant<std::is_arithmetic_v<T> || std::is_enum_v<T> ||
-                         std::is_same_v<T, float16> ||
-                         std::is_same_v<T, bfloat16>> {};
+    : std::bool_constant<
+          std::is_arithmetic_v<T> || std::is_enum_v<T> ||
+          std::is_same_v<T, float16> || std::is_same_v<T, bfloat16> ||
+          std::is_same_v<T, ::__half> || std::is_same_v<T, ::__nv_bfloat16>> {};
 
 }  // namespace disttest::internal
 
