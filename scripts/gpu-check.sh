@@ -302,7 +302,7 @@ required_left=0
 # past it); past the budget the case is not run: LEFT.
 # A VAR=VALUE may be "-u VAR" (unset it).
 # A pass case stops at its first failure (--gtest_fail_fast), each test at
-# 60 s (DISTTEST_TIMEOUT), with the stacks of a hang, not at MAX_S.
+# 120 s (DISTTEST_TIMEOUT), with the stacks of a hang, not at MAX_S.
 check() {
   local label=$1 expect=$2 max=$3 binary=$4 filter=$5
   shift 5
@@ -323,8 +323,12 @@ check() {
     echo "=== $line" >>"$log"
     return
   fi
-  local limit=$((max + 30))
-  if ((limit > left + 20)); then limit=$((left + 20)); fi
+  local limit=$((max + 30)) cut=0
+  # The kill comes 10 s after the limit: 20 s past the budget at most.
+  if ((limit > left + 10)); then
+    limit=$((left + 10))
+    cut=1
+  fi
   local fast=()
   if [[ $expect == pass ]]; then fast=(--gtest_fail_fast); fi
   local vars=()
@@ -337,7 +341,7 @@ check() {
   local t0
   t0=$(date +%s%N)
   # After the case's own (env takes its -u options first).
-  if [[ $expect == pass ]]; then vars+=(DISTTEST_TIMEOUT=60); fi
+  if [[ $expect == pass ]]; then vars+=(DISTTEST_TIMEOUT=120); fi
   env ${vars[@]+"${vars[@]}"} timeout -k 10 "$limit" "$(bin "$binary")" \
     --gtest_filter="$filter" --gtest_color=no ${fast[@]+"${fast[@]}"} >"$out" 2>&1
   local rc=$?
@@ -346,7 +350,13 @@ check() {
   ran=$(grep -cE '^\[ +(OK|FAILED|SKIPPED) +\] .* \([0-9]+ ms\)$' "$out")
   skipped=$(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$out")
   failed=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$out")
-  if ((rc == 124 || rc == 137)); then why+=("killed by timeout after $limit s"); fi
+  if ((rc == 124 || rc == 137)); then
+    if ((cut)); then
+      why+=("cut after $limit s, at the end of the budget of $budget s (GPU_CHECK_BUDGET_S)")
+    else
+      why+=("killed by timeout after $limit s")
+    fi
+  fi
   if ((ran == 0)); then why+=("no test ran (exit $rc)"); fi
   local status
   if ((ran > 0 && skipped == ran)); then
@@ -378,6 +388,10 @@ check() {
     done
     if ((${#why[@]} == 0)); then
       status=PASS
+    elif ((cut && (rc == 124 || rc == 137))); then
+      # Not a verdict on the case: the budget ended it.
+      status=LEFT
+      if ((!optional)); then required_left=1; fi
     elif ((optional)); then
       status=NOTE
     else

@@ -216,11 +216,11 @@ std::string HostArena::Unreceived(int rank, int peer) const {
   const std::uint64_t reclaimed =
       sender.reclaimed.load(std::memory_order_acquire);
   std::vector<std::string> messages;
-  std::uint64_t held = 0;  // Bytes of its heap that open posts hold.
+  std::uint64_t held = 0;  // Bytes of its heap that its posts hold.
   for (std::uint64_t i = reclaimed; i < posted; ++i) {
     PostView v;
     if (!ReadPost(sender.posts[i % kPosts], i, &v)) continue;
-    if (v.state == Post::kOpen) held += v.bytes;
+    held += v.bytes;  // Taken or not: the heap is freed in order.
     if (v.to == rank && v.offset == 0 && v.state == Post::kOpen) {
       messages.push_back(Describe(v.count, v.type, v.tag));
     }
@@ -238,7 +238,8 @@ std::string HostArena::Unreceived(int rank, int peer) const {
   // Its mailbox full of them: what it sent after them waits for room there.
   if (posted - reclaimed >= kPosts || held + kPieceBytes > kHeapBytes) {
     text += fmt::format(
-        "; they fill its host-arena mailbox ({} messages or {} KiB at once), "
+        "; they fill its host-arena mailbox ({} pieces or {} KiB at once, for "
+        "all its receivers), "
         "so a message it sent after them may wait for room there while this "
         "receive waits for it: receive in the order sent, or keep fewer in "
         "flight (DISTTEST_NO_HOST_ARENA=1 sends through Gloo, which holds "

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -114,7 +115,10 @@ struct TestHere {
   const ::testing::TestInfo* info = nullptr;  // Whose body ran here.
   int before = 0;  // Its results recorded before the body,
   int after = 0;   // and up to the body's end.
-  int seq = -1;    // Its number in the run; -1: it took none.
+  // Those before the body went with a step's report (no body here; a rank
+  // of the test's): rank 0 has them.
+  bool told_in_step = false;
+  int seq = -1;  // Its number in the run; -1: it took none.
   int world_size = 0;
   std::chrono::milliseconds timeout{0};
   std::string file;
@@ -154,8 +158,7 @@ void RunLaunched(DistributedTest& test, bool no_body) {
   TestSpec spec = SpecOf(test);
   g_test = TestHere{};
   g_test.info = ::testing::UnitTest::GetInstance()->current_test_info();
-  // Without a body here, everything gtest recorded goes with the steps.
-  g_test.before = no_body ? 0 : PartsSoFar();
+  g_test.before = PartsSoFar();
   struct BodyEnd {
     ~BodyEnd() { g_test.after = PartsSoFar(); }
   } body_end;
@@ -217,7 +220,7 @@ void RunLaunched(DistributedTest& test, bool no_body) {
   // Each step (each fixture, then the test) gets the whole timeout, as
   // in spawned mode.
   try {
-    RunSteps(*job, test, spec, seq, no_body);
+    RunSteps(*job, test, spec, seq, no_body, &g_test.told_in_step);
   } catch (const std::exception& e) {
     BreakTheRun(*job, spec, e);
   }
@@ -239,6 +242,7 @@ void TellRankZero(LaunchedJob& job, const ::testing::TestInfo& info) {
   const ::testing::TestResult& result = *info.result();
   std::vector<RankMessage> outside;
   for (int i = 0; i < result.total_part_count(); ++i) {
+    if (i < g_test.before && g_test.told_in_step) continue;
     if (i >= g_test.before && i < g_test.after) continue;
     const ::testing::TestPartResult& r = result.GetTestPartResult(i);
     if (!r.failed() && !r.skipped()) continue;
@@ -263,27 +267,42 @@ void TellRankZero(LaunchedJob& job, const ::testing::TestInfo& info) {
 }
 
 // Rank 0: what the other ranks recorded outside their bodies, as failures
-// of the test here, labelled by rank.
-void HearTheOthers(LaunchedJob& job) {
+// of the test here, labelled by rank; true when there was any. Its wait
+// ends at the test's timeout, at a rank that died, and soon after a signal.
+bool HearTheOthers(LaunchedJob& job) {
   std::vector<std::string> keys;
   std::vector<int> from;
   for (int r = 1; r < job.size(); ++r) {
     keys.push_back(launched::OutsideKey(g_test.seq, r));
     from.push_back(r);
   }
-  const std::string what = fmt::format(
-      "the end of {}",
-      ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  job.liveness().Await(keys, Clock::now() + g_test.timeout, from, what);
+  const std::map<int, std::string> missing = job.liveness().AwaitResults(
+      keys, from, Clock::now() + g_test.timeout, /*cut_on_interrupt=*/true);
+  bool any = false;
+  // Skips where rank 0 skipped too agree with it (every rank's SetUp()
+  // skipping a test that is skipped anyway).
+  const bool skipped_here = ::testing::Test::IsSkipped();
   for (int r = 1; r < job.size(); ++r) {
-    const std::vector<char> count =
-        job.store().get(launched::OutsideKey(g_test.seq, r));
-    const int n = std::atoi(std::string(count.begin(), count.end()).c_str());
     const std::string label =
         r < g_test.world_size
             ? fmt::format("[rank {}/{}]", r, g_test.world_size)
             : fmt::format("[launched rank {} of {}, outside the test's {}]", r,
                           job.size(), g_test.world_size);
+    if (auto it = missing.find(r); it != missing.end()) {
+      // The run that broke said so already.
+      if (!job.liveness().broken().empty()) continue;
+      const std::string text = fmt::format(
+          "{} did not say what it recorded outside its body (its fixture's "
+          "constructor, SetUp(), TearDown(), destructor): {}",
+          label, it->second);
+      GTEST_MESSAGE_AT_(g_test.file.c_str(), g_test.line, text.c_str(),
+                        ::testing::TestPartResult::kNonFatalFailure);
+      any = true;
+      continue;
+    }
+    const std::vector<char> count =
+        job.store().get(launched::OutsideKey(g_test.seq, r));
+    const int n = std::atoi(std::string(count.begin(), count.end()).c_str());
     for (int i = 0; i < n; ++i) {
       const std::vector<char> bytes =
           job.store().get(launched::OutsideMessageKey(g_test.seq, r, i));
@@ -294,6 +313,7 @@ void HearTheOthers(LaunchedJob& job) {
              "a result it recorded outside its body could not be read: " +
                  error};
       }
+      if (m.kind == RankMessage::Kind::kSkip && skipped_here) continue;
       // Failed, whatever it was: a skip on one rank is none of the test's.
       const std::string text =
           m.kind == RankMessage::Kind::kSkip
@@ -305,7 +325,44 @@ void HearTheOthers(LaunchedJob& job) {
                         m.kind == RankMessage::Kind::kFatalFailure
                             ? ::testing::TestPartResult::kFatalFailure
                             : ::testing::TestPartResult::kNonFatalFailure);
+      any = true;
     }
+  }
+  return any;
+}
+
+// A rank other than 0: whether rank 0 failed the test for what came
+// outside the bodies, mirrored here (so that every rank's verdict, its exit
+// status and --gtest_fail_fast agree).
+void MirrorRankZero(LaunchedJob& job) {
+  const std::string key = launched::OutsideVerdictKey(g_test.seq);
+  const std::map<int, std::string> missing = job.liveness().AwaitResults(
+      {key}, {0}, Clock::now() + g_test.timeout, /*cut_on_interrupt=*/true);
+  if (!missing.empty() || ::testing::Test::HasFailure()) return;
+  const std::vector<char> v = job.store().get(key);
+  if (std::string(v.begin(), v.end()) != "failed") return;
+  const NoBreakOnFailure no_break;  // Rank 0's report, not this rank's.
+  GTEST_MESSAGE_AT_(g_test.file.c_str(), g_test.line,
+                    "failed; rank 0 reports why",
+                    ::testing::TestPartResult::kFatalFailure);
+}
+
+// The stand-in could not be made (its constructor throws again, its
+// parameters print alike): the others would wait for this rank at the
+// test's start; the run stops instead, saying why.
+void CannotStandIn(const ::testing::TestInfo& info, const std::string& why) {
+  const std::string text = fmt::format(
+      "gtest ran no body of {}.{} on this rank (a fatal failure or a skip in "
+      "its constructor or SetUp()), and disttest could not make the test "
+      "again to meet the other ranks: {}",
+      info.test_suite_name(), info.name(), why);
+  GTEST_MESSAGE_AT_(info.file(), info.line(), text.c_str(),
+                    ::testing::TestPartResult::kFatalFailure);
+  try {
+    LaunchedJob& job = JoinLaunchedJob();
+    job.liveness().Break(fmt::format("rank {} {}", job.rank(), text));
+  } catch (...) {
+    // No job: nothing waits for this rank.
   }
 }
 
@@ -314,40 +371,49 @@ void HearTheOthers(LaunchedJob& job) {
 // order): the body that gtest did not run here, then what each rank
 // recorded outside its body, to rank 0.
 class OutsideTheBody : public ::testing::EmptyTestEventListener {
+  void OnTestStart(const ::testing::TestInfo&) override { g_test = {}; }
+
   void OnTestEnd(const ::testing::TestInfo& info) override {
     if (IsDeathTestChild() || ::testing::internal::InDeathTestChild() ||
         LaunchedEnvOrNull() == nullptr || !IsDistributedTestName(info.name())) {
       return;
     }
-    if (PendingInterrupt() != 0) return;  // Said, and the rest skipped.
-    if (g_test.info != &info && LastTestObjectMadeFor() == &info) {
+    if (g_test.info != &info && LastTestObjectMadeFor() == &info &&
+        PendingInterrupt() == 0) {
       // A fatal failure or a skip in the constructor or SetUp(): the
       // others wait for this rank at the test's start. (A test gtest
       // skipped unmade, after --gtest_fail_fast's first failure, is
       // skipped so on every rank.)
       std::unique_ptr<GtestRankProgram> stand_in;
+      std::string why = "no test of that name is registered here";
       try {
         stand_in = GtestRankProgram::Own(
             fmt::format("{}.{}", info.test_suite_name(), info.name()));
       } catch (const std::exception& e) {
-        GTEST_MESSAGE_AT_(info.file(), info.line(), e.what(),
-                          ::testing::TestPartResult::kFatalFailure);
+        why = e.what();
+      } catch (...) {
+        why = "its constructor threw something that is no std::exception";
       }
-      if (stand_in == nullptr) return;
+      if (stand_in == nullptr) return CannotStandIn(info, why);
       RunLaunched(stand_in->test(), /*no_body=*/true);
+      // Its destructor runs the test's again: what that records is the
+      // stand-in's, said already by the test's own.
+      stand_in.reset();
+      g_test.after = PartsSoFar();
     }
-    if (g_test.seq < 0 || g_test.info != &info || PendingInterrupt() != 0) {
-      return;
-    }
-    LaunchedJob& job = JoinLaunchedJob();
-    if (!job.liveness().broken().empty()) return;
+    if (g_test.seq < 0 || g_test.info != &info) return;
     try {
+      LaunchedJob& job = JoinLaunchedJob();
       if (job.rank() == 0) {
-        HearTheOthers(job);
+        const bool failed = HearTheOthers(job);
+        job.store().set(launched::OutsideVerdictKey(g_test.seq),
+                        failed ? "failed" : "ok");
       } else {
         TellRankZero(job, info);
+        MirrorRankZero(job);
       }
     } catch (const std::exception& e) {
+      if (::testing::Test::HasFailure()) return;  // Said, or the run broke.
       const std::string why = fmt::format(
           "disttest could not gather what the ranks recorded outside the "
           "test's body (its constructor, SetUp(), TearDown() and destructor): "

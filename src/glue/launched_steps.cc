@@ -110,18 +110,43 @@ std::string FixtureDirsUnseen(LaunchedJob& job, int seq,
   return finding == "ok" ? "" : finding;
 }
 
+// Rank 0's results before a body gtest did not run, which its own gtest
+// shows already: its skips as they are (they decide whether every rank
+// skipped), its failures as one that points to them.
+std::vector<::testing::TestPartResult> SaidAbove(
+    const std::vector<::testing::TestPartResult>& recorded) {
+  std::vector<::testing::TestPartResult> out;
+  const ::testing::TestPartResult* failure = nullptr;
+  for (const ::testing::TestPartResult& r : recorded) {
+    if (r.skipped()) {
+      out.push_back(r);
+    } else if (failure == nullptr || r.fatally_failed()) {
+      failure = &r;
+    }
+  }
+  if (failure != nullptr) {
+    out.emplace_back(failure->type(), failure->file_name(),
+                     failure->line_number(),
+                     "failed before its body, in the fixture's constructor or "
+                     "SetUp() (above)");
+  }
+  return out;
+}
+
 // One distributed step of a test (a fixture, or the test itself): the
 // first spec.world_size ranks run it; rank 0 judges and reports it, the
 // others mirror its verdict. True when the test goes on.
 bool RunStep(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
              int seq, int step, DistributedFixture* fixture,
-             Clock::time_point deadline, bool no_body) {
+             Clock::time_point deadline, bool no_body, bool* told) {
   const StepKeys keys(seq, step);
   if (job.rank() < spec.world_size) {
     GtestRankProgram program(test, fixture);
     if (no_body) {
-      program.ReportFirst(RecordedInThisRank());
+      program.ReportFirst(job.rank() == 0 ? SaidAbove(RecordedInThisRank())
+                                          : RecordedInThisRank());
       program.ReportOnly();
+      *told = true;
     }
     RunLaunchedRank(job, keys, spec.world_size, program, spec.options, deadline,
                     spec.name);
@@ -191,7 +216,7 @@ bool RunStep(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
 }  // namespace
 
 void RunSteps(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
-              int seq, bool no_body) {
+              int seq, bool no_body, bool* told) {
   auto deadline = [&] { return Clock::now() + spec.options.timeout; };
   launched::MeetAtTest(job, seq, spec.name, deadline());
   auto& fixtures = FixtureAccess::fixtures(test);
@@ -225,13 +250,13 @@ void RunSteps(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
   }
   for (std::size_t i = 0; i < fixtures.size(); ++i) {
     if (!RunStep(job, test, steps[i], seq, static_cast<int>(i),
-                 fixtures[i].get(), deadline(), no_body) ||
+                 fixtures[i].get(), deadline(), no_body, told) ||
         PendingInterrupt() != 0) {
       return;
     }
   }
   RunStep(job, test, steps.back(), seq, static_cast<int>(fixtures.size()),
-          nullptr, deadline(), no_body);
+          nullptr, deadline(), no_body, told);
 }
 
 }  // namespace disttest::internal

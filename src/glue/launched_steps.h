@@ -22,8 +22,9 @@ void Skip(const TestSpec& spec, const std::string& why);
 // `no_body`: gtest ran no body in this process (a fatal failure or a skip
 // in the fixture's constructor or SetUp()); its steps report what gtest
 // recorded instead (RecordedInThisRank()), `test` a stand-in.
+// `*told`: set when a step reported what gtest recorded before the body.
 void RunSteps(launched::LaunchedJob& job, DistributedTest& test,
-              const TestSpec& spec, int seq, bool no_body);
+              const TestSpec& spec, int seq, bool no_body, bool* told);
 
 }  // namespace disttest::internal
 

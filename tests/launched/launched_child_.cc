@@ -171,29 +171,43 @@ DIST_TEST_F(Launched, DiesOnRank2, 4) {
 
 DIST_TEST_F(Launched, AfterTheDeath, 4) { comm().barrier(); }
 
-// Rank 2 fails (or skips) outside its body, where LAUNCHED_FAILS_IN says:
-// "constructor", "SetUp", "SetUp-fatal", "SetUp-skip", "TearDown" or
-// "destructor". The run goes on with Next.
+// Rank 2 (LAUNCHED_FAILING_RANK) fails (or skips) outside its body, where
+// LAUNCHED_FAILS_IN says: "constructor", "SetUp", "SetUp-fatal",
+// "SetUp-skip", "TearDown" or "destructor". The run goes on with Next.
 class LaunchedFixtureFails : public Launched {
  protected:
   LaunchedFixtureFails() { FailsIn("constructor"); }
   ~LaunchedFixtureFails() override { FailsIn("destructor"); }
   void SetUp() override {
     FailsIn("SetUp");
-    if (Here("SetUp-fatal")) FAIL() << "marker-SetUp-fatal on rank 2";
-    if (Here("SetUp-skip")) GTEST_SKIP() << "marker-SetUp-skip on rank 2";
+    if (Here("SetUp-fatal")) {
+      FAIL() << "marker-SetUp-fatal on rank " << Failing();
+    }
+    if (Here("SetUp-skip")) {
+      GTEST_SKIP() << "marker-SetUp-skip on rank " << Failing();
+    }
   }
   void TearDown() override { FailsIn("TearDown"); }
 
  private:
+  // The launcher's rank: rank() is -1 in a rank past the test's size.
+  static int Failing() {
+    const std::string r = Env("LAUNCHED_FAILING_RANK");
+    return r.empty() ? 2 : std::atoi(r.c_str());
+  }
   bool Here(const char* where) {
-    return rank() == 2 && Env("LAUNCHED_FAILS_IN") == where;
+    return disttest::DetectLauncherEnv().rank == Failing() &&
+           Env("LAUNCHED_FAILS_IN") == where;
   }
   void FailsIn(const char* where) {
-    if (Here(where)) ADD_FAILURE() << "marker-" << where << " on rank 2";
+    if (Here(where)) {
+      ADD_FAILURE() << "marker-" << where << " on rank " << Failing();
+    }
   }
 };
 DIST_TEST_F(LaunchedFixtureFails, Body, 4) { comm().barrier(); }
+// On ranks 0 and 1 of the 4 launched.
+DIST_TEST_F(LaunchedFixtureFails, BodyOfTwo, 2) { comm().barrier(); }
 class LaunchedAfterTheFixture : public Launched {};
 DIST_TEST_F(LaunchedAfterTheFixture, Next, 4) { comm().barrier(); }
 

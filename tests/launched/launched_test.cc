@@ -170,7 +170,7 @@ TEST_P(LaunchedTest, AFailureOutsideTheBodyOfAnyRankFailsTheTest) {
   for (const char* where : {"constructor", "SetUp", "SetUp-fatal", "SetUp-skip",
                             "TearDown", "destructor"}) {
     SCOPED_TRACE(where);
-    Report r = Launch("LaunchedFixtureFails.*:LaunchedAfterTheFixture.*",
+    Report r = Launch("LaunchedFixtureFails.Body/*:LaunchedAfterTheFixture.*",
                       {{"LAUNCHED_FAILS_IN", where}});
     EXPECT_NE(r.run.exit_code, 0) << r.all;
     if (std::string(where) == "SetUp-skip") {
@@ -207,6 +207,50 @@ TEST_P(LaunchedTest, AFailureOutsideTheBodyOfAnyRankFailsTheTest) {
         << r.xml;
     EXPECT_THAT(r.all, Not(HasSubstr("did not arrive"))) << r.all;
   }
+}
+
+// The same on a rank past the test's world size (a 2-rank test of 4
+// launched), after which gtest runs no body there; and a test run again
+// (--gtest_repeat), which meets at each repeat; and --gtest_fail_fast, which
+// every rank follows alike (each mirrors rank 0's failure for what came
+// outside a body).
+TEST_P(LaunchedTest, AFailureOutsideTheBodyIsSaidInEveryCase) {
+  Report outside = Launch(
+      "LaunchedFixtureFails.BodyOfTwo/*",
+      {{"LAUNCHED_FAILS_IN", "SetUp-fatal"}, {"LAUNCHED_FAILING_RANK", "3"}});
+  EXPECT_NE(outside.run.exit_code, 0) << outside.all;
+  EXPECT_THAT(outside.run.out,
+              HasSubstr("[launched rank 3 of 4, outside the test's 2] Failed\n"
+                        "marker-SetUp-fatal on rank 3"))
+      << outside.all;
+  Report repeated =
+      Launch("LaunchedFixtureFails.Body/*",
+             {{"LAUNCHED_FAILS_IN", "SetUp-fatal"}, {"GTEST_REPEAT", "2"}});
+  EXPECT_NE(repeated.run.exit_code, 0) << repeated.all;
+  const std::string out = repeated.run.out;
+  const std::string marker = "Failed\nmarker-SetUp-fatal on rank 2";
+  const std::size_t first = out.find(marker);
+  ASSERT_NE(first, std::string::npos) << repeated.all;
+  EXPECT_NE(out.find(marker, first + 1), std::string::npos) << repeated.all;
+  EXPECT_THAT(repeated.all, Not(HasSubstr("did not arrive"))) << repeated.all;
+  const std::string dir = TempPath("-logs");
+  Report fast = Launch("LaunchedFixtureFails.Body/*:LaunchedAfterTheFixture.*",
+                       {{"LAUNCHED_FAILS_IN", "TearDown"},
+                        {"GTEST_FAIL_FAST", "1"},
+                        {"DISTTEST_LOG_DIR", dir}});
+  EXPECT_NE(fast.run.exit_code, 0) << fast.all;
+  EXPECT_THAT(fast.run.out, HasSubstr("Failed\nmarker-TearDown on rank 2"))
+      << fast.all;
+  // Every rank skips the next test, rank 1 too (whose own step passed):
+  // none waits for another there.
+  EXPECT_THAT(TestCaseXml(fast.xml, "Next/4ranks"),
+              HasSubstr("result=\"skipped\""))
+      << fast.xml;
+  const std::string log = ReadFile(dir + "/rank-1.log");
+  EXPECT_THAT(log,
+              HasSubstr("[  SKIPPED ] LaunchedAfterTheFixture.Next/4ranks"))
+      << log;
+  std::filesystem::remove_all(dir);
 }
 
 // A rank that calls exit() in its body says so as its process ends: the

@@ -349,10 +349,10 @@ TEST_P(NoFalsePassTest, ManyIsendsReceivedInReversePass) {
                      {{"NFP_ISENDS", "300"}, {"NFP_SHORT", "1"}});
   EXPECT_EQ(full.run.exit_code, 1) << full.run.out;
   EXPECT_THAT(full.run.out,
-              HasSubstr("they fill its host-arena mailbox (256 messages or "
-                        "1024 KiB at once), so a message it sent after them "
-                        "may wait for room there while this receive waits for "
-                        "it"))
+              HasSubstr("they fill its host-arena mailbox (256 pieces or 1024 "
+                        "KiB at once, for all its receivers), so a message it "
+                        "sent after them may wait for room there while this "
+                        "receive waits for it"))
       << full.run.out;
 }
 

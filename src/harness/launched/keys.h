@@ -59,6 +59,11 @@ inline std::string OutsideKey(int seq, int rank) {
 inline std::string OutsideMessageKey(int seq, int rank, int i) {
   return fmt::format("launched/{}/outside/{}/{}", seq, rank, i);
 }
+// Rank 0's word on those: "failed" when it failed the test for them, else
+// "ok"; the others mirror it.
+inline std::string OutsideVerdictKey(int seq) {
+  return fmt::format("launched/{}/outside-verdict", seq);
+}
 inline std::string CommunicatorPrefix(int generation, const std::string& key) {
   return fmt::format("launched/comm/{}/{}", generation, key);
 }

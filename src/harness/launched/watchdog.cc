@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <thread>
@@ -59,23 +60,38 @@ void Watchdog::Disarm() {
 }
 
 void Watchdog::ProcessEnds(const char* how) {
+  // Each lock tried for a while, not waited for: exit() may come from a
+  // signal handler on a thread that holds one (the side thread's), and the
+  // process must end all the same.
+  auto take = [](std::mutex& mu) {
+    std::unique_lock<std::mutex> lock(mu, std::defer_lock);
+    for (int i = 0; i < 100 && !lock.try_lock(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return lock;
+  };
   std::string what;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!deadline_) return;
+    std::unique_lock<std::mutex> lock = take(mu_);
+    if (!lock.owns_lock() || !deadline_) return;
     what = what_;
   }
   const std::string why = fmt::format(
       "called {} while {} ran (in its body, or a thread of it): its process "
       "ended before the test did",
       how, what);
+  std::unique_lock<std::mutex> lock = take(side_.mu);
+  if (!lock.owns_lock()) return;
   try {
-    std::lock_guard<std::mutex> lock(side_.mu);
     side_.store->set(StuckKey(rank_), why);
+    // As Liveness::Break: the first reason any rank gave stands.
+    if (!side_.store->check({kAbortKey})) {
+      side_.store->set(kAbortKey,
+                       fmt::format("rank {}: rank {} {}", rank_, rank_, why));
+    }
   } catch (const std::exception&) {
     // The store is gone: the others will notice that too.
   }
-  liveness_.Break(fmt::format("rank {} {}", rank_, why));
 }
 
 void Watchdog::Loop() {
