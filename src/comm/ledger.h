@@ -354,9 +354,10 @@ class Ledger {
   std::optional<LedgerRecord> OpenCollective() const {
     return memory_->OpenCollective(slot_);
   }
-  // The name and key of communicator `id`.
+  // The name, key and size of communicator `id` (size 0: not known).
   std::string comm_name(std::uint32_t id) const;
   std::uint64_t comm_key(std::uint32_t id) const;
+  int comm_size(std::uint32_t id) const;
   // This process's ledger now, labelled rank `as_rank`.
   RankLedgerView Read(int as_rank) const {
     return memory_->Read(slot_, as_rank);

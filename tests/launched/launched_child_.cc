@@ -211,6 +211,23 @@ DIST_TEST_F(LaunchedFixtureFails, BodyOfTwo, 2) { comm().barrier(); }
 class LaunchedAfterTheFixture : public Launched {};
 DIST_TEST_F(LaunchedAfterTheFixture, Next, 4) { comm().barrier(); }
 
+// Rank 3 calls a barrier that no other rank calls: they pass and leave,
+// and its barrier can never complete.
+DIST_TEST_F(Launched, OneMoreBarrierOnRank3, 4) {
+  if (rank() == 3) comm().barrier();  // marker-one-more-barrier
+}
+
+// The control: ranks 0 and 1 pass and leave while rank 2 waits for rank 3,
+// slow, in a collective of their pair: it completes.
+DIST_TEST_F(Launched, PairWaitsForASlowPeer, 4) {
+  std::unique_ptr<disttest::Communicator> pair = comm().split(rank() / 2);
+  if (rank() < 2) return;
+  if (rank() == 3) std::this_thread::sleep_for(std::chrono::seconds(3));
+  int x = 1;
+  pair->allreduce(&x, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(x, 2);
+}
+
 // Rank 2 calls exit(3) in its body; the others wait for it in a barrier.
 DIST_TEST_F(Launched, ExitsOnRank2, 4) {
   if (rank() == 2) std::exit(3);

@@ -277,6 +277,25 @@ TEST_P(LaunchedTest, ExitInABodyIsSaidByTheRankItself) {
   EXPECT_THAT(r.all, Not(HasSubstr("stopped its heartbeat"))) << r.all;
 }
 
+// A collective of every rank that one rank calls after the others passed
+// and left can never complete: cut after a few heartbeats, saying so, not
+// at the timeout (a spawned test's ranks see it at once). One of a pair
+// whose slow member is still there goes on.
+TEST_P(LaunchedTest, ACollectiveAfterThePeersPassedEndsSayingSo) {
+  Report r =
+      Launch("Launched.OneMoreBarrierOnRank3/*", {{"DISTTEST_TIMEOUT", "100"}});
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr("passed the test and left it (its body returned) "
+                        "while this rank waited in barrier() (collective #1 "
+                        "on the world communicator), which needs all 4 ranks: "
+                        "it can never complete"))
+      << r.all;
+  EXPECT_THAT(r.run.out, Not(HasSubstr("Timed out"))) << r.all;
+  Report pair = Launch("Launched.PairWaitsForASlowPeer/*");
+  EXPECT_EQ(pair.run.exit_code, 0) << pair.all;
+}
+
 TEST_P(LaunchedTest, DeadRankEndsTheRunPromptly) {
   // mpirun's SIGTERM 2 s after rank 2 died and its SIGKILL 2 s after that
   // (1 s each by default): time for rank 0's report and XML also on a

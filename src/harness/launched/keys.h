@@ -85,6 +85,11 @@ class StepKeys {
   // step cut their collectives after the failure grace (watchdog.h).
   std::string EndedBadly() const { return base_ + "ended_badly"; }
   std::string EndedBadlyCount() const { return base_ + "ended_badly/n"; }
+  // The first rank that passed the step and left it: "<rank> <size>", the
+  // step's size; its peers still in a collective of that many ranks cut it
+  // (watchdog.h).
+  std::string LeftPassing() const { return base_ + "left_passing"; }
+  std::string LeftPassingCount() const { return base_ + "left_passing/n"; }
   // Set by a rank whose world communicator failed in the step (an operation
   // threw: it may be out of step with its peers' or hold a message no rank
   // took), before its done: after the verdict, every rank makes new

@@ -90,7 +90,8 @@ class LaunchedRankHost : public RankHost {
     // Watched from here: connecting can hang on a dead peer too.
     job_.watchdog().Arm(deadline_, what_, keys_.Ledger(job_.rank()),
                         compare_calls_ ? keys_.CallsPrefix() : "",
-                        keys_.EndedBadly(), failure_grace_);
+                        keys_.EndedBadly(), failure_grace_,
+                        keys_.LeftPassing());
     return env;
   }
 
@@ -131,6 +132,10 @@ class LaunchedRankHost : public RankHost {
           job_.store().add(keys_.EndedBadlyCount(), 1) == 1) {
         job_.store().set(keys_.EndedBadly(),
                          fmt::format("{} {}", NameOf(verdict), r));
+      }
+      if (verdict == RankVerdict::kPassed && n_ > 1 &&
+          job_.store().add(keys_.LeftPassingCount(), 1) == 1) {
+        job_.store().set(keys_.LeftPassing(), fmt::format("{} {}", r, n_));
       }
       // Before its verdict: every rank reads it once the verdict is out.
       if (comm != nullptr && comm->failed()) {

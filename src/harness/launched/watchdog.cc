@@ -41,13 +41,15 @@ void Watchdog::Start() {
 
 void Watchdog::Arm(Clock::time_point deadline, std::string what,
                    std::string ledger_key, std::string calls_prefix,
-                   std::string ended_key, std::chrono::milliseconds grace) {
+                   std::string ended_key, std::chrono::milliseconds grace,
+                   std::string left_key) {
   std::lock_guard<std::mutex> lock(mu_);
   deadline_ = deadline;
   what_ = std::move(what);
   ledger_key_ = std::move(ledger_key);
   calls_prefix_ = std::move(calls_prefix);
   ended_key_ = std::move(ended_key);
+  left_key_ = std::move(left_key);
   grace_ = grace;
   ++arms_;
   cv_.notify_all();
@@ -100,7 +102,7 @@ void Watchdog::Loop() {
   auto next_beat = Clock::now();
   for (;;) {
     bool armed = false;
-    std::string what, ledger_key, calls_prefix, ended_key;
+    std::string what, ledger_key, calls_prefix, ended_key, left_key;
     milliseconds grace{0};
     std::uint64_t arm = 0;
     {
@@ -113,6 +115,7 @@ void Watchdog::Loop() {
       ledger_key = ledger_key_;
       calls_prefix = calls_prefix_;
       ended_key = ended_key_;
+      left_key = left_key_;
       grace = grace_;
       arm = arms_;
       if (armed && Clock::now() >= *deadline_) {
@@ -139,6 +142,9 @@ void Watchdog::Loop() {
       }
       if (armed && trouble.empty() && !shut_down_) {
         trouble = PeerThatEndedBadly(ended_key, grace, arm);
+      }
+      if (armed && trouble.empty() && !shut_down_) {
+        trouble = PeerThatLeftPassing(left_key);
       }
       failures = 0;
     } catch (const std::exception& e) {
@@ -203,6 +209,39 @@ std::string Watchdog::PeerThatEndedBadly(const std::string& ended_key,
       "later (options().failure_grace{}, and at least four heartbeats)",
       who, verdict, wait.count(),
       verdict == "skipped" ? " x 5, after a skip" : "");
+}
+
+std::string Watchdog::PeerThatLeftPassing(const std::string& left_key) {
+  Ledger* ledger = Ledger::Current();
+  if (left_key.empty() || ledger == nullptr) return "";
+  // Local looks first: most heartbeats find the body computing.
+  // A call whose timeout the test shortened may be one it waits out on
+  // purpose (timeout_ms 0): never cut.
+  const std::optional<LedgerRecord> open = ledger->OpenCollective();
+  const Progress progress = ledger->memory().ProgressOf(ledger->slot());
+  if (!open || progress.blocked == 0 || progress.timeout_ms == 0 ||
+      MonotonicNs() - open->entered_ns <
+          std::chrono::nanoseconds(4 * kHeartbeatEvery).count()) {
+    return "";
+  }
+  if (!side_.store->check({left_key})) return "";
+  const std::vector<char> v = side_.store->get(left_key);
+  // "<rank> <size>" (StepKeys::LeftPassing).
+  int who = -1;
+  int size = 0;
+  if (std::sscanf(std::string(v.begin(), v.end()).c_str(), "%d %d", &who,
+                  &size) != 2 ||
+      who == rank_ || ledger->comm_size(open->comm) != size) {
+    return "";
+  }
+  // A silent rank may be dead: the heartbeat bound names it soon.
+  if (liveness_.SilentRank(3 * kHeartbeatEvery) >= 0) return "";
+  return fmt::format(
+      "rank {} passed the test and left it (its body returned) while this "
+      "rank waited in {} (collective #{} on {}), which needs all {} ranks: it "
+      "can never complete",
+      who, open->str(), open->seq, CommTitle(ledger->comm_name(open->comm)),
+      size);
 }
 
 std::string Watchdog::CallsThatDiffer(const std::string& calls_prefix) {

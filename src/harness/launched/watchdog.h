@@ -59,10 +59,16 @@ class Watchdog {
   // options().failure_grace): none waits for the timeout in a collective
   // that the peer will never join. A body that computes, or waits in a
   // send or receive, goes on.
+  // A peer that passed and left sets `left_key` (StepKeys::LeftPassing):
+  // a body that waits in a collective of every rank of the step (the
+  // peer's among them) for a few heartbeats then has its collectives cut:
+  // that collective cannot complete. One of fewer ranks may not have the
+  // peer in it, and goes on.
   void Arm(Clock::time_point deadline, std::string what,
            std::string ledger_key = "", std::string calls_prefix = "",
            std::string ended_key = "",
-           std::chrono::milliseconds grace = std::chrono::milliseconds(0));
+           std::chrono::milliseconds grace = std::chrono::milliseconds(0),
+           std::string left_key = "");
   void Disarm();
   // This process ends by `how` ("exit()", "quick_exit()") while a body
   // runs: it says so under its stuck key and tells the others, which then
@@ -103,6 +109,10 @@ class Watchdog {
   std::string PeerThatEndedBadly(const std::string& ended_key,
                                  std::chrono::milliseconds grace,
                                  std::uint64_t arm);
+  // With side_.mu held: the reason once this process has waited a few
+  // heartbeats in a collective of every rank of the step while a peer that
+  // passed it (under `left_key`) has left, else "".
+  std::string PeerThatLeftPassing(const std::string& left_key);
 
   const int rank_;
   // For a timeout's reason (read here: the side thread must not read the
@@ -120,6 +130,7 @@ class Watchdog {
   std::string ledger_key_;
   std::string calls_prefix_;
   std::string ended_key_;
+  std::string left_key_;
   std::chrono::milliseconds grace_{0};
   std::uint64_t arms_ = 0;  // Arm()s so far: which body; under mu_.
   // When this rank first saw ended_key_ set in body ended_arm_ (side
