@@ -1386,10 +1386,16 @@ DIST_TEST_F(Verdicts, SurvivorsOfAnExpectedKill, 4) {
   }
 }
 
-// A rank that says it will exit with status 3, and does.
+// A rank that says it will exit with status 3, and does (it cannot say
+// another end as well).
 DIST_TEST_F(Verdicts, ExpectedExitOfARank) {
   if (rank() == 1) {
     ExpectRankToEnd(1, disttest::RankEnd::ExitsWith(3));
+    try {
+      ExpectRankToEnd(1, disttest::RankEnd::ExitsWith(4));
+    } catch (const disttest::ConfigError& e) {
+      std::printf("marker-two-ends: %s\n", e.what());
+    }
     std::fflush(stdout);
     _exit(3);
   }

@@ -451,6 +451,12 @@ TEST_P(VerdictsTest, ExpectedExitOfARankPasses) {
   EXPECT_THAT(v.run.out,
               HasSubstr("[ disttest ] note: [rank 1/2] exited with status 3, "
                         "as the test expected (ExpectRankToEnd)"));
+  EXPECT_THAT(v.run.out,
+              HasSubstr("marker-two-ends: ExpectRankToEnd(1, ...) in rank 1: "
+                        "this rank declared before that rank 1 will exit with "
+                        "status 3; it cannot also exit with status 4 (a rank "
+                        "ends one way)"))
+      << v.run.out;
 }
 
 TEST_P(VerdictsTest, ExpectedEndThatDoesNotComeFails) {

@@ -47,7 +47,7 @@ void RankControl::CheckRank(const char* what, int rank) const {
   }
 }
 
-void RankControl::Expect(int rank, const ExpectedEnd& end) const {
+void RankControl::Expect(int rank, const ExpectedEnd& end) {
   CheckRank("ExpectRankToEnd", rank);
   if (end.signal && (end.value < 1 || end.value > SIGRTMAX)) {
     throw ConfigError(fmt::format(
@@ -68,6 +68,16 @@ void RankControl::Expect(int rank, const ExpectedEnd& end) const {
         "errors); exit with another one",
         rank, end.value, static_cast<int>(kExitFailed),
         static_cast<int>(kExitExecFailed)));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, added] = declared_.emplace(rank, end);
+    if (!added && !it->second.SameEnd(end)) {
+      throw ConfigError(fmt::format(
+          "ExpectRankToEnd({}, ...) in rank {}: this rank declared before that "
+          "rank {} will {}; it cannot also {} (a rank ends one way)",
+          rank, rank_, rank, it->second.str(), end.str()));
+    }
   }
   ExpectedEnd declared = end;
   declared.declared_ns = MonotonicNs();

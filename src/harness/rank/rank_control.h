@@ -17,6 +17,8 @@
 #ifndef DISTTEST_SRC_HARNESS_RANK_RANK_CONTROL_H_
 #define DISTTEST_SRC_HARNESS_RANK_RANK_CONTROL_H_
 
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,9 +41,10 @@ class RankControl {
         report_(std::move(report)),
         pids_(pids) {}
 
-  // Throws ConfigError for a rank out of range, a signal that is none, or
-  // an exit status that is disttest's own.
-  void Expect(int rank, const ExpectedEnd& end) const;
+  // Throws ConfigError for a rank out of range, a signal that is none, an
+  // exit status that is disttest's own, or an end other than one this rank
+  // declared for that rank before (a rank ends one way).
+  void Expect(int rank, const ExpectedEnd& end);
   // Throws Error naming the rank when it cannot be signalled (out of range,
   // not started, gone).
   void Signal(int rank, int signal) const;
@@ -56,6 +59,8 @@ class RankControl {
   int world_size_;
   ReportFn report_;
   const LedgerMemory* pids_;
+  std::mutex mu_;
+  std::map<int, ExpectedEnd> declared_;  // By rank; under mu_.
 };
 
 // The rank control of this process's rank part; null outside one, and in
