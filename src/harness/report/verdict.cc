@@ -98,6 +98,24 @@ void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
     }
     return text;
   };
+  if (!failed_then_skipped.empty() &&
+      static_cast<int>(skipped.size() + failed_then_skipped.size()) ==
+          spec.world_size) {
+    // Every rank skipped, some after a failure: no partial skip, and that
+    // failure is the test's (it is listed with the others).
+    out->push_back(
+        {Finding::Kind::kNote,
+         file,
+         line,
+         fmt::format("{}every rank skipped ({}), but {} {} failed before {} "
+                     "skipped: the test fails for that",
+                     Whose(spec), reasons_text(false),
+                     failed_then_skipped.size() == 1 ? "rank" : "ranks",
+                     fmt::join(failed_then_skipped, ", "),
+                     failed_then_skipped.size() == 1 ? "it" : "they"),
+         {}});
+    return;
+  }
   if (static_cast<int>(skipped.size()) == spec.world_size) {
     out->push_back(
         {Finding::Kind::kSkip,

@@ -123,7 +123,7 @@ Supervisor::Supervisor(RankGroup& group)
 
 Supervisor::~Supervisor() {
   // Failures read after Run() (the group's last drain) are streamed too.
-  FlushFirstFailure();
+  FlushFirstFailure(/*last=*/true);
   group_.OnVerdict(nullptr);
   group_.OnExit(nullptr);
   group_.OnFailure(nullptr);
@@ -142,31 +142,43 @@ void Supervisor::StreamFirstFailure(const RankGroup::Rank& rank,
                          Clock::now() - start_)};
 }
 
-void Supervisor::FlushFirstFailure() {
+void Supervisor::FlushFirstFailure(bool last) {
   if (!pending_failure_) return;
+  // A rank that skipped while this one ran, where the test allows no
+  // partial skip, came first: its skip is the failure, this one follows
+  // (its collective found that rank's body gone). Not where this rank
+  // skipped too, after its failure: then every rank may have skipped, and
+  // its failure is the test's. That is known once it is done: until then
+  // (or the last flush) the line waits.
+  const RankGroup::Rank* skipped = nullptr;
+  if (group_.spec().options.skip_policy != SkipPolicy::kAllowPartial) {
+    for (const RankGroup::Rank& other : group_.ranks()) {
+      if (&other != pending_failure_->rank &&
+          other.report.done == RankVerdict::kSkipped) {
+        skipped = &other;
+        break;
+      }
+    }
+  }
+  if (skipped != nullptr) {
+    const RankGroup::Rank& failed = *pending_failure_->rank;
+    if (!last && !failed.report.done.has_value() && !Ended(failed)) return;
+    if (FirstSkip(failed.report) != nullptr) skipped = nullptr;
+  }
   PendingFailure first = std::move(*pending_failure_);
   pending_failure_.reset();
   if (failure_streamed_) return;
   failure_streamed_ = true;
-  // A rank that skipped while this one ran, where the test allows no
-  // partial skip, came first: its skip is the failure, this one follows
-  // (its collective found that rank's body gone).
-  if (group_.spec().options.skip_policy != SkipPolicy::kAllowPartial) {
-    for (const RankGroup::Rank& other : group_.ranks()) {
-      if (&other == first.rank || other.report.done != RankVerdict::kSkipped) {
-        continue;
-      }
-      const RankMessage* skip = FirstSkip(other.report);
-      const std::string reason = skip != nullptr ? skip->message : "";
-      first.rank = &other;
-      first.what = reason.empty()
-                       ? std::string("it skipped while the other ranks ran")
-                       : fmt::format(
-                             "it skipped (\"{}\") while the other "
-                             "ranks ran",
-                             reason);
-      break;
-    }
+  if (skipped != nullptr) {
+    const RankMessage* skip = FirstSkip(skipped->report);
+    const std::string reason = skip != nullptr ? skip->message : "";
+    first.rank = skipped;
+    first.what = reason.empty()
+                     ? std::string("it skipped while the other ranks ran")
+                     : fmt::format(
+                           "it skipped (\"{}\") while the other "
+                           "ranks ran",
+                           reason);
   }
   // One line of it: the whole message comes with the verdict.
   constexpr std::size_t kMaxText = 300;
@@ -371,7 +383,7 @@ void Supervisor::Run() {
     group_.Serve(PollTimeoutMs(now));
     FlushFirstFailure();
   }
-  FlushFirstFailure();
+  FlushFirstFailure(/*last=*/true);
 }
 
 std::vector<RankReport> RunTest(const TestSpec& spec,

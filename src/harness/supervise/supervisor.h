@@ -60,8 +60,9 @@ class Supervisor {
                           bool follows);
   // Prints the failure StreamFirstFailure() kept, once every rank's results
   // of the poll loop's turn are read (a partial skip read in the same turn
-  // is then printed as the cause).
-  void FlushFirstFailure();
+  // is then printed as the cause); beside a partial skip, once the failing
+  // rank is done (it may skip too), or at the `last` flush.
+  void FlushFirstFailure(bool last = false);
   // Takes the stacks of the ranks still running, then kills them. At the
   // test's `deadline` the ranks still running have overrun it, whatever
   // they do while the stacks are taken, unless what they do is fail by

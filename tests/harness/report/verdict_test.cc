@@ -18,6 +18,7 @@
 namespace disttest::internal {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::Field;
 using ::testing::HasSubstr;
@@ -265,11 +266,29 @@ TEST(JudgeTest, PartialSkipBesideARankThatFailedThenSkippedSaysSo) {
   RankReport r1 = Ended(1, RankVerdict::kFailed, kExitFailed);
   r1.results.push_back({RankMessage::Kind::kNonFatalFailure, "x.cc", 1, "no"});
   r1.results.push_back({RankMessage::Kind::kSkip, "x.cc", 2, "then skip"});
-  auto f = Judge(Spec(2), {Skipped(0, "then skip"), r1});
+  auto f = Judge(Spec(3), {Skipped(0, "then skip"), r1, Passed(2)});
   EXPECT_THAT(f, Contains(Field(&Finding::message,
-                                HasSubstr("rank 0 of 2 skipped (\"then "
+                                HasSubstr("rank 0 of 3 skipped (\"then "
                                           "skip\") while rank 1 failed before "
                                           "it skipped too"))));
+}
+
+// Every rank skipped, one after a failure: no partial skip (its
+// kAllowPartial would not make the test pass); that failure is the test's.
+TEST(JudgeTest, EveryRankSkippedOneAfterAFailureIsNoPartialSkip) {
+  RankReport r1 = Ended(1, RankVerdict::kFailed, kExitFailed);
+  r1.results.push_back({RankMessage::Kind::kNonFatalFailure, "x.cc", 1, "no"});
+  r1.results.push_back({RankMessage::Kind::kSkip, "x.cc", 2, "then skip"});
+  auto f = Judge(Spec(2), {Skipped(0, "then skip"), r1});
+  EXPECT_THAT(f, Contains(Field(&Finding::kind, Kind::kFailure)));
+  EXPECT_THAT(
+      f, Contains(AllOf(Field(&Finding::kind, Kind::kNote),
+                        Field(&Finding::message,
+                              HasSubstr("every rank skipped (then skip), but "
+                                        "rank 1 failed before it skipped: the "
+                                        "test fails for that")))));
+  EXPECT_THAT(
+      f, Not(Contains(Field(&Finding::message, HasSubstr("kAllowPartial")))));
 }
 
 // A skip beside a passed verdict (where the ranks are threads, a thread
