@@ -17,6 +17,8 @@
 // It gives a test author what a test uses: the fixture and DIST_TEST_F,
 // options(), the communicator, the errors, the collective assertions, and
 // CurrentRank() for code under test that has no fixture at hand.
+// gtest-spi.h's *_ON_ALL_THREADS macros come with it, refused where the
+// ranks are threads (internal/gtest_spi.h).
 // The rest is included on purpose, where it is used:
 //   <disttest/launch/launch.h>          launch(), Context (InternLM-style)
 //   <disttest/launch/launcher_env.h>    who this process is to its launcher
@@ -35,5 +37,6 @@
 #include "disttest/distributed_test.h"
 #include "disttest/error.h"
 #include "disttest/harness/options.h"
+#include "disttest/internal/gtest_spi.h"
 
 #endif  // DISTTEST_DISTTEST_H_

@@ -22,7 +22,9 @@ Communicator::Recorded::Recorded(Communicator& comm, bool collective,
                                  std::uint64_t seq)
     : ledger_(internal::ThreadsRank() < 0 && internal::RanksAreThreads()
                   ? comm.ledger_
-                  : internal::Ledger::Current()) {
+                  : internal::Ledger::Current()),
+      file_(where.file_name()),
+      line_(where.line()) {
   if (collective && entry == kNoEntry) {
     // One thread at a time: a backend serves one caller per communicator
     // (Gloo's pairs and NCCL's stream interleave two callers' data, and the

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "comm/ledger.h"
+#include "comm/peer_errors.h"
 #include "disttest/comm/communicator.h"
 #include "disttest/error.h"
 
@@ -63,6 +64,9 @@ class Communicator::Recorded {
     try {
       op();
     } catch (const CommError& e) {
+      // A call that did not match its peers' fails the test where it was
+      // made, even if the test catches the error (peer_errors.h).
+      internal::PlaceMismatch(e.what(), file_, line_);
       const std::string missing = Missing(e.what());
       if (missing.empty()) throw;
       throw CommError(
@@ -99,6 +103,8 @@ class Communicator::Recorded {
   bool shortened_ = false;  // The test set a shorter timeout than it had.
   bool completed_ = false;
   bool pending_ = false;
+  const char* file_;  // Where it was called.
+  unsigned line_;
 };
 
 }  // namespace disttest

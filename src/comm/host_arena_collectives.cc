@@ -141,7 +141,7 @@ void HostArena::Mismatch(std::uint64_t seq, unsigned parity) {
     if (entry.seq != seq)
       calls += fmt::format(" as its collective #{}", entry.seq);
   }
-  throw CommError(
+  throw internal::MismatchOfCalls(
       fmt::format("collective #{} does not match across the {} ranks: {}", seq,
                   world_, calls));
 }

@@ -20,6 +20,7 @@
 #include "base/unordered_reads.h"
 #include "comm/host_arena.h"
 #include "comm/host_arena_layout.h"
+#include "comm/peer_errors.h"
 #include "disttest/error.h"
 
 namespace disttest {
@@ -323,7 +324,8 @@ void HostArena::WaitFor(int rank, std::uint64_t id,
   PerRank& me = ranks_[rank];
   // Ends the wait: the operation is forgotten (its pieces still posted
   // stay there; a send's unposted ones are never posted).
-  const auto finish = [&](std::string error, bool give_up) {
+  const auto finish = [&](std::string error, bool give_up,
+                          bool mismatch = false) {
     me.waiting_on.store(-1, std::memory_order_relaxed);
     auto op = box.Find(id);
     if (op != box.ops.end()) {
@@ -333,6 +335,7 @@ void HostArena::WaitFor(int rank, std::uint64_t id,
     if (error.empty()) return;
     // What this rank had posted or taken half-way cannot be trusted.
     if (give_up) GiveUp(rank);
+    if (mismatch) throw internal::MismatchOfCalls(error);
     throw CommError(error);
   };
   for (;;) {
@@ -343,7 +346,8 @@ void HostArena::WaitFor(int rank, std::uint64_t id,
       throw CommError(
           fmt::format("no send or receive {} of rank {} in flight", id, rank));
     }
-    if (!op->error.empty()) return finish(op->error, false);
+    // (Its only error: the pair's calls differ.)
+    if (!op->error.empty()) return finish(op->error, false, true);
     if (op->done()) return finish("", false);
     try {
       ThrowIfUnusable();

@@ -20,6 +20,13 @@ constexpr std::size_t kMaxNoted = 64;
 struct Noted {
   std::mutex mu;
   std::map<int, std::vector<std::string>> errors;
+  // What MismatchOfCalls said; where the call was, once placed.
+  struct Mismatch {
+    std::string what;
+    MismatchThrown thrown;
+    bool placed = false;
+  };
+  std::map<int, std::vector<Mismatch>> mismatches;
 };
 
 Noted& TheNoted() {
@@ -51,10 +58,59 @@ bool ReportsAnErrorOfAPeer(std::string_view failure_text) {
   });
 }
 
+CommError MismatchOfCalls(std::string what) {
+  Noted& n = TheNoted();
+  {
+    std::lock_guard<std::mutex> lock(n.mu);
+    std::vector<Noted::Mismatch>& mismatches = n.mismatches[ThreadsRank()];
+    if (mismatches.size() < kMaxNoted) {
+      mismatches.push_back({what, {"", 0, what}, false});
+    }
+  }
+  return CommError(what);
+}
+
+void PlaceMismatch(std::string_view error, const char* file, unsigned line) {
+  Noted& n = TheNoted();
+  std::lock_guard<std::mutex> lock(n.mu);
+  auto it = n.mismatches.find(ThreadsRank());
+  if (it == n.mismatches.end()) return;
+  for (Noted::Mismatch& m : it->second) {
+    if (m.placed || error.find(m.what) == std::string_view::npos) continue;
+    m.thrown = {file != nullptr ? file : "", line, std::string(error)};
+    m.placed = true;
+  }
+}
+
+std::vector<MismatchThrown> MismatchesNotSaid(
+    const std::function<bool(std::string_view)>& said) {
+  std::vector<Noted::Mismatch> mismatches;
+  {
+    Noted& n = TheNoted();
+    std::lock_guard<std::mutex> lock(n.mu);
+    auto it = n.mismatches.find(ThreadsRank());
+    if (it == n.mismatches.end()) return {};
+    mismatches = std::move(it->second);
+    n.mismatches.erase(it);
+  }
+  std::vector<MismatchThrown> out;
+  for (Noted::Mismatch& m : mismatches) {
+    // A wait that threw it again (a request's), or a rank that called on
+    // after it: one report.
+    const bool twice = std::any_of(out.begin(), out.end(), [&](auto& o) {
+      return o.error.find(m.what) != std::string::npos;
+    });
+    if (twice || said(m.what)) continue;
+    out.push_back(std::move(m.thrown));
+  }
+  return out;
+}
+
 void ForgetErrorsOfPeers() {
   Noted& n = TheNoted();
   std::lock_guard<std::mutex> lock(n.mu);
   n.errors.erase(ThreadsRank());
+  n.mismatches.erase(ThreadsRank());
 }
 
 }  // namespace disttest::internal

@@ -150,18 +150,19 @@ Agreement AllTrue(const char* macro, const char* expression, bool value,
                   Communicator* on, CallSite where) {
   Communicator& comm = on != nullptr ? *on : CurrentCommunicator();
   // Where it is, then the value: ranks at another assertion fail saying so.
+  // Gathered as every assertion's value is (GatherBytes), so that ranks at
+  // another kind of assertion get here too, not a mismatch of allgathers.
   const std::uint64_t tag = AssertionTag("bool", expression, where);
-  constexpr std::size_t kBytes = sizeof(tag) + 1;
-  std::uint8_t mine[kBytes];
-  std::memcpy(mine, &tag, sizeof(tag));
+  std::string mine(sizeof(tag) + 1, '\0');
+  std::memcpy(mine.data(), &tag, sizeof(tag));
   mine[sizeof(tag)] = value ? 1 : 0;
-  std::vector<std::uint8_t> all(comm.size() * kBytes);
-  comm.allgather(mine, all.data(), kBytes, where);
+  const std::vector<std::string> all = GatherBytes(comm, mine, where);
   std::vector<int> false_on;
   std::vector<int> elsewhere;
   for (int r = 0; r < comm.size(); ++r) {
-    const std::uint8_t* theirs = all.data() + r * kBytes;
-    if (std::memcmp(theirs, &tag, sizeof(tag)) != 0) {
+    const std::string& theirs = all[r];
+    if (theirs.size() != mine.size() ||
+        std::memcmp(theirs.data(), &tag, sizeof(tag)) != 0) {
       elsewhere.push_back(r);
     } else if (theirs[sizeof(tag)] == 0) {
       false_on.push_back(r);

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/peer_errors.h"
 #include "disttest/env/names.h"
 #include "glue/launched_detection.h"
 #include "glue/launched_steps.h"
@@ -371,7 +372,12 @@ void CannotStandIn(const ::testing::TestInfo& info, const std::string& why) {
 // order): the body that gtest did not run here, then what each rank
 // recorded outside its body, to rank 0.
 class OutsideTheBody : public ::testing::EmptyTestEventListener {
-  void OnTestStart(const ::testing::TestInfo&) override { g_test = {}; }
+  void OnTestStart(const ::testing::TestInfo&) override {
+    g_test = {};
+    // What an earlier test's communicators noted (peer_errors.h) is not
+    // this test's (a spawned rank forgets it as it starts: RunRank).
+    ForgetErrorsOfPeers();
+  }
 
   void OnTestEnd(const ::testing::TestInfo& info) override {
     if (IsDeathTestChild() || ::testing::internal::InDeathTestChild() ||

@@ -17,12 +17,15 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <typeinfo>
 #include <utility>
+#include <vector>
 
 #include "base/threads.h"
 #include "comm/ledger.h"
+#include "comm/peer_errors.h"
 #include "comm/request_account.h"
 #include "disttest/env/names.h"
 #include "disttest/error.h"
@@ -115,10 +118,12 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
       m.kind = RankMessage::Kind::kFatalFailure;
       failed_ = fatal_ = true;
       fatal_answer_ = true;
+      failures_.push_back(m.message);
     } else if (r.nonfatally_failed()) {
       m.kind = RankMessage::Kind::kNonFatalFailure;
       failed_ = true;
       nonfatal_answer_ = true;
+      failures_.push_back(m.message);
     } else {
       return;  // SUCCEED() carries nothing the parent needs.
     }
@@ -144,6 +149,13 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
   bool skipped() {
     std::lock_guard<std::mutex> lock(mu_);
     return skipped_;
+  }
+  // Whether a failure reported so far quotes `text`.
+  bool Said(std::string_view text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::any_of(failures_.begin(), failures_.end(), [&](auto& f) {
+      return f.find(text) != std::string::npos;
+    });
   }
 
  private:
@@ -177,6 +189,7 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
   bool failed_ = false;
   bool fatal_ = false;
   bool skipped_ = false;
+  std::vector<std::string> failures_;  // Their messages.
   std::atomic<bool> fatal_answer_{false};
   std::atomic<bool> nonfatal_answer_{false};
   std::atomic<bool> skipped_answer_{false};
@@ -332,6 +345,22 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
   for (const RequestProblem& p : TakeRequestProblems(/*ended=*/true)) {
     GTEST_MESSAGE_AT_(p.file.c_str(), static_cast<int>(p.line),
                       p.message.c_str(),
+                      ::testing::TestPartResult::kNonFatalFailure);
+  }
+  // A call that did not match its peers' is a bug of the program: the
+  // test fails with it even where it caught the error, and even where it
+  // skipped afterwards. One that a failure already quotes (it left the
+  // body, or the test reported it) is not said twice.
+  for (const MismatchThrown& m : MismatchesNotSaid(
+           [&](std::string_view text) { return reporter.Said(text); })) {
+    const std::string message = fmt::format(
+        "the test caught disttest::CommError: {}\nCalls that do not match "
+        "across the ranks are a bug of the program, not of its environment: "
+        "the test fails even though it caught the error",
+        m.error);
+    GTEST_MESSAGE_AT_(m.file.empty() ? file() : m.file.c_str(),
+                      m.file.empty() ? line() : static_cast<int>(m.line),
+                      message.c_str(),
                       ::testing::TestPartResult::kNonFatalFailure);
   }
   const RankVerdict verdict = reporter.failed()    ? RankVerdict::kFailed

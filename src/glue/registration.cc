@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
+#include "base/threads.h"
 #include "disttest/distributed_test.h"
 #include "disttest/error.h"
+#include "disttest/internal/gtest_spi.h"
 
 namespace disttest::internal {
 
@@ -105,6 +108,20 @@ std::function<DistributedTest*()> FindParamTestFactory(
     }
   }
   return nullptr;
+}
+
+bool MayInterceptAllThreads(const char* macro, const char* file, int line) {
+  if (!RanksAreThreads()) return true;
+  const std::string message = fmt::format(
+      "{} takes the failures of every thread of the process, and here the "
+      "ranks are threads of one process (LaunchMode::kThreads): it would take "
+      "another rank's failure as this rank's, and miss this rank's own. Run "
+      "the test as processes (options().process_only = true), or expect this "
+      "thread's failure alone (EXPECT_FATAL_FAILURE, EXPECT_NONFATAL_FAILURE)",
+      macro);
+  GTEST_MESSAGE_AT_(file, line, message.c_str(),
+                    ::testing::TestPartResult::kFatalFailure);
+  return false;
 }
 
 }  // namespace disttest::internal

@@ -20,6 +20,7 @@
 
 #include "comm/communicator_sockets.h"
 #include "comm/ledger.h"
+#include "comm/peer_errors.h"
 #include "comm/visit_type.h"
 #include "disttest/error.h"
 #include "env/text.h"
@@ -507,7 +508,7 @@ void MpiCommunicator::Agree(const CollectiveCall& call) {
                            shown + entry.seq - seq);  // Out of step.
     }
   }
-  throw CommError(
+  throw MismatchOfCalls(
       fmt::format("collective #{} does not match across the {} ranks: {}",
                   shown, size_, calls));
 }
@@ -930,7 +931,10 @@ std::unique_ptr<RequestState> MpiCommunicator::PostRecv(void* data,
               throw CommError(error);
             }
             if (posted->done) {
-              if (!posted->error.empty()) throw CommError(posted->error);
+              // (Its errors: the message is not what the receive is.)
+              if (!posted->error.empty()) {
+                throw MismatchOfCalls(posted->error);
+              }
               return;
             }
             if (CommunicatorCuts() != cuts_) {

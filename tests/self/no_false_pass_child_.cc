@@ -237,6 +237,15 @@ DIST_TEST_F(NoFalsePass, AllTrueAtDifferentLines, 2) {
   }
 }
 
+// Two kinds of assertion: said as such, not as allgathers that differ.
+DIST_TEST_F(NoFalsePass, AllTrueAgainstAllEq, 2) {
+  if (rank() == 0) {
+    DIST_EXPECT_ALL_TRUE(true);  // marker-true-against-eq
+  } else {
+    DIST_EXPECT_ALL_EQ(1);
+  }
+}
+
 DIST_TEST_F(NoFalsePass, NanEverywhereIsNotEqual, 2) {
   DIST_EXPECT_ALL_EQ(std::nan(""));  // marker-nan
 }
@@ -644,6 +653,70 @@ DIST_TEST_F(NoFalsePass, PairOfRanks1And2OnAStoreOfOneScopeDiffers, 3) {
 
 DIST_TEST_F(NoFalsePass, PointToPointMismatchOnTheWorld, 2) {
   SendOneWayReceiveAnother(comm(), Mismatch());  // marker-world-p2p
+}
+
+// gtest's *_ON_ALL_THREADS take the failures of every thread of the
+// process. Rank 0 expects one from a worker that does not fail; rank 1's
+// worker fails: where the ranks are threads, rank 1's failure met rank 0's
+// expectation, and the test passed.
+DIST_TEST_F(NoFalsePass, ExpectsAFailureOnAllThreads, 2) {
+  if (rank() == 0) {
+    EXPECT_NONFATAL_FAILURE_ON_ALL_THREADS(  // marker-on-all-threads
+        {
+          std::thread t([] {});
+          t.join();
+        },
+        "");
+  } else {
+    std::thread t([] { ADD_FAILURE() << "marker-worker-of-rank-1"; });
+    t.join();
+  }
+}
+
+void FailFatallyInAWorker() {
+  std::thread t([] { FAIL() << "fatal in a worker"; });
+  t.join();
+}
+
+// The control: each rank expects its own worker's failure, as in one
+// process (where the ranks are threads: refused, saying why).
+DIST_TEST_F(NoFalsePass, ExpectsItsOwnFailureOnAllThreads, 2) {
+  EXPECT_NONFATAL_FAILURE_ON_ALL_THREADS(
+      {
+        std::thread t([] { ADD_FAILURE() << "expected in a worker"; });
+        t.join();
+      },
+      "expected in a worker");
+  EXPECT_FATAL_FAILURE_ON_ALL_THREADS(FailFatallyInAWorker(),
+                                      "fatal in a worker");
+}
+
+// Calls that do not match, whose error the test catches (NFP_CAUGHT says
+// how): the program is broken all the same.
+DIST_TEST_F(NoFalsePass, MismatchTheTestCatches, 2) {
+  const std::string how = std::getenv("NFP_CAUGHT");
+  std::vector<float> v(rank() == 0 ? 8 : 16, 1.0f);
+  try {
+    if (how == "p2p") {
+      if (rank() == 0) {
+        comm().send(v.data(), v.size(), 1, 3);  // marker-caught-send
+      } else {
+        comm().recv(v.data(), v.size(), 0, 3);  // marker-caught-recv
+      }
+    } else if (how == "request") {
+      // Dropped without wait(): the destructor's wait says it.
+      disttest::Request r = rank() == 0
+                                ? comm().isend(v.data(), v.size(), 1, 3)
+                                : comm().irecv(v.data(), v.size(), 0, 3);
+    } else {
+      const auto sum = disttest::ReduceOp::kSum;
+      comm().allreduce(v.data(), v.size(), sum);  // marker-caught-allreduce
+    }
+  } catch (const disttest::CommError& e) {
+    if (how == "said") ADD_FAILURE() << "said: " << e.what();
+    std::printf("marker-caught %d\n", rank());
+  }
+  if (how == "skip") GTEST_SKIP() << "skipped after the caught mismatch";
 }
 
 // --- Deadlocks end within about a second, not at the timeout (60 s). ---
@@ -1127,6 +1200,12 @@ DIST_TEST_F(NoFalsePassExitInTearDown, ExitZeroAfterTheBody, 2) {
 DIST_TEST_F(NoFalsePass, OneRankSkips, 2) {
   if (rank() == 1) GTEST_SKIP() << "marker-partial-skip";
   comm().barrier();
+}
+
+// Every rank skips; rank 1 fails first: no partial skip, a failure.
+DIST_TEST_F(NoFalsePass, EveryRankSkipsOneAfterAFailure, 2) {
+  if (rank() == 1) ADD_FAILURE() << "marker-failure-before-the-skip";
+  GTEST_SKIP() << "skipped everywhere";
 }
 
 // Every rank but 0 fails at one line with its own value.

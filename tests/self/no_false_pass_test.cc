@@ -168,8 +168,9 @@ TEST_P(NoFalsePassTest, AllEqAtDifferentLinesSaysSoNotCompareBytes) {
 // Told apart by their text too, not only their file:line; DIST_EXPECT_ALL_TRUE
 // by its place, not only its value.
 TEST_P(NoFalsePassTest, AssertionsOnOneLineOrAllTrueAtTwoLinesSaySo) {
-  Verdict v = Run(
-      "AssertionsOnOneLine/2ranks:NoFalsePass.AllTrueAtDifferentLines/2ranks");
+  Verdict v =
+      Run("AssertionsOnOneLine/2ranks:NoFalsePass.AllTrueAtDifferentLines/"
+          "2ranks:NoFalsePass.AllTrueAgainstAllEq/2ranks");
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
   EXPECT_THAT(v.run.out,
               HasSubstr("DIST_EXPECT_ALL_EQ(weights): rank 1 of the 2 ranks "
@@ -182,6 +183,12 @@ TEST_P(NoFalsePassTest, AssertionsOnOneLineOrAllTrueAtTwoLinesSaySo) {
                         "ranks is at another collective assertion, or "
                         "compares a value of another type, than this one at " +
                         Line("marker-true-a")))
+      << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("DIST_EXPECT_ALL_TRUE(true): rank 1 of the 2 ranks is "
+                        "at another collective assertion, or compares a value "
+                        "of another type, than this one at " +
+                        Line("marker-true-against-eq")))
       << v.run.out;
   EXPECT_THAT(v.run.out, Not(HasSubstr("[       OK ]"))) << v.run.out;
 }
@@ -431,6 +438,98 @@ TEST_P(NoFalsePassTest, PointToPointMismatchesFailOnEveryCommunicator) {
             << v.run.out;
       }
     }
+  }
+}
+
+// gtest's *_ON_ALL_THREADS where the ranks are threads would take one
+// rank's failure as another's: refused there, saying why, at the line.
+// In a process of its own a rank has them as gtest does.
+TEST_P(NoFalsePassTest, ExpectationsOnAllThreadsAreEachRanksOwn) {
+  const std::string refused =
+      "_FAILURE_ON_ALL_THREADS takes the failures of every thread of the "
+      "process, and here the ranks are threads of one process "
+      "(LaunchMode::kThreads): it would take another rank's failure as this "
+      "rank's, and miss this rank's own. Run the test as processes "
+      "(options().process_only = true)";
+  Verdict cross = Run("ExpectsAFailureOnAllThreads/2ranks");
+  EXPECT_EQ(cross.run.exit_code, 1) << cross.run.out;
+  EXPECT_THAT(cross.run.out, HasSubstr("marker-worker-of-rank-1"))
+      << cross.run.out;
+  if (Threads()) {
+    EXPECT_THAT(cross.run.out,
+                HasSubstr(At("marker-on-all-threads", "[rank 0/2]") +
+                          "EXPECT_NONFATAL" + refused))
+        << cross.run.out;
+  } else {
+    EXPECT_THAT(cross.run.out, HasSubstr("Expected: 1 non-fatal failure"))
+        << cross.run.out;
+  }
+  Verdict own = Run("ExpectsItsOwnFailureOnAllThreads/2ranks");
+  EXPECT_EQ(own.run.exit_code, Threads() ? 1 : 0) << own.run.out;
+  if (Threads()) {
+    EXPECT_THAT(own.run.out,
+                HasSubstr("[ranks 0-1 of 2] EXPECT_NONFATAL" + refused))
+        << own.run.out;
+    EXPECT_THAT(own.run.out,
+                HasSubstr("[ranks 0-1 of 2] EXPECT_FATAL" + refused))
+        << own.run.out;
+  }
+}
+
+// A mismatch is a bug of the program: caught by the test, it fails all the
+// same, where the call was made, once on each rank (not again where the
+// test or a request's destructor reported it).
+TEST_P(NoFalsePassTest, MismatchesTheTestCatchesFailIt) {
+  const std::string bug =
+      "\nCalls that do not match across the ranks are a bug of the program, "
+      "not of its environment: the test fails even though it caught the "
+      "error";
+  Verdict p2p = Run("MismatchTheTestCatches/2ranks", {{"NFP_CAUGHT", "p2p"}});
+  EXPECT_EQ(p2p.run.exit_code, 1) << p2p.run.out;
+  EXPECT_THAT(p2p.run.out,
+              HasSubstr(At("marker-caught-send", "[rank 0/2]") +
+                        "the test caught disttest::CommError: [rank 0/2] send "
+                        "of 8 float32 to rank 1 (tag 3) failed: rank 0 sent 8 "
+                        "x float32 with tag 3; rank 1 expected 16 x float32 "
+                        "with tag 3" +
+                        bug))
+      << p2p.run.out;
+  EXPECT_THAT(p2p.run.out,
+              HasSubstr(At("marker-caught-recv", "[rank 1/2]") +
+                        "the test caught disttest::CommError: [rank 1/2] recv "
+                        "of 16 float32 from rank 0 (tag 3) failed: "))
+      << p2p.run.out;
+  for (const char* how : {"collective", "skip"}) {
+    Verdict v = Run("MismatchTheTestCatches/2ranks", {{"NFP_CAUGHT", how}});
+    EXPECT_EQ(v.run.exit_code, 1) << how << "\n" << v.run.out;
+    for (const char* label : {"[rank 0/2]", "[rank 1/2]"}) {
+      EXPECT_EQ(
+          Occurrences(v.run.out, At("marker-caught-allreduce", label) +
+                                     "the test caught disttest::CommError: " +
+                                     label + " allreduce of "),
+          1u)
+          << how << "\n"
+          << v.run.out;
+    }
+    EXPECT_THAT(v.run.out, HasSubstr("does not match across the 2 ranks: "
+                                     "rank 0: allreduce(8 x float32, sum); "
+                                     "rank 1: allreduce(16 x float32, sum)" +
+                                     bug))
+        << how << "\n"
+        << v.run.out;
+  }
+  // Reported already: by the test, or by a Request's destructor.
+  for (const char* how : {"said", "request"}) {
+    Verdict v = Run("MismatchTheTestCatches/2ranks", {{"NFP_CAUGHT", how}});
+    EXPECT_EQ(v.run.exit_code, 1) << how << "\n" << v.run.out;
+    EXPECT_THAT(v.run.out, HasSubstr(std::string(how) == "said"
+                                         ? "said: [rank 1/2] "
+                                         : "was destroyed without wait(), and "
+                                           "its operation failed: "))
+        << how << "\n"
+        << v.run.out;
+    EXPECT_THAT(v.run.out, Not(HasSubstr("the test caught"))) << how << "\n"
+                                                              << v.run.out;
   }
 }
 
@@ -935,6 +1034,23 @@ TEST_P(NoFalsePassTest, PartialSkipComesBeforeWhatItCaused) {
   ASSERT_NE(skip, std::string::npos) << v.run.out;
   ASSERT_NE(consequence, std::string::npos) << v.run.out;
   EXPECT_LT(skip, consequence) << v.run.out;
+}
+
+// Every rank skipped, one after a failure: that failure is the test's,
+// first; no partial skip is said (nor its kAllowPartial, which would not
+// make it pass).
+TEST_P(NoFalsePassTest, AFailureBeforeASkipOnEveryRankIsNoPartialSkip) {
+  Verdict v = Run("EveryRankSkipsOneAfterAFailure/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("marker-failure-before-the-skip"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("every rank skipped (skipped everywhere), "
+                                   "but rank 1 failed before it skipped: the "
+                                   "test fails for that"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("kAllowPartial"))) << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("while the other ranks ran")))
+      << v.run.out;
 }
 
 TEST_P(NoFalsePassTest, EachRanksOwnValueAtOneLineIsOneTable) {
