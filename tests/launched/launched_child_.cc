@@ -217,6 +217,20 @@ DIST_TEST_F(Launched, OneMoreBarrierOnRank3, 4) {
   if (rank() == 3) comm().barrier();  // marker-one-more-barrier
 }
 
+// Rank 3 broadcasts where the others call a barrier, and every rank
+// catches what its call throws once the calls are found to differ.
+DIST_TEST_F(Launched, CaughtMismatchOfCalls, 4) {
+  int x = 1;
+  try {
+    if (rank() == 3) {
+      comm().broadcast(&x, 1, 0);
+    } else {
+      comm().barrier();
+    }
+  } catch (const disttest::CommError&) {
+  }
+}
+
 // The control: ranks 0 and 1 pass and leave while rank 2 waits for rank 3,
 // slow, in a collective of their pair: it completes.
 DIST_TEST_F(Launched, PairWaitsForASlowPeer, 4) {

@@ -296,6 +296,17 @@ TEST_P(LaunchedTest, ACollectiveAfterThePeersPassedEndsSayingSo) {
   EXPECT_EQ(pair.run.exit_code, 0) << pair.all;
 }
 
+// Calls that differ are a bug of the program: caught, they fail the test.
+TEST_P(LaunchedTest, AMismatchTheTestCatchesFailsIt) {
+  Report r = Launch("Launched.CaughtMismatchOfCalls/*");
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out,
+              HasSubstr("the test caught disttest::CommError: collective #1 "
+                        "on the world communicator does not match across the "
+                        "ranks: "))
+      << r.all;
+}
+
 TEST_P(LaunchedTest, DeadRankEndsTheRunPromptly) {
   // mpirun's SIGTERM 2 s after rank 2 died and its SIGKILL 2 s after that
   // (1 s each by default): time for rank 0's report and XML also on a
