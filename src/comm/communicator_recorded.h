@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "comm/communicator_sockets.h"
 #include "comm/ledger.h"
 #include "comm/peer_errors.h"
 #include "disttest/comm/communicator.h"
@@ -61,12 +62,21 @@ class Communicator::Recorded {
               // ScopedTimeout) may be one it waits out on purpose: it is
               // never taken for a deadlock (0: it gives up at once).
               shortened_ ? std::chrono::milliseconds::zero() : timeout_);
+    const std::uint64_t cuts = internal::CommunicatorCuts();
     try {
       op();
     } catch (const CommError& e) {
       // A call that did not match its peers' fails the test where it was
-      // made, even if the test catches the error (peer_errors.h).
-      internal::PlaceMismatch(e.what(), file_, line_);
+      // made, even if the test catches the error (peer_errors.h); one that
+      // disttest cut meanwhile (a launched rank's side thread, for calls
+      // that differ) by the reason it was cut, which its backend's error (a
+      // closed connection) does not say.
+      internal::PlaceMismatch(e.what(),
+                              internal::CommunicatorCuts() != cuts
+                                  ? internal::CommunicatorCutReason()
+                                  : std::string(),
+                              file_, line_,
+                              ledger_ != nullptr ? ledger_->slot() : -1);
       const std::string missing = Missing(e.what());
       if (missing.empty()) throw;
       throw CommError(

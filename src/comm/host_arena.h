@@ -219,7 +219,7 @@ class HostArena {
   // "rank 3 has entered no collective": the `missing` ranks' entries of the
   // round of `parity`, grouped.
   std::string LastCalls(const std::vector<int>& missing, unsigned parity) const;
-  [[noreturn]] void Mismatch(std::uint64_t seq, unsigned parity);
+  [[noreturn]] void Mismatch(int rank, std::uint64_t seq, unsigned parity);
   // Throws if the arena cannot be used: a collective did not match, or a
   // rank gave up a wait.
   void ThrowIfUnusable();

@@ -118,11 +118,12 @@ void HostArena::Meet(int rank, const CollectiveCall& call, std::uint64_t seq,
   Wait(rank, deadline, static_cast<int>(parity));
   for (int q = 0; q < world_; ++q) {
     const Header::Entry& theirs = ranks_[q].entries[parity];
-    if (theirs.seq != seq || !(theirs.call == call)) Mismatch(seq, parity);
+    if (theirs.seq != seq || !(theirs.call == call))
+      Mismatch(rank, seq, parity);
   }
 }
 
-void HostArena::Mismatch(std::uint64_t seq, unsigned parity) {
+void HostArena::Mismatch(int rank, std::uint64_t seq, unsigned parity) {
   Header& h = *header_;
   std::uint64_t none = 0;
   h.mismatch.compare_exchange_strong(none, seq + 1, std::memory_order_acq_rel);
@@ -143,7 +144,8 @@ void HostArena::Mismatch(std::uint64_t seq, unsigned parity) {
   }
   throw internal::MismatchOfCalls(
       fmt::format("collective #{} does not match across the {} ranks: {}", seq,
-                  world_, calls));
+                  world_, calls),
+      rank);
 }
 
 std::string HostArena::LastCalls(const std::vector<int>& missing,

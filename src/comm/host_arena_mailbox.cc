@@ -335,7 +335,7 @@ void HostArena::WaitFor(int rank, std::uint64_t id,
     if (error.empty()) return;
     // What this rank had posted or taken half-way cannot be trusted.
     if (give_up) GiveUp(rank);
-    if (mismatch) throw internal::MismatchOfCalls(error);
+    if (mismatch) throw internal::MismatchOfCalls(error, rank);
     throw CommError(error);
   };
   for (;;) {

@@ -319,6 +319,12 @@ class Ledger {
                            std::uint32_t tag);
   // Communicators added so far.
   std::uint32_t comms() const { return comms_.load(std::memory_order_relaxed); }
+  // How many collectives of communicator `id` this rank has begun (NextSeq
+  // took their numbers).
+  std::uint64_t SeqsTaken(std::uint32_t id) const {
+    return id < LedgerMemory::kComms ? next_[id].load(std::memory_order_relaxed)
+                                     : 0;
+  }
 
   // Records an operation that starts now; returns its index for End().
   struct Call {

@@ -11,6 +11,7 @@
 
 #include "comm/nccl_communicator_impl.h"
 #include "comm/nccl_group.h"
+#include "comm/peer_errors.h"
 #include "disttest/error.h"
 
 namespace disttest {
@@ -102,15 +103,21 @@ void NcclCommunicator::Impl::allgatherv(const void* in, void* out,
   const std::string what =
       fmt::format("{} failed", DescribeNcclOp("allgatherv", total, type));
   if (counts.size() != static_cast<std::size_t>(size_)) {
+    // (The comparison's error, where it is a mismatch of calls, is quoted:
+    // it is said then.)
+    std::string differ;
     if (arena_ != nullptr) {
       try {
         CheckCall(what, call);
-      } catch (const CommError&) {
+      } catch (const CommError& e) {
+        if (internal::IsMismatchOfCalls(e.what())) {
+          differ = fmt::format("; {}", e.what());
+        }
       }
     }
     throw CommError(fmt::format(
-        "[rank {}/{}] allgatherv: {} counts given, one per rank is {}", rank_,
-        size_, counts.size(), size_));
+        "[rank {}/{}] allgatherv: {} counts given, one per rank is {}{}", rank_,
+        size_, counts.size(), size_, differ));
   }
   const std::size_t size = SizeOf(type);
   const std::size_t mine = counts[static_cast<std::size_t>(rank_)];
@@ -148,16 +155,20 @@ void NcclCommunicator::Impl::alltoallv(const void* in,
   const std::string what =
       fmt::format("alltoallv of {} {} sent failed", sent, Name(type));
   if (in_counts.size() != world || out_counts.size() != world) {
+    std::string differ;
     if (arena_ != nullptr) {
       try {
         CheckCall(what, call);
-      } catch (const CommError&) {
+      } catch (const CommError& e) {
+        if (internal::IsMismatchOfCalls(e.what())) {
+          differ = fmt::format("; {}", e.what());
+        }
       }
     }
     throw CommError(fmt::format(
         "[rank {}/{}] alltoallv: {} in_counts and {} out_counts given, one "
-        "per rank is {}",
-        rank_, size_, in_counts.size(), out_counts.size(), world));
+        "per rank is {}{}",
+        rank_, size_, in_counts.size(), out_counts.size(), world, differ));
   }
   // Every rank's counts, both ways: every rank checks every pair, and all
   // fail alike.

@@ -1,6 +1,8 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include "comm/peer_errors.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -25,6 +27,10 @@ struct Noted {
     std::string what;
     MismatchThrown thrown;
     bool placed = false;
+    bool said = false;  // A failure of the test quotes it.
+    // The error of the call it was placed at, where that does not quote
+    // `what` (a cut call's): a failure that quotes it says it too.
+    std::string thrown_as;
   };
   std::map<int, std::vector<Mismatch>> mismatches;
 };
@@ -58,32 +64,75 @@ bool ReportsAnErrorOfAPeer(std::string_view failure_text) {
   });
 }
 
-CommError MismatchOfCalls(std::string what) {
+// Whose a mismatch is: the calling rank thread's, a process's one rank
+// (-1), or, in a thread a rank started where the ranks are threads, the
+// rank of the communicator.
+int MismatchOwner(int rank_of_comm) {
+  if (ThreadsRank() >= 0) return ThreadsRank();
+  return RanksAreThreads() ? rank_of_comm : -1;
+}
+
+CommError MismatchOfCalls(std::string what, int rank_of_comm) {
   Noted& n = TheNoted();
   {
     std::lock_guard<std::mutex> lock(n.mu);
-    std::vector<Noted::Mismatch>& mismatches = n.mismatches[ThreadsRank()];
+    std::vector<Noted::Mismatch>& mismatches =
+        n.mismatches[MismatchOwner(rank_of_comm)];
     if (mismatches.size() < kMaxNoted) {
-      mismatches.push_back({what, {"", 0, what}, false});
+      mismatches.push_back({what, {"", 0, what}, false, false, ""});
     }
   }
   return CommError(what);
 }
 
-void PlaceMismatch(std::string_view error, const char* file, unsigned line) {
+void PlaceMismatch(std::string_view error, std::string_view cut_reason,
+                   const char* file, unsigned line, int rank_of_comm) {
+  Noted& n = TheNoted();
+  std::lock_guard<std::mutex> lock(n.mu);
+  auto it = n.mismatches.find(MismatchOwner(rank_of_comm));
+  if (it == n.mismatches.end()) return;
+  for (Noted::Mismatch& m : it->second) {
+    if (m.placed) continue;
+    if (error.find(m.what) != std::string_view::npos) {
+      m.thrown = {file != nullptr ? file : "", line, std::string(error)};
+    } else if (!cut_reason.empty() &&
+               cut_reason.find(m.what) != std::string_view::npos) {
+      m.thrown = {file != nullptr ? file : "", line,
+                  fmt::format("{} (disttest cut the communicators: {})", error,
+                              cut_reason)};
+      m.thrown_as = std::string(error);
+    } else {
+      continue;
+    }
+    m.placed = true;
+  }
+}
+
+bool IsMismatchOfCalls(std::string_view error) {
+  Noted& n = TheNoted();
+  std::lock_guard<std::mutex> lock(n.mu);
+  auto it = n.mismatches.find(MismatchOwner(-1));
+  if (it == n.mismatches.end()) return false;
+  return std::any_of(it->second.begin(), it->second.end(), [&](auto& m) {
+    return error.find(m.what) != std::string_view::npos;
+  });
+}
+
+void NoteSaid(std::string_view failure_text) {
   Noted& n = TheNoted();
   std::lock_guard<std::mutex> lock(n.mu);
   auto it = n.mismatches.find(ThreadsRank());
   if (it == n.mismatches.end()) return;
   for (Noted::Mismatch& m : it->second) {
-    if (m.placed || error.find(m.what) == std::string_view::npos) continue;
-    m.thrown = {file != nullptr ? file : "", line, std::string(error)};
-    m.placed = true;
+    if (failure_text.find(m.what) != std::string_view::npos ||
+        (!m.thrown_as.empty() &&
+         failure_text.find(m.thrown_as) != std::string_view::npos)) {
+      m.said = true;
+    }
   }
 }
 
-std::vector<MismatchThrown> MismatchesNotSaid(
-    const std::function<bool(std::string_view)>& said) {
+std::vector<MismatchThrown> MismatchesNotSaid() {
   std::vector<Noted::Mismatch> mismatches;
   {
     Noted& n = TheNoted();
@@ -100,7 +149,7 @@ std::vector<MismatchThrown> MismatchesNotSaid(
     const bool twice = std::any_of(out.begin(), out.end(), [&](auto& o) {
       return o.error.find(m.what) != std::string::npos;
     });
-    if (twice || said(m.what)) continue;
+    if (twice || m.said) continue;
     out.push_back(std::move(m.thrown));
   }
   return out;

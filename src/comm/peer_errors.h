@@ -18,7 +18,6 @@
 #ifndef DISTTEST_SRC_COMM_PEER_ERRORS_H_
 #define DISTTEST_SRC_COMM_PEER_ERRORS_H_
 
-#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,12 +45,25 @@ bool ReportsAnErrorOfAPeer(std::string_view failure_text);
 // A CommError saying `what`: this rank's call and its peers' do not match
 // (a collective's count, type, reduce op or root; a message's count or
 // type). That is a bug of the program, whatever the test does with the
-// error: a test that catches it still fails (MismatchesNotSaid).
-CommError MismatchOfCalls(std::string what);
+// error: a test that catches it still fails (MismatchesNotSaid). Noted for
+// the calling rank: where the ranks are threads, one a rank started is
+// `rank_of_comm`'s (its communicator's rank: its ledger's slot).
+CommError MismatchOfCalls(std::string what, int rank_of_comm = -1);
 
 // The call made at `file`:`line` threw `error`: a MismatchOfCalls of this
-// rank that `error` quotes, not placed yet, is placed there.
-void PlaceMismatch(std::string_view error, const char* file, unsigned line);
+// rank that `error` quotes, not placed yet, is placed there; so is one that
+// `cut_reason` quotes, the reason disttest cut the communicators while the
+// call waited ("": none), and a failure that quotes `error` then says it.
+void PlaceMismatch(std::string_view error, std::string_view cut_reason,
+                   const char* file, unsigned line, int rank_of_comm = -1);
+
+// Whether `error` quotes a MismatchOfCalls of the calling rank (one that
+// a call swallows and quotes in its own error then counts as said).
+bool IsMismatchOfCalls(std::string_view error);
+
+// A failure of this rank's test (a rank thread's, or its process's) was
+// reported: the mismatches it quotes are said.
+void NoteSaid(std::string_view failure_text);
 
 // A mismatch of this rank's test, as its call threw it, where it was made.
 struct MismatchThrown {
@@ -60,10 +72,9 @@ struct MismatchThrown {
   std::string error;
 };
 // This rank's mismatches since the last ForgetErrorsOfPeers() that no
-// failure of its test quotes (`said`: whether one does), in the order
-// thrown: those the test caught. Taken: a second call returns none.
-std::vector<MismatchThrown> MismatchesNotSaid(
-    const std::function<bool(std::string_view)>& said);
+// failure of its test quoted (NoteSaid), in the order thrown: those the
+// test caught. Taken: a second call returns none.
+std::vector<MismatchThrown> MismatchesNotSaid();
 
 // A new test: the errors of the last one are no longer its.
 void ForgetErrorsOfPeers();

@@ -118,12 +118,12 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
       m.kind = RankMessage::Kind::kFatalFailure;
       failed_ = fatal_ = true;
       fatal_answer_ = true;
-      failures_.push_back(m.message);
+      NoteSaid(m.message);
     } else if (r.nonfatally_failed()) {
       m.kind = RankMessage::Kind::kNonFatalFailure;
       failed_ = true;
       nonfatal_answer_ = true;
-      failures_.push_back(m.message);
+      NoteSaid(m.message);
     } else {
       return;  // SUCCEED() carries nothing the parent needs.
     }
@@ -149,13 +149,6 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
   bool skipped() {
     std::lock_guard<std::mutex> lock(mu_);
     return skipped_;
-  }
-  // Whether a failure reported so far quotes `text`.
-  bool Said(std::string_view text) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return std::any_of(failures_.begin(), failures_.end(), [&](auto& f) {
-      return f.find(text) != std::string::npos;
-    });
   }
 
  private:
@@ -189,7 +182,6 @@ class ChannelReporter : public ::testing::ScopedFakeTestPartResultReporter {
   bool failed_ = false;
   bool fatal_ = false;
   bool skipped_ = false;
-  std::vector<std::string> failures_;  // Their messages.
   std::atomic<bool> fatal_answer_{false};
   std::atomic<bool> nonfatal_answer_{false};
   std::atomic<bool> skipped_answer_{false};
@@ -351,8 +343,7 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
   // test fails with it even where it caught the error, and even where it
   // skipped afterwards. One that a failure already quotes (it left the
   // body, or the test reported it) is not said twice.
-  for (const MismatchThrown& m : MismatchesNotSaid(
-           [&](std::string_view text) { return reporter.Said(text); })) {
+  for (const MismatchThrown& m : MismatchesNotSaid()) {
     const std::string message = fmt::format(
         "the test caught disttest::CommError: {}\nCalls that do not match "
         "across the ranks are a bug of the program, not of its environment: "

@@ -120,7 +120,7 @@ bool MayInterceptAllThreads(const char* macro, const char* file, int line) {
       "thread's failure alone (EXPECT_FATAL_FAILURE, EXPECT_NONFATAL_FAILURE)",
       macro);
   GTEST_MESSAGE_AT_(file, line, message.c_str(),
-                    ::testing::TestPartResult::kFatalFailure);
+                    ::testing::TestPartResult::kNonFatalFailure);
   return false;
 }
 

@@ -231,8 +231,17 @@ DIST_TEST_F(Launched, CaughtMismatchOfCalls, 4) {
   }
 }
 
-// The control: ranks 0 and 1 pass and leave while rank 2 waits for rank 3,
+// The controls: rank 0 passes and leaves after its broadcast while the
+// others relay it to rank 3, slow (Gloo's tree); and ranks 0 and 1 pass
+// and leave while rank 2 waits for rank 3,
 // slow, in a collective of their pair: it completes.
+DIST_TEST_F(Launched, BroadcastToASlowRank, 4) {
+  if (rank() == 3) std::this_thread::sleep_for(std::chrono::seconds(3));
+  int x = rank() == 0 ? 7 : 0;
+  comm().broadcast(&x, 1, 0);
+  EXPECT_EQ(x, 7);
+}
+
 DIST_TEST_F(Launched, PairWaitsForASlowPeer, 4) {
   std::unique_ptr<disttest::Communicator> pair = comm().split(rank() / 2);
   if (rank() < 2) return;

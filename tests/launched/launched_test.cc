@@ -286,24 +286,28 @@ TEST_P(LaunchedTest, ACollectiveAfterThePeersPassedEndsSayingSo) {
       Launch("Launched.OneMoreBarrierOnRank3/*", {{"DISTTEST_TIMEOUT", "100"}});
   EXPECT_NE(r.run.exit_code, 0) << r.all;
   EXPECT_THAT(r.run.out,
-              HasSubstr("passed the test and left it (its body returned) "
-                        "while this rank waited in barrier() (collective #1 "
-                        "on the world communicator), which needs all 4 ranks: "
-                        "it can never complete"))
+              HasSubstr("passed the test and left it (its last collective "
+                        "there was #0) while this rank waited in barrier() "
+                        "(collective #1 on the world communicator), which "
+                        "needs all 4 ranks: it can never complete"))
       << r.all;
   EXPECT_THAT(r.run.out, Not(HasSubstr("Timed out"))) << r.all;
-  Report pair = Launch("Launched.PairWaitsForASlowPeer/*");
-  EXPECT_EQ(pair.run.exit_code, 0) << pair.all;
+  Report valid = Launch(
+      "Launched.PairWaitsForASlowPeer/*:Launched.BroadcastToASlowRank/*");
+  EXPECT_EQ(valid.run.exit_code, 0) << valid.all;
 }
 
 // Calls that differ are a bug of the program: caught, they fail the test.
 TEST_P(LaunchedTest, AMismatchTheTestCatchesFailsIt) {
   Report r = Launch("Launched.CaughtMismatchOfCalls/*");
   EXPECT_NE(r.run.exit_code, 0) << r.all;
+  // At the call, with why it was cut.
+  EXPECT_THAT(r.run.out, HasSubstr("the test caught disttest::CommError: "))
+      << r.all;
   EXPECT_THAT(r.run.out,
-              HasSubstr("the test caught disttest::CommError: collective #1 "
-                        "on the world communicator does not match across the "
-                        "ranks: "))
+              HasSubstr("(disttest cut the communicators: collective #1 on "
+                        "the world communicator does not match across the "
+                        "ranks: rank "))
       << r.all;
 }
 
@@ -574,6 +578,8 @@ TEST_P(LaunchedTest, RanksWaitingInCollectivesThatDifferFailAtOnce) {
   EXPECT_THAT(r.all, HasSubstr(allgather)) << r.all;
   EXPECT_THAT(r.run.out, HasSubstr("[  FAILED  ] Launched."
                                    "OperationsDifferAndWait/4ranks"));
+  // The error left the body: said once, not again as caught.
+  EXPECT_THAT(r.run.out, Not(HasSubstr("the test caught"))) << r.all;
 }
 
 // DIST_TEST_P and DIST_TYPED_TEST under a launcher: one report per

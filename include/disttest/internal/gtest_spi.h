@@ -6,7 +6,8 @@
 // would take every rank's failures (another rank's failure met this rank's
 // expectation, and the test passed) and miss the rank's own (its thread
 // reports to a reporter of its own). There the macro fails the rank's
-// test, saying so, and runs nothing. The per-thread forms
+// test, saying so, and runs nothing (the body goes on, as after an
+// EXPECT_*). The per-thread forms
 // (EXPECT_FATAL_FAILURE, EXPECT_NONFATAL_FAILURE) are gtest's own.
 //
 // disttest.h includes it, after gtest-spi.h: a test file that includes

@@ -86,8 +86,9 @@ class StepKeys {
   std::string EndedBadly() const { return base_ + "ended_badly"; }
   std::string EndedBadlyCount() const { return base_ + "ended_badly/n"; }
   // The first rank that passed the step and left it: "<rank> <size>", the
-  // step's size; its peers still in a collective of that many ranks cut it
-  // (watchdog.h).
+  // step's size, then "<key>:<n>" for each of its communicators of that
+  // size (its LedgerKey, in hex, and the collectives it began there): its
+  // peers still in a later collective of one cut it (watchdog.h).
   std::string LeftPassing() const { return base_ + "left_passing"; }
   std::string LeftPassingCount() const { return base_ + "left_passing/n"; }
   // Set by a rank whose world communicator failed in the step (an operation

@@ -135,7 +135,19 @@ class LaunchedRankHost : public RankHost {
       }
       if (verdict == RankVerdict::kPassed && n_ > 1 &&
           job_.store().add(keys_.LeftPassingCount(), 1) == 1) {
-        job_.store().set(keys_.LeftPassing(), fmt::format("{} {}", r, n_));
+        std::string left = fmt::format("{} {}", r, n_);
+        if (Ledger* ledger = Ledger::Current()) {
+          const std::uint32_t comms =
+              std::min<std::uint32_t>(ledger->comms(), LedgerMemory::kComms);
+          for (std::uint32_t id = 0; id < comms; ++id) {
+            if (ledger->comm_size(id) != n_ || ledger->comm_key(id) == 0) {
+              continue;
+            }
+            left += fmt::format(" {:x}:{}", ledger->comm_key(id),
+                                ledger->SeqsTaken(id));
+          }
+        }
+        job_.store().set(keys_.LeftPassing(), left);
       }
       // Before its verdict: every rank reads it once the verdict is out.
       if (comm != nullptr && comm->failed()) {

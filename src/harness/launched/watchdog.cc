@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -134,22 +136,20 @@ void Watchdog::Loop() {
     if (Clock::now() < next_beat) continue;
     next_beat = Clock::now() + kHeartbeatEvery;
     std::string trouble;
+    bool calls_differ = false;
     try {
       std::lock_guard<std::mutex> side(side_.mu);
       liveness_.Beat(std::to_string(++beat));
       if (armed) trouble = liveness_.TroubleElsewhere();
       if (armed && trouble.empty() && !shut_down_) {
         trouble = CallsThatDiffer(calls_prefix);
-        // A bug of the program: the test fails for it even if it catches
-        // the error its call throws once cut (peer_errors.h; the process's
-        // one rank notes it, from any thread).
-        if (!trouble.empty()) (void)MismatchOfCalls(trouble);
+        calls_differ = !trouble.empty();
       }
       if (armed && trouble.empty() && !shut_down_) {
         trouble = PeerThatEndedBadly(ended_key, grace, arm);
       }
       if (armed && trouble.empty() && !shut_down_) {
-        trouble = PeerThatLeftPassing(left_key);
+        trouble = PeerThatLeftPassing(left_key, arm);
       }
       failures = 0;
     } catch (const std::exception& e) {
@@ -166,6 +166,11 @@ void Watchdog::Loop() {
       if (armed) {
         std::lock_guard<std::mutex> lock(mu_);
         if (!deadline_ || arms_ != arm) continue;
+        // A bug of the program, noted while its body is still armed (its
+        // end disarms under mu_): the test fails for it even if it catches
+        // the error its call throws once cut (peer_errors.h; a process's
+        // one rank notes it, from any thread).
+        if (calls_differ) (void)MismatchOfCalls(trouble);
       }
       shut_down_ = true;
       liveness_.Break(trouble);
@@ -216,37 +221,56 @@ std::string Watchdog::PeerThatEndedBadly(const std::string& ended_key,
       verdict == "skipped" ? " x 5, after a skip" : "");
 }
 
-std::string Watchdog::PeerThatLeftPassing(const std::string& left_key) {
+std::string Watchdog::PeerThatLeftPassing(const std::string& left_key,
+                                          std::uint64_t arm) {
+  if (arm != left_arm_) {  // Another body: its own wait.
+    left_arm_ = arm;
+    left_seen_.reset();
+  }
   Ledger* ledger = Ledger::Current();
   if (left_key.empty() || ledger == nullptr) return "";
-  // Local looks first: most heartbeats find the body computing.
-  // A call whose timeout the test shortened may be one it waits out on
-  // purpose (timeout_ms 0): never cut.
+  // Local looks first: most heartbeats find the body computing. A call
+  // whose timeout the test shortened may be one it waits out on purpose
+  // (timeout_ms 0): never cut.
   const std::optional<LedgerRecord> open = ledger->OpenCollective();
   const Progress progress = ledger->memory().ProgressOf(ledger->slot());
-  if (!open || progress.blocked == 0 || progress.timeout_ms == 0 ||
-      MonotonicNs() - open->entered_ns <
-          std::chrono::nanoseconds(4 * kHeartbeatEvery).count()) {
-    return "";
-  }
+  if (!open || progress.blocked == 0 || progress.timeout_ms == 0) return "";
   if (!side_.store->check({left_key})) return "";
   const std::vector<char> v = side_.store->get(left_key);
-  // "<rank> <size>" (StepKeys::LeftPassing).
+  // "<rank> <size> <key>:<n> ..." (StepKeys::LeftPassing).
+  std::istringstream in(std::string(v.begin(), v.end()));
   int who = -1;
   int size = 0;
-  if (std::sscanf(std::string(v.begin(), v.end()).c_str(), "%d %d", &who,
-                  &size) != 2 ||
-      who == rank_ || ledger->comm_size(open->comm) != size) {
+  if (!(in >> who >> size) || who == rank_ ||
+      ledger->comm_size(open->comm) != size) {
     return "";
   }
-  // A silent rank may be dead: the heartbeat bound names it soon.
+  // The collectives it began on this communicator: one it began may still
+  // complete without it (a broadcast's tree relays on), one past them never.
+  const std::string mine = fmt::format("{:x}:", ledger->comm_key(open->comm));
+  // (Not listed: unknown there, past the ledger's communicators: no cut.)
+  std::optional<std::uint64_t> began;
+  for (std::string item; in >> item;) {
+    if (item.starts_with(mine)) {
+      began = std::strtoull(item.c_str() + mine.size(), nullptr, 10);
+    }
+  }
+  if (!began || open->seq < *began) return "";
+  // Four heartbeats after it was seen: long enough for a silent rank to be
+  // named instead (it may have died, and the one that left passed anyway).
+  const auto now = Clock::now();
+  if (!left_seen_) left_seen_ = now;
+  if (now - *left_seen_ < 4 * kHeartbeatEvery) return "";
   if (liveness_.SilentRank(3 * kHeartbeatEvery) >= 0) return "";
   return fmt::format(
-      "rank {} passed the test and left it (its body returned) while this "
-      "rank waited in {} (collective #{} on {}), which needs all {} ranks: it "
-      "can never complete",
-      who, open->str(), open->seq, CommTitle(ledger->comm_name(open->comm)),
-      size);
+      "rank {} passed the test and left it ({}) while this rank waited in {} "
+      "(collective #{} on {}), which needs all {} ranks: it can never "
+      "complete",
+      who,
+      *began == 0
+          ? std::string("it began no collective there")
+          : fmt::format("its last collective there was #{}", *began - 1),
+      open->str(), open->seq, CommTitle(ledger->comm_name(open->comm)), size);
 }
 
 std::string Watchdog::CallsThatDiffer(const std::string& calls_prefix) {

@@ -59,11 +59,13 @@ class Watchdog {
   // options().failure_grace): none waits for the timeout in a collective
   // that the peer will never join. A body that computes, or waits in a
   // send or receive, goes on.
-  // A peer that passed and left sets `left_key` (StepKeys::LeftPassing):
-  // a body that waits in a collective of every rank of the step (the
-  // peer's among them) for a few heartbeats then has its collectives cut:
-  // that collective cannot complete. One of fewer ranks may not have the
-  // peer in it, and goes on.
+  // A peer that passed and left sets `left_key` (StepKeys::LeftPassing),
+  // with how many collectives it began on each of its communicators of
+  // every rank of the step: a body that waits in a later one of those (the
+  // peer never began it, so it can never complete) has its collectives cut
+  // four heartbeats after the key was seen. One the peer began may still
+  // complete (a broadcast's tree relays without its root), and one of
+  // fewer ranks may not have the peer in it: those go on.
   void Arm(Clock::time_point deadline, std::string what,
            std::string ledger_key = "", std::string calls_prefix = "",
            std::string ended_key = "",
@@ -109,10 +111,11 @@ class Watchdog {
   std::string PeerThatEndedBadly(const std::string& ended_key,
                                  std::chrono::milliseconds grace,
                                  std::uint64_t arm);
-  // With side_.mu held: the reason once this process has waited a few
-  // heartbeats in a collective of every rank of the step while a peer that
-  // passed it (under `left_key`) has left, else "".
-  std::string PeerThatLeftPassing(const std::string& left_key);
+  // With side_.mu held: the reason once this process waits in a collective
+  // of every rank of the step that a peer which passed it and left (under
+  // `left_key`) never began, four heartbeats after it was seen, else "".
+  std::string PeerThatLeftPassing(const std::string& left_key,
+                                  std::uint64_t arm);
 
   const int rank_;
   // For a timeout's reason (read here: the side thread must not read the
@@ -137,6 +140,9 @@ class Watchdog {
   // thread).
   std::optional<Clock::time_point> ended_seen_;
   std::uint64_t ended_arm_ = 0;
+  // The same for left_key_ (side thread).
+  std::optional<Clock::time_point> left_seen_;
+  std::uint64_t left_arm_ = 0;
   // The collective (its ledger index) the side thread has put or compared.
   struct Compared {
     std::uint64_t index = 0;

@@ -149,7 +149,7 @@ void Supervisor::FlushFirstFailure(bool last) {
   // (its collective found that rank's body gone). Not where this rank
   // skipped too, after its failure: then every rank may have skipped, and
   // its failure is the test's. That is known once it is done: until then
-  // (or the last flush) the line waits.
+  // the line waits (at most a second, and not past the last flush).
   const RankGroup::Rank* skipped = nullptr;
   if (group_.spec().options.skip_policy != SkipPolicy::kAllowPartial) {
     for (const RankGroup::Rank& other : group_.ranks()) {
@@ -162,7 +162,11 @@ void Supervisor::FlushFirstFailure(bool last) {
   }
   if (skipped != nullptr) {
     const RankGroup::Rank& failed = *pending_failure_->rank;
-    if (!last && !failed.report.done.has_value() && !Ended(failed)) return;
+    const bool waited = Clock::now() - start_ - pending_failure_->after >=
+                        std::chrono::seconds(1);
+    if (!last && !waited && !failed.report.done.has_value() && !Ended(failed)) {
+      return;
+    }
     if (FirstSkip(failed.report) != nullptr) skipped = nullptr;
   }
   PendingFailure first = std::move(*pending_failure_);
