@@ -17,6 +17,7 @@
 #include "comm/communicator_recorded.h"
 #include "comm/ledger.h"
 #include "comm/rank_thread_check.h"
+#include "comm/self_messages.h"
 #include "disttest/comm/collective_call.h"
 #include "disttest/error.h"
 #include "env/knobs.h"
@@ -97,6 +98,14 @@ void Communicator::SetName(const std::string& name, const std::string& prefix,
     ledger_id_ = ledger->AddCommunicator(name_, key_, rank(), size());
     ledger_ = ledger;
   }
+}
+
+internal::SelfMessages& Communicator::Self() {
+  std::call_once(self_once_, [&] {
+    self_ = std::make_shared<internal::SelfMessages>(
+        rank(), size(), ledger_ != nullptr ? ledger_->slot() : -1);
+  });
+  return *self_;
 }
 
 Communicator::~Communicator() {

@@ -182,10 +182,11 @@ struct GlooCommunicator::Impl {
   void CheckPeer(const char* op, int peer) const {
     if (peer == rank) {
       throw CommError(fmt::format(
-          "[rank {}/{}] {}: the peer is this rank itself; a rank's send "
+          "[rank {}/{}] {}: the peer is this rank itself; a blocking send "
           "completes only when its receive has taken the message, which the "
-          "same rank could not post while it waits, so disttest refuses it "
-          "(copy the data instead)",
+          "same thread could not post while it waits, so disttest refuses it "
+          "(post an isend and an irecv to this rank, both before either "
+          "wait, or copy the data)",
           rank, size, op));
     }
     if (peer < 0 || peer >= size) {

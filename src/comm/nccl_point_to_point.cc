@@ -19,7 +19,13 @@
 namespace disttest {
 
 void NcclCommunicator::Impl::CheckPeer(const char* op, int peer) const {
-  if (peer < 0 || peer >= size_ || peer == rank_) {
+  if (peer == rank_) {
+    throw CommError(fmt::format(
+        "[rank {}/{}] {}: the peer is this rank itself, which disttest's NCCL "
+        "backend does not pair (its buffers are on the GPU): copy the data",
+        rank_, size_, op));
+  }
+  if (peer < 0 || peer >= size_) {
     throw CommError(fmt::format("[rank {}/{}] {}: invalid peer rank {}", rank_,
                                 size_, op, peer));
   }

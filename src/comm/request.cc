@@ -18,6 +18,7 @@
 #include "comm/communicator_recorded.h"
 #include "comm/ledger.h"
 #include "comm/request_account.h"
+#include "comm/self_messages.h"
 #include "disttest/comm/communicator.h"
 #include "disttest/error.h"
 
@@ -77,8 +78,15 @@ Request Communicator::isend(const void* data, std::size_t count, DataType type,
   Request request;
   // Posting is recorded as the send itself: what a hang shows is its wait.
   Recorded r(*this, false, RequestCall(true, type, count, peer, tag), where);
-  r.Run([&] { request.state_ = DoISend(data, count, type, peer, tag); },
-        /*blocks=*/false);
+  r.Run(
+      [&] {
+        // To this rank itself: paired here for every backend with host
+        // buffers (NCCL's, on the GPU, refuses it).
+        request.state_ = peer == rank() && BuffersOnHost()
+                             ? Self().Send(data, count, type, tag)
+                             : DoISend(data, count, type, peer, tag);
+      },
+      /*blocks=*/false);
   r.Pending();
   request.comm_ = this;
   request.send_ = true;
@@ -108,8 +116,13 @@ Request Communicator::irecv(void* data, std::size_t count, DataType type,
                             int peer, std::uint32_t tag, Where where) {
   Request request;
   Recorded r(*this, false, RequestCall(false, type, count, peer, tag), where);
-  r.Run([&] { request.state_ = DoIRecv(data, count, type, peer, tag); },
-        /*blocks=*/false);
+  r.Run(
+      [&] {
+        request.state_ = peer == rank() && BuffersOnHost()
+                             ? Self().Recv(data, count, type, tag)
+                             : DoIRecv(data, count, type, peer, tag);
+      },
+      /*blocks=*/false);
   r.Pending();
   request.comm_ = this;
   request.send_ = false;

@@ -843,9 +843,10 @@ std::unique_ptr<Communicator> MpiCommunicator::DoSplit(int color, int key) {
 void MpiCommunicator::CheckPeer(int peer, std::uint32_t tag) const {
   if (peer == rank_) {
     throw CommError(
-        "the peer is this rank itself; a rank's send completes only when its "
-        "receive has taken the message, which the same rank could not post "
-        "while it waits, so disttest refuses it (copy the data instead)");
+        "the peer is this rank itself; a blocking send completes only when "
+        "its receive has taken the message, which the same thread could not "
+        "post while it waits, so disttest refuses it (post an isend and an "
+        "irecv to this rank, both before either wait, or copy the data)");
   }
   if (peer < 0 || peer >= size_) {
     throw CommError(fmt::format("invalid peer rank {} (the ranks are 0 to {})",

@@ -215,7 +215,7 @@ TEST(GlooCommunicatorErrorsTest, InvalidPeerAndRootNameTheRankAndOperation) {
       ADD_FAILURE() << "send to self did not throw";
     } catch (const CommError& e) {
       EXPECT_THAT(e.what(), HasSubstr("/2] send: the peer is this rank itself; "
-                                      "a rank's send completes only when"));
+                                      "a blocking send completes only when"));
     }
     try {
       comm.recv(&x, 1, 5);

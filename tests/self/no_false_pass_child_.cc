@@ -691,6 +691,66 @@ DIST_TEST_F(NoFalsePass, ExpectsItsOwnFailureOnAllThreads, 2) {
                                       "fatal in a worker");
 }
 
+// Ring code: each rank sends to the next and receives from the one before;
+// at world size 1 both are the rank itself.
+DIST_TEST_F(NoFalsePass, RingAtEveryWorldSize, 1, 2, 3) {
+  const int n = world_size();
+  std::vector<float> out(4, rank() + 0.5f), in(4, -1.0f);
+  disttest::Request r =
+      comm().irecv(in.data(), in.size(), (rank() + n - 1) % n, 4);
+  disttest::Request s =
+      comm().isend(out.data(), out.size(), (rank() + 1) % n, 4);
+  r.wait();
+  s.wait();
+  EXPECT_EQ(in, std::vector<float>(4, (rank() + n - 1) % n + 0.5f));
+}
+
+// A rank's messages to itself that do not pair (NFP_SELF says how).
+DIST_TEST_F(NoFalsePass, MessagesToItself, 1) {
+  const std::string how = std::getenv("NFP_SELF");
+  std::vector<float> out(8, 1.0f), in(16, 0.0f);
+  if (how == "mismatch") {
+    disttest::Request s = comm().isend(out.data(), 8, 0, 5);
+    disttest::Request r = comm().irecv(in.data(), 16, 0, 5);  // marker-self-r
+    r.wait();
+    s.wait();
+  } else if (how == "order") {
+    // Two with tag 1, one with tag 2; received tag 2 first: by tag, in the
+    // order posted.
+    const float a = 1, b = 2, c = 3;
+    float x = 0, y = 0, z = 0;
+    disttest::Request sa = comm().isend(&a, 1, 0, 1);
+    disttest::Request sb = comm().isend(&b, 1, 0, 1);
+    disttest::Request sc = comm().isend(&c, 1, 0, 2);
+    disttest::Request rz = comm().irecv(&z, 1, 0, 2);
+    disttest::Request rx = comm().irecv(&x, 1, 0, 1);
+    disttest::Request ry = comm().irecv(&y, 1, 0, 1);
+    for (disttest::Request* r : {&rz, &rx, &ry, &sa, &sb, &sc}) r->wait();
+    EXPECT_EQ(x, 1);
+    EXPECT_EQ(y, 2);
+    EXPECT_EQ(z, 3);
+  } else if (how == "caught") {
+    disttest::Request s = comm().isend(out.data(), 8, 0, 5);
+    disttest::Request r = comm().irecv(in.data(), 16, 0, 5);
+    EXPECT_THROW(r.wait(), disttest::CommError);  // marker-self-caught
+    s.wait();
+  } else if (how == "unpaired") {
+    disttest::ScopedTimeout quick(comm(), milliseconds(300));
+    disttest::Request s = comm().isend(out.data(), 1, 0, 6);
+    try {
+      s.wait();
+    } catch (const disttest::CommError& e) {
+      std::printf("marker-self-unpaired: %s\n", e.what());
+    }
+  } else {
+    try {
+      comm().send(out.data(), 1, 0, 7);
+    } catch (const disttest::CommError& e) {
+      std::printf("marker-self-blocking: %s\n", e.what());
+    }
+  }
+}
+
 // Calls that do not match, whose error the test catches (NFP_CAUGHT says
 // how): the program is broken all the same.
 DIST_TEST_F(NoFalsePass, MismatchTheTestCatches, 2) {
@@ -708,6 +768,14 @@ DIST_TEST_F(NoFalsePass, MismatchTheTestCatches, 2) {
       disttest::Request r = rank() == 0
                                 ? comm().isend(v.data(), v.size(), 1, 3)
                                 : comm().irecv(v.data(), v.size(), 0, 3);
+    } else if (how == "thread") {
+      // In a thread the rank started (where the ranks are threads too).
+      std::thread([&] {
+        try {
+          comm().allreduce(v.data(), v.size(), disttest::ReduceOp::kSum);
+        } catch (const disttest::CommError&) {
+        }
+      }).join();
     } else {
       const auto sum = disttest::ReduceOp::kSum;
       comm().allreduce(v.data(), v.size(), sum);  // marker-caught-allreduce

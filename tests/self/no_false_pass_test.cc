@@ -476,6 +476,50 @@ TEST_P(NoFalsePassTest, ExpectationsOnAllThreadsAreEachRanksOwn) {
   }
 }
 
+// A rank's isend and irecv to itself pair (ring code at world size 1), with
+// the host arena and without; what does not pair fails saying so.
+TEST_P(NoFalsePassTest, MessagesToItselfPairAsInMpi) {
+  for (const char* no_arena : {"0", "1"}) {
+    Verdict v =
+        Run("RingAtEveryWorldSize/*", {{"DISTTEST_NO_HOST_ARENA", no_arena}});
+    EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+    EXPECT_THAT(v.run.out, HasSubstr("[  PASSED  ] 3 tests")) << v.run.out;
+  }
+  Verdict mismatch = Run("MessagesToItself/1ranks", {{"NFP_SELF", "mismatch"}});
+  EXPECT_EQ(mismatch.run.exit_code, 1) << mismatch.run.out;
+  EXPECT_THAT(mismatch.run.out,
+              HasSubstr("Failure\n[rank 0/1] the test body threw "
+                        "disttest::CommError: [rank 0/1] this rank sent itself "
+                        "8 x float32 with tag 5; it expected 16 x float32 with "
+                        "tag 5"))
+      << mismatch.run.out;
+  // Once: not again for the send of the pair, dropped on the way out.
+  EXPECT_EQ(Occurrences(mismatch.run.out, ": Failure\n"), 1u)
+      << mismatch.run.out;
+  Verdict order = Run("MessagesToItself/1ranks", {{"NFP_SELF", "order"}});
+  EXPECT_EQ(order.run.exit_code, 0) << order.run.out;
+  Verdict caught = Run("MessagesToItself/1ranks", {{"NFP_SELF", "caught"}});
+  EXPECT_EQ(caught.run.exit_code, 1) << caught.run.out;
+  EXPECT_THAT(caught.run.out,
+              HasSubstr("the test caught disttest::CommError: [rank 0/1] this "
+                        "rank sent itself 8 x float32 with tag 5"))
+      << caught.run.out;
+  Verdict unpaired = Run("MessagesToItself/1ranks", {{"NFP_SELF", "unpaired"}});
+  EXPECT_EQ(unpaired.run.exit_code, 0) << unpaired.run.out;
+  EXPECT_THAT(unpaired.run.out,
+              HasSubstr("marker-self-unpaired: [rank 0/1] isend to this rank "
+                        "itself (1 x float32 with tag 6) timed out after 300 "
+                        "ms: no irecv of this rank took it"))
+      << unpaired.run.out;
+  Verdict blocking = Run("MessagesToItself/1ranks", {{"NFP_SELF", "blocking"}});
+  EXPECT_EQ(blocking.run.exit_code, 0) << blocking.run.out;
+  EXPECT_THAT(blocking.run.out,
+              HasSubstr("the peer is this rank itself; a blocking send "
+                        "completes only when its receive has taken the "
+                        "message"))
+      << blocking.run.out;
+}
+
 // A mismatch is a bug of the program: caught by the test, it fails all the
 // same, where the call was made, once on each rank (not again where the
 // test or a request's destructor reported it).
@@ -518,6 +562,14 @@ TEST_P(NoFalsePassTest, MismatchesTheTestCatchesFailIt) {
         << how << "\n"
         << v.run.out;
   }
+  // Caught in a thread the rank started: that rank's failure.
+  Verdict thread =
+      Run("MismatchTheTestCatches/2ranks", {{"NFP_CAUGHT", "thread"}});
+  EXPECT_EQ(thread.run.exit_code, 1) << thread.run.out;
+  EXPECT_EQ(
+      Occurrences(thread.run.out, "/2] the test caught disttest::CommError: "),
+      2u)
+      << thread.run.out;
   // Reported already: by the test, or by a Request's destructor.
   for (const char* how : {"said", "request"}) {
     Verdict v = Run("MismatchTheTestCatches/2ranks", {{"NFP_CAUGHT", how}});

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -63,6 +64,7 @@ const char* Name(Backend backend);
 
 namespace internal {
 class Ledger;
+class SelfMessages;
 }  // namespace internal
 
 // Where a call was made, taken as a defaulted argument: as
@@ -383,6 +385,11 @@ class Communicator {
   // The thread in one of its collectives now, if one is: a second thread
   // that calls one meanwhile is refused (Recorded).
   std::atomic<std::thread::id> collective_thread_{};
+  // The isends and irecvs its rank posts to itself, paired here (made on
+  // the first).
+  internal::SelfMessages& Self();
+  std::once_flag self_once_;
+  std::shared_ptr<internal::SelfMessages> self_;
 };
 
 // Gives the operations of `comm` another timeout while it lives, then puts
