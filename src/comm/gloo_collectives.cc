@@ -140,18 +140,11 @@ void GlooCommunicator::Impl::CheckRoot(const char* op, const std::string& what,
   // Peers that passed a valid root would otherwise wait for this rank: the
   // comparison fails them too, naming every rank's root. This rank's own
   // error says what is wrong with its call.
-  // (The comparison's error, where it is a mismatch of calls, is quoted:
-  // it is said then.)
-  std::string differ;
-  try {
-    Guard(what, [&] { CheckCall(call); });
-  } catch (const CommError& e) {
-    if (internal::IsMismatchOfCalls(e.what())) {
-      differ = fmt::format("; {}", e.what());
-    }
-  }
   throw CommError(fmt::format("[rank {}/{}] {}: invalid root rank {}{}", rank,
-                              size, op, root, differ));
+                              size, op, root,
+                              internal::CompareBeforeRefusing([&] {
+                                Guard(what, [&] { CheckCall(call); });
+                              })));
 }
 
 void GlooCommunicator::DoAllReduce(void* data, std::size_t count, DataType type,
@@ -319,14 +312,8 @@ void GlooCommunicator::DoAllGatherV(const void* in, void* out,
   if (counts.size() != static_cast<std::size_t>(impl_->size)) {
     // The peers' counts differ from these (they have size() of them): the
     // comparison fails them too.
-    std::string differ;
-    try {
-      impl_->Guard(what, [&] { impl_->CheckCall(call); });
-    } catch (const CommError& e) {
-      if (internal::IsMismatchOfCalls(e.what())) {
-        differ = fmt::format("; {}", e.what());
-      }
-    }
+    const std::string differ = internal::CompareBeforeRefusing(
+        [&] { impl_->Guard(what, [&] { impl_->CheckCall(call); }); });
     throw CommError(fmt::format(
         "[rank {}/{}] allgatherv: {} counts given, one per rank is {}{}",
         impl_->rank, impl_->size, counts.size(), impl_->size, differ));
@@ -364,14 +351,8 @@ void GlooCommunicator::DoAllToAllV(const void* in,
       fmt::format("alltoallv of {} {} sent", sent, Name(type));
   if (in_counts.size() != world || out_counts.size() != world) {
     // The peers wait in the counts' allgather: fail them there too.
-    std::string differ;
-    try {
-      impl_->Guard(what, [&] { impl_->CheckCall(call); });
-    } catch (const CommError& e) {
-      if (internal::IsMismatchOfCalls(e.what())) {
-        differ = fmt::format("; {}", e.what());
-      }
-    }
+    const std::string differ = internal::CompareBeforeRefusing(
+        [&] { impl_->Guard(what, [&] { impl_->CheckCall(call); }); });
     throw CommError(fmt::format(
         "[rank {}/{}] alltoallv: {} in_counts and {} out_counts given, one "
         "per rank is {}{}",

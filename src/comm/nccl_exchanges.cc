@@ -103,18 +103,10 @@ void NcclCommunicator::Impl::allgatherv(const void* in, void* out,
   const std::string what =
       fmt::format("{} failed", DescribeNcclOp("allgatherv", total, type));
   if (counts.size() != static_cast<std::size_t>(size_)) {
-    // (The comparison's error, where it is a mismatch of calls, is quoted:
-    // it is said then.)
-    std::string differ;
-    if (arena_ != nullptr) {
-      try {
-        CheckCall(what, call);
-      } catch (const CommError& e) {
-        if (internal::IsMismatchOfCalls(e.what())) {
-          differ = fmt::format("; {}", e.what());
-        }
-      }
-    }
+    const std::string differ =
+        arena_ != nullptr
+            ? internal::CompareBeforeRefusing([&] { CheckCall(what, call); })
+            : std::string();
     throw CommError(fmt::format(
         "[rank {}/{}] allgatherv: {} counts given, one per rank is {}{}", rank_,
         size_, counts.size(), size_, differ));
@@ -155,16 +147,10 @@ void NcclCommunicator::Impl::alltoallv(const void* in,
   const std::string what =
       fmt::format("alltoallv of {} {} sent failed", sent, Name(type));
   if (in_counts.size() != world || out_counts.size() != world) {
-    std::string differ;
-    if (arena_ != nullptr) {
-      try {
-        CheckCall(what, call);
-      } catch (const CommError& e) {
-        if (internal::IsMismatchOfCalls(e.what())) {
-          differ = fmt::format("; {}", e.what());
-        }
-      }
-    }
+    const std::string differ =
+        arena_ != nullptr
+            ? internal::CompareBeforeRefusing([&] { CheckCall(what, call); })
+            : std::string();
     throw CommError(fmt::format(
         "[rank {}/{}] alltoallv: {} in_counts and {} out_counts given, one "
         "per rank is {}{}",

@@ -61,6 +61,20 @@ void PlaceMismatch(std::string_view error, std::string_view cut_reason,
 // a call swallows and quotes in its own error then counts as said).
 bool IsMismatchOfCalls(std::string_view error);
 
+// Runs `compare`, the comparison with its peers' of a call this rank
+// refuses anyway (which fails them too); returns "; <its error>" where that
+// is a mismatch of calls (quoted in the refusal, it is said), else "":
+//   throw CommError("... invalid root rank 7" + CompareBeforeRefusing(...));
+template <typename Compare>
+std::string CompareBeforeRefusing(Compare&& compare) {
+  try {
+    compare();
+  } catch (const CommError& e) {
+    if (IsMismatchOfCalls(e.what())) return std::string("; ") + e.what();
+  }
+  return "";
+}
+
 // A failure of this rank's test (a rank thread's, or its process's) was
 // reported: the mismatches it quotes are said.
 void NoteSaid(std::string_view failure_text);

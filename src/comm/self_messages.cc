@@ -87,27 +87,26 @@ std::unique_ptr<RequestState> SelfMessages::Send(const void* data,
                                                  std::size_t count,
                                                  DataType type,
                                                  std::uint32_t tag) {
-  auto op = std::make_shared<Op>();
-  op->send = true;
-  op->from = data;
-  op->count = count;
-  op->type = type;
-  op->tag = tag;
-  return Post(std::move(op));
+  return Post(true, data, nullptr, count, type, tag);
 }
 
 std::unique_ptr<RequestState> SelfMessages::Recv(void* data, std::size_t count,
                                                  DataType type,
                                                  std::uint32_t tag) {
+  return Post(false, nullptr, data, count, type, tag);
+}
+
+std::unique_ptr<RequestState> SelfMessages::Post(bool send, const void* from,
+                                                 void* to, std::size_t count,
+                                                 DataType type,
+                                                 std::uint32_t tag) {
   auto op = std::make_shared<Op>();
-  op->to = data;
+  op->send = send;
+  op->from = from;
+  op->to = to;
   op->count = count;
   op->type = type;
   op->tag = tag;
-  return Post(std::move(op));
-}
-
-std::unique_ptr<RequestState> SelfMessages::Post(std::shared_ptr<Op> op) {
   {
     const std::lock_guard<std::mutex> lock(core_->mu);
     // The oldest unpaired one of the other kind with this tag.

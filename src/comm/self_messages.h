@@ -69,7 +69,10 @@ class SelfMessages {
   };
 
  private:
-  std::unique_ptr<RequestState> Post(std::shared_ptr<Op> op);
+  // A send (from `from`) or a receive (into `to`).
+  std::unique_ptr<RequestState> Post(bool send, const void* from, void* to,
+                                     std::size_t count, DataType type,
+                                     std::uint32_t tag);
 
   const int rank_;
   const int size_;
