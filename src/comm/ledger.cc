@@ -268,6 +268,14 @@ int Ledger::comm_size(std::uint32_t id) const {
              : 0;
 }
 
+int Ledger::comm_rank(std::uint32_t id) const {
+  const LedgerMemory::Area& a = *area_;
+  return id < std::min<std::uint32_t>(a.named.load(std::memory_order_acquire),
+                                      LedgerMemory::kComms)
+             ? a.comm_rank[id]
+             : -1;
+}
+
 namespace {
 // A number of the calling thread's own, never 0, distinct from every other
 // thread's of the process (a forked child's go on from its parent's).

@@ -219,6 +219,10 @@ class LedgerMemory {
   // Rank `rank`'s newest operation in this test when it is a collective
   // that it is still in.
   std::optional<LedgerRecord> OpenCollective(int rank) const;
+  // The send or receive of this test that rank `rank` waits in now (a
+  // blocking one, or the wait of an isend or irecv); nullopt when it waits
+  // in none, or in one older than the ring keeps.
+  std::optional<LedgerRecord> WaitingMessage(int rank) const;
   // The process of rank `rank`, as it wrote it when it installed its
   // ledger; 0 before that (or out of range).
   pid_t Pid(int rank) const;
@@ -360,10 +364,12 @@ class Ledger {
   std::optional<LedgerRecord> OpenCollective() const {
     return memory_->OpenCollective(slot_);
   }
-  // The name, key and size of communicator `id` (size 0: not known).
+  // The name, key and size of communicator `id` (size 0: not known), and
+  // this rank's rank there (-1: not known).
   std::string comm_name(std::uint32_t id) const;
   std::uint64_t comm_key(std::uint32_t id) const;
   int comm_size(std::uint32_t id) const;
+  int comm_rank(std::uint32_t id) const;
   // This process's ledger now, labelled rank `as_rank`.
   RankLedgerView Read(int as_rank) const {
     return memory_->Read(slot_, as_rank);

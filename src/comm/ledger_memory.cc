@@ -212,6 +212,24 @@ std::optional<LedgerRecord> LedgerMemory::OpenCollective(int rank) const {
   return r;
 }
 
+std::optional<LedgerRecord> LedgerMemory::WaitingMessage(int rank) const {
+  if (rank < 0 || rank >= ranks_) return std::nullopt;
+  const Area& a = area(rank);
+  const std::uint64_t blocked = a.blocked.load(std::memory_order_acquire);
+  const std::uint64_t written = a.written.load(std::memory_order_acquire);
+  // Entry blocked - 1, of this test, still in the ring.
+  if (blocked == 0 || blocked <= a.test_first.load(std::memory_order_acquire) ||
+      blocked > written || written - blocked >= ring_) {
+    return std::nullopt;
+  }
+  LedgerRecord r;
+  if (!Copy(EntriesOf(a)[(blocked - 1) % ring_], blocked - 1, &r) ||
+      r.collective() || r.state != LedgerState::kEntered) {
+    return std::nullopt;
+  }
+  return r;
+}
+
 bool LedgerMemory::InCollectiveSince(int rank, std::int64_t before_ns) const {
   const UnorderedReads seqlock;
   if (rank < 0 || rank >= ranks_) return false;

@@ -231,6 +231,32 @@ DIST_TEST_F(Launched, CaughtMismatchOfCalls, 4) {
   }
 }
 
+// Rank 0 sends 8 floats where rank 1 receives 16, and both catch what
+// their call throws once the two are found to differ.
+DIST_TEST_F(Launched, CaughtMismatchOfMessages, 4) {
+  std::vector<float> data(16, 1.0f);
+  try {
+    if (rank() == 0) {
+      comm().send(data.data(), 8, 1, 3);  // marker-mismatched-send
+    } else if (rank() == 1) {
+      comm().recv(data.data(), 16, 0, 3);  // marker-mismatched-recv
+    }
+  } catch (const disttest::CommError&) {
+  }
+}
+
+// Rank 2 posts 4 int32 where rank 3 posts a receive of 4 float32, and
+// both wait for them: nothing catches what the waits throw.
+DIST_TEST_F(Launched, MismatchOfRequests, 4) {
+  std::vector<std::int32_t> sent(4, 7);
+  std::vector<float> received(4, 0.0f);
+  if (rank() == 2) {
+    comm().isend(sent.data(), 4, 3, 5).wait();  // marker-mismatched-isend
+  } else if (rank() == 3) {
+    comm().irecv(received.data(), 4, 2, 5).wait();  // marker-mismatched-irecv
+  }
+}
+
 // The controls: rank 0 passes and leaves after its broadcast while the
 // others relay it to rank 3, slow (Gloo's tree); and ranks 0 and 1 pass
 // and leave while rank 2 waits for rank 3,

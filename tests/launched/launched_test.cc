@@ -311,6 +311,40 @@ TEST_P(LaunchedTest, AMismatchTheTestCatchesFailsIt) {
       << r.all;
 }
 
+// A send and its receive of another count or element type never pair
+// through Gloo: both wait, and the watchdogs compare what they wait in.
+// Caught, the test fails all the same; a request's wait says it too.
+TEST_P(LaunchedTest, AMismatchOfMessagesFailsAtOnce) {
+  // (Each alone: the ranks cut the connections, and no test runs after.)
+  Report r = Launch("Launched.CaughtMismatchOfMessages/*");
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.run.out, Not(HasSubstr("Timed out"))) << r.all;
+  const std::string at = "at launched_child_.cc:";
+  EXPECT_THAT(
+      TestCaseXml(r.xml, "CaughtMismatchOfMessages/4ranks"),
+      AllOf(HasSubstr("the test caught disttest::CommError: "),
+            HasSubstr("the 1st message from rank 0 to rank 1 with tag 3 on "
+                      "the world communicator: its send and its receive do "
+                      "not match"),
+            HasSubstr("rank 0 called send(8 x float32 to rank 1, tag 3) " + at +
+                      std::to_string(LineOf("marker-mismatched-send")) +
+                      "; rank 1 called recv(16 x float32 from rank 0, tag 3) " +
+                      at + std::to_string(LineOf("marker-mismatched-recv")))))
+      << r.all;
+  r = Launch("Launched.MismatchOfRequests/*");
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  const std::string requests = TestCaseXml(r.xml, "MismatchOfRequests/4ranks");
+  EXPECT_THAT(
+      requests,
+      HasSubstr("rank 2 called isend(4 x int32 to rank 3, tag 5) " + at +
+                std::to_string(LineOf("marker-mismatched-isend")) +
+                "; rank 3 called irecv(4 x float32 from rank 2, tag 5) " + at +
+                std::to_string(LineOf("marker-mismatched-irecv"))))
+      << r.all;
+  EXPECT_THAT(requests, Not(HasSubstr("the test caught"))) << r.all;
+  EXPECT_THAT(r.run.out, Not(HasSubstr("Timed out"))) << r.all;
+}
+
 TEST_P(LaunchedTest, DeadRankEndsTheRunPromptly) {
   // mpirun's SIGTERM 2 s after rank 2 died and its SIGKILL 2 s after that
   // (1 s each by default): time for rank 0's report and XML also on a

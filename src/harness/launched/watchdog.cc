@@ -143,6 +143,7 @@ void Watchdog::Loop() {
       if (armed) trouble = liveness_.TroubleElsewhere();
       if (armed && trouble.empty() && !shut_down_) {
         trouble = CallsThatDiffer(calls_prefix);
+        if (trouble.empty()) trouble = MessagesThatDiffer(calls_prefix);
         calls_differ = !trouble.empty();
       }
       if (armed && trouble.empty() && !shut_down_) {
@@ -309,6 +310,66 @@ std::string Watchdog::CallsThatDiffer(const std::string& calls_prefix) {
   return fmt::format(
       "collective #{} on {} does not match across the ranks: {}; {}", open->seq,
       CommTitle(ledger->comm_name(open->comm)), theirs.substr(end + 1), mine);
+}
+
+std::string Watchdog::MessagesThatDiffer(const std::string& calls_prefix) {
+  Ledger* ledger = Ledger::Current();
+  if (ledger == nullptr || calls_prefix.empty()) return "";
+  const std::optional<LedgerRecord> open =
+      ledger->memory().WaitingMessage(ledger->slot());
+  if (!open || open->seq == Ledger::kNoSeq ||
+      MonotonicNs() - open->entered_ns < kCompareAfter.count()) {
+    return "";
+  }
+  const std::uint64_t key = ledger->comm_key(open->comm);
+  const int here = ledger->comm_rank(open->comm);
+  // (A message to the rank itself is paired in the communicator's front.)
+  if (key == 0 || here < 0 || open->peer == here) return "";
+  if (messaged_ && messaged_->index == open->index && messaged_->done) {
+    return "";
+  }
+  // Both ends of a message name it alike: its communicator, sender,
+  // receiver, tag and number in their pair.
+  const bool send = open->op == LedgerOp::kSend;
+  const std::string base = fmt::format(
+      "{}message/{:x}/{}-{}/{}/{}/", calls_prefix, key,
+      send ? here : open->peer, send ? open->peer : here, open->tag, open->seq);
+  // What the two ends must agree on; then who this end is, and its call.
+  const std::string shape =
+      fmt::format("{} x {}", open->count, static_cast<int>(open->type));
+  if (!messaged_ || messaged_->index != open->index) {
+    messaged_ = Compared{open->index, false};
+    side_.store->set(base + (send ? "send" : "recv"),
+                     fmt::format("{}\n{} {}\n{} {}", shape, rank_, here,
+                                 open->str(), open->where()));
+  }
+  const std::string other = base + (send ? "recv" : "send");
+  if (!side_.store->check({other})) return "";
+  messaged_->done = true;
+  const std::vector<char> value = side_.store->get(other);
+  const std::string theirs(value.begin(), value.end());
+  const std::size_t first = theirs.find('\n');
+  const std::size_t second =
+      first == std::string::npos ? first : theirs.find('\n', first + 1);
+  if (second == std::string::npos || theirs.compare(0, first, shape) == 0) {
+    return "";
+  }
+  int world = -1;
+  int there = -1;
+  std::istringstream who(theirs.substr(first + 1, second - first - 1));
+  if (!(who >> world >> there)) return "";
+  const std::string me = RankThere(rank_, here);
+  const std::string peer = RankThere(world, there);
+  const std::string mine =
+      fmt::format("{} called {} {}", me, open->str(), open->where());
+  const std::string its =
+      fmt::format("{} called {}", peer, theirs.substr(second + 1));
+  return fmt::format(
+      "{} on {}: its send and its receive do not match (a message pairs "
+      "only with a receive of its element type and count): {}; {}",
+      MessageHead(open->seq, send ? me : peer, send ? peer : me, open->tag),
+      CommTitle(ledger->comm_name(open->comm)), send ? mine : its,
+      send ? its : mine);
 }
 
 std::string Watchdog::OwnStacks(milliseconds deadline) {

@@ -106,6 +106,10 @@ class Watchdog {
   // collective for a while that the first rank to wait there entered with
   // another call, else "". Each collective is compared once.
   std::string CallsThatDiffer(const std::string& calls_prefix);
+  // With side_.mu held: the reason when this process has waited in a send
+  // or receive for a while whose other end waits in one of another element
+  // type or count, else "". Each message is compared once.
+  std::string MessagesThatDiffer(const std::string& calls_prefix);
   // With side_.mu held: the reason once a peer that ended the test badly
   // (under `ended_key`) has been gone for its grace, else "".
   std::string PeerThatEndedBadly(const std::string& ended_key,
@@ -149,6 +153,8 @@ class Watchdog {
     bool done = false;  // Compared, or the first there.
   };
   std::optional<Compared> compared_;
+  // The same for the send or receive it waits in.
+  std::optional<Compared> messaged_;
 };
 
 }  // namespace disttest::internal::launched

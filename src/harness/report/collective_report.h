@@ -79,6 +79,16 @@ std::string MismatchedCalls(const std::vector<RankState>& ranks);
 //     the test meant
 std::string UnpairedMessages(const std::vector<RankState>& ranks);
 
+// A rank as a report names it on a communicator whose ranks may be
+// numbered otherwise: "rank 3", or "rank 3 (rank 1 there)".
+std::string RankThere(int world, int there);
+
+// "the 2nd message from rank 0 to rank 1 with tag 3": message number `seq`
+// (from 0) of its pair, the order in which they pair; `from` and `to` as
+// RankThere names them.
+std::string MessageHead(std::uint64_t seq, const std::string& from,
+                        const std::string& to, std::uint32_t tag);
+
 // How a report names communicator `name`: "the world communicator",
 // "the unnamed communicator", `communicator "mine"`, "tensor group 0".
 std::string CommTitle(const std::string& name);

@@ -208,18 +208,14 @@ std::string MismatchedCalls(const std::vector<RankState>& states) {
   return fmt::format("{}", fmt::join(out, "\n"));
 }
 
-namespace {
-
-// A rank as a report names it on a communicator whose ranks may be
-// numbered otherwise: "rank 3", or "rank 3 (rank 1 there)".
-std::string Who(int world, int there) {
+std::string RankThere(int world, int there) {
   return world == there ? fmt::format("rank {}", world)
                         : fmt::format("rank {} (rank {} there)", world, there);
 }
 
-// "1st", "2nd", "3rd", "4th", ... "11th", "12th", "13th", "21st": the
-// message of number `seq` (from 0) in its pair.
-std::string Ordinal(std::uint64_t seq) {
+std::string MessageHead(std::uint64_t seq, const std::string& from,
+                        const std::string& to, std::uint32_t tag) {
+  // "1st", "2nd", "3rd", "4th", ... "11th", "12th", "13th", "21st".
   const std::uint64_t n = seq + 1;
   const char* suffix = "th";
   if (n % 100 < 11 || n % 100 > 13) {
@@ -227,8 +223,11 @@ std::string Ordinal(std::uint64_t seq) {
     if (n % 10 == 2) suffix = "nd";
     if (n % 10 == 3) suffix = "rd";
   }
-  return fmt::format("{}{}", n, suffix);
+  return fmt::format("the {}{} message from {} to {} with tag {}", n, suffix,
+                     from, to, tag);
 }
+
+namespace {
 
 // One message of a pair's, as the ledgers kept its send and its receive.
 struct Message {
@@ -259,7 +258,7 @@ std::string FirstUnpaired(const std::map<int, PairMember>& members,
   }
   auto who = [&](int there) {
     const auto it = members.find(there);
-    return Who(it == members.end() ? there : it->second.world, there);
+    return RankThere(it == members.end() ? there : it->second.world, there);
   };
   // Whether `there`'s ledger kept every operation of its test.
   auto whole = [&](int there) {
@@ -273,9 +272,7 @@ std::string FirstUnpaired(const std::map<int, PairMember>& members,
     const bool sent = msg.send && msg.send->state == LedgerState::kCompleted;
     const bool received =
         msg.recv && msg.recv->state == LedgerState::kCompleted;
-    const std::string head =
-        fmt::format("the {} message from {} to {} with tag {}", Ordinal(seq),
-                    who(from), who(to), tag);
+    const std::string head = MessageHead(seq, who(from), who(to), tag);
     std::string line;
     std::int64_t at = 0;
     if (sent && received &&
