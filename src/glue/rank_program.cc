@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest-spi.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -251,6 +252,7 @@ std::string Demangle(const char* name) {
 
 RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
                                   Store& store, const ReportFn& report) {
+  pid_ = getpid();
   SetCurrentRank(env, comm);
   // What the process held before this test (a forked rank inherits the
   // parent's account, where a plain TEST may have left something) is not
@@ -455,13 +457,30 @@ void GtestRankProgram::Guarded(const std::string& where, F&& f) {
   std::string message;
   try {
     f();
-    return;
   } catch (const std::exception& e) {
     message = fmt::format("{} threw {}: {}", where, Demangle(typeid(e).name()),
                           e.what());
   } catch (...) {
     message = fmt::format("{} threw an exception of unknown type", where);
   }
+  if (getpid() != pid_) {
+    // A child of fork() in the test's code that came back here would run
+    // the rest of the test as the rank, and its result would be taken for
+    // the rank's (a pass, while the rank's own process exited mid-body).
+    // The report goes through the rank's channel (shared memory), or is
+    // lost where none is shared (a launched rank's: in its memory).
+    const std::string forked = fmt::format(
+        "a process forked in {} (pid {}; the rank's is {}) returned from it "
+        "instead of ending: a child of fork() must end with _exit() or "
+        "exec, or it goes on as the rank and its result is taken for the "
+        "rank's; disttest ended it{}{}{}",
+        where, getpid(), pid_, message.empty() ? "" : " (", message,
+        message.empty() ? "" : ")");
+    GTEST_MESSAGE_AT_(file(), line(), forked.c_str(),
+                      ::testing::TestPartResult::kFatalFailure);
+    _exit(1);
+  }
+  if (message.empty()) return;
   GTEST_MESSAGE_AT_(file(), line(), message.c_str(),
                     ::testing::TestPartResult::kFatalFailure);
 }

@@ -12,6 +12,8 @@
 #ifndef DISTTEST_SRC_GLUE_RANK_PROGRAM_H_
 #define DISTTEST_SRC_GLUE_RANK_PROGRAM_H_
 
+#include <sys/types.h>
+
 #include <map>
 #include <memory>
 #include <optional>
@@ -118,6 +120,10 @@ class GtestRankProgram : public RankProgram {
  private:
   void Launch(const RankEnv& env, Communicator& comm, Store& store,
               const Options& options);
+  // Runs `where`, the test's code: what it throws is a fatal failure. A
+  // process that the code forked and that returns from it (where it
+  // should have ended with _exit() or exec) fails the rank, saying so, and
+  // ends there, before it could go on as the rank and report for it.
   template <typename F>
   void Guarded(const std::string& where, F&& f);
 
@@ -129,6 +135,7 @@ class GtestRankProgram : public RankProgram {
   bool destroy_in_rank_ = false;
   bool tear_down_in_rank_ = true;  // Only for an owned test object.
   bool report_only_ = false;
+  pid_t pid_ = 0;                 // The rank's process, as Run() began.
   std::unique_ptr<Context> ctx_;  // options().parallel's groups.
   std::vector<::testing::TestPartResult> earlier_;
 };

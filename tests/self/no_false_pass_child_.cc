@@ -705,6 +705,26 @@ DIST_TEST_F(NoFalsePass, RingAtEveryWorldSize, 1, 2, 3) {
   EXPECT_EQ(in, std::vector<float>(4, (rank() + n - 1) % n + 0.5f));
 }
 
+// Rank 1 forks, and the child returns from the body as if it were the rank
+// (NFP_FORK says what the rank's own process does then): "exit0", it exits
+// with status 0 mid-body; "waits", it waits for the child and passes.
+DIST_TEST_F(NoFalsePass, ForkedChildReturnsFromTheBody, 2) {
+  comm().barrier();
+  if (rank() != 1) return;
+  const std::string how = std::getenv("NFP_FORK");
+  const pid_t child = fork();
+  if (child == 0) return;  // marker-forked-child-returns
+  if (how == "exit0") {
+    // Until the child has reported (it ends at once, reaped by nobody: a
+    // zombie of this process).
+    siginfo_t info{};
+    waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT);
+    std::exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+}
+
 // A rank's messages to itself that do not pair (NFP_SELF says how).
 DIST_TEST_F(NoFalsePass, MessagesToItself, 1) {
   const std::string how = std::getenv("NFP_SELF");

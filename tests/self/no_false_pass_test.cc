@@ -18,6 +18,7 @@
 namespace disttest::testing {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -518,6 +519,27 @@ TEST_P(NoFalsePassTest, MessagesToItselfPairAsInMpi) {
                         "completes only when its receive has taken the "
                         "message"))
       << blocking.run.out;
+}
+
+// A child of fork() that returns from the body would go on as the rank and
+// report for it: a pass, while the rank's own process exited mid-body.
+// It fails the rank where it returns, and ends there.
+TEST_P(NoFalsePassTest, AForkedChildThatReturnsFromTheBodyFailsIt) {
+  for (const char* how : {"exit0", "waits"}) {
+    SCOPED_TRACE(how);
+    Verdict v =
+        Run("ForkedChildReturnsFromTheBody/2ranks", {{"NFP_FORK", how}});
+    EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+    EXPECT_THAT(v.run.out,
+                ContainsRegex("\\[rank 1/2\\] a process forked in the test "
+                              "body \\(pid [0-9]+; the rank's is [0-9]+\\) "
+                              "returned from it instead of ending: a child "
+                              "of fork\\(\\) must end with _exit\\(\\) or "
+                              "exec"))
+        << v.run.out;
+    EXPECT_THAT(v.run.out, Not(HasSubstr("after reporting that it passed")))
+        << v.run.out;
+  }
 }
 
 // A mismatch is a bug of the program: caught by the test, it fails all the
