@@ -317,7 +317,10 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
     }
     EnterPhase(RankPhase::kTearDown);
     Guarded("TearDownRank()", [&] { TestAccess::TearDownRank(test_); });
-    if (owned_ != nullptr && tear_down_in_rank_) {
+    // As gtest pairs them on one object: the rank's object ran SetUp()
+    // (here, or gtest did in a re-executed rank), so it runs TearDown(),
+    // in every mode. The parent's object runs both too.
+    if (owned_ != nullptr || destroy_in_rank_) {
       Guarded("TearDown()", [&] { TestAccess::TearDown(test_); });
     }
     TestAccess::BindContext(test_, nullptr);

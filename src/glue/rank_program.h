@@ -92,10 +92,6 @@ class GtestRankProgram : public RankProgram {
   // rank's next test is; null when this binary has no such test. May throw
   // (a fixture's constructor, parameters that print alike).
   static std::unique_ptr<GtestRankProgram> Own(const std::string& test);
-  // A fresh rank's own test object runs SetUp() in the rank (as the
-  // re-executed rank's, whose SetUp() gtest runs) but not TearDown(), which
-  // the parent runs once the ranks are done; a pooled rank's runs both.
-  void TearDownInParentOnly() { tear_down_in_rank_ = false; }
   // Failures and skips gtest recorded in this rank before its program ran,
   // which no reporter of the rank took: Run() reports them first, as the
   // rank's (a fatal failure or a skip stops the body). Own() keeps those of
@@ -133,7 +129,6 @@ class GtestRankProgram : public RankProgram {
   int line_;
   std::unique_ptr<DistributedTest> owned_;
   bool destroy_in_rank_ = false;
-  bool tear_down_in_rank_ = true;  // Only for an owned test object.
   bool report_only_ = false;
   pid_t pid_ = 0;                 // The rank's process, as Run() began.
   std::unique_ptr<Context> ctx_;  // options().parallel's groups.

@@ -157,10 +157,7 @@ void RunAsRank(DistributedTest& test, int fixture,
       // alike): the parent's, as it is.
     }
     if (pooled) NoteThreadsOfAConstructor(threads);
-    if (own != nullptr) {
-      own->TearDownInParentOnly();
-      RunSpawnedRank(*own, options, std::move(arena));
-    }
+    if (own != nullptr) RunSpawnedRank(*own, options, std::move(arena));
   }
   RunSpawnedRank(program, options, std::move(arena));
 }

@@ -705,6 +705,21 @@ DIST_TEST_F(NoFalsePass, RingAtEveryWorldSize, 1, 2, 3) {
   EXPECT_EQ(in, std::vector<float>(4, (rank() + n - 1) % n + 0.5f));
 }
 
+// A check in TearDown() of what the rank's body did: it runs on the rank's
+// own object, as SetUp() does, in every mode (gtest pairs them).
+class NoFalsePassTearDown : public NoFalsePass {
+ protected:
+  void SetUp() override { open_handles_ = 0; }
+  void TearDown() override {
+    EXPECT_EQ(open_handles_, 0) << "marker-teardown-check on rank " << rank();
+  }
+  int open_handles_ = -1;
+};
+DIST_TEST_F(NoFalsePassTearDown, ChecksWhatTheRankLeft, 2) {
+  if (rank() == 1) ++open_handles_;
+  comm().barrier();
+}
+
 // Rank 1 forks, and the child returns from the body as if it were the rank
 // (NFP_FORK says what the rank's own process does then): "exit0", it exits
 // with status 0 mid-body; "waits", it waits for the child and passes.

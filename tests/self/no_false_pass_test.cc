@@ -521,6 +521,19 @@ TEST_P(NoFalsePassTest, MessagesToItselfPairAsInMpi) {
       << blocking.run.out;
 }
 
+// TearDown() runs on each rank's object after its body, as SetUp() runs
+// before it: a check there of what the rank did fails the rank, in every
+// mode (it ran in the parent only, where it passed, in fresh forked and
+// re-executed ranks).
+TEST_P(NoFalsePassTest, TearDownRunsInEveryRank) {
+  Verdict v = Run("ChecksWhatTheRankLeft/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("marker-teardown-check on rank 1"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("marker-teardown-check on rank 0")))
+      << v.run.out;
+}
+
 // A child of fork() that returns from the body would go on as the rank and
 // report for it: a pass, while the rank's own process exited mid-body.
 // It fails the rank where it returns, and ends there.
