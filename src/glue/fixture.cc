@@ -65,6 +65,18 @@ void RunExecRankWhoseBodyGtestSkipped(const std::string& test);
 // (a skip would then be a failure, a failure's message lost). At the end of
 // the rank's test, it runs as the rank still, with what gtest recorded.
 class RunsTheRankGtestDidNot : public ::testing::EmptyTestEventListener {
+  // After a skip or a fatal failure in an Environment's SetUp(), gtest runs
+  // no test at all in this process: the rank reports it now (a skip of
+  // every rank's is the test's skip, as the parent's would have been).
+  void OnEnvironmentsSetUpEnd(const ::testing::UnitTest&) override {
+    const char* child = std::getenv(env::kInternalChildTest);
+    if (child == nullptr || IsDeathTestChild() ||
+        ::testing::internal::InDeathTestChild() ||
+        !(::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure())) {
+      return;
+    }
+    RunExecRankWhoseBodyGtestSkipped(child);
+  }
   void OnTestEnd(const ::testing::TestInfo& info) override {
     const char* child = std::getenv(env::kInternalChildTest);
     if (child == nullptr || IsDeathTestChild() ||

@@ -66,9 +66,12 @@ class SaysWhereItRuns : public ::testing::Environment {
     g_environment_set_up = true;
     Say("setup");
     // A re-executed rank runs it itself: its failure there is the rank's.
-    if (std::getenv("VERDICTS_ENV_FAILS") != nullptr && disttest::InRank()) {
-      ADD_FAILURE() << "marker-env-failure";
-    }
+    const char* fails = std::getenv("VERDICTS_ENV_FAILS");
+    if (fails == nullptr || !disttest::InRank()) return;
+    const std::string how = fails;
+    if (how == "skip") GTEST_SKIP() << "marker-env-skip";
+    if (how == "fatal") FAIL() << "marker-env-fatal";
+    ADD_FAILURE() << "marker-env-failure";
   }
   void TearDown() override { Say("teardown"); }
 

@@ -1258,6 +1258,24 @@ TEST_P(NoFalsePassTest, FailureOfAnEnvironmentInARankFailsItsTest) {
               HasSubstr(At("marker-env-failure", "[ranks 0-1 of 2]") +
                         "Failed\nmarker-env-failure"))
       << v.run.out;
+  // After a skip or a fatal failure there gtest runs no test in the rank:
+  // the rank reports it all the same (it said "exited with status 0 before
+  // the test body finished"), a skip of every rank as the test's skip.
+  Verdict skip = Run("EnvironmentIsSetUpInEveryRank/2ranks",
+                     {{"VERDICTS_ENV_FAILS", "skip"}});
+  EXPECT_EQ(skip.run.exit_code, 0) << skip.run.out;
+  EXPECT_THAT(skip.run.out, HasSubstr("all 2 ranks skipped: marker-env-skip"))
+      << skip.run.out;
+  EXPECT_THAT(skip.run.out, HasSubstr("[  SKIPPED ] 1 test")) << skip.run.out;
+  Verdict fatal = Run("EnvironmentIsSetUpInEveryRank/2ranks",
+                      {{"VERDICTS_ENV_FAILS", "fatal"}});
+  EXPECT_EQ(fatal.run.exit_code, 1) << fatal.run.out;
+  EXPECT_THAT(fatal.run.out,
+              HasSubstr(At("marker-env-fatal", "[ranks 0-1 of 2]") +
+                        "Failed\nmarker-env-fatal"))
+      << fatal.run.out;
+  EXPECT_THAT(fatal.run.out, Not(HasSubstr("before the test body finished")))
+      << fatal.run.out;
 }
 
 TEST_P(NoFalsePassTest, TimeoutOfMillisecondsMaxMeansNoLimit) {
