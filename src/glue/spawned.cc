@@ -292,6 +292,13 @@ bool Pooled(DistributedTest& test, const TestSpec& spec) {
 // Runs one distributed step of a test (a fixture, or the test itself) and
 // re-raises its verdict; false when the test ends here (it failed or
 // skipped).
+// gtest's seed of this run's first shuffle: read at the first test that
+// disttest runs (gtest takes the next seed at each repeat of the run).
+int FirstShuffleSeed() {
+  static const int seed = ::testing::UnitTest::GetInstance()->random_seed();
+  return seed;
+}
+
 bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
   // SIGTERM or SIGINT from here until the step's verdict is reported (the
   // supervisor's own guard ends with the ranks; re-raising 100,000
@@ -352,11 +359,36 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
       std::printf(
           "[ disttest ] this test ran on reused ranks "
           "(options().reuse_workers), after %zu other test%s on them: %s\n"
-          "[ disttest ] rerun it on fresh ranks: %s=1 %s\n"
-          "[ disttest ] rerun it after the same tests on the same ranks: %s\n",
+          "[ disttest ] rerun it on fresh ranks: %s=1 %s\n",
           before.size(), before.size() == 1 ? "" : "s",
           fmt::format("{}", fmt::join(before, ", ")).c_str(), env::kNoReuse,
-          rerun.c_str(), RerunCommand(all, spec.gpus.empty()).c_str());
+          rerun.c_str());
+      // gtest runs a filter's tests once each, in the order they were
+      // registered: a test that ran again (--gtest_repeat) or an order
+      // shuffled (--gtest_shuffle) comes back only with the whole run.
+      std::vector<std::string> sorted = all;
+      std::sort(sorted.begin(), sorted.end());
+      const bool again =
+          std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+      const bool shuffled = GTEST_FLAG_GET(shuffle);
+      if (again || shuffled) {
+        std::printf(
+            "[ disttest ] rerun it after the same tests on the same ranks: "
+            "they ran %s, which no --gtest_filter gives; run it all "
+            "again%s: %s\n",
+            again && shuffled ? "again and in a shuffled order"
+            : again           ? "again (--gtest_repeat)"
+                              : "in a shuffled order",
+            shuffled ? " with the seed of the run's first shuffle" : "",
+            RunAgainCommand(shuffled ? std::optional<int>(FirstShuffleSeed())
+                                     : std::nullopt)
+                .c_str());
+      } else {
+        std::printf(
+            "[ disttest ] rerun it after the same tests on the same ranks: "
+            "%s\n",
+            RerunCommand(all, spec.gpus.empty()).c_str());
+      }
     }
     std::fflush(stdout);
     return false;
@@ -388,6 +420,7 @@ struct TellRacesOfTheTestProcess {
 }  // namespace
 
 void Supervise(DistributedTest& test) {
+  (void)FirstShuffleSeed();
   TestSpec spec = SpecOf(test);
   const TellRacesOfTheTestProcess races{spec};
   auto& fixtures = FixtureAccess::fixtures(test);

@@ -90,6 +90,45 @@ TEST_P(VerdictsTest, PooledRanksRunTheNextTestUntilOneFails) {
               HasSubstr("result=\"completed\""));
 }
 
+// gtest runs a filter's tests once each, in the order registered: a test
+// that failed after itself (--gtest_repeat) or after a shuffled order on
+// reused ranks comes back with the whole run, not with a filter (the line
+// gave a filter that passed: trial 7).
+TEST_P(VerdictsTest, PooledRerunOfARepeatOrAShuffleIsTheWholeRun) {
+  if (std::string(GetParam().launch) != "fork") {
+    GTEST_SKIP() << "reused ranks are forked";
+  }
+  std::string user_args =
+      *GetParam().extra_arg ? " " + std::string(GetParam().extra_arg) : "";
+  Verdict v = Run("VerdictsPooledRepeat.*", {{"GTEST_REPEAT", "2"}});
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("marker-second-run-in-this-process"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[ disttest ] rerun it after the same tests on the "
+                        "same ranks: they ran again (--gtest_repeat), which "
+                        "no --gtest_filter gives; run it all again: "
+                        "GTEST_REPEAT=2 " +
+                        std::string(GetParam().binary) +
+                        " '--gtest_filter=VerdictsPooledRepeat.*' "))
+      << v.run.out;
+  Verdict shuffled =
+      Run("VerdictsPooledRepeat.*", {{"GTEST_REPEAT", "2"},
+                                     {"GTEST_SHUFFLE", "1"},
+                                     {"GTEST_RANDOM_SEED", "7"}});
+  EXPECT_EQ(shuffled.run.exit_code, 1) << shuffled.run.out;
+  EXPECT_THAT(shuffled.run.out,
+              HasSubstr("they ran again and in a shuffled order, which no "
+                        "--gtest_filter gives; run it all again with the "
+                        "seed of the run's first shuffle: GTEST_REPEAT=2 "
+                        "GTEST_SHUFFLE=1 " +
+                        std::string(GetParam().binary)))
+      << shuffled.run.out;
+  EXPECT_THAT(shuffled.run.out,
+              HasSubstr(user_args + " --gtest_random_seed=7\n"))
+      << shuffled.run.out;
+}
+
 // The pool's fast path (ranks and communicator reused, the communicator
 // parked between tests) checks what a fresh test's ranks check: ranks that
 // disagree about a collective all fail, through the arena and through Gloo.

@@ -1,6 +1,8 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include "harness/process/command_line.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -90,8 +92,13 @@ std::string RerunCommand(const std::string& test_name, bool keep_gpus) {
   return RerunCommand(std::vector<std::string>{test_name}, keep_gpus);
 }
 
-std::string RerunCommand(const std::vector<std::string>& tests,
-                         bool keep_gpus) {
+namespace {
+
+// This run's command: the DISTTEST_* variables that change what it does
+// (DISTTEST_GPUS only with `keep_gpus`), then this binary and those of its
+// arguments that `keep` keeps.
+template <typename Keep>
+std::string CommandOfThisRun(bool keep_gpus, Keep keep) {
   std::vector<std::string> args = ReadCommandLine();
   // The DISTTEST_* variables of this run change what the test does
   // (DISTTEST_NO_HOST_ARENA, DISTTEST_TIMEOUT, ...): the rerun keeps them.
@@ -123,8 +130,17 @@ std::string RerunCommand(const std::vector<std::string>& tests,
   for (const std::string& v : variables) command += v + " ";
   command += args.empty() ? "<test binary>" : ShellQuote(args[0]);
   for (std::size_t i = 1; i < args.size(); ++i) {
-    if (!IsParentOnlyFlag(args[i])) command += " " + ShellQuote(args[i]);
+    if (keep(args[i])) command += " " + ShellQuote(args[i]);
   }
+  return command;
+}
+
+}  // namespace
+
+std::string RerunCommand(const std::vector<std::string>& tests,
+                         bool keep_gpus) {
+  std::string command = CommandOfThisRun(
+      keep_gpus, [](const std::string& arg) { return !IsParentOnlyFlag(arg); });
   std::string filter;
   bool disabled = false;
   for (const std::string& test : tests) {
@@ -135,6 +151,23 @@ std::string RerunCommand(const std::vector<std::string>& tests,
   if (disabled) {
     command += " --gtest_also_run_disabled_tests";
   }
+  return command;
+}
+
+std::string RunAgainCommand(std::optional<int> seed) {
+  // gtest's flags that came as variables: what runs, and in which order.
+  std::string gtest;
+  for (const char* name : {"GTEST_ALSO_RUN_DISABLED_TESTS", "GTEST_FILTER",
+                           "GTEST_REPEAT", "GTEST_SHUFFLE"}) {
+    if (const char* value = std::getenv(name)) {
+      gtest += fmt::format("{}={} ", name, ShellQuote(value));
+    }
+  }
+  std::string command =
+      gtest + CommandOfThisRun(true, [&](const std::string& arg) {
+        return !(seed && StartsWith(arg, "--gtest_random_seed"));
+      });
+  if (seed) command += fmt::format(" --gtest_random_seed={}", *seed);
   return command;
 }
 

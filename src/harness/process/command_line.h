@@ -9,6 +9,7 @@
 #ifndef DISTTEST_SRC_HARNESS_PROCESS_COMMAND_LINE_H_
 #define DISTTEST_SRC_HARNESS_PROCESS_COMMAND_LINE_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,12 @@ std::string GtestFilterOf(const std::string& test_name);
 std::string RerunCommand(const std::string& test_name, bool keep_gpus = true);
 std::string RerunCommand(const std::vector<std::string>& tests,
                          bool keep_gpus = true);
+
+// The command line of this whole run, its DISTTEST_* variables and every
+// argument as given: for an order of tests that no filter gives (gtest
+// runs a filter's tests once each, in the order they were registered).
+// With `seed`, --gtest_random_seed is that one.
+std::string RunAgainCommand(std::optional<int> seed = std::nullopt);
 
 }  // namespace disttest::internal
 
