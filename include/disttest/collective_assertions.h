@@ -65,10 +65,13 @@ class Agreement {
 };
 
 // Every rank's `mine`, indexed by rank (an allgather of their lengths, then
-// of their bytes, on `comm`, recorded at `where`).
+// of their bytes, on `comm`, recorded at `where`), for assertion `macro` of
+// `expression`: a CommError of the allgathers (ranks that reached the
+// assertions a different number of times) names it.
 std::vector<std::string> GatherBytes(Communicator& comm,
                                      const std::string& mine,
-                                     const CallSite& where);
+                                     const CallSite& where, const char* macro,
+                                     const char* expression);
 
 // The failure of an assertion whose ranks hold different values: `rows`
 // are the values as shown, each with the ranks that hold it, in order of
@@ -105,7 +108,8 @@ Agreement AllEqual(const char* macro, const char* expression, const T& value,
   std::string mine;
   Append(mine, tag);
   Compared::Encode(value, mine);
-  const std::vector<std::string> all = GatherBytes(comm, mine, where);
+  const std::vector<std::string> all =
+      GatherBytes(comm, mine, where, macro, expression);
   // Each distinct value with the ranks that hold it, in order of first rank.
   std::vector<std::pair<Decoded, std::vector<int>>> groups;
   std::vector<int> elsewhere;

@@ -78,17 +78,29 @@ std::string ShowFloat(float value, int digits) {
 
 std::vector<std::string> GatherBytes(Communicator& comm,
                                      const std::string& mine,
-                                     const CallSite& where) {
+                                     const CallSite& where, const char* macro,
+                                     const char* expression) {
   const int n = comm.size();
   std::int64_t length = static_cast<std::int64_t>(mine.size());
   std::vector<std::int64_t> lengths(n);
-  comm.allgather(&length, lengths.data(), 1, where);
+  std::vector<std::uint8_t> all;
   std::int64_t longest = 0;
-  for (std::int64_t l : lengths) longest = std::max(longest, l);
-  std::vector<std::uint8_t> padded(longest, 0);
-  std::copy(mine.begin(), mine.end(), padded.begin());
-  std::vector<std::uint8_t> all(longest * n);
-  comm.allgather(padded.data(), all.data(), longest, where);
+  try {
+    comm.allgather(&length, lengths.data(), 1, where);
+    for (std::int64_t l : lengths) longest = std::max(longest, l);
+    std::vector<std::uint8_t> padded(longest, 0);
+    std::copy(mine.begin(), mine.end(), padded.begin());
+    all.resize(longest * n);
+    comm.allgather(padded.data(), all.data(), longest, where);
+  } catch (const CommError& e) {
+    // Its collectives are disttest's: the test's line is the assertion.
+    throw CommError(fmt::format(
+        "{}({}) at {}:{} could not compare across the ranks (each must reach "
+        "the same collective assertions, as many times and in the same "
+        "order): {}",
+        macro, expression, Basename(where.file_name()), where.line(),
+        e.what()));
+  }
   std::vector<std::string> out(n);
   for (int r = 0; r < n; ++r) {
     const char* start = reinterpret_cast<const char*>(all.data()) + r * longest;
@@ -156,7 +168,8 @@ Agreement AllTrue(const char* macro, const char* expression, bool value,
   std::string mine(sizeof(tag) + 1, '\0');
   std::memcpy(mine.data(), &tag, sizeof(tag));
   mine[sizeof(tag)] = value ? 1 : 0;
-  const std::vector<std::string> all = GatherBytes(comm, mine, where);
+  const std::vector<std::string> all =
+      GatherBytes(comm, mine, where, macro, expression);
   std::vector<int> false_on;
   std::vector<int> elsewhere;
   for (int r = 0; r < comm.size(); ++r) {

@@ -249,6 +249,14 @@ DIST_TEST_F(NoFalsePass, AllTrueAgainstAllEq, 2) {
   }
 }
 
+// Rank 1 reaches the assertion once more than rank 0: said as the
+// assertion, not as the allgathers it makes.
+DIST_TEST_F(NoFalsePass, AssertionReachedOnceMore, 2) {
+  for (int i = 0; i <= rank(); ++i) {
+    DIST_EXPECT_ALL_EQ(i);  // marker-once-more
+  }
+}
+
 DIST_TEST_F(NoFalsePass, NanEverywhereIsNotEqual, 2) {
   DIST_EXPECT_ALL_EQ(std::nan(""));  // marker-nan
 }
