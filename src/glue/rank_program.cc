@@ -305,7 +305,12 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
               [&] { Launch(env, *comm, store, EffectiveOptions(test_)); });
     }
     EnterPhase(RankPhase::kSetUp);
+    // gtest runs TearDown() where it ran SetUp() (not after a fatal failure
+    // or a skip in the constructor): so does the rank, on its own object, in
+    // every mode. A re-executed rank's gtest ran SetUp() on its object.
+    bool set_up = destroy_in_rank_;
     if (owned_ != nullptr && !reporter.stops_body()) {
+      set_up = true;
       Guarded("SetUp()", [&] { TestAccess::SetUp(test_); });
     }
     if (!reporter.stops_body()) {
@@ -317,10 +322,7 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
     }
     EnterPhase(RankPhase::kTearDown);
     Guarded("TearDownRank()", [&] { TestAccess::TearDownRank(test_); });
-    // As gtest pairs them on one object: the rank's object ran SetUp()
-    // (here, or gtest did in a re-executed rank), so it runs TearDown(),
-    // in every mode. The parent's object runs both too.
-    if (owned_ != nullptr || destroy_in_rank_) {
+    if (set_up) {
       Guarded("TearDown()", [&] { TestAccess::TearDown(test_); });
     }
     TestAccess::BindContext(test_, nullptr);

@@ -289,15 +289,16 @@ bool Pooled(DistributedTest& test, const TestSpec& spec) {
   return false;
 }
 
-// Runs one distributed step of a test (a fixture, or the test itself) and
-// re-raises its verdict; false when the test ends here (it failed or
-// skipped).
 // gtest's seed of this run's first shuffle: read at the first test that
 // disttest runs (gtest takes the next seed at each repeat of the run).
 int FirstShuffleSeed() {
   static const int seed = ::testing::UnitTest::GetInstance()->random_seed();
   return seed;
 }
+
+// Runs one distributed step of a test (a fixture, or the test itself) and
+// re-raises its verdict; false when the test ends here (it failed or
+// skipped).
 
 bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
   // SIGTERM or SIGINT from here until the step's verdict is reported (the

@@ -1202,15 +1202,14 @@ thread_local int g_tests_in_this_process = 0;
 
 // Reused ranks under --gtest_repeat: Again fails on rank 1 the second time
 // it runs in that rank's process (its state from the run before).
-int g_again_in_this_process = 0;
+int g_again_in_this_process[2] = {};  // By rank: threads share globals.
 class VerdictsPooledRepeat : public Verdicts {
  protected:
   VerdictsPooledRepeat() { options().reuse_workers = true; }
 };
 DIST_TEST_F(VerdictsPooledRepeat, Again, 2) {
-  ++g_again_in_this_process;
-  EXPECT_FALSE(rank() == 1 && g_again_in_this_process == 2)
-      << "marker-second-run-in-this-process";
+  const int runs = ++g_again_in_this_process[rank()];
+  EXPECT_FALSE(rank() == 1 && runs == 2) << "marker-second-run-in-this-process";
 }
 DIST_TEST_F(VerdictsPooledRepeat, Between, 2) { comm().barrier(); }
 

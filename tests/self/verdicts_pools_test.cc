@@ -104,13 +104,14 @@ TEST_P(VerdictsTest, PooledRerunOfARepeatOrAShuffleIsTheWholeRun) {
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
   EXPECT_THAT(v.run.out, HasSubstr("marker-second-run-in-this-process"))
       << v.run.out;
-  EXPECT_THAT(v.run.out,
-              HasSubstr("[ disttest ] rerun it after the same tests on the "
-                        "same ranks: they ran again (--gtest_repeat), which "
-                        "no --gtest_filter gives; run it all again: "
-                        "GTEST_REPEAT=2 " +
-                        std::string(GetParam().binary) +
-                        " '--gtest_filter=VerdictsPooledRepeat.*' "))
+  EXPECT_THAT(
+      v.run.out,
+      HasSubstr("[ disttest ] rerun it after the same tests on the "
+                "same ranks: they ran again (--gtest_repeat), which "
+                "no --gtest_filter gives; run it all again: "
+                "GTEST_REPEAT=2 " +
+                std::string(GetParam().binary) +
+                " '--gtest_filter=VerdictsPooledRepeat.*'" + user_args + "\n"))
       << v.run.out;
   Verdict shuffled =
       Run("VerdictsPooledRepeat.*", {{"GTEST_REPEAT", "2"},

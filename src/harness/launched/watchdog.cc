@@ -325,39 +325,58 @@ std::string Watchdog::MessagesThatDiffer(const std::string& calls_prefix) {
   const int here = ledger->comm_rank(open->comm);
   // (A message to the rank itself is paired in the communicator's front.)
   if (key == 0 || here < 0 || open->peer == here) return "";
-  if (messaged_ && messaged_->index == open->index && messaged_->done) {
+  // Numbers in a pair that both ends count alike: not where a send or
+  // receive of the communicator failed in this test (it took its number,
+  // and its message pairs with the next), nor a call whose timeout the
+  // test shortened (waited out on purpose, perhaps), nor calls from
+  // several threads. Such a message waits for its timeout, as before.
+  const Progress progress = ledger->memory().ProgressOf(ledger->slot());
+  if (progress.timeout_ms == 0 || progress.threads ||
+      ledger->Read(rank_).transfers_of(key).failed > 0) {
     return "";
   }
+  if (!messaged_ || messaged_->index != open->index) {
+    messaged_ = Compared{open->index, false};
+    messaged_stamp_.reset();
+  }
+  if (messaged_->done) return "";
   // Both ends of a message name it alike: its communicator, sender,
-  // receiver, tag and number in their pair.
+  // receiver, tag and number in their pair. Each end puts its call there at
+  // every heartbeat while it waits in it, stamped: the other end takes a
+  // difference only from one whose stamp moves (still waiting in that
+  // call, not one that gave up).
   const bool send = open->op == LedgerOp::kSend;
   const std::string base = fmt::format(
       "{}message/{:x}/{}-{}/{}/{}/", calls_prefix, key,
       send ? here : open->peer, send ? open->peer : here, open->tag, open->seq);
-  // What the two ends must agree on; then who this end is, and its call.
+  // What the two ends must agree on; then who this end is, its stamp and
+  // its call.
   const std::string shape =
       fmt::format("{} x {}", open->count, static_cast<int>(open->type));
-  if (!messaged_ || messaged_->index != open->index) {
-    messaged_ = Compared{open->index, false};
-    side_.store->set(base + (send ? "send" : "recv"),
-                     fmt::format("{}\n{} {}\n{} {}", shape, rank_, here,
-                                 open->str(), open->where()));
-  }
+  side_.store->set(base + (send ? "send" : "recv"),
+                   fmt::format("{}\n{} {} {}\n{} {}", shape, rank_, here,
+                               ++messaged_beat_, open->str(), open->where()));
   const std::string other = base + (send ? "recv" : "send");
   if (!side_.store->check({other})) return "";
-  messaged_->done = true;
   const std::vector<char> value = side_.store->get(other);
   const std::string theirs(value.begin(), value.end());
   const std::size_t first = theirs.find('\n');
   const std::size_t second =
       first == std::string::npos ? first : theirs.find('\n', first + 1);
   if (second == std::string::npos || theirs.compare(0, first, shape) == 0) {
+    messaged_->done = true;  // They pair: nothing to compare again.
     return "";
   }
   int world = -1;
   int there = -1;
+  std::uint64_t stamp = 0;
   std::istringstream who(theirs.substr(first + 1, second - first - 1));
-  if (!(who >> world >> there)) return "";
+  if (!(who >> world >> there >> stamp)) return "";
+  if (!messaged_stamp_ || *messaged_stamp_ == stamp) {
+    if (!messaged_stamp_) messaged_stamp_ = stamp;
+    return "";
+  }
+  messaged_->done = true;
   const std::string me = RankThere(rank_, here);
   const std::string peer = RankThere(world, there);
   const std::string mine =

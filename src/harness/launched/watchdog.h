@@ -107,8 +107,8 @@ class Watchdog {
   // another call, else "". Each collective is compared once.
   std::string CallsThatDiffer(const std::string& calls_prefix);
   // With side_.mu held: the reason when this process has waited in a send
-  // or receive for a while whose other end waits in one of another element
-  // type or count, else "". Each message is compared once.
+  // or receive for a while whose other end still waits in one of another
+  // element type or count (seen at two heartbeats), else "".
   std::string MessagesThatDiffer(const std::string& calls_prefix);
   // With side_.mu held: the reason once a peer that ended the test badly
   // (under `ended_key`) has been gone for its grace, else "".
@@ -153,8 +153,11 @@ class Watchdog {
     bool done = false;  // Compared, or the first there.
   };
   std::optional<Compared> compared_;
-  // The same for the send or receive it waits in.
+  // The same for the send or receive it waits in; the stamps this rank
+  // put on it, and the other end's stamp when first seen to differ.
   std::optional<Compared> messaged_;
+  std::uint64_t messaged_beat_ = 0;
+  std::optional<std::uint64_t> messaged_stamp_;
 };
 
 }  // namespace disttest::internal::launched

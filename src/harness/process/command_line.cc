@@ -157,15 +157,18 @@ std::string RerunCommand(const std::vector<std::string>& tests,
 std::string RunAgainCommand(std::optional<int> seed) {
   // gtest's flags that came as variables: what runs, and in which order.
   std::string gtest;
-  for (const char* name : {"GTEST_ALSO_RUN_DISABLED_TESTS", "GTEST_FILTER",
-                           "GTEST_REPEAT", "GTEST_SHUFFLE"}) {
+  for (const char* name :
+       {"GTEST_ALSO_RUN_DISABLED_TESTS", "GTEST_FILTER", "GTEST_REPEAT",
+        "GTEST_SHARD_INDEX", "GTEST_SHUFFLE", "GTEST_TOTAL_SHARDS"}) {
     if (const char* value = std::getenv(name)) {
       gtest += fmt::format("{}={} ", name, ShellQuote(value));
     }
   }
   std::string command =
       gtest + CommandOfThisRun(true, [&](const std::string& arg) {
-        return !(seed && StartsWith(arg, "--gtest_random_seed"));
+        // Not over the run's own report.
+        return !StartsWith(arg, "--gtest_output") &&
+               !(seed && StartsWith(arg, "--gtest_random_seed"));
       });
   if (seed) command += fmt::format(" --gtest_random_seed={}", *seed);
   return command;

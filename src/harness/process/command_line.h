@@ -47,10 +47,12 @@ std::string RerunCommand(const std::string& test_name, bool keep_gpus = true);
 std::string RerunCommand(const std::vector<std::string>& tests,
                          bool keep_gpus = true);
 
-// The command line of this whole run, its DISTTEST_* variables and every
-// argument as given: for an order of tests that no filter gives (gtest
-// runs a filter's tests once each, in the order they were registered).
-// With `seed`, --gtest_random_seed is that one.
+// The command line of this whole run, its DISTTEST_* variables, gtest's
+// that choose and order the tests, and every argument as given but
+// --gtest_output (the rerun does not write over the run's report): for an
+// order of tests that no filter gives (gtest runs a filter's tests once
+// each, in the order they were registered). With `seed`,
+// --gtest_random_seed is that one.
 std::string RunAgainCommand(std::optional<int> seed = std::nullopt);
 
 }  // namespace disttest::internal
