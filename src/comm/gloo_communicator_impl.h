@@ -24,6 +24,7 @@
 
 #include "base/threads.h"
 #include "comm/host_arena.h"
+#include "comm/self_messages.h"
 #include "disttest/comm/collective_call.h"
 #include "disttest/comm/gloo_communicator.h"
 #include "disttest/error.h"
@@ -181,13 +182,8 @@ struct GlooCommunicator::Impl {
 
   void CheckPeer(const char* op, int peer) const {
     if (peer == rank) {
-      throw CommError(fmt::format(
-          "[rank {}/{}] {}: the peer is this rank itself; a blocking send "
-          "completes only when its receive has taken the message, which the "
-          "same thread could not post while it waits, so disttest refuses it "
-          "(post an isend and an irecv to this rank, both before either "
-          "wait, or copy the data)",
-          rank, size, op));
+      throw CommError(fmt::format("[rank {}/{}] {}: {}", rank, size, op,
+                                  internal::kBlockingToItself));
     }
     if (peer < 0 || peer >= size) {
       throw CommError(fmt::format(

@@ -36,6 +36,14 @@
 
 namespace disttest::internal {
 
+// Why a blocking send or receive to the rank itself is refused (on every
+// backend that pairs isends and irecvs to itself here).
+inline constexpr const char kBlockingToItself[] =
+    "the peer is this rank itself; a blocking send completes only when its "
+    "receive has taken the message, which the same thread could not post "
+    "while it waits, so disttest refuses it (post an isend and an irecv to "
+    "this rank, both before either wait, or copy the data)";
+
 class SelfMessages {
  public:
   // `rank`, `size`: the rank's in its communicator, for errors; `slot`:

@@ -478,9 +478,9 @@ void GtestRankProgram::Guarded(const std::string& where, F&& f) {
         "a process forked in {} (pid {}; the rank's is {}) returned from it "
         "instead of ending: a child of fork() must end with _exit() or "
         "exec, or it goes on as the rank and its result is taken for the "
-        "rank's; disttest ended it{}{}{}",
-        where, getpid(), pid_, message.empty() ? "" : " (", message,
-        message.empty() ? "" : ")");
+        "rank's; disttest ended it{}",
+        where, getpid(), pid_,
+        message.empty() ? std::string() : fmt::format(" ({})", message));
     GTEST_MESSAGE_AT_(file(), line(), forked.c_str(),
                       ::testing::TestPartResult::kFatalFailure);
     _exit(1);

@@ -299,7 +299,6 @@ int FirstShuffleSeed() {
 // Runs one distributed step of a test (a fixture, or the test itself) and
 // re-raises its verdict; false when the test ends here (it failed or
 // skipped).
-
 bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
   // SIGTERM or SIGINT from here until the step's verdict is reported (the
   // supervisor's own guard ends with the ranks; re-raising 100,000

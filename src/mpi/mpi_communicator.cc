@@ -21,6 +21,7 @@
 #include "comm/communicator_sockets.h"
 #include "comm/ledger.h"
 #include "comm/peer_errors.h"
+#include "comm/self_messages.h"
 #include "comm/visit_type.h"
 #include "disttest/error.h"
 #include "env/text.h"
@@ -842,11 +843,7 @@ std::unique_ptr<Communicator> MpiCommunicator::DoSplit(int color, int key) {
 
 void MpiCommunicator::CheckPeer(int peer, std::uint32_t tag) const {
   if (peer == rank_) {
-    throw CommError(
-        "the peer is this rank itself; a blocking send completes only when "
-        "its receive has taken the message, which the same thread could not "
-        "post while it waits, so disttest refuses it (post an isend and an "
-        "irecv to this rank, both before either wait, or copy the data)");
+    throw CommError(internal::kBlockingToItself);
   }
   if (peer < 0 || peer >= size_) {
     throw CommError(fmt::format("invalid peer rank {} (the ranks are 0 to {})",
