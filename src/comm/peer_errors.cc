@@ -132,7 +132,7 @@ void NoteSaid(std::string_view failure_text) {
   }
 }
 
-std::vector<MismatchThrown> MismatchesNotSaid() {
+std::vector<MismatchThrown> MismatchesNotSaid(bool test_failed) {
   std::vector<Noted::Mismatch> mismatches;
   {
     Noted& n = TheNoted();
@@ -149,7 +149,7 @@ std::vector<MismatchThrown> MismatchesNotSaid() {
     const bool twice = std::any_of(out.begin(), out.end(), [&](auto& o) {
       return o.error.find(m.what) != std::string::npos;
     });
-    if (twice || m.said) continue;
+    if (twice || m.said || (!m.placed && test_failed)) continue;
     out.push_back(std::move(m.thrown));
   }
   return out;

@@ -87,8 +87,11 @@ struct MismatchThrown {
 };
 // This rank's mismatches since the last ForgetErrorsOfPeers() that no
 // failure of its test quoted (NoteSaid), in the order thrown: those the
-// test caught. Taken: a second call returns none.
-std::vector<MismatchThrown> MismatchesNotSaid();
+// test caught. Taken: a second call returns none. One that no call of this
+// rank threw (a launched rank's side thread found it after the rank's call
+// had already failed, cut by a peer that found it first) is said by any
+// failure of the test (`test_failed`): the test caught nothing of it.
+std::vector<MismatchThrown> MismatchesNotSaid(bool test_failed);
 
 // A new test: the errors of the last one are no longer its.
 void ForgetErrorsOfPeers();

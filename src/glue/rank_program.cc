@@ -350,7 +350,7 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
   // test fails with it even where it caught the error, and even where it
   // skipped afterwards. One that a failure already quotes (it left the
   // body, or the test reported it) is not said twice.
-  for (const MismatchThrown& m : MismatchesNotSaid()) {
+  for (const MismatchThrown& m : MismatchesNotSaid(reporter.failed())) {
     const std::string message = fmt::format(
         "the test caught disttest::CommError: {}\nCalls that do not match "
         "across the ranks are a bug of the program, not of its environment: "

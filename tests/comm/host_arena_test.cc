@@ -153,6 +153,37 @@ TEST(HostArenaTest, ErrorsAPeerCausedAreNotedAsSuchAndOwnOnesAreNot) {
   EXPECT_FALSE(internal::ReportsAnErrorOfAPeer(peers));
 }
 
+// A mismatch fails the rank's test even where the test caught it, unless a
+// failure quotes it. One no call of the rank threw (a launched rank's side
+// thread noted it after the rank's call had failed, cut by a peer that
+// found it first) is said by any failure: the test did not catch it.
+TEST(HostArenaTest, AMismatchNoCallThrewIsSaidByAnyFailure) {
+  const std::string found =
+      "collective #0 on communicator \"x\" does not match";
+  const std::string thrown =
+      "collective #1 on communicator \"x\" does not match";
+  for (bool test_failed : {false, true}) {
+    internal::ForgetErrorsOfPeers();
+    (void)internal::MismatchOfCalls(found);
+    (void)internal::MismatchOfCalls(thrown);
+    internal::PlaceMismatch("[rank 1/2] allgather failed: " + thrown, "",
+                            "t.cc", 7);
+    internal::NoteSaid("the test body threw: Connection closed by peer");
+    const std::vector<internal::MismatchThrown> caught =
+        internal::MismatchesNotSaid(test_failed);
+    ASSERT_EQ(caught.size(), test_failed ? 1u : 2u) << test_failed;
+    const internal::MismatchThrown& at_call = caught.back();
+    EXPECT_EQ(at_call.file, "t.cc");
+    EXPECT_EQ(at_call.line, 7u);
+    EXPECT_THAT(at_call.error, HasSubstr(thrown));
+    if (!test_failed) {
+      EXPECT_EQ(caught.front().error, found);
+    }
+    EXPECT_TRUE(internal::MismatchesNotSaid(test_failed).empty());
+  }
+  internal::ForgetErrorsOfPeers();
+}
+
 // A re-executed rank maps the arena from the descriptor it inherited: the
 // same memory as the parent's.
 TEST(HostArenaTest, AttachedArenaIsTheSameMemory) {
