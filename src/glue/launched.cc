@@ -205,9 +205,13 @@ void RunLaunched(DistributedTest& test, bool no_body) {
     return Skip(
         spec, fmt::format("needs {} ranks, launched with {}", n, job->size()));
   }
-  if (std::string why = ParallelMisfit(spec); !why.empty()) {
-    return Skip(spec, why);
+  std::string misfit;
+  try {
+    misfit = ParallelMisfit(spec);
+  } catch (const ConfigError& e) {
+    return Fatal(spec, e.what());  // Sizes that split no world.
   }
+  if (!misfit.empty()) return Skip(spec, misfit);
 
   // SIGTERM or SIGINT meanwhile ends this test with its report (each
   // rank's side thread takes its ledger and stacks and cuts the

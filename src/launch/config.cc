@@ -130,16 +130,25 @@ Config Config::FromFile(const std::filesystem::path& path) {
   }
 }
 
-Layout::Layout(int world_size, const ParallelConfig& p) : world_(world_size) {
-  if (world_size < 1) {
-    throw ConfigError(
-        fmt::format("world size must be >= 1, got {}", world_size));
-  }
+void Layout::CheckSizes(const ParallelConfig& p) {
   if (p.tensor < 1 || p.pipeline < 1 || p.data < 0) {
     throw ConfigError(fmt::format(
         "parallel sizes must be >= 1: tensor {}, pipeline {}, data {}",
         p.tensor, p.pipeline, p.data));
   }
+  if (p.data > 0 && p.zero1 > 0 && p.data % p.zero1 != 0) {
+    throw ConfigError(
+        fmt::format("parallel.zero1 = {} does not divide the data size {}",
+                    p.zero1, p.data));
+  }
+}
+
+Layout::Layout(int world_size, const ParallelConfig& p) : world_(world_size) {
+  if (world_size < 1) {
+    throw ConfigError(
+        fmt::format("world size must be >= 1, got {}", world_size));
+  }
+  CheckSizes(p);
   tensor_ = p.tensor;
   pipeline_ = p.pipeline;
   const long long model = static_cast<long long>(tensor_) * pipeline_;

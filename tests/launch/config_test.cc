@@ -110,6 +110,14 @@ TEST(LayoutTest, ValidationSaysWhy) {
             "parallel.zero1 = 8 does not divide the data size 4");
   EXPECT_EQ(LayoutErrorOf(0, {}), "world size must be >= 1, got 0");
   EXPECT_THAT(LayoutErrorOf(4, {.tensor = 0}), HasSubstr("must be >= 1"));
+  // Sizes that split no world, whatever its size; a world that is only the
+  // wrong size is not a mistake of the sizes.
+  EXPECT_THROW(Layout::CheckSizes({.pipeline = 0}), ConfigError);
+  EXPECT_THROW(Layout::CheckSizes({.data = -1}), ConfigError);
+  EXPECT_THROW(Layout::CheckSizes({.data = 4, .zero1 = 3}), ConfigError);
+  EXPECT_THROW(Layout::CheckSizes({.data = 2, .zero1 = 4}), ConfigError);
+  EXPECT_NO_THROW(Layout::CheckSizes({.tensor = 2, .data = 4, .zero1 = 2}));
+  EXPECT_NO_THROW(Layout::CheckSizes({.tensor = 3, .zero1 = 5}));
 }
 
 // The reference's example: 16 ranks, tensor 2, pipeline 2 (data 4), zero1 2.

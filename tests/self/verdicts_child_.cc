@@ -1127,6 +1127,13 @@ class VerdictsParallel : public Verdicts {
  protected:
   VerdictsParallel() {
     options().parallel = disttest::ParallelConfig{.tensor = 2};
+    // Sizes that split no world: "tensor0" (a typo), "zero1" (3 of data 2).
+    if (const char* bad = std::getenv("VERDICTS_PARALLEL_SPLITS_NONE")) {
+      options().parallel =
+          std::string_view(bad) == "tensor0"
+              ? disttest::ParallelConfig{.tensor = 0}
+              : disttest::ParallelConfig{.tensor = 1, .data = 2, .zero1 = 3};
+    }
   }
 };
 

@@ -344,6 +344,32 @@ TEST_P(VerdictsTest, ParallelLayoutThatDoesNotFitIsSkippedSayingWhy) {
                         "3 does not split into pipeline 1 x tensor 2 (= 2)"));
 }
 
+// Sizes that split no world at all are a mistake of the test: it fails at
+// every world size, naming them, instead of skipping them all (exit 0).
+TEST_P(VerdictsTest, ParallelLayoutThatFitsNoWorldFailsTheTest) {
+  for (const char* bad : {"tensor0", "zero1"}) {
+    Verdict v =
+        Run("VerdictsParallel.*", {{"VERDICTS_PARALLEL_SPLITS_NONE", bad}});
+    EXPECT_NE(v.run.exit_code, 0) << v.run.out << v.run.err;
+    for (const char* world : {"2ranks", "3ranks"}) {
+      EXPECT_THAT(TestCaseXml(v.xml, std::string("TensorGroupsOfTwo/") + world),
+                  HasSubstr("<failure"))
+          << bad << " " << world << "\n"
+          << v.xml;
+    }
+    EXPECT_THAT(v.run.out,
+                HasSubstr(std::string_view(bad) == "tensor0"
+                              ? "options().parallel splits no world: parallel "
+                                "sizes must be >= 1: tensor 0, pipeline 1, "
+                                "data 0"
+                              : "options().parallel splits no world: "
+                                "parallel.zero1 = 3 does not divide the data "
+                                "size 2"))
+        << v.run.out;
+    EXPECT_THAT(v.run.out, Not(HasSubstr("[  SKIPPED ]"))) << v.run.out;
+  }
+}
+
 // A temporary directory for the child's TMPDIR, which must be empty again
 // when the child is done.
 class ScratchTmp {

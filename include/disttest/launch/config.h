@@ -77,6 +77,10 @@ class Layout {
   // Resolves the sizes for `world_size` ranks; throws ConfigError when the
   // world cannot be split as asked.
   Layout(int world_size, const ParallelConfig& parallel);
+  // Throws ConfigError where `parallel` splits no world at all (a size
+  // below 1, or a zero1 that does not divide the data size it sets): a
+  // mistake, where a world it does not split may just be the wrong size.
+  static void CheckSizes(const ParallelConfig& parallel);
 
   int world_size() const { return world_; }
   // The size of every group of `mode`.

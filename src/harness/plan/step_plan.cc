@@ -43,6 +43,12 @@ std::string PlaceStepsOnGpus(std::vector<TestSpec>& steps, int gpus_per_rank) {
 std::string ParallelMisfit(const TestSpec& spec) {
   if (!spec.options.parallel) return "";
   try {
+    Layout::CheckSizes(*spec.options.parallel);
+  } catch (const ConfigError& e) {
+    throw ConfigError(
+        fmt::format("options().parallel splits no world: {}", e.what()));
+  }
+  try {
     Layout fits(spec.world_size, *spec.options.parallel);
   } catch (const ConfigError& e) {
     return fmt::format("options().parallel does not fit {} ranks: {}",

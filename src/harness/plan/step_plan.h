@@ -38,7 +38,8 @@ std::vector<TestSpec> PlanSteps(const TestSpec& spec,
 std::string PlaceStepsOnGpus(std::vector<TestSpec>& steps, int gpus_per_rank);
 
 // Why options().parallel cannot split the test's world; "" when it can (or
-// is not set). Such a test is skipped with this message.
+// is not set). Such a test is skipped with this message. Sizes that split
+// no world (tensor 0) are a mistake of the test: throws ConfigError.
 std::string ParallelMisfit(const TestSpec& spec);
 
 // The fixtures' shared directories: created before the first fixture runs,
