@@ -8,7 +8,6 @@
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
-#include <gloo/math.h>
 #include <gloo/types.h>
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 #include "comm/gloo_communicator_impl.h"
 #include "comm/host_arena.h"
 #include "comm/peer_errors.h"
+#include "comm/reduce_elements.h"
 #include "comm/visit_type.h"
 #include "disttest/error.h"
 
@@ -44,16 +44,19 @@ ReduceFn ReduceFunction(ReduceOp op) {
     // On the bytes (0 or 1): "or" is max, "and" min.
     return ReduceFunction<std::uint8_t>(internal::LogicalOp(op));
   } else {
+    // disttest's own arithmetic, not gloo::sum and the like: the same
+    // result as the host arena's (integers wrap without overflowing a
+    // signed type; min and max keep a NaN wherever it is).
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kAvg:  // The division comes after (DivideBy).
-        return static_cast<ReduceFn>(&gloo::sum<T>);
+        return &internal::ReduceBuffers<T, ReduceOp::kSum>;
       case ReduceOp::kProd:
-        return static_cast<ReduceFn>(&gloo::product<T>);
+        return &internal::ReduceBuffers<T, ReduceOp::kProd>;
       case ReduceOp::kMin:
-        return static_cast<ReduceFn>(&gloo::min<T>);
+        return &internal::ReduceBuffers<T, ReduceOp::kMin>;
       case ReduceOp::kMax:
-        return static_cast<ReduceFn>(&gloo::max<T>);
+        return &internal::ReduceBuffers<T, ReduceOp::kMax>;
     }
     return nullptr;
   }

@@ -18,6 +18,7 @@
 #include "comm/host_arena.h"
 #include "comm/host_arena_layout.h"
 #include "comm/peer_errors.h"
+#include "comm/reduce_elements.h"
 #include "comm/visit_type.h"
 #include "disttest/error.h"
 #include "env/text.h"
@@ -47,35 +48,20 @@ auto ByEntry(const PerRank* ranks, const std::vector<int>& which,
   return groups;
 }
 
-template <typename T>
-void Reduce(T* out, const T* in, std::size_t n, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:  // The division comes after (DivideBy).
-      for (std::size_t i = 0; i < n; ++i) out[i] = out[i] + in[i];
-      return;
-    case ReduceOp::kProd:
-      for (std::size_t i = 0; i < n; ++i) out[i] = out[i] * in[i];
-      return;
-    case ReduceOp::kMin:
-      for (std::size_t i = 0; i < n; ++i) out[i] = std::min(out[i], in[i]);
-      return;
-    case ReduceOp::kMax:
-      for (std::size_t i = 0; i < n; ++i) out[i] = std::max(out[i], in[i]);
-      return;
-  }
-}
-
+// out = out `op` in, as every backend that reduces on the host does.
 void ReduceAs(DataType type, void* out, const void* in, std::size_t n,
               ReduceOp op) {
   if (type == DataType::kBool) {
-    Reduce(static_cast<std::uint8_t*>(out),
-           static_cast<const std::uint8_t*>(in), n, internal::LogicalOp(op));
+    auto* bytes = static_cast<std::uint8_t*>(out);
+    internal::ReduceElements(internal::LogicalOp(op), bytes, bytes,
+                             static_cast<const std::uint8_t*>(in), n);
     return;
   }
   internal::VisitType(type, [&]<typename T>(T*) {
     if constexpr (!std::is_same_v<T, bool>) {
-      Reduce(static_cast<T*>(out), static_cast<const T*>(in), n, op);
+      internal::ReduceElements(op, static_cast<T*>(out),
+                               static_cast<const T*>(out),
+                               static_cast<const T*>(in), n);
     }
   });
 }

@@ -21,6 +21,7 @@
 #include "comm/communicator_sockets.h"
 #include "comm/ledger.h"
 #include "comm/peer_errors.h"
+#include "comm/reduce_elements.h"
 #include "comm/self_messages.h"
 #include "comm/visit_type.h"
 #include "disttest/error.h"
@@ -77,8 +78,8 @@ int IntCount(std::size_t n, const char* what) {
   return static_cast<int>(n);
 }
 
-// The MPI type that reduces as `type` does; the half types have none
-// (HalfOp below).
+// The MPI type of `type`'s size that its reductions (ElementOp below) are
+// given; the half types have none of their own.
 MPI_Datatype ReduceType(DataType type) {
   switch (type) {
     case DataType::kInt8:
@@ -108,36 +109,34 @@ MPI_Datatype ReduceType(DataType type) {
   return MPI_BYTE;
 }
 
-// The half types' reductions, in their own arithmetic (as on every
-// backend): MPI has no 16-bit floating point.
+// disttest's own reduction (comm/reduce_elements.h), not MPI_SUM and the
+// like: the same result as every other backend's, where Open MPI's own
+// differs (its AVX sums saturate 8- and 16-bit integers; its min and max
+// keep or drop a NaN by the element's place), and the half types, which MPI
+// has not.
 template <typename T, ReduceOp kOp>
-void HalfOp(void* in, void* inout, int* len, MPI_Datatype*) {
-  const T* a = static_cast<const T*>(in);
+void ElementOp(void* in, void* inout, int* len, MPI_Datatype*) {
   T* b = static_cast<T*>(inout);
-  for (int i = 0; i < *len; ++i) {
-    if constexpr (kOp == ReduceOp::kSum) b[i] = b[i] + a[i];
-    if constexpr (kOp == ReduceOp::kProd) b[i] = b[i] * a[i];
-    if constexpr (kOp == ReduceOp::kMin) b[i] = std::min(b[i], a[i]);
-    if constexpr (kOp == ReduceOp::kMax) b[i] = std::max(b[i], a[i]);
-  }
+  internal::ReduceElements(kOp, b, static_cast<const T*>(in), b,
+                           static_cast<std::size_t>(*len));
 }
 
 template <typename T>
-MPI_Op MakeHalfOp(ReduceOp op) {
+MPI_Op MakeOp(ReduceOp op) {
   MPI_User_function* fn = nullptr;
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      fn = &HalfOp<T, ReduceOp::kSum>;
+    case ReduceOp::kAvg:  // The division comes after (DivideBy).
+      fn = &ElementOp<T, ReduceOp::kSum>;
       break;
     case ReduceOp::kProd:
-      fn = &HalfOp<T, ReduceOp::kProd>;
+      fn = &ElementOp<T, ReduceOp::kProd>;
       break;
     case ReduceOp::kMin:
-      fn = &HalfOp<T, ReduceOp::kMin>;
+      fn = &ElementOp<T, ReduceOp::kMin>;
       break;
     case ReduceOp::kMax:
-      fn = &HalfOp<T, ReduceOp::kMax>;
+      fn = &ElementOp<T, ReduceOp::kMax>;
       break;
   }
   MPI_Op made = MPI_OP_NULL;
@@ -146,32 +145,25 @@ MPI_Op MakeHalfOp(ReduceOp op) {
 }
 
 MPI_Op ReduceOpOf(DataType type, ReduceOp op) {
-  if (type == DataType::kBool) op = LogicalOp(op);
-  if (type == DataType::kFloat16 || type == DataType::kBfloat16) {
-    // Made once each, on the main thread (MPI's calls all are).
-    static MPI_Op ops[2][5];
-    static bool made[2][5] = {};
-    const int t = type == DataType::kBfloat16 ? 1 : 0;
-    const int o = static_cast<int>(op);
-    if (!made[t][o]) {
-      ops[t][o] = type == DataType::kFloat16 ? MakeHalfOp<float16>(op)
-                                             : MakeHalfOp<bfloat16>(op);
-      made[t][o] = true;
-    }
-    return ops[t][o];
+  if (type == DataType::kBool) {
+    type = DataType::kUint8;  // On its bytes, 0 or 1.
+    op = LogicalOp(op);
   }
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:  // The division comes after (DivideBy).
-      return MPI_SUM;
-    case ReduceOp::kProd:
-      return MPI_PROD;
-    case ReduceOp::kMin:
-      return MPI_MIN;
-    case ReduceOp::kMax:
-      return MPI_MAX;
+  // Made once each, on the main thread (MPI's calls all are); never freed
+  // (MPI_Finalize does).
+  constexpr int kTypes = static_cast<int>(kLastDataType) + 1;
+  constexpr int kOps = static_cast<int>(kLastReduceOp) + 1;
+  static MPI_Op ops[kTypes][kOps];
+  static bool made[kTypes][kOps] = {};
+  const int t = static_cast<int>(type);
+  const int o = static_cast<int>(op);
+  if (!made[t][o]) {
+    VisitType(type, [&]<typename T>(T*) {
+      if constexpr (!std::is_same_v<T, bool>) ops[t][o] = MakeOp<T>(op);
+    });
+    made[t][o] = true;
   }
-  return MPI_SUM;
+  return ops[t][o];
 }
 
 // A tag the members of a new communicator agree on without a word.

@@ -27,6 +27,7 @@
 #include "disttest/comm/collective_call.h"
 #include "disttest/comm/gloo_communicator.h"
 #include "disttest/error.h"
+#include "support/edge_reductions.h"
 
 namespace disttest {
 namespace {
@@ -472,6 +473,12 @@ TEST_P(CollectivesTest, EveryElementType) {
       EXPECT_TRUE(root_or);
     }
   });
+}
+
+// Small integers that wrap, a NaN on the last rank only, -0 against +0:
+// the same results as a serial program's, through the arena and Gloo alike.
+TEST_P(CollectivesTest, EdgesOfTheElementTypesReduceAlikeOnEveryPath) {
+  Run([](Communicator& comm) { testing::CheckEdgeReductions(comm); });
 }
 
 INSTANTIATE_TEST_SUITE_P(
