@@ -7,6 +7,9 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "disttest/error.h"
 
@@ -74,8 +77,23 @@ const char* Name(ParallelMode mode) {
 
 Config Config::FromJson(std::string_view text) {
   Json root;
+  // The keys of each object being read: JSON lets a key come twice (the
+  // last one would win), which is a typo to the reader of the file.
+  std::vector<std::set<std::string>> keys;
+  const Json::parser_callback_t no_key_twice =
+      [&](int, Json::parse_event_t event, Json& parsed) {
+        if (event == Json::parse_event_t::object_start) keys.emplace_back();
+        if (event == Json::parse_event_t::object_end) keys.pop_back();
+        if (event == Json::parse_event_t::key &&
+            !keys.back().insert(parsed.get<std::string>()).second) {
+          throw ConfigError(
+              fmt::format("config: the key \"{}\" comes twice in one object",
+                          parsed.get<std::string>()));
+        }
+        return true;
+      };
   try {
-    root = Json::parse(text.begin(), text.end());
+    root = Json::parse(text.begin(), text.end(), no_key_twice);
   } catch (const Json::exception& e) {
     throw ConfigError(fmt::format("config: not valid JSON: {}", e.what()));
   }
@@ -116,13 +134,24 @@ Config Config::FromJson(std::string_view text) {
 }
 
 Config Config::FromFile(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw ConfigError(fmt::format(
+        "config file {} cannot be read: it is a directory", path.string()));
+  }
   std::ifstream in(path);
   if (!in) {
     throw ConfigError(
         fmt::format("config file {} cannot be read", path.string()));
   }
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
+  std::string text;
+  try {
+    text.assign(std::istreambuf_iterator<char>(in),
+                std::istreambuf_iterator<char>());
+  } catch (const std::exception& e) {  // libstdc++'s filebuf on a read error.
+    throw ConfigError(fmt::format("config file {} cannot be read: {}",
+                                  path.string(), e.what()));
+  }
   try {
     return FromJson(text);
   } catch (const ConfigError& e) {

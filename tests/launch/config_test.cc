@@ -88,6 +88,26 @@ TEST(ConfigTest, FromFileNamesTheFile) {
   EXPECT_EQ(Config::FromFile(path).parallel.tensor, 4);
   std::filesystem::remove(path);
   EXPECT_THROW(Config::FromFile(path), ConfigError);
+  try {
+    Config::FromFile(std::filesystem::temp_directory_path());
+    ADD_FAILURE() << "a directory was read as a config";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(": it is a directory"));
+  }
+}
+
+// A key twice in one object is a typo (JSON would keep the last); the same
+// key in two objects is not.
+TEST(ConfigTest, AKeyTwiceInOneObjectIsAnError) {
+  EXPECT_THAT(ConfigErrorOf(R"({"parallel": {"tensor": 2, "tensor": 4}})"),
+              HasSubstr("config: the key \"tensor\" comes twice in one "
+                        "object"));
+  EXPECT_THAT(ConfigErrorOf(R"({"parallel": {}, "parallel": {"data": 2}})"),
+              HasSubstr("the key \"parallel\" comes twice"));
+  EXPECT_EQ(Config::FromJson(
+                R"({"a": {"size": 1}, "parallel": {"tensor": {"size": 2}}})")
+                .parallel.tensor,
+            2);
 }
 
 std::string LayoutErrorOf(int world, ParallelConfig p) {
