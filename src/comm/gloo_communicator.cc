@@ -25,9 +25,25 @@
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
 #include "env/knobs.h"
+#include "env/text.h"
 
 namespace disttest {
 namespace {
+
+// "rank 2", "ranks 1-3": the ranks of `size` whose addresses are not in
+// `store` (Gloo's key is the rank's number), "" if all are or it cannot
+// tell.
+std::string RanksThatNeverCame(Store& store, int rank, int size) {
+  std::vector<int> never;
+  try {
+    for (int k = 0; k < size; ++k) {
+      if (k != rank && !store.check({std::to_string(k)})) never.push_back(k);
+    }
+  } catch (const std::exception&) {
+    return "";  // The store is gone: its own error says why.
+  }
+  return never.empty() ? "" : internal::RanksText(never);
+}
 
 // While alive, threads started by the calling thread are SCHED_BATCH: they
 // get their fair share of the CPU, but waking up does not preempt a running
@@ -117,7 +133,15 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
           // number of ranks: "sizeof(impl_) == bytes.size(). 136 vs 272".
           if (std::string_view(e.what()).find("bytes.size()") ==
               std::string_view::npos) {
-            throw;
+            // Each rank puts its addresses under its number: a store that
+            // timed out waiting for them names the ranks that never came.
+            const std::string never = RanksThatNeverCame(prefixed, rank, size);
+            if (never.empty()) throw;
+            throw CommError(fmt::format(
+                "{} of {} never came to connect (no addresses of theirs in "
+                "the store): every rank of a communicator must create it, "
+                "with the same store prefix and size ({})",
+                never, size, e.what()));
           }
           throw CommError(fmt::format(
               "the ranks passed different world sizes (this rank passed {}): "

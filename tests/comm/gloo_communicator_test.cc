@@ -262,19 +262,31 @@ TEST(GlooCommunicatorErrorsTest, RecvTimeoutNamesTheOperationAndPeer) {
 }
 
 // A peer that never comes: the error says what could not be done, once
-// ("cannot connect the gloo mesh: ...", not "... mesh failed: ...").
+// ("cannot connect the gloo mesh: ...", not "... mesh failed: ..."), and
+// which rank never came (not only the store's key), on each rank that came.
 TEST(GlooCommunicatorErrorsTest, PeerThatNeverComesFailsTheConnectNamingIt) {
   testing::ServerThread store;
-  TcpStore client("127.0.0.1", store.port(), std::chrono::milliseconds(300));
-  GlooOptions options;
-  options.timeout = std::chrono::milliseconds(300);
-  try {
-    GlooCommunicator::Create(client, 0, 2, options);
-    ADD_FAILURE() << "connected without its peer";
-  } catch (const CommError& e) {
-    EXPECT_THAT(e.what(),
-                HasSubstr("[rank 0/2] cannot connect the gloo mesh: "));
-    EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("mesh failed")));
+  std::vector<std::string> errors(2, "connected without rank 2");
+  auto connect = [&](int rank) {
+    TcpStore client("127.0.0.1", store.port(), std::chrono::milliseconds(300));
+    GlooOptions options;
+    options.timeout = std::chrono::milliseconds(300);
+    try {
+      GlooCommunicator::Create(client, rank, 3, options);
+    } catch (const CommError& e) {
+      errors[rank] = e.what();
+    }
+  };
+  std::thread one(connect, 1);
+  connect(0);
+  one.join();
+  for (int rank : {0, 1}) {
+    EXPECT_THAT(errors[rank],
+                HasSubstr(fmt::format("[rank {}/3] cannot connect the gloo "
+                                      "mesh: rank 2 of 3 never came to "
+                                      "connect",
+                                      rank)));
+    EXPECT_THAT(errors[rank], ::testing::Not(HasSubstr("mesh failed")));
   }
 }
 
