@@ -136,7 +136,14 @@ std::string Communicator::Recorded::Missing(std::string_view what) const {
   }
   const bool timed_out = what.find("Timed out") != std::string_view::npos ||
                          what.find("timed out") != std::string_view::npos;
-  if (!timed_out || what.find("waiting for rank") != std::string_view::npos) {
+  // A send or receive whose peer's process closed its end (Gloo's
+  // "Connection reset by peer"): whether it finished its test or died.
+  const bool closed =
+      !collective_ &&
+      (what.find("Connection reset by peer") != std::string_view::npos ||
+       what.find("Connection closed by peer") != std::string_view::npos);
+  if (!(timed_out || closed) ||
+      what.find("waiting for rank") != std::string_view::npos) {
     return "";
   }
   const internal::LedgerMemory& memory = ledger_->memory();

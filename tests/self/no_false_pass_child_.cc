@@ -880,6 +880,25 @@ DIST_TEST_F(NoFalsePass, ReceiveFromARankThatFinished, 2) {
   KeepUntilExit(std::move(all));
 }
 
+// Rank 0 closes its end of a split communicator, then waits in a barrier
+// for rank 1, whose receive from it fails: the error says where rank 0 is,
+// not only the socket's words.
+DIST_TEST_F(NoFalsePass, ReceiveFromARankThatClosedItsEnd, 2) {
+  std::unique_ptr<disttest::Communicator> all = comm().split(0);
+  int x = 0;
+  if (rank() == 0) {
+    all.reset();
+  } else {
+    try {
+      all->recv(&x, 1, 0, 9);
+      ADD_FAILURE() << "received from a closed end";
+    } catch (const disttest::CommError& e) {
+      std::printf("marker-closed-end %s\n", e.what());
+    }
+  }
+  comm().barrier();  // marker-barrier-after-close
+}
+
 // Controls: a slow sender, and a receive that times out on purpose, are
 // no deadlock.
 DIST_TEST_F(NoFalsePass, SlowSenderIsNoDeadlock, 2) {

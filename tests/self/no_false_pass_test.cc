@@ -694,6 +694,24 @@ TEST_P(NoFalsePassTest, ReceiveFromARankThatFinishedEnds) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("first failure, rank 0"))) << v.run.out;
 }
 
+// A receive whose peer closed its end of the connection says where the
+// peer is, by the ranks' ledgers, after Gloo's words for the socket.
+TEST_P(NoFalsePassTest, ReceiveFromARankThatClosedItsEndSaysWhereItIs) {
+  Verdict v = Run("ReceiveFromARankThatClosedItsEnd/2ranks");
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  // Rank 0 is on its way to the barrier, or in it.
+  EXPECT_THAT(v.run.out,
+              ContainsRegex(
+                  "marker-closed-end \\[rank 1/2\\] recv of 1 int32 from rank "
+                  "0 \\(tag 9\\) failed: .*Connection (reset|closed) by "
+                  "peer.*; by the ranks' ledgers rank 0 is in (barrier\\(\\) "
+                  "at " +
+                  Line("marker-barrier-after-close") +
+                  "|no call of a communicator; its last was split\\(color "
+                  "0, key 0\\))"))
+      << v.run.out;
+}
+
 // A slow sender, a receive that gives up soon by itself, and a thread that
 // computes before it sends: no deadlock is declared for any.
 TEST_P(NoFalsePassTest, NoDeadlockWhereARankCanStillGoOn) {
