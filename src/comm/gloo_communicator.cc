@@ -30,14 +30,19 @@
 namespace disttest {
 namespace {
 
-// "rank 2", "ranks 1-3": the ranks of `size` whose addresses are not in
-// `store` (Gloo's key is the rank's number), "" if all are or it cannot
-// tell.
+// "rank 2", "ranks 1-3": the ranks of `size` that have put nothing in
+// `store`, "" if all have or it cannot tell. Gloo's connectFullMesh puts a
+// rank's host name under "rank_<rank>" first, then waits for each lower
+// rank's, then puts its addresses under "<rank>": a rank that came may
+// still wait for another, with only the first.
 std::string RanksThatNeverCame(Store& store, int rank, int size) {
   std::vector<int> never;
   try {
     for (int k = 0; k < size; ++k) {
-      if (k != rank && !store.check({std::to_string(k)})) never.push_back(k);
+      if (k != rank && !store.check({fmt::format("rank_{}", k)}) &&
+          !store.check({std::to_string(k)})) {
+        never.push_back(k);
+      }
     }
   } catch (const std::exception&) {
     return "";  // The store is gone: its own error says why.

@@ -1,9 +1,10 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 //
 // The element-wise reduction of every backend that reduces on the host (the
-// host arena, Gloo, MPI): the same inputs give the same result on every
-// path, whatever the element type, the count or the algorithm's own
-// arithmetic.
+// host arena, Gloo, MPI): two elements give the same result on every path,
+// whatever the element type or the count. (The order in which the ranks'
+// elements meet is each algorithm's: floating-point sums of 3 ranks or
+// more can round differently.)
 //
 //   ReduceElements(ReduceOp::kMax, out, a, b, n);  // out[i] = max(a[i], b[i])
 //
@@ -51,42 +52,43 @@ T WrappingMultiply(T a, T b) {
   }
 }
 
+// What a floating-point element compares as: float for the half types,
+// converted once.
 template <typename T>
-bool IsNan(T v) {
-  if constexpr (std::is_integral_v<T>) {
-    return false;
-  } else {
-    return !(v == v);
-  }
-}
-
-template <typename T>
-bool IsNegative(T v) {  // Its sign bit: -0 included.
+auto Compared(T v) {
   if constexpr (std::is_floating_point_v<T>) {
-    return std::signbit(v);
+    return v;
   } else {
-    return std::signbit(static_cast<float>(v));  // float16, bfloat16.
+    return static_cast<float>(v);  // float16, bfloat16.
   }
 }
 
+// Selects, one after the other, that a compiler makes without branches: of
+// two zeros the negative one, then the smaller, then a NaN of either side.
 template <typename T>
 T Minimum(T a, T b) {
-  if constexpr (!std::is_integral_v<T>) {
-    if (IsNan(a)) return a;
-    if (IsNan(b)) return b;
-    if (a == b) return IsNegative(a) ? a : b;  // -0 below +0.
+  if constexpr (std::is_integral_v<T>) {
+    return b < a ? b : a;
+  } else {
+    const auto x = Compared(a), y = Compared(b);
+    T m = y < x ? b : a;
+    m = y == x && std::signbit(y) ? b : m;
+    m = y != y ? b : m;
+    return x != x ? a : m;
   }
-  return b < a ? b : a;
 }
 
 template <typename T>
 T Maximum(T a, T b) {
-  if constexpr (!std::is_integral_v<T>) {
-    if (IsNan(a)) return a;
-    if (IsNan(b)) return b;
-    if (a == b) return IsNegative(a) ? b : a;  // +0 above -0.
+  if constexpr (std::is_integral_v<T>) {
+    return a < b ? b : a;
+  } else {
+    const auto x = Compared(a), y = Compared(b);
+    T m = x < y ? b : a;
+    m = y == x && std::signbit(x) ? b : m;
+    m = y != y ? b : m;
+    return x != x ? a : m;
   }
-  return a < b ? b : a;
 }
 
 // out[i] = a[i] `op` b[i] for i < n.

@@ -109,11 +109,10 @@ MPI_Datatype ReduceType(DataType type) {
   return MPI_BYTE;
 }
 
-// disttest's own reduction (comm/reduce_elements.h), not MPI_SUM and the
-// like: the same result as every other backend's, where Open MPI's own
-// differs (its AVX sums saturate 8- and 16-bit integers; its min and max
-// keep or drop a NaN by the element's place), and the half types, which MPI
-// has not.
+// disttest's own reduction (comm/reduce_elements.h), where MPI's own would
+// give another result than every other backend's (Open MPI's AVX sums
+// saturate 8- and 16-bit integers; its min and max keep or drop a NaN by
+// the element's place), and for the half types, which MPI has not.
 template <typename T, ReduceOp kOp>
 void ElementOp(void* in, void* inout, int* len, MPI_Datatype*) {
   T* b = static_cast<T*>(inout);
@@ -148,6 +147,12 @@ MPI_Op ReduceOpOf(DataType type, ReduceOp op) {
   if (type == DataType::kBool) {
     type = DataType::kUint8;  // On its bytes, 0 or 1.
     op = LogicalOp(op);
+  }
+  // A sum or product of 4- or 8-byte elements is MPI's own, which wraps
+  // (and is vectorized) as ours does.
+  if ((op == ReduceOp::kSum || op == ReduceOp::kAvg || op == ReduceOp::kProd) &&
+      SizeOf(type) >= 4) {
+    return op == ReduceOp::kProd ? MPI_PROD : MPI_SUM;
   }
   // Made once each, on the main thread (MPI's calls all are); never freed
   // (MPI_Finalize does).
