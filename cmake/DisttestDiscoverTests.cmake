@@ -21,7 +21,17 @@
 #                    ctest runs) and has too few gets a group for each
 #                    rank's worth of GPUs there is; its ranks take them in
 #                    turn.
-#   SKIP_REGULAR_EXPRESSION  gtest's "[  SKIPPED ]", so skips show as skips.
+#   SKIP_RETURN_CODE 77, with DISTTEST_SKIP_EXIT_CODE=77 in the test's
+#                    environment (ENVIRONMENT_MODIFICATION; added to one
+#                    PROPERTIES gives): a run whose every test skipped, and
+#                    in which nothing failed, exits 77, so skips show as
+#                    skips and a failure after a skip (a global
+#                    Environment's TearDown()) as a failure. (gtest's
+#                    "[  SKIPPED ]" in the output would win over the exit
+#                    status.)
+# Each test is selected by a filter in which '-', ':', '*' and '?' of its
+# name (a typed test's "int-32") are '?'; a listing line that is neither a
+# suite nor a test under one stops the build.
 #   TIMEOUT_SIGNAL_NAME SIGTERM, TIMEOUT_SIGNAL_GRACE_PERIOD 10 (CMake 3.27
 #                    and later; unless PROPERTIES names them): at its TIMEOUT
 #                    ctest sends SIGTERM, on which disttest fails the test in

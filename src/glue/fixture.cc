@@ -123,6 +123,48 @@ const bool kSilencedInExecRank = [] {
   return true;
 }();
 
+// Under ctest (disttest_discover_tests sets DISTTEST_SKIP_EXIT_CODE): a
+// run whose every test skipped, and in which nothing failed (a global
+// Environment neither), ends with that status, which ctest's
+// SKIP_RETURN_CODE reads as a skip. It ends at gtest's last event, after
+// its XML: code after RUN_ALL_TESTS() in the program's own main() does not
+// run then. What fails later still ends the process with its own status (a
+// static destructor's crash, LeakSanitizer's 23).
+class SkipExitStatus : public ::testing::EmptyTestEventListener {
+  void OnTestProgramEnd(const ::testing::UnitTest& unit_test) override {
+    const char* text = std::getenv(env::kSkipExitCode);
+    if (text == nullptr || *text == '\0') return;
+    char* end = nullptr;
+    errno = 0;
+    const long code = std::strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || code < 1 || code > 255) {
+      std::fprintf(stderr,
+                   "[ disttest ] %s=%s: expected a number from 1 to 255, the "
+                   "exit status of a run whose every test skipped\n",
+                   env::kSkipExitCode, text);
+      std::fflush(nullptr);
+      std::exit(1);
+    }
+    if (!unit_test.Passed() || unit_test.test_to_run_count() == 0 ||
+        unit_test.skipped_test_count() != unit_test.test_to_run_count()) {
+      return;
+    }
+    std::fflush(nullptr);
+    std::exit(static_cast<int>(code));
+  }
+};
+
+// Before gtest's own listeners that come later (its XML's): gtest tells the
+// end of the program to the last added first, and this one last.
+const bool kSkipExitStatusListened = [] {
+  if (std::getenv(env::kInternalChildTest) != nullptr ||
+      std::getenv(env::kSkipExitCode) == nullptr) {
+    return false;
+  }
+  ::testing::UnitTest::GetInstance()->listeners().Append(new SkipExitStatus);
+  return true;
+}();
+
 // After SIGTERM or SIGINT ended a test (interrupt.h): once gtest has
 // written its XML and JSON, the process ends by that signal.
 class EndByTheSignal : public ::testing::EmptyTestEventListener {

@@ -115,6 +115,10 @@ inline constexpr char kNcclDebugFile[] = "NCCL_DEBUG_FILE";
 // "<Suite.Name/Nranks> <ranks> <gpus per rank>" and is skipped without
 // starting a rank. disttest_discover_tests() (CMake) uses it.
 inline constexpr char kListResources[] = "DISTTEST_LIST_RESOURCES";
+// A number from 1 to 255: a run whose every test skipped, and in which
+// nothing failed, ends with this exit status instead of 0, for ctest's
+// SKIP_RETURN_CODE. disttest_discover_tests() sets it to 77.
+inline constexpr char kSkipExitCode[] = "DISTTEST_SKIP_EXIT_CODE";
 // "1": options().reuse_workers is ignored; every test spawns its ranks.
 inline constexpr char kNoReuse[] = "DISTTEST_NO_REUSE";
 // "1": each kExec rank is the test binary exec'd for it, not a copy forked
