@@ -401,6 +401,40 @@ TEST_P(FaultsTest, CtestTimeoutLeavesNothingBehindOnceTheNextRunIsDone) {
   EXPECT_THAT(left, IsEmpty());
 }
 
+// The test program killed mid-body by SIGKILL, which no destructor
+// survives (ctest's TIMEOUT before CMake 3.27): the fixture's directory goes
+// all the same, removed by the process that read its name.
+TEST_P(FaultsTest, ParentKilledMidTestLeavesNoFixtureDirectory) {
+  std::string dir;
+  ChildRun run = RunChild(
+      {GetParam().binary, "--gtest_filter=VerdictsWithFixture.*/1ranks"},
+      {{"VERDICTS_LAUNCH", GetParam().launch},
+       {"VERDICTS_HANG_AFTER_FIXTURE", "1"}},
+      std::chrono::seconds(60),
+      [&](pid_t pid, const std::string& out, const std::string&) {
+        const std::size_t at = out.find("marker-fixture-dir ");
+        const std::size_t end = out.find('\n', at);
+        if (!dir.empty() || at == std::string::npos ||
+            end == std::string::npos) {
+          return;
+        }
+        dir = out.substr(at + 19, end - at - 19);
+        kill(pid, SIGKILL);
+      });
+  ASSERT_EQ(run.signal, SIGKILL) << run.out << run.err;
+  ASSERT_FALSE(dir.empty()) << run.out;
+  // Its remover reads the closed socket's end and removes it: wait for
+  // that, not for a time.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::filesystem::exists(dir) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
+  EXPECT_THAT(KillOrphans(), IsEmpty());
+}
+
 TEST_P(FaultsTest, ParentStoppedByTermOrIntCleansUpAndDiesOfTheSignal) {
   for (int sig : {SIGTERM, SIGINT}) {
     ChildRun run = RunAndSignalParent(GetParam(), sig);

@@ -1,8 +1,13 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include "harness/plan/step_plan.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <spawn.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
@@ -14,6 +19,8 @@
 #include "disttest/launch/config.h"
 #include "env/internal_names.h"
 #include "harness/plan/gpu_placement.h"
+
+extern char** environ;
 
 namespace disttest::internal {
 
@@ -66,6 +73,48 @@ FixtureDirs::~FixtureDirs() {
                    dir.c_str(), ec.message().c_str());
     }
   }
+  // Its end of the names: it removes what is left (none).
+  if (remover_names_ >= 0) close(remover_names_);
+  if (remover_ > 0) {
+    while (waitpid(remover_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+bool FixtureDirs::StartRemover() {
+  // A socket, not a pipe: a send to a remover that is gone fails without
+  // SIGPIPE (MSG_NOSIGNAL), which would end the test program.
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return false;
+  }
+  // Reads the names until the socket closes, then removes them. Ctrl-C and
+  // the like, which reach the whole process group, do not end it before.
+  static const char kScript[] =
+      "trap '' INT TERM HUP QUIT; while IFS= read -r d; do set -- \"$@\" "
+      "\"$d\"; done; [ $# -eq 0 ] || rm -rf -- \"$@\"";
+  char sh[] = "/bin/sh";
+  char dash_c[] = "-c";
+  char script[sizeof kScript];
+  std::memcpy(script, kScript, sizeof kScript);
+  char name[] = "disttest-fixture-dirs";
+  char* argv[] = {sh, dash_c, script, name, nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null",
+                                   O_WRONLY, 0);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, sh, &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[0]);
+  if (rc != 0) {
+    close(fds[1]);
+    return false;
+  }
+  remover_ = pid;
+  remover_names_ = fds[1];
+  return true;
 }
 
 std::filesystem::path FixtureDirs::Create(const std::string& fixture) {
@@ -89,6 +138,16 @@ std::filesystem::path FixtureDirs::Create(const std::string& fixture) {
                     fixture, base.string(), std::strerror(errno)));
   }
   dirs_.emplace_back(pattern);
+  if (remover_ < 0 && !StartRemover()) remover_ = 0;  // Tried once.
+  if (remover_names_ >= 0) {
+    // A name a line.
+    const std::string line = pattern + "\n";
+    if (send(remover_names_, line.data(), line.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(line.size())) {
+      close(remover_names_);
+      remover_names_ = -1;
+    }
+  }
   return dirs_.back();
 }
 

@@ -12,6 +12,8 @@
 #ifndef DISTTEST_SRC_HARNESS_PLAN_STEP_PLAN_H_
 #define DISTTEST_SRC_HARNESS_PLAN_STEP_PLAN_H_
 
+#include <sys/types.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -44,6 +46,10 @@ std::string ParallelMisfit(const TestSpec& spec);
 
 // The fixtures' shared directories: created before the first fixture runs,
 // removed with everything in them when the object goes, whatever happened.
+// A process this one starts with the first (a shell reading their names
+// from a socket) removes them too once it closes: when the object goes,
+// or when this process is killed (ctest's SIGKILL at its TIMEOUT, before
+// CMake 3.27), which no destructor survives.
 class FixtureDirs {
  public:
   FixtureDirs() = default;
@@ -61,7 +67,13 @@ class FixtureDirs {
   static std::vector<std::string> Split(const std::string& joined);
 
  private:
+  // Starts the process that removes the directories after this one; false
+  // where it cannot (then only the destructor removes them).
+  bool StartRemover();
+
   std::vector<std::filesystem::path> dirs_;
+  int remover_names_ = -1;  // Where the names go, a line each.
+  pid_t remover_ = -1;
 };
 
 }  // namespace disttest::internal
