@@ -76,6 +76,14 @@ foreach(line IN LISTS lines)
   endif()
 endforeach()
 
+if(tests STREQUAL "")
+  # A filter in EXTRA_ARGS that matches nothing ("Pra.*" for "Par.*") would
+  # leave ctest with nothing to run, and "No tests were found" is no failure.
+  message(WARNING
+    "disttest_discover_tests: ${TEST_EXECUTABLE} --gtest_list_tests "
+    "${extra_args} lists no test: ctest will run none of it")
+endif()
+
 # Each distributed test writes "<name> <ranks> <gpus per rank>" and skips.
 set(resources_file "${CTEST_FILE}.resources")
 file(REMOVE "${resources_file}")
