@@ -145,8 +145,11 @@ class SkipExitStatus : public ::testing::EmptyTestEventListener {
       std::fflush(nullptr);
       std::exit(1);
     }
+    // Under a launcher rank 0 serves the store until every rank has said
+    // goodbye, at this same event: the run ends as the launcher's.
     if (!unit_test.Passed() || unit_test.test_to_run_count() == 0 ||
-        unit_test.skipped_test_count() != unit_test.test_to_run_count()) {
+        unit_test.skipped_test_count() != unit_test.test_to_run_count() ||
+        LaunchedRun()) {
       return;
     }
     std::fflush(nullptr);

@@ -25,6 +25,8 @@ static_assert(std::atomic<int>::is_always_lock_free);
 static_assert(std::atomic<long long>::is_always_lock_free);
 // Lock-free, so the handler may read it.
 std::atomic<int> g_depth{0};
+// FinishInterrupted() runs: the signal now ends the process.
+std::atomic<bool> g_finishing{false};
 struct sigaction g_old_term {};
 struct sigaction g_old_int {};
 
@@ -54,29 +56,31 @@ bool Ours(int sig) {
 }  // namespace
 
 bool NoteInterrupt(int sig) {
-  if (g_depth == 0) return false;
   if (sig != SIGTERM && sig != SIGINT) return false;
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);  // Async-signal-safe.
-  const long long ns =
-      static_cast<long long>(now.tv_sec) * 1'000'000'000LL + now.tv_nsec;
+  if (g_finishing) return false;
   if (const int first = g_signal.load(); first != 0) {
     // The same request again: Slurm sends a step's processes SIGTERM twice
-    // at its time limit (and its process group a third), within
-    // milliseconds. Not a second request to end the process at once. (A
-    // time not yet stored: the first's handler still runs, on another
-    // thread.)
-    const long long first_ns = g_signal_ns.load();
-    return first == SIGTERM && sig == SIGTERM &&
-           (first_ns == 0 || ns - first_ns < kRepeatedTermWindowNs);
+    // at its time limit, and its process group a third, from different
+    // daemons (seconds apart on a loaded node). Not a request to end the
+    // process at once, which would lose the report and the XML: the
+    // launcher's SIGKILL bounds the wait (Slurm's KillWait, ctest's grace
+    // period). A SIGINT after it, or a second one (Ctrl-C twice), is.
+    return first == SIGTERM && sig == SIGTERM;
   }
-  g_signal_ns = ns;
+  if (g_depth == 0) return false;
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // Async-signal-safe.
+  g_signal_ns =
+      static_cast<long long>(now.tv_sec) * 1'000'000'000LL + now.tv_nsec;
   g_signal = sig;
   return true;
 }
 
 InterruptGuard::InterruptGuard() {
   if (g_depth++ > 0) return;
+  // Still up from a guard that saw a signal (its handlers stay until the
+  // process ends by it): what was before them stays what was before.
+  if (g_signal != 0) return;
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigemptyset(&sa.sa_mask);
@@ -100,6 +104,10 @@ InterruptGuard::InterruptGuard() {
 
 InterruptGuard::~InterruptGuard() {
   if (--g_depth > 0) return;
+  // After a signal the handlers stay until FinishInterrupted(): a repeat
+  // of the request that comes after the test, before gtest has written its
+  // XML, must not end the process by the default action.
+  if (g_signal != 0) return;
   // Only where the handler is still the guard's: one installed since (the
   // emergency clean-up of a pool made during the test) keeps this one as
   // its previous, and stays.
@@ -173,6 +181,7 @@ std::optional<std::chrono::milliseconds> TimeBeforeTheKill() {
 void FinishInterrupted() {
   const int sig = g_signal;
   if (sig == 0) return;
+  g_finishing = true;  // The handlers now end the process by it.
   std::fflush(nullptr);
   sigset_t set;
   sigemptyset(&set);

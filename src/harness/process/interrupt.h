@@ -14,8 +14,10 @@
 //
 // A second signal while this goes on ends the process at once (the ranks
 // go with it: they die with their parent, and the emergency clean-up
-// removes their queues), except a SIGTERM within a second of the first:
-// the launcher's repeat of its request (Slurm's time limit sends two). Outside
+// removes their queues), except a SIGTERM after a SIGTERM: the launcher's
+// repeat of its request (Slurm's time limit sends three, from two daemons),
+// absorbed until the process ends by it, even after the test (the handlers
+// stay until FinishInterrupted()). The launcher's SIGKILL bounds that. Outside
 // a distributed test the signals do what they did before. SIGKILL cannot be
 // caught: then no XML is written; the ranks and queues still go
 // (PR_SET_PDEATHSIG, the emergency clean-up).
@@ -51,12 +53,11 @@ void ResetInterruptsInChild();
 
 // From a signal handler (async-signal-safe): notes `sig` and returns true
 // when it is the first SIGTERM or SIGINT while a guard is up, which the
-// supervisor then handles, or a SIGTERM that repeats the first within
-// kRepeatedTermWindowNs (nothing more to do); false when the handler should
-// do what it would have done (the emergency clean-up's, which runs before
-// this one).
+// supervisor then handles, or a SIGTERM that repeats a first SIGTERM
+// (nothing more to do) until FinishInterrupted(); false when the handler
+// should do what it would have done (the emergency clean-up's, which runs
+// before this one).
 bool NoteInterrupt(int sig);
-inline constexpr long long kRepeatedTermWindowNs = 1'000'000'000LL;
 
 // "SIGTERM (a CI job's cancellation, ctest's TIMEOUT or kill)", "SIGINT
 // (Ctrl-C)": why the test in flight was ended. Under a launcher (set by the
