@@ -71,9 +71,7 @@ void RefuseOutsideARankThread(int rank, int size, const std::string& what) {
 
 void Communicator::SetName(const std::string& name, const std::string& prefix,
                            const std::string& store_scope) {
-  name_ = !name.empty()    ? name
-          : prefix.empty() ? std::string("unnamed communicator")
-                           : fmt::format("communicator \"{}\"", prefix);
+  name_ = internal::CommunicatorName(name, prefix);
   // The keys its rendezvous uses (a PrefixStore(prefix, store)'s), its
   // size, and its number among those of the rank (one made again is
   // another; numbered per test from past those still alive, as on every
@@ -84,7 +82,7 @@ void Communicator::SetName(const std::string& name, const std::string& prefix,
   // one communicator differently still have their calls compared.
   internal::RefuseOutsideARankThread(rank(), size(), name_);
   const std::string identity =
-      fmt::format("{}{}/{}\n", store_scope, prefix, size());
+      internal::CommunicatorIdentity(store_scope, prefix, size());
   if (!numbered_as_.empty()) {
     internal::GiveCommunicatorNumberBack(numbered_as_, number_);
   }

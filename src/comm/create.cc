@@ -79,12 +79,12 @@ int DeviceOf(const Communicator& comm) {
 std::unique_ptr<Communicator> CreateCommunicator(Backend backend, Store& store,
                                                  int rank, int size,
                                                  const GlooOptions& options,
-                                                 int device) {
+                                                 int device, CallSite where) {
   internal::RefuseOutsideARankThread(rank, size, "a new communicator");
   switch (backend) {
     case Backend::kAuto:
       if (CudaDeviceCount() < 1) {
-        return GlooCommunicator::Create(store, rank, size, options);
+        return GlooCommunicator::Create(store, rank, size, options, where);
       }
       [[fallthrough]];
     case Backend::kNccl: {
@@ -93,9 +93,10 @@ std::unique_ptr<Communicator> CreateCommunicator(Backend backend, Store& store,
       static_cast<CommOptions&>(nccl) = options;  // Timeout and arena.
       nccl.prefix = options.prefix + "/nccl";
       nccl.device = device;
-      return NcclCommunicator::Create(store, rank, size, nccl);
+      return NcclCommunicator::Create(store, rank, size, nccl, where);
 #else
       (void)device;
+      (void)where;
       throw CommError(fmt::format(
           "[rank {}/{}] backend nccl is not available: disttest was built "
           "without CUDA and NCCL",
@@ -103,7 +104,7 @@ std::unique_ptr<Communicator> CreateCommunicator(Backend backend, Store& store,
 #endif
     }
     case Backend::kGloo:
-      return GlooCommunicator::Create(store, rank, size, options);
+      return GlooCommunicator::Create(store, rank, size, options, where);
     case Backend::kMpi:
       if (internal::MpiCommunicatorFactory make =
               internal::GetMpiCommunicatorFactory()) {

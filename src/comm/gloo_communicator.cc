@@ -22,6 +22,7 @@
 #include "comm/communicator_sockets.h"
 #include "comm/gloo_communicator_impl.h"
 #include "comm/gloo_store.h"
+#include "comm/ledger.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
 #include "env/knobs.h"
@@ -84,7 +85,8 @@ class BatchPolicyForNewThreads {
 }  // namespace
 
 std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
-    Store& store, int rank, int size, const GlooOptions& given) {
+    Store& store, int rank, int size, const GlooOptions& given,
+    CallSite where) {
   // A timeout beyond the longest deadline (milliseconds::max() for none)
   // is that deadline: now + it must not overflow in the arena, the store or
   // Gloo.
@@ -128,6 +130,9 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
         impl->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
         impl->context->setTimeout(options.timeout);
         impl->ticker.Arm(true);
+        const internal::MakingCommunicator making(store.scope(), options.prefix,
+                                                  options.name, rank, size,
+                                                  options.timeout, where);
         const std::map<ino_t, int> before =
             internal::WatchingCommunicatorSockets() ? internal::TcpSockets()
                                                     : std::map<ino_t, int>{};

@@ -30,6 +30,13 @@ std::mutex& InstallMutex() {
   return mu;
 }
 
+// The last bytes of `text` that fit `bytes` with a NUL, into `to`.
+void CopyTail(std::string_view text, char* to, std::size_t bytes) {
+  if (text.size() >= bytes) text.remove_prefix(text.size() - (bytes - 1));
+  std::memcpy(to, text.data(), text.size());
+  to[text.size()] = '\0';
+}
+
 // Ledgers replaced by a later Install(): a communicator may still hold one.
 std::vector<std::unique_ptr<Ledger>>& Retired() {
   static auto* retired = new std::vector<std::unique_ptr<Ledger>>;
@@ -329,14 +336,7 @@ std::uint64_t Ledger::Begin(std::uint32_t comm, std::uint64_t seq,
                             std::min<std::size_t>(call.counts[i], UINT32_MAX))
                       : 0;
   }
-  const char* file = where.file_name();
-  std::size_t n = std::strlen(file);
-  if (n >= LedgerMemory::kFileBytes) {
-    file += n - (LedgerMemory::kFileBytes - 1);
-    n = LedgerMemory::kFileBytes - 1;
-  }
-  std::memcpy(e.file, file, n);
-  e.file[n] = '\0';
+  CopyTail(where.file_name(), e.file, LedgerMemory::kFileBytes);
   e.ended_ns.store(0, std::memory_order_relaxed);
   e.state.store(static_cast<std::uint8_t>(LedgerState::kEntered),
                 std::memory_order_relaxed);
@@ -355,6 +355,69 @@ void Ledger::Block(std::uint64_t index, std::chrono::milliseconds timeout) {
 }
 
 void Ledger::Unblock() { area_->blocked.store(0, std::memory_order_release); }
+
+bool Ledger::BeginMaking(std::string_view identity, std::string_view name,
+                         int rank, int size, std::chrono::milliseconds timeout,
+                         const CallSite& where) {
+  if (!InTheTestsCode(
+          static_cast<RankPhase>(phase_.load(std::memory_order_relaxed)))) {
+    return false;  // The harness's own (the world communicator).
+  }
+  std::lock_guard<std::mutex> lock(add_mu_);
+  LedgerMemory::Area& a = *area_;
+  const std::uint64_t making = a.making.load(std::memory_order_relaxed);
+  if ((making & 1) != 0) return false;  // Another thread makes one.
+  NoteCaller(a);
+  a.making_key = LedgerKey(identity);
+  a.making_rank = rank;
+  a.making_size = size;
+  a.making_ns = MonotonicNs();
+  a.making_timeout_ms = timeout.count();
+  a.making_line = where.line();
+  CopyTail(where.file_name(), a.making_file, LedgerMemory::kFileBytes);
+  const std::string kept = ShortName(name, LedgerMemory::kNameBytes - 1);
+  std::memcpy(a.making_name, kept.c_str(), kept.size() + 1);
+  a.making.store(making + 1, std::memory_order_release);
+  return true;
+}
+
+void Ledger::EndMaking() {
+  std::lock_guard<std::mutex> lock(add_mu_);
+  area_->making.fetch_add(1, std::memory_order_release);
+}
+
+std::string CommunicatorIdentity(std::string_view store_scope,
+                                 std::string_view prefix, int size) {
+  return fmt::format("{}{}/{}\n", store_scope, prefix, size);
+}
+
+std::string CommunicatorName(std::string_view name, std::string_view prefix) {
+  return !name.empty()    ? std::string(name)
+         : prefix.empty() ? std::string("unnamed communicator")
+                          : fmt::format("communicator \"{}\"", prefix);
+}
+
+MakingCommunicator::MakingCommunicator(std::string_view store_scope,
+                                       std::string_view prefix,
+                                       std::string_view name, int rank,
+                                       int size,
+                                       std::chrono::milliseconds timeout,
+                                       const CallSite& where) {
+  // A thread that no rank runs, where the ranks are threads, is refused
+  // (Communicator::SetName): it notes nothing.
+  if (RanksAreThreads() && ThreadsRank() < 0) return;
+  Ledger* ledger = Ledger::Current();
+  if (ledger != nullptr &&
+      ledger->BeginMaking(CommunicatorIdentity(store_scope, prefix, size),
+                          CommunicatorName(name, prefix), rank, size, timeout,
+                          where)) {
+    ledger_ = ledger;
+  }
+}
+
+MakingCommunicator::~MakingCommunicator() {
+  if (ledger_ != nullptr) ledger_->EndMaking();
+}
 
 void Ledger::Digest(std::uint32_t comm, const Call& call) {
   if (comm >= LedgerMemory::kComms) return;

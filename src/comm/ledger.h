@@ -153,6 +153,20 @@ struct RankLedgerView {
   // The entry (index + 1) of the blocking call it is in; 0: none.
   std::uint64_t blocked = 0;
   bool threads = false;  // Its test's calls came from several threads.
+  // The communicator it waits to make (CreateCommunicator(), a backend's
+  // Create()) in the test's code, until every rank of it has come.
+  struct Making {
+    std::uint64_t key = 0;  // LedgerKey of its store's scope, prefix, size.
+    int rank = 0;           // This rank's rank in it.
+    int size = 0;
+    std::int64_t since_ns = 0;
+    std::string name;  // "communicator \"mine\""
+    std::string file;  // The path's last bytes.
+    std::uint32_t line = 0;
+    // "communicator "mine" of 3 ranks at t.cc:12"
+    std::string str() const;
+  };
+  std::optional<Making> making;
   // The phase it reached last (kStarted when none).
   RankPhase phase() const;
   // The name of communicator `id`, and its key (0: not known).
@@ -172,6 +186,10 @@ struct Progress {
   std::uint64_t blocked = 0;    // The blocking call's entry + 1; 0: none.
   std::int64_t timeout_ms = 0;  // Its timeout, from when it began.
   bool threads = false;         // The test's calls came from several threads.
+  // Communicators it began to make in the test's code, twice: odd while it
+  // waits to make one (RankLedgerView::making; timeout_ms is then that
+  // wait's).
+  std::uint64_t making = 0;
   bool operator==(const Progress&) const = default;
 };
 
@@ -352,6 +370,17 @@ class Ledger {
   // move, sees a deadlock.
   void Block(std::uint64_t index, std::chrono::milliseconds timeout);
   void Unblock();
+  // The calling thread waits to make a communicator, for at most
+  // `timeout`, until EndMaking(): until the ranks that make it with it have
+  // come. `identity`: what those ranks give alike (its store's scope,
+  // prefix and size); `name` for reports; `rank` of `size`, this rank's.
+  // A reader that sees every rank that could come finished, or waiting on
+  // others that wait, sees that none will. Only in the test's code, one at a
+  // time: false when not noted (then no EndMaking()).
+  bool BeginMaking(std::string_view identity, std::string_view name, int rank,
+                   int size, std::chrono::milliseconds timeout,
+                   const CallSite& where);
+  void EndMaking();
   // Adds a collective that returned to its communicator's digest.
   void Digest(std::uint32_t comm, const Call& call);
   // Adds a send or receive that returned, message number `seq` of its pair
@@ -452,6 +481,30 @@ void OnThisClock(RankLedgerView* view);
 std::int64_t MonotonicNs();
 // CLOCK_REALTIME now, in nanoseconds.
 std::int64_t RealtimeNs();
+
+// What the ranks that make one communicator give alike: its store's
+// scope, the prefix of its keys there, and its size (Communicator::
+// SetName).
+std::string CommunicatorIdentity(std::string_view store_scope,
+                                 std::string_view prefix, int size);
+// Its name in reports: `name`, else from its prefix.
+std::string CommunicatorName(std::string_view name, std::string_view prefix);
+
+// The calling thread's rank waits to make a communicator while this lives
+// (Ledger::BeginMaking), where it has a ledger of its own: one of `size`
+// ranks that meet under `prefix` in a store of scope `store_scope`.
+class MakingCommunicator {
+ public:
+  MakingCommunicator(std::string_view store_scope, std::string_view prefix,
+                     std::string_view name, int rank, int size,
+                     std::chrono::milliseconds timeout, const CallSite& where);
+  ~MakingCommunicator();
+  MakingCommunicator(const MakingCommunicator&) = delete;
+  MakingCommunicator& operator=(const MakingCommunicator&) = delete;
+
+ private:
+  Ledger* ledger_ = nullptr;
+};
 
 // This process's rank has reached `phase` (nothing without a ledger).
 inline void EnterPhase(RankPhase phase) {

@@ -77,6 +77,19 @@ struct LedgerMemory::Area {
   // did too (then a blocked call may wait for a thread that runs).
   std::atomic<std::int32_t> caller{0};
   std::atomic<std::uint8_t> threads{0};
+  // The communicator the rank's thread waits to make in the test's code
+  // (Ledger::BeginMaking): `making` is odd while it does. The fields after
+  // it are written while it is even, before it turns odd, and a reader
+  // keeps what it copied only when `making` read the same before and after.
+  std::atomic<std::uint64_t> making{0};
+  std::uint64_t making_key = 0;
+  std::int32_t making_rank = 0;
+  std::int32_t making_size = 0;
+  std::int64_t making_ns = 0;
+  std::int64_t making_timeout_ms = 0;
+  std::uint32_t making_line = 0;
+  char making_file[kFileBytes] = {};
+  char making_name[kNameBytes] = {};
 };
 static_assert(sizeof(LedgerMemory::Area) % alignof(Entry) == 0);
 

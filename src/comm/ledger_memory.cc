@@ -279,6 +279,23 @@ RankLedgerView LedgerMemory::Read(int rank, int as_rank) const {
   }
   view.blocked = a.blocked.load(std::memory_order_acquire);
   view.threads = a.threads.load(std::memory_order_relaxed) != 0;
+  if (const std::uint64_t making = a.making.load(std::memory_order_acquire);
+      (making & 1) != 0) {
+    const UnorderedReads seqlock;
+    RankLedgerView::Making m;
+    m.key = a.making_key;
+    m.rank = a.making_rank;
+    m.size = a.making_size;
+    m.since_ns = a.making_ns;
+    m.line = a.making_line;
+    m.file.assign(a.making_file, strnlen(a.making_file, kFileBytes));
+    m.name.assign(a.making_name, strnlen(a.making_name, kNameBytes));
+    // Kept only when no other began meanwhile (its fields rewritten).
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (a.making.load(std::memory_order_relaxed) == making) {
+      view.making = std::move(m);
+    }
+  }
   const std::uint64_t written = a.written.load(std::memory_order_acquire);
   view.written = written;
   const std::uint64_t first =
@@ -328,6 +345,11 @@ Progress LedgerMemory::ProgressOf(int rank) const {
   p.blocked = a.blocked.load(std::memory_order_acquire);
   p.timeout_ms = a.blocked_timeout_ms.load(std::memory_order_relaxed);
   p.threads = a.threads.load(std::memory_order_relaxed) != 0;
+  p.making = a.making.load(std::memory_order_acquire);
+  if (p.blocked == 0 && (p.making & 1) != 0) {
+    const UnorderedReads seqlock;  // Its fields stay while it is odd.
+    p.timeout_ms = a.making_timeout_ms;
+  }
   return p;
 }
 

@@ -129,6 +129,13 @@ std::string LedgerRecord::where() const {
                      line);
 }
 
+std::string RankLedgerView::Making::str() const {
+  const std::size_t slash = file.rfind('/');
+  return fmt::format("{} of {} ranks at {}:{}", name, size,
+                     slash == std::string::npos ? file : file.substr(slash + 1),
+                     line);
+}
+
 bool LedgerRecord::SameCall(const LedgerRecord& o) const {
   if (op != o.op) return false;
   if (op == LedgerOp::kBarrier || op == LedgerOp::kSplit) return true;

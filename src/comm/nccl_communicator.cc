@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "comm/host_arena.h"
+#include "comm/ledger.h"
 #include "comm/nccl_communicator_impl.h"
 #include "disttest/error.h"
 #include "disttest/rendezvous/prefix_store.h"
@@ -42,7 +43,8 @@ NcclCommunicator::Impl::Impl(int rank, int size, const NcclOptions& options)
       ends_(options.arena) {}
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::Create(
-    Store& store, int rank, int size, const NcclOptions& options) {
+    Store& store, int rank, int size, const NcclOptions& options,
+    CallSite where) {
   if (size < 1 || rank < 0 || rank >= size) {
     throw CommError(fmt::format(
         "[rank {}/{}] cannot create the nccl communicator: invalid rank or "
@@ -57,7 +59,12 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::Create(
   // Owned from the start: a failed Init() leaves nothing behind.
   auto impl = std::make_unique<Impl>(rank, size, options);
   impl->scope_ = store.scope();
-  impl->Init(store);
+  {
+    const internal::MakingCommunicator making(store.scope(), options.prefix,
+                                              options.name, rank, size,
+                                              options.timeout, where);
+    impl->Init(store);
+  }
   std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator(std::move(impl)));
   comm->SetName(options.name, options.prefix, store.scope());
   comm->InitTimeout(options.timeout);

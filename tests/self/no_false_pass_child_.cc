@@ -880,6 +880,19 @@ DIST_TEST_F(NoFalsePass, ReceiveFromARankThatFinished, 2) {
   KeepUntilExit(std::move(all));
 }
 
+// Ranks 0 and 1 make a communicator of 3 ranks that rank 2 never makes: it
+// has finished its test. (CreateCommunicator connects at once: they wait in
+// it, not in a first operation.)
+DIST_TEST_F(NoFalsePass, MakeACommunicatorThatARankNeverMakes, 3) {
+  if (rank() == 2) return;
+  disttest::GlooOptions options;
+  options.prefix = "mine";
+  std::unique_ptr<disttest::Communicator> mine;
+  mine = disttest::CreateCommunicator(  // marker-make-never
+      disttest::Backend::kGloo, store(), rank(), 3, options);
+  mine->barrier();
+}
+
 // Rank 0 closes its end of a split communicator, then waits in a barrier
 // for rank 1, whose receive from it fails: the error says where rank 0 is,
 // not only the socket's words.
@@ -911,6 +924,18 @@ DIST_TEST_F(NoFalsePass, SlowSenderIsNoDeadlock, 2) {
     comm().recv(&x, 1, 0, 1);
     EXPECT_EQ(x, 5);
   }
+}
+
+// Ranks 0 and 1 wait to make a communicator that rank 2 makes 1.5 s later.
+DIST_TEST_F(NoFalsePass, SlowMakerIsNoDeadlock, 3) {
+  if (rank() == 2) std::this_thread::sleep_for(milliseconds(1500));
+  disttest::GlooOptions options;
+  options.prefix = "late";
+  std::unique_ptr<disttest::Communicator> late = disttest::CreateCommunicator(
+      disttest::Backend::kGloo, store(), rank(), 3, options);
+  int x = 1;
+  late->allreduce(&x, 1, disttest::ReduceOp::kSum);
+  EXPECT_EQ(x, 3);
 }
 
 // Rank 0's main thread waits for rank 1, which waits for rank 0's other

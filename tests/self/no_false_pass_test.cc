@@ -676,6 +676,17 @@ TEST_P(NoFalsePassTest, DeadlockOnASplitCommunicatorNamesItsRanks) {
                      "split 0 (color 0)");
 }
 
+// CreateCommunicator waits for every rank of the new communicator; one
+// that has finished its test never comes. Before, the ranks waited out the
+// test's timeout.
+TEST_P(NoFalsePassTest, MakingACommunicatorThatARankNeverMakesEnds) {
+  ExpectDeadlock(Run("MakeACommunicatorThatARankNeverMakes/3ranks"),
+                 "ranks 0-1 wait to make communicator \"mine\" of 3 ranks at " +
+                     Line("marker-make-never") +
+                     ", and 1 of its ranks has not come; no other rank can "
+                     "come (a deadlock): rank 2 has finished its test");
+}
+
 TEST_P(NoFalsePassTest, DeadlockOfASendAndACollectiveEnds) {
   ExpectDeadlock(Run("DeadlockOfASendAndACollective/2ranks"),
                  "rank 1 waits in allreduce(1 x int32, sum) at " +
@@ -719,7 +730,8 @@ TEST_P(NoFalsePassTest, NoDeadlockWhereARankCanStillGoOn) {
   Verdict v =
       Run("SlowSenderIsNoDeadlock/2ranks:NoFalsePass."
           "ReceiveThatTimesOutOnPurpose/2ranks:NoFalsePass."
-          "ThreadThatComputesThenSendsIsNoDeadlock/2ranks");
+          "ThreadThatComputesThenSendsIsNoDeadlock/2ranks:NoFalsePass."
+          "SlowMakerIsNoDeadlock/3ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
   EXPECT_THAT(v.run.out, Not(HasSubstr("deadlock")));
 }

@@ -29,10 +29,10 @@
 
 namespace disttest {
 
-std::unique_ptr<Communicator> CreateCommunicator(Backend backend, Store& store,
-                                                 int rank, int size,
-                                                 const GlooOptions& options,
-                                                 int device = 0);
+std::unique_ptr<Communicator> CreateCommunicator(
+    Backend backend, Store& store, int rank, int size,
+    const GlooOptions& options, int device = 0,
+    CallSite where = CallSite::current());
 
 // Whether disttest was built with CUDA and NCCL (the NCCL backend).
 bool NcclBuilt();

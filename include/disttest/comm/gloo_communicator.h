@@ -38,10 +38,11 @@ class GlooCommunicator : public Communicator {
  public:
   // Connects the full mesh (without an arena, or with one that only checks
   // calls); throws CommError "[rank 0/2] cannot connect the gloo mesh: ..."
-  // on failure.
-  static std::unique_ptr<GlooCommunicator> Create(Store& store, int rank,
-                                                  int size,
-                                                  const GlooOptions& options);
+  // on failure. Collective: `where` (the caller's line) names the wait for
+  // the other ranks in a report.
+  static std::unique_ptr<GlooCommunicator> Create(
+      Store& store, int rank, int size, const GlooOptions& options,
+      CallSite where = CallSite::current());
   ~GlooCommunicator() override;
 
   int rank() const override;

@@ -76,9 +76,11 @@ class NcclCommunicator : public Communicator {
   //   "[rank 0/1] cannot create the nccl communicator on device 0:
   //    cudaSetDevice(0) failed: no CUDA-capable device is detected
   //    (cudaErrorNoDevice)"
-  static std::unique_ptr<NcclCommunicator> Create(Store& store, int rank,
-                                                  int size,
-                                                  const NcclOptions& options);
+  // Collective: `where` (the caller's line) names the wait for the other
+  // ranks in a report.
+  static std::unique_ptr<NcclCommunicator> Create(
+      Store& store, int rank, int size, const NcclOptions& options,
+      CallSite where = CallSite::current());
   // A clean end finalises and destroys the NCCL communicator (bounded by
   // the timeout; past it, aborts); a broken or aborted one is left as it
   // is. Never throws.

@@ -87,6 +87,8 @@ bool SameKind(const LedgerRecord& a, const LedgerRecord& b) {
 // One rank that waits, and for whom.
 struct Waiter {
   const LedgerRecord* call = nullptr;
+  // Or the communicator it waits to make (call null).
+  const RankLedgerView::Making* making = nullptr;
   std::vector<std::size_t> on;  // The views it waits for.
   std::string why;              // ", which rank 1 has posted no receive for"
 };
@@ -122,6 +124,13 @@ class Finder {
     std::size_t first = 0;
     while (first < waits.size() && !waits[first]) ++first;
     if (first == waits.size()) return "";
+    // Ranks that wait to make a communicator that no rank can come to make
+    // are where it began: said first.
+    for (std::size_t at = first; at < waits.size(); ++at) {
+      if (waits[at] && waits[at]->making != nullptr) {
+        return DescribeMaking(at, waits);
+      }
+    }
     // Walk from the first until a rank comes again (from there, a cycle)
     // or one that has finished (the end of a chain).
     std::vector<std::size_t> path;
@@ -149,7 +158,7 @@ class Finder {
   std::optional<Waiter> WaitOf(std::size_t at) const {
     const RankLedgerView& v = views_[at];
     const LedgerRecord* call = BlockedIn(v);
-    if (call == nullptr) return std::nullopt;
+    if (call == nullptr) return MakingWait(at);
     const std::uint64_t key = v.comm_key(call->comm);
     if (key == 0 || call->comm >= v.comm_ranks.size()) return std::nullopt;
     const int me = v.comm_ranks[call->comm];
@@ -196,6 +205,31 @@ class Finder {
     return w;
   }
 
+  // A rank that waits to make a communicator waits for the ranks that have
+  // not come to make it with it: any of those that do not make it now.
+  std::optional<Waiter> MakingWait(std::size_t at) const {
+    const RankLedgerView& v = views_[at];
+    if (v.blocked != 0 || v.threads || !v.making) return std::nullopt;
+    const RankLedgerView::Making& mine = *v.making;
+    Waiter w;
+    w.making = &mine;
+    int came = 0;
+    for (std::size_t m = 0; m < views_.size(); ++m) {
+      const RankLedgerView& other = views_[m];
+      if (other.making && other.making->key == mine.key) {
+        ++came;
+      } else {
+        w.on.push_back(m);
+      }
+    }
+    // All there: it is made, or fails by itself.
+    if (came >= mine.size || w.on.empty()) return std::nullopt;
+    const int absent = mine.size - came;
+    w.why = fmt::format(", which {} of its ranks {} not come to make", absent,
+                        absent == 1 ? "has" : "have");
+    return w;
+  }
+
   std::optional<Waiter> CollectiveWait(std::size_t at, const LedgerRecord& call,
                                        std::uint64_t key) const {
     const std::optional<std::vector<std::size_t>> all = members_.All(key);
@@ -239,6 +273,65 @@ class Finder {
                : fmt::format("rank {} (rank {} there)", rank, in_comm);
   }
 
+  // "rank 0 waits in recv(1 x int32 from rank 1, tag 4) at t.cc:9, which
+  // rank 1 has not sent".
+  std::string StepText(std::size_t at, const Waiter& w) const {
+    if (w.call == nullptr) {
+      return fmt::format("rank {} waits to make {}{}", RankOf(at),
+                         w.making->str(), w.why);
+    }
+    const std::string title = CommTitle(views_[at].comm_name(w.call->comm));
+    return fmt::format("rank {} waits in {}{} {}{}", RankOf(at), w.call->str(),
+                       title == "the world communicator" ? "" : " on " + title,
+                       w.call->where(), w.why);
+  }
+
+  // The ranks that wait to make the communicator that the rank at `first`
+  // waits to make, and why none of those that have not come can come: they
+  // have finished their tests, or wait themselves.
+  std::string DescribeMaking(
+      std::size_t first,
+      const std::vector<std::optional<Waiter>>& waits) const {
+    const RankLedgerView::Making& m = *waits[first]->making;
+    std::vector<int> makers;
+    for (std::size_t at = 0; at < views_.size(); ++at) {
+      if (views_[at].making && views_[at].making->key == m.key) {
+        makers.push_back(RankOf(at));
+      }
+    }
+    std::sort(makers.begin(), makers.end());
+    std::vector<int> done;
+    std::vector<std::size_t> waiting;
+    for (const std::size_t on : waits[first]->on) {
+      if (Finished(on)) {
+        done.push_back(RankOf(on));
+      } else {
+        waiting.push_back(on);
+      }
+    }
+    std::sort(done.begin(), done.end());
+    const int absent = m.size - static_cast<int>(makers.size());
+    std::string text = fmt::format(
+        "{} wait{} to make {}, and {} of its ranks {} not come; no other rank "
+        "can come (a deadlock): ",
+        RanksText(makers), makers.size() == 1 ? "s" : "", m.str(), absent,
+        absent == 1 ? "has" : "have");
+    if (!done.empty()) {
+      const bool one = done.size() == 1;
+      text += fmt::format("{} {} finished {} test{}", RanksText(done),
+                          one ? "has" : "have", one ? "its" : "their",
+                          one ? "" : "s");
+    }
+    for (std::size_t i = 0; i < waiting.size() && i < kStepsShown; ++i) {
+      if (i > 0 || !done.empty()) text += "; ";
+      text += StepText(waiting[i], *waits[waiting[i]]);
+    }
+    if (waiting.size() > kStepsShown) {
+      text += fmt::format("; ... ({} ranks wait)", waiting.size());
+    }
+    return text;
+  }
+
   // `steps`: a cycle, or a chain that ends at rank `end`, which has
   // finished its test.
   std::string Describe(const std::vector<std::size_t>& steps,
@@ -265,14 +358,8 @@ class Finder {
     }
     for (std::size_t i = 0; i < steps.size() && i < kStepsShown; ++i) {
       const std::size_t at = steps[i];
-      const Waiter& w = *waits[at];
-      const RankLedgerView& v = views_[at];
-      const std::string title = CommTitle(v.comm_name(w.call->comm));
       if (i > 0) text += "; ";
-      text +=
-          fmt::format("rank {} waits in {}{} {}{}", RankOf(at), w.call->str(),
-                      title == "the world communicator" ? "" : " on " + title,
-                      w.call->where(), w.why);
+      text += StepText(at, *waits[at]);
     }
     if (steps.size() > kStepsShown) {
       text += fmt::format("; ... ({} ranks in the {})", steps.size(),

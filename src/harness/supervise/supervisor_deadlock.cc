@@ -102,8 +102,9 @@ std::string Supervisor::Deadlock(Clock::time_point now) {
       gives_up_[i] = last_look_ + std::chrono::milliseconds(p.timeout_ms);
       continue;
     }
-    still[i] = p.blocked != 0 && !p.threads &&
-               now - progress_since_[i] >= kStillFor &&
+    // In a blocking call, or waiting to make a communicator.
+    const bool waits = p.blocked != 0 || (p.making & 1) != 0;
+    still[i] = waits && !p.threads && now - progress_since_[i] >= kStillFor &&
                gives_up_[i] - now > kGivesUpSoon;
     any = any || still[i];
   }
@@ -125,8 +126,10 @@ std::string Supervisor::Deadlock(Clock::time_point now) {
   }
   // Read after the progress: a rank that moved meanwhile is not still.
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    if (still[i] && (views[i].written != progress_[i].written ||
-                     views[i].blocked != progress_[i].blocked)) {
+    if (still[i] &&
+        (views[i].written != progress_[i].written ||
+         views[i].blocked != progress_[i].blocked ||
+         views[i].making.has_value() != ((progress_[i].making & 1) != 0))) {
       still[i] = false;
     }
   }
