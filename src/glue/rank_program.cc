@@ -533,6 +533,10 @@ std::string TraceOf(const TestSpec& spec,
 TestSpec SpecOf(const DistributedTest& test) {
   TestSpec spec;
   spec.name = CurrentTestName();
+  if (const ::testing::TestInfo* info =
+          ::testing::UnitTest::GetInstance()->current_test_info()) {
+    spec.suite = info->test_suite_name();
+  }
   spec.file = TestAccess::file(test);
   spec.line = TestAccess::line(test);
   spec.world_size = TestAccess::world_size(test);

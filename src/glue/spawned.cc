@@ -253,6 +253,21 @@ bool ParamPrintedAsBytes() {
          std::strstr(info->value_param(), "-byte object <") != nullptr;
 }
 
+// Pooled ranks serve the tests of one run of one test suite (WorkerPools::
+// EndOfSuite): in the process that runs the tests, not in a re-executed
+// rank's.
+class PoolsEndWithTheirSuite : public ::testing::EmptyTestEventListener {
+  void OnTestSuiteEnd(const ::testing::TestSuite&) override {
+    WorkerPools::Get().EndOfSuite();
+  }
+};
+const bool kPoolsEndWithTheirSuite = [] {
+  if (std::getenv(env::kInternalChildTest) != nullptr) return false;
+  ::testing::UnitTest::GetInstance()->listeners().Append(
+      new PoolsEndWithTheirSuite);
+  return true;
+}();
+
 // Whether a test's ranks may come from a pool. When options().reuse_workers
 // cannot apply, says why once per reason.
 bool Pooled(DistributedTest& test, const TestSpec& spec) {
@@ -363,26 +378,15 @@ bool RunStep(DistributedTest& test, const TestSpec& spec, int fixture) {
           before.size(), before.size() == 1 ? "" : "s",
           fmt::format("{}", fmt::join(before, ", ")).c_str(), env::kNoReuse,
           rerun.c_str());
-      // gtest runs a filter's tests once each, in the order they were
-      // registered: a test that ran again (--gtest_repeat) or an order
-      // shuffled (--gtest_shuffle) comes back only with the whole run.
-      std::vector<std::string> sorted = all;
-      std::sort(sorted.begin(), sorted.end());
-      const bool again =
-          std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
-      const bool shuffled = GTEST_FLAG_GET(shuffle);
-      if (again || shuffled) {
+      // gtest runs a filter's tests in the order they were registered: an
+      // order shuffled (--gtest_shuffle) comes back only with the whole
+      // run. (A pool serves one run of one suite: no test twice.)
+      if (GTEST_FLAG_GET(shuffle)) {
         std::printf(
             "[ disttest ] rerun it after the same tests on the same ranks: "
-            "they ran %s, which no --gtest_filter gives; run it all "
-            "again%s: %s\n",
-            again && shuffled ? "again and in a shuffled order"
-            : again           ? "again (--gtest_repeat)"
-                              : "in a shuffled order",
-            shuffled ? " with the seed of the run's first shuffle" : "",
-            RunAgainCommand(shuffled ? std::optional<int>(FirstShuffleSeed())
-                                     : std::nullopt)
-                .c_str());
+            "they ran in a shuffled order, which no --gtest_filter gives; "
+            "run it all again with the seed of the run's first shuffle: %s\n",
+            RunAgainCommand(FirstShuffleSeed()).c_str());
       } else {
         std::printf(
             "[ disttest ] rerun it after the same tests on the same ranks: "

@@ -16,8 +16,9 @@ namespace disttest::internal {
 
 // What the parent knows about the test it runs.
 struct TestSpec {
-  std::string name;  // "Suite.Name/2ranks"
-  std::string file;  // Where DIST_TEST_F stands.
+  std::string name;   // "Suite.Name/2ranks"
+  std::string suite;  // gtest's test suite: "Suite"
+  std::string file;   // Where DIST_TEST_F stands.
   int line = 0;
   int world_size = 0;
   Options options;

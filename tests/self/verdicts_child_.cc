@@ -1214,18 +1214,44 @@ DIST_TEST_F(VerdictsAuto, ChoosesTheBackend) {
 // (A rank thread's own count: one per test, in a process per test.)
 thread_local int g_tests_in_this_process = 0;
 
-// Reused ranks under --gtest_repeat: Again fails on rank 1 the second time
-// it runs in that rank's process (its state from the run before).
-int g_again_in_this_process[2] = {};  // By rank: threads share globals.
-class VerdictsPooledRepeat : public Verdicts {
+// Reused ranks in a shuffled order: Second fails on rank 1 when First ran
+// before it in that rank's process.
+bool g_first_in_this_process[2] = {};  // By rank: threads share globals.
+class VerdictsPooledShuffle : public Verdicts {
  protected:
-  VerdictsPooledRepeat() { options().reuse_workers = true; }
+  VerdictsPooledShuffle() { options().reuse_workers = true; }
 };
-DIST_TEST_F(VerdictsPooledRepeat, Again, 2) {
-  const int runs = ++g_again_in_this_process[rank()];
-  EXPECT_FALSE(rank() == 1 && runs == 2) << "marker-second-run-in-this-process";
+DIST_TEST_F(VerdictsPooledShuffle, First, 2) {
+  g_first_in_this_process[rank()] = true;
 }
-DIST_TEST_F(VerdictsPooledRepeat, Between, 2) { comm().barrier(); }
+DIST_TEST_F(VerdictsPooledShuffle, Second, 2) {
+  EXPECT_FALSE(rank() == 1 && g_first_in_this_process[1])
+      << "marker-after-first-in-this-process";
+}
+
+// A suite's SetUpTestSuite() runs in the parent before its first test:
+// its ranks must come after it, not from the pool of the suite before, nor
+// from the suite's own last run (--gtest_repeat: it set up again).
+int g_suite_set_ups = 0;
+int g_suite_value = 0;
+class VerdictsPooledSuiteBefore : public Verdicts {
+ protected:
+  VerdictsPooledSuiteBefore() { options().reuse_workers = true; }
+};
+DIST_TEST_F(VerdictsPooledSuiteBefore, Runs, 2) { comm().barrier(); }
+class VerdictsPooledSuiteSetUp : public Verdicts {
+ protected:
+  VerdictsPooledSuiteSetUp() { options().reuse_workers = true; }
+  static void SetUpTestSuite() { g_suite_value = ++g_suite_set_ups; }
+  static void TearDownTestSuite() { g_suite_value = 0; }
+};
+DIST_TEST_F(VerdictsPooledSuiteSetUp, SeesItsSetUp, 2) {
+  EXPECT_NE(g_suite_value, 0) << "marker-suite-set-up-unseen";
+  std::printf("marker-suite-value %d\n", g_suite_value);
+}
+DIST_TEST_F(VerdictsPooledSuiteSetUp, SeesItToo, 2) {
+  EXPECT_NE(g_suite_value, 0) << "marker-suite-set-up-unseen";
+}
 
 class VerdictsPooled : public Verdicts {
  protected:
@@ -1275,12 +1301,22 @@ DIST_TEST_F(VerdictsPooled, AfterThePartialSkip) {
 }
 
 // Eight parked ranks, then a test of sixteen without a communicator (one
-// process each) under a pids.max that fits the sixteen but not the pool
-// besides (VERDICTS_PIDS_CGROUP).
-class VerdictsPooledWide : public VerdictsPooled {};
+// process each), in the same suite (pools end with theirs), under a
+// pids.max that fits the sixteen but not the pool besides
+// (VERDICTS_PIDS_CGROUP).
+class VerdictsPooledWide : public VerdictsPooled {
+ protected:
+  VerdictsPooledWide() {
+    const ::testing::TestInfo* info =
+        ::testing::UnitTest::GetInstance()->current_test_info();
+    if (info != nullptr &&
+        std::string_view(info->name()).starts_with("OnSixteen")) {
+      options().init_distributed = false;
+    }
+  }
+};
 DIST_TEST_F(VerdictsPooledWide, OnEight, 8) { PrintProcess("OnEight"); }
-class VerdictsAfterAPool : public VerdictsNoComm {};
-DIST_TEST_F(VerdictsAfterAPool, OnSixteen, 16) { EXPECT_EQ(world_size(), 16); }
+DIST_TEST_F(VerdictsPooledWide, OnSixteen, 16) { EXPECT_EQ(world_size(), 16); }
 
 // A pooled rank ends what a test left running when that test ends, not when
 // the pool does.
@@ -1301,11 +1337,8 @@ DIST_TEST_F(VerdictsPooledDaemon, AfterTheDaemon) {
   EXPECT_EQ(children, "");
   if (children.empty()) std::printf("marker-no-children\n");
 }
-
-// A gtest death test forks the parent while pools live; its child's exit()
-// must leave the parent's pooled ranks alone.
-TEST(VerdictsPoolsAndDeathTests, ChildExits) {
-  EXPECT_EXIT(std::exit(0), ::testing::ExitedWithCode(0), "");
+DIST_TEST_F(VerdictsPooledDaemon, AfterTheProperty) {
+  PrintProcess("AfterTheProperty");
 }
 
 // A test that catches a failed collective passes, but its communicator
@@ -1349,8 +1382,22 @@ DIST_TEST_F(VerdictsPooledMismatch, Disagrees) {
   std::printf("marker-pooled-mismatch-passed %d\n", rank());
 }
 
-class VerdictsPooledAgain : public VerdictsPooled {};
-DIST_TEST_F(VerdictsPooledAgain, AfterTheDeathTest) {
+// A gtest death test forks the parent while pools live (in the parent's
+// SetUp() of a pooled suite's test); its child's exit() must leave the
+// parent's pooled ranks alone.
+class VerdictsPooledAndADeathTest : public VerdictsPooled {
+ protected:
+  void SetUp() override {
+    VerdictsPooled::SetUp();
+    if (!disttest::InRank() && std::getenv("VERDICTS_DEATH_TEST") != nullptr) {
+      EXPECT_EXIT(std::exit(0), ::testing::ExitedWithCode(0), "");
+    }
+  }
+};
+DIST_TEST_F(VerdictsPooledAndADeathTest, BeforeTheDeathTest) {
+  PrintProcess("BeforeTheDeathTest");
+}
+DIST_TEST_F(VerdictsPooledAndADeathTest, AfterTheDeathTest) {
   PrintProcess("AfterTheDeathTest");
 }
 

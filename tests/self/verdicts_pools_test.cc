@@ -37,7 +37,7 @@ TEST_P(VerdictsTest, DaemonStartedByAPooledRankEndsWithItsTest) {
   // rank finds no child left.
   EXPECT_THAT(v.run.out, HasSubstr(Out(1) + "marker-no-children\n"));
   auto tests = PoolLines(v.run.out, 1);
-  ASSERT_EQ(tests.size(), 2u) << v.run.out;
+  ASSERT_EQ(tests.size(), 3u) << v.run.out;
   if (std::string(GetParam().launch) == "fork") {
     EXPECT_EQ(tests["AfterTheDaemon"].first, tests["StartsADaemon"].first);
   }
@@ -90,44 +90,50 @@ TEST_P(VerdictsTest, PooledRanksRunTheNextTestUntilOneFails) {
               HasSubstr("result=\"completed\""));
 }
 
-// gtest runs a filter's tests once each, in the order registered: a test
-// that failed after itself (--gtest_repeat) or after a shuffled order on
-// reused ranks comes back with the whole run, not with a filter (the line
-// gave a filter that passed: trial 7).
-TEST_P(VerdictsTest, PooledRerunOfARepeatOrAShuffleIsTheWholeRun) {
+// gtest runs a filter's tests in the order registered: a test that failed
+// after a shuffled order on reused ranks comes back with the whole run, not
+// with a filter (the line gave a filter that passed: trial 7).
+TEST_P(VerdictsTest, PooledRerunOfAShuffleIsTheWholeRun) {
   if (std::string(GetParam().launch) != "fork") {
     GTEST_SKIP() << "reused ranks are forked";
   }
   std::string user_args =
       *GetParam().extra_arg ? " " + std::string(GetParam().extra_arg) : "";
-  Verdict v = Run("VerdictsPooledRepeat.*", {{"GTEST_REPEAT", "2"}});
+  // Seed 2 runs First before Second.
+  Verdict v = Run("VerdictsPooledShuffle.*",
+                  {{"GTEST_SHUFFLE", "1"}, {"GTEST_RANDOM_SEED", "2"}});
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
-  EXPECT_THAT(v.run.out, HasSubstr("marker-second-run-in-this-process"))
+  EXPECT_THAT(v.run.out, HasSubstr("marker-after-first-in-this-process"))
       << v.run.out;
-  EXPECT_THAT(
-      v.run.out,
-      HasSubstr("[ disttest ] rerun it after the same tests on the "
-                "same ranks: they ran again (--gtest_repeat), which "
-                "no --gtest_filter gives; run it all again: "
-                "GTEST_REPEAT=2 " +
-                std::string(GetParam().binary) +
-                " '--gtest_filter=VerdictsPooledRepeat.*'" + user_args + "\n"))
-      << v.run.out;
-  Verdict shuffled =
-      Run("VerdictsPooledRepeat.*", {{"GTEST_REPEAT", "2"},
-                                     {"GTEST_SHUFFLE", "1"},
-                                     {"GTEST_RANDOM_SEED", "7"}});
-  EXPECT_EQ(shuffled.run.exit_code, 1) << shuffled.run.out;
-  EXPECT_THAT(shuffled.run.out,
-              HasSubstr("they ran again and in a shuffled order, which no "
+  EXPECT_THAT(v.run.out,
+              HasSubstr("they ran in a shuffled order, which no "
                         "--gtest_filter gives; run it all again with the "
-                        "seed of the run's first shuffle: GTEST_REPEAT=2 "
-                        "GTEST_SHUFFLE=1 " +
+                        "seed of the run's first shuffle: GTEST_SHUFFLE=1 " +
                         std::string(GetParam().binary)))
-      << shuffled.run.out;
-  EXPECT_THAT(shuffled.run.out,
-              HasSubstr(user_args + " --gtest_random_seed=7\n"))
-      << shuffled.run.out;
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr(user_args + " --gtest_random_seed=2\n"))
+      << v.run.out;
+}
+
+// A suite's SetUpTestSuite() runs in the parent before its first test: its
+// tests' pooled ranks are forked after it. Reused from the suite before
+// (same world size and options), they lacked it, and a test that checks what
+// it set up passed only there (trial 10); reused from the suite's own last
+// run (--gtest_repeat), they had the first run's.
+TEST_P(VerdictsTest, PooledRanksOfASuiteComeAfterItsSetUpTestSuite) {
+  Verdict v = Run("VerdictsPooledSuite*", {{"GTEST_REPEAT", "2"}});
+  EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("marker-suite-set-up-unseen")))
+      << v.run.out;
+  // A re-executed rank runs the suite's set-up itself, first in its process.
+  const bool exec = std::string(GetParam().launch) == "exec";
+  for (int r = 0; r < 2; ++r) {
+    for (const char* value : {"1", exec ? "1" : "2"}) {
+      EXPECT_THAT(v.run.out,
+                  HasSubstr(Out(r) + "marker-suite-value " + value + "\n"))
+          << v.run.out;
+    }
+  }
 }
 
 // The pool's fast path (ranks and communicator reused, the communicator
@@ -218,14 +224,13 @@ TEST_P(VerdictsTest, DeathTestChildLeavesThePoolsAlone) {
   SKIP_FOR_THREADS(
       "rank threads are not pooled: a process of them is forked for each test");
   Verdict v =
-      Run("VerdictsPooled.AfterTheKill/*:VerdictsPoolsAndDeathTests.*:"
-          "VerdictsPooledAgain.*");
+      Run("VerdictsPooledAndADeathTest.*", {{"VERDICTS_DEATH_TEST", "1"}});
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out << v.run.err;
   auto tests = PoolLines(v.run.out, 0);
   ASSERT_EQ(tests.size(), 2u) << v.run.out;
   if (std::string(GetParam().launch) == "fork") {
     EXPECT_EQ(tests["AfterTheDeathTest"],
-              std::make_pair(tests["AfterTheKill"].first, 2));
+              std::make_pair(tests["BeforeTheDeathTest"].first, 2));
   }
 }
 

@@ -243,7 +243,7 @@ std::vector<RankReport> WorkerPools::Run(TestSpec spec, RankEntry entry) {
   spec.child_env.emplace_back(env::kInternalPool, "1");
   // Ranks are interchangeable when all that went into them is.
   std::string key = fmt::format(
-      "{}|{}|{}|{}", spec.world_size, spec.options.master_addr,
+      "{}|{}|{}|{}|{}", spec.suite, spec.world_size, spec.options.master_addr,
       spec.options.timeout.count(), fmt::join(spec.visible_devices, ";"));
   for (const auto& [name, value] : spec.child_env) {
     key += fmt::format("|{}={}", name, value);
@@ -290,6 +290,10 @@ void WorkerPools::ShutdownAll() {
   std::vector<std::string> all;
   for (const auto& [key, pool] : pools_) all.push_back(key);
   End(all);
+}
+
+void WorkerPools::EndOfSuite() {
+  if (getpid() == owner_) ShutdownAll();
 }
 
 void WorkerPools::MakeRoomFor(const TestSpec& spec) {

@@ -31,10 +31,10 @@ class WorkerPools {
   // exit() (a death test, a rank) must not end the parent's ranks.
   ~WorkerPools();
 
-  // Runs `spec` on the ranks of the pool for its kind (same world size,
-  // address, timeout, GPUs and rank environment), started now when there
-  // is none. `entry` is the test's rank code, which ranks forked for it run.
-  // Throws as RunTest does.
+  // Runs `spec` on the ranks of the pool for its kind (same test suite,
+  // world size, address, timeout, GPUs and rank environment), started now
+  // when there is none. `entry` is the test's rank code, which ranks forked
+  // for it run. Throws as RunTest does.
   std::vector<RankReport> Run(TestSpec spec, RankEntry entry);
 
   // The tests that ran on the last test's ranks before it, oldest first
@@ -49,6 +49,11 @@ class WorkerPools {
   // test fail for want of processes. Says so when it ended any.
   void MakeRoomForProcesses(int world, const std::string& except = "");
   void ShutdownAll();
+  // A test suite has ended: its pools end too. Ranks are forked from the
+  // parent as it is when a suite's first test starts, after the suite's
+  // SetUpTestSuite(): reused in a later suite (or in a later run of this
+  // one, --gtest_repeat), they would lack what that suite's set it up with.
+  void EndOfSuite();
 
  private:
   class Pool;
