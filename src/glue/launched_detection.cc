@@ -210,8 +210,18 @@ LaunchedJob& Job() {
 // store until every rank has its last verdict.
 class GoodbyeListener : public ::testing::EmptyTestEventListener {
  public:
-  void OnTestProgramEnd(const ::testing::UnitTest&) override {
+  void OnTestProgramEnd(const ::testing::UnitTest& unit_test) override {
     if (used_) Job().Goodbye();
+    // Another process joined as one of the ranks after the last test's
+    // verdict: the run fails all the same, its report written.
+    if (used_ && Job().rank() == 0 && unit_test.Passed()) {
+      if (const std::string duplicate = Job().Duplicate(); !duplicate.empty()) {
+        std::fprintf(stderr, "[ disttest ] rank 0 at the end: %s\n",
+                     duplicate.c_str());
+        std::fflush(nullptr);
+        std::_Exit(1);
+      }
+    }
     // After a signal (StopAfterInterrupt): once every rank has its last
     // verdict, this process ends by it.
     FinishInterrupted();

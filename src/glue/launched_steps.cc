@@ -156,6 +156,12 @@ bool RunStep(LaunchedJob& job, DistributedTest& test, const TestSpec& spec,
     const std::vector<RankReport> reports =
         GatherReports(job, keys, spec, deadline);
     std::vector<Finding> findings = Judge(spec, reports);
+    // Another process answered for one of the ranks: whatever they said.
+    if (std::string duplicate = job.Duplicate(); !duplicate.empty()) {
+      findings.insert(
+          findings.begin(),
+          {Finding::Kind::kFailure, spec.file, spec.line, duplicate, {}});
+    }
     // The run broke in this step (it was whole at its start): why comes
     // first, before the failures it made ("connection closed by peer").
     if (std::string broken = job.liveness().broken();

@@ -134,6 +134,24 @@ TEST_P(LaunchedTest, RankZeroReportsEveryRanksResultsOnce) {
               HasSubstr("result=\"skipped\""));
 }
 
+// A launcher that gives two processes one RANK: one of them answered for
+// rank 1 and rank 0 reported a pass (trial 11). The second to join now ends
+// saying so, and rank 0 fails every test with its words.
+TEST_P(LaunchedTest, TwoProcessesWithOneRankFailTheRun) {
+  if (std::string(GetParam().name) != "torchrun") {
+    GTEST_SKIP() << "the local launcher makes the duplicate (torchrun's)";
+  }
+  Report r = Launch("Launched.Passes/*", {{"DUPLICATE_RANK", "1"}});
+  EXPECT_NE(r.run.exit_code, 0) << r.all;
+  const std::string why = "two processes joined the job as rank 1 of 4";
+  EXPECT_THAT(r.all, HasSubstr("ends here; the other (on ")) << r.all;
+  for (const char* name : {"Passes/1ranks", "Passes/2ranks", "Passes/4ranks"}) {
+    EXPECT_THAT(TestCaseXml(r.xml, name), HasSubstr(why)) << name << "\n"
+                                                          << r.xml;
+  }
+  EXPECT_THAT(r.run.out, Not(HasSubstr("PASSED  ] 3 tests"))) << r.all;
+}
+
 TEST_P(LaunchedTest, PassingRunExitsZeroEverywhere) {
   Report r = Launch("Launched.Passes/*");
   EXPECT_EQ(r.run.exit_code, 0) << r.all;

@@ -6,6 +6,10 @@
 # that the others stop on their own when one dies; like them, it passes
 # SIGTERM and SIGINT on to every process. Exit status: 0 when every process
 # exited 0, else the first non-zero status (128+n for signal n).
+# DUPLICATE_RANK=d (torchrun, one node, N >= 3, d < N - 1): a launcher's
+# mistake, two processes with RANK=d. The last rank starts only once one of
+# those two has ended (the second to join the store fails at once), so that
+# the job's first test cannot start before both joined.
 # Across nodes (tests/cluster/), one launcher per node, as torchrun's agents
 # or srun's step daemons: NODE_RANK and NNODES give this node's place (the
 # N processes here are ranks NODE_RANK*N to NODE_RANK*N+N-1), MASTER_ADDR and
@@ -28,14 +32,33 @@ job=${JOB_ID:-$((100000 + RANDOM % 900000))}
 nodelist=${NODELIST:-localhost}
 per_node=$n
 if ((nodes > 1)); then per_node="$n(x$nodes)"; fi
-unset NODE_RANK NNODES MASTER_ADDR MASTER_PORT JOB_ID NODELIST
+duplicate=${DUPLICATE_RANK:-}
+unset NODE_RANK NNODES MASTER_ADDR MASTER_PORT JOB_ID NODELIST DUPLICATE_RANK
+torchrun_rank() {  # torchrun_rank r program [args...]
+  local r=$1
+  shift
+  RANK=$((node * n + r)) WORLD_SIZE=$((nodes * n)) LOCAL_RANK=$r \
+    LOCAL_WORLD_SIZE=$n GROUP_RANK=$node MASTER_ADDR=$master \
+    MASTER_PORT=$port "$@" &
+}
 pids=()
+status=0
 for ((r = 0; r < n; r++)); do
   case $style in
     torchrun)
-      RANK=$((node * n + r)) WORLD_SIZE=$((nodes * n)) LOCAL_RANK=$r \
-        LOCAL_WORLD_SIZE=$n GROUP_RANK=$node MASTER_ADDR=$master \
-        MASTER_PORT=$port "$@" &
+      if [[ -n $duplicate ]] && ((r == n - 1)); then
+        torchrun_rank "$duplicate" "$@"
+        pids+=($!)
+        # One of the two with RANK=$duplicate ends first.
+        wait -n -p ended "${pids[$duplicate]}" "${pids[-1]}"
+        s=$?
+        if [[ $s -ne 0 ]]; then status=$s; fi
+        for i in "${!pids[@]}"; do
+          if [[ ${pids[$i]} == "$ended" ]]; then unset 'pids[i]'; fi
+        done
+        pids=("${pids[@]}")
+      fi
+      torchrun_rank "$r" "$@"
       ;;
     slurm)
       # The store's port comes from the job id: 15000 + its last 4 digits.
@@ -55,7 +78,6 @@ done
 set +m  # Job control no further: no job notices in the output.
 trap 'kill -TERM "${pids[@]}" 2>/dev/null' TERM
 trap 'kill -INT "${pids[@]}" 2>/dev/null' INT
-status=0
 for pid in "${pids[@]}"; do
   while :; do
     wait "$pid"

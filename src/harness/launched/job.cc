@@ -196,9 +196,10 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
   token_file_ = ShareToken(env_);
   server_ = ServeStore(env_);
   store_ = ConnectStore(env_, token_file_);
-  store_->set(JoinedKey(rank()), Hostname());
   // With the token this rank now holds, whatever its source.
   side_.store = ConnectStore(env_, "");
+  ClaimRank();
+  store_->set(JoinedKey(rank()), Hostname());
   if (rank() == 0) {
     std::printf(
         "[ disttest ] launched by %s with %d ranks: each runs the test "
@@ -220,6 +221,40 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
     std::fflush(stdout);
   }
   watchdog_.Start();
+}
+
+void LaunchedJob::ClaimRank() {
+  if (store_->add(ClaimKey(rank()), 1) == 1) return;
+  // The one that came first has its host in the store, or soon will.
+  std::string first;
+  if (store_->check({JoinedKey(rank())})) {
+    const std::vector<char> host = store_->get(JoinedKey(rank()));
+    first = fmt::format(" (on {})", std::string(host.begin(), host.end()));
+  }
+  const std::string why = fmt::format(
+      "two processes joined the job as rank {} of {}: the one that came "
+      "second, process {} on {}, ends here; the other{} answers for rank {}, "
+      "so this run's results are not those of the ranks {} meant: give each "
+      "process its own RANK (or each job its own {}:{}: another job's rank "
+      "{} may have joined this one)",
+      rank(), size(), getpid(), Hostname(), first, rank(), env_.launcher,
+      env_.master_addr, env_.master_port, rank());
+  try {
+    if (!store_->check({kDuplicateKey})) store_->set(kDuplicateKey, why);
+  } catch (const std::exception&) {
+  }
+  liveness_.Break(why);
+  throw ConfigError(why);
+}
+
+std::string LaunchedJob::Duplicate() {
+  try {
+    if (!store_->check({kDuplicateKey})) return "";
+    const std::vector<char> v = store_->get(kDuplicateKey);
+    return std::string(v.begin(), v.end());
+  } catch (const std::exception&) {
+    return "";
+  }
 }
 
 void LaunchedJob::AllJoined() {

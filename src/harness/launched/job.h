@@ -49,6 +49,9 @@ class LaunchedJob {
   // every rank: after one, a rank that never reached the store never will.
   // (Not after a start that trouble elsewhere cut short.)
   void NoteStartWaited() { start_waited_ = true; }
+  // Why another process joined as one of the ranks ("" when none has):
+  // this run's results are not the ranks' (ClaimKey).
+  std::string Duplicate();
   // Rank 0, once every rank has connected: the token's file (token_file.h)
   // is needed no more.
   void AllJoined();
@@ -62,6 +65,9 @@ class LaunchedJob {
 
  private:
   explicit LaunchedJob(LauncherEnv env);
+  // Counts this process in as its rank; a second one for a rank says why
+  // the run is void (kDuplicateKey), breaks it, and throws ConfigError.
+  void ClaimRank();
 
   LauncherEnv env_;
   // Where rank 0 keeps the store's token for ranks on other hosts

@@ -20,6 +20,14 @@ inline std::string PlanSeenKey(int rank) {
   return fmt::format("launched/plan/{}", rank);
 }
 
+// Counted up by each process that joins as rank `rank`: a second one is a
+// launcher's mistake (two with one RANK) or another job on the same
+// address and port. It sets kDuplicateKey (why), which fails rank 0's tests.
+inline std::string ClaimKey(int rank) {
+  return fmt::format("launched/claims/{}", rank);
+}
+inline constexpr char kDuplicateKey[] = "launched/duplicate";
+
 // Set by each rank once it has connected to the store (its hostname).
 inline std::string JoinedKey(int rank) {
   return fmt::format("launched/joined/{}", rank);
