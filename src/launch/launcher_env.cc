@@ -228,14 +228,20 @@ int SlurmTasksOnNode(std::string_view list, int node) {
 
 namespace {
 
+// Whether the process runs in a Slurm step (srun, or an MPI program srun
+// started), not only in an allocation's shell (salloc, sbatch).
+bool InSlurmStep(const EnvLookup& get) {
+  return IsSet(get("SLURM_STEP_ID")) || IsSet(get("SLURM_STEPID")) ||
+         IsSet(get("SLURM_STEP_NUM_TASKS"));
+}
+
 // The first launcher whose rank variable is set.
 const Family& FindFamily(const EnvLookup& get) {
   for (const Family& f : Families()) {
     if (!IsSet(get(f.rank))) continue;
     // A batch script's own shell has SLURM_PROCID=0 and the job's task
     // count too; only a process srun started is one of the step's tasks.
-    if (std::string(f.launcher) == "slurm" && !IsSet(get("SLURM_STEP_ID")) &&
-        !IsSet(get("SLURM_STEPID")) && !IsSet(get("SLURM_STEP_NUM_TASKS"))) {
+    if (std::string(f.launcher) == "slurm" && !InSlurmStep(get)) {
       continue;
     }
     return f;
@@ -285,14 +291,23 @@ void ReadRanks(const EnvLookup& get, const Family& found,
   }
 }
 
+// Whether the Slurm job's variables choose the store's host and port: in a
+// step, or under an MPI launcher in an allocation (mpirun in sbatch: its
+// ranks on mpirun's node are in no step). Not torchrun's ranks in an salloc
+// or sbatch shell, whose SLURM_JOB_* every program there inherits.
+bool SlurmChooses(const EnvLookup& get, const LauncherEnv& env) {
+  return InSlurmStep(get) || env.launcher != "torchrun";
+}
+
 // Rank 0's host: MASTER_ADDR, else the Slurm step's first node, else this
 // host when every rank is on it.
 std::string MasterAddr(const EnvLookup& get, const LauncherEnv& env) {
   if (IsSet(get("MASTER_ADDR"))) return get("MASTER_ADDR");
-  // Inside a Slurm step (srun, or an MPI program srun started).
   for (const char* name :
        {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
-    if (IsSet(get(name))) return ExpandSlurmNodelist(get(name)).front();
+    if (SlurmChooses(get, env) && IsSet(get(name))) {
+      return ExpandSlurmNodelist(get(name)).front();
+    }
   }
   if (env.world_size == 1 ||
       (env.local_size && *env.local_size == env.world_size)) {
@@ -303,7 +318,7 @@ std::string MasterAddr(const EnvLookup& get, const LauncherEnv& env) {
       "set MASTER_ADDR to the host of rank 0");
 }
 
-int MasterPort(const EnvLookup& get) {
+int MasterPort(const EnvLookup& get, const LauncherEnv& env) {
   if (IsSet(get("DISTTEST_MASTER_PORT"))) {
     return ReadInt(get, "DISTTEST_MASTER_PORT", 1, 65535);
   }
@@ -318,7 +333,7 @@ int MasterPort(const EnvLookup& get) {
     }
     return port + 1;
   }
-  if (IsSet(get("SLURM_JOB_ID"))) {
+  if (SlurmChooses(get, env) && IsSet(get("SLURM_JOB_ID"))) {
     std::string job = get("SLURM_JOB_ID");
     if (job.size() > 4) job = job.substr(job.size() - 4);
     int port = ParseIntVariable("SLURM_JOB_ID", job.c_str(), 0, 9999);
@@ -366,7 +381,7 @@ LauncherEnv DetectLauncherEnv(const EnvLookup& lookup) {
   try {
     ReadRanks(get, found, world_name, &env);
     env.master_addr = MasterAddr(get, env);
-    env.master_port = MasterPort(get);
+    env.master_port = MasterPort(get, env);
     env.store_token = StoreToken(get);
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("launcher {}: {}", env.launcher, e.what()));

@@ -133,6 +133,22 @@ TEST(LauncherEnvTest, SlurmBatchScriptIsNoRank) {
               HasSubstr("no launcher found"));
 }
 
+// torchrun's ranks in an salloc or sbatch shell inherit the allocation's
+// SLURM_JOB_* variables, but are in no step: those must not choose the
+// store's host and port (trial 11: gpu007, a node of the allocation, for
+// ranks that all ran here).
+TEST(LauncherEnvTest, AnAllocationsVariablesOutsideAStepChooseNothing) {
+  LauncherEnv e = Detect({{"RANK", "1"},
+                          {"WORLD_SIZE", "2"},
+                          {"LOCAL_WORLD_SIZE", "2"},
+                          {"SLURM_JOB_ID", "123456"},
+                          {"SLURM_JOB_NODELIST", "gpu[007-010,12]"},
+                          {"SLURM_NODELIST", "gpu[007-010,12]"}});
+  EXPECT_EQ(e.launcher, "torchrun");
+  EXPECT_EQ(e.master_addr, "127.0.0.1");
+  EXPECT_EQ(e.master_port, 29500);
+}
+
 TEST(LauncherEnvTest, ConcurrentSlurmStepsGetTheirOwnPorts) {
   Vars step0 = {{"SLURM_PROCID", "0"},
                 {"SLURM_STEP_ID", "0"},
