@@ -152,6 +152,28 @@ TEST_P(LaunchedTest, TwoProcessesWithOneRankFailTheRun) {
   EXPECT_THAT(r.run.out, Not(HasSubstr("PASSED  ] 3 tests"))) << r.all;
 }
 
+// Rank 0 writes the store's token file before it serves; a store it cannot
+// host (an address of no interface here: bind() fails, nothing is sent)
+// left the file behind (trial 11).
+TEST(LaunchedRankZeroTest, AStoreThatCannotBeHostedLeavesNoTokenFile) {
+  const std::string token = TempPath(".token");
+  ChildRun run = RunChild(
+      {DISTTEST_LAUNCHED_CHILD, "--gtest_filter=Launched.Passes/2ranks"},
+      {{"RANK", "0"},
+       {"WORLD_SIZE", "2"},
+       {"LOCAL_WORLD_SIZE", "1"},
+       {"MASTER_ADDR", "198.18.0.77"},
+       {"MASTER_PORT", std::to_string(FreePort())},
+       {"DISTTEST_TOKEN_FILE", token}},
+      std::chrono::seconds(60));
+  EXPECT_NE(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out + run.err, HasSubstr("cannot host the store on "
+                                           "198.18.0.77"))
+      << run.out << run.err;
+  EXPECT_FALSE(std::filesystem::exists(token)) << token;
+  std::filesystem::remove(token);
+}
+
 TEST_P(LaunchedTest, PassingRunExitsZeroEverywhere) {
   Report r = Launch("Launched.Passes/*");
   EXPECT_EQ(r.run.exit_code, 0) << r.all;

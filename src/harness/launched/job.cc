@@ -194,12 +194,19 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
       LedgerMemory::Create(1, TraceWanted() ? kTraceRing : LedgerMemory::kRing);
   Ledger::Install(ledger_, 0);
   token_file_ = ShareToken(env_);
-  server_ = ServeStore(env_);
-  store_ = ConnectStore(env_, token_file_);
-  // With the token this rank now holds, whatever its source.
-  side_.store = ConnectStore(env_, "");
-  ClaimRank();
-  store_->set(JoinedKey(rank()), Hostname());
+  try {
+    server_ = ServeStore(env_);
+    store_ = ConnectStore(env_, token_file_);
+    // With the token this rank now holds, whatever its source.
+    side_.store = ConnectStore(env_, "");
+    ClaimRank();
+    store_->set(JoinedKey(rank()), Hostname());
+  } catch (...) {
+    // Rank 0's token file goes with the run that never was (trial 11: a
+    // store that could not be hosted left it in /tmp).
+    if (rank() == 0 && !token_file_.empty()) RemoveTokenFile(token_file_);
+    throw;
+  }
   if (rank() == 0) {
     std::printf(
         "[ disttest ] launched by %s with %d ranks: each runs the test "
