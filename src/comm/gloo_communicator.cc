@@ -141,10 +141,17 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::Create(
         } catch (const std::exception& e) {
           // Gloo's words for a peer whose address list is for another
           // number of ranks: "sizeof(impl_) == bytes.size(). 136 vs 272".
-          if (std::string_view(e.what()).find("bytes.size()") ==
-              std::string_view::npos) {
+          const std::string_view what = e.what();
+          if (what.find("bytes.size()") == std::string_view::npos) {
             // Each rank puts its addresses under its number: a store that
             // timed out waiting for them names the ranks that never came.
+            // Not one that could not be reached: asking it again would wait
+            // as long once more (trial 11: twice the timeout).
+            const bool waited_for_a_key =
+                (what.find("store wait for") != std::string_view::npos ||
+                 what.find("store get of") != std::string_view::npos) &&
+                what.find("timed out") != std::string_view::npos;
+            if (!waited_for_a_key) throw;
             const std::string never = RanksThatNeverCame(prefixed, rank, size);
             if (never.empty()) throw;
             throw CommError(fmt::format(

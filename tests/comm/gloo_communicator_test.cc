@@ -300,6 +300,42 @@ TEST(GlooCommunicatorErrorsTest, PeerThatNeverComesFailsTheConnectNamingIt) {
   }
 }
 
+// A store that cannot be reached fails the connect with its own words, and is
+// not asked again which ranks came: each such question waited as long as
+// the first (trial 11: twice the timeout).
+TEST(GlooCommunicatorErrorsTest, AStoreThatCannotBeReachedIsAskedOnce) {
+  class Unreachable : public Store {
+   public:
+    void set(std::string_view, const std::vector<char>&) override { Fail(); }
+    std::vector<char> get(std::string_view) override { Fail(); }
+    int64_t add(std::string_view, int64_t) override { Fail(); }
+    bool check(const std::vector<std::string>&) override {
+      ++questions;
+      Fail();
+    }
+    void wait(const std::vector<std::string>&) override { Fail(); }
+    bool remove(std::string_view) override { Fail(); }
+    int questions = 0;
+
+   private:
+    [[noreturn]] static void Fail() {
+      throw StoreError(
+          "cannot connect to store at 127.0.0.1:1 within 100 ms: Connection "
+          "refused");
+    }
+  };
+  Unreachable store;
+  GlooOptions options;
+  options.timeout = std::chrono::milliseconds(100);
+  try {
+    GlooCommunicator::Create(store, 1, 2, options);
+    ADD_FAILURE() << "connected through no store";
+  } catch (const CommError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("Connection refused"));
+  }
+  EXPECT_EQ(store.questions, 0);
+}
+
 // Rank 0 says 2 ranks, rank 1 says 4 (an off-by-one in the caller): both
 // say so, instead of Gloo's "sizeof(impl_) == bytes.size(). 136 vs 272".
 TEST(GlooCommunicatorErrorsTest, RanksThatPassDifferentSizesSaySo) {
