@@ -185,6 +185,38 @@ std::vector<std::string> AllHostnames(Communicator& global) {
   return names;
 }
 
+// Throws ConfigError on every rank when any was given another seed or other
+// parallel sizes than rank 0 (each rank reads its own config and seed: a
+// file that differs between nodes made groups that never met, "rank 1 of 2
+// never came", or silently other seeds).
+void CheckEveryRankAgrees(Communicator& global, const Layout& layout,
+                          std::uint64_t seed) {
+  constexpr std::size_t kWords = 5;
+  const std::uint64_t mine[kWords] = {
+      seed, static_cast<std::uint64_t>(layout.size(ParallelMode::kData)),
+      static_cast<std::uint64_t>(layout.size(ParallelMode::kTensor)),
+      static_cast<std::uint64_t>(layout.size(ParallelMode::kPipeline)),
+      static_cast<std::uint64_t>(layout.size(ParallelMode::kZero1))};
+  std::vector<std::uint64_t> all(kWords *
+                                 static_cast<std::size_t>(global.size()));
+  global.allgather(mine, all.data(), kWords);
+  auto text = [&](int r) {
+    const std::uint64_t* w = all.data() + kWords * static_cast<std::size_t>(r);
+    return fmt::format("seed {}, data {}, tensor {}, pipeline {}, zero1 {}",
+                       w[0], w[1], w[2], w[3], w[4]);
+  };
+  for (int r = 1; r < global.size(); ++r) {
+    if (!std::equal(all.begin(), all.begin() + kWords,
+                    all.begin() + kWords * static_cast<std::size_t>(r))) {
+      throw ConfigError(fmt::format(
+          "launch(): rank {} was given another seed or config than rank 0: "
+          "{} (rank 0: {}); every rank must pass the same seed and the same "
+          "parallel sizes",
+          r, text(r), text(0)));
+    }
+  }
+}
+
 }  // namespace
 
 // What builds a Context (its constructor is private).
@@ -228,6 +260,7 @@ Context LaunchOnStore(const LaunchRequest& request, Store& store,
     global = state->own_global.get();
   }
   state->global = global;
+  CheckEveryRankAgrees(*global, *state->layout, request.seed);
   // The groups follow the global communicator's backend (kAuto resolved).
   const std::string global_backend = global->backend_name();
   const Backend groups_backend = global_backend == "nccl"  ? Backend::kNccl

@@ -93,6 +93,44 @@ TEST(LaunchTest, ThreadsAsRanksBuildEveryGroup) {
   }
 }
 
+// Each rank reads its own config and seed: ranks given other parallel
+// sizes made groups that never met ("rank 1 of 2 never came to connect",
+// trial 11), and other seeds passed silently. Both fail on every rank,
+// naming what differs.
+TEST(LaunchTest, RanksGivenAnotherConfigOrSeedFailNamingIt) {
+  struct Case {
+    const char* config1;
+    std::uint64_t seed1;
+    const char* says;
+  };
+  for (const Case& c :
+       {Case{R"({"parallel": {"tensor": 2}})", 1024,
+             "rank 1 was given another seed or config than rank 0: seed "
+             "1024, data 1, tensor 2, pipeline 1, zero1 1 (rank 0: seed 1024, "
+             "data 2, tensor 1, pipeline 1, zero1 2)"},
+        Case{"{}", 7,
+             "rank 1 was given another seed or config than rank 0: seed 7, "
+             "data 2, tensor 1, pipeline 1, zero1 2 (rank 0: seed 1024"}}) {
+    const int port = FreePort();
+    std::vector<std::string> errors(2, "no error");
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r) {
+      ranks.emplace_back([&, r] {
+        try {
+          launch(Config::FromJson(r == 0 ? "{}" : c.config1), r, 2, "127.0.0.1",
+                 port, Backend::kGloo, std::nullopt, r == 0 ? 1024 : c.seed1);
+        } catch (const ConfigError& e) {
+          errors[r] = e.what();
+        }
+      });
+    }
+    for (std::thread& t : ranks) t.join();
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_THAT(errors[r], HasSubstr(c.says)) << "rank " << r;
+    }
+  }
+}
+
 std::string LaunchErrorOf(const Config& config, int rank, int world, int port,
                           Backend backend = Backend::kGloo) {
   try {
