@@ -209,6 +209,16 @@ DIST_TEST_F(LaunchedFixtureFails, Body, 4) { comm().barrier(); }
 // On ranks 0 and 1 of the 4 launched.
 DIST_TEST_F(LaunchedFixtureFails, BodyOfTwo, 2) { comm().barrier(); }
 class LaunchedAfterTheFixture : public Launched {};
+
+// NCCL's ranks need a GPU each: on a node without one, skipped as a spawned
+// test is, not failed in cudaSetDevice.
+class LaunchedNccl : public Launched {
+ protected:
+  LaunchedNccl() { options().backend = disttest::Backend::kNccl; }
+};
+DIST_TEST_F(LaunchedNccl, NeedsAGpuPerRank, 4) {
+  ADD_FAILURE() << "marker-nccl-ran-without-a-gpu";
+}
 DIST_TEST_F(LaunchedAfterTheFixture, Next, 4) { comm().barrier(); }
 
 // Rank 3 calls a barrier that no other rank calls: they pass and leave,
