@@ -215,6 +215,33 @@ GpuInventory MakeGpuInventory(const EnvLookup& lookup,
   if (const char* value = get(env::kGpus); value != nullptr && *value) {
     inventory.devices = ParseGpusOverride(value);
     inventory.source = env::kGpus;
+    // A count among the GPUs this process may use: an inherited
+    // CUDA_VISIBLE_DEVICES's first, not GPUs 0..N-1, which it may not
+    // show (trial 11: DISTTEST_GPUS=2 under CUDA_VISIBLE_DEVICES=4,5 gave
+    // the ranks GPUs 0 and 1). A list names GPUs as written.
+    const char* visible = get(env::kCudaVisibleDevices);
+    if (IsDigits(Trim(value)) && visible != nullptr) {
+      std::vector<std::string> shown;
+      for (std::string_view entry : SplitCommas(visible)) {
+        // CUDA stops at the first entry that is no GPU.
+        if (!IsDigits(entry) && !entry.starts_with("GPU-") &&
+            !entry.starts_with("MIG-")) {
+          break;
+        }
+        shown.emplace_back(entry);
+      }
+      if (shown.size() < inventory.devices.size()) {
+        throw ConfigError(fmt::format(
+            "environment variable {}={} asks for {} GPUs, but {}='{}' shows "
+            "{} (a count is of the GPUs it shows; list GPUs to name others)",
+            env::kGpus, Trim(value), inventory.devices.size(),
+            env::kCudaVisibleDevices, visible, shown.size()));
+      }
+      shown.resize(inventory.devices.size());
+      inventory.devices = std::move(shown);
+      inventory.source =
+          fmt::format("{} of {}", env::kGpus, env::kCudaVisibleDevices);
+    }
     return inventory;
   }
   if (!driver) {

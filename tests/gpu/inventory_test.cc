@@ -92,6 +92,32 @@ TEST(GpuInventory, OverrideTakesACountOrAList) {
       ElementsAre("3"));
 }
 
+// A count is of the GPUs the process may use: an inherited
+// CUDA_VISIBLE_DEVICES's first (trial 11: DISTTEST_GPUS=2 under
+// CUDA_VISIBLE_DEVICES=4,5 gave the ranks GPUs 0 and 1).
+TEST(GpuInventory, ACountIsOfTheInheritedVisibleDevices) {
+  GpuInventory two = MakeGpuInventory(
+      Env({{"DISTTEST_GPUS", "2"}, {"CUDA_VISIBLE_DEVICES", "4, GPU-b,6"}}),
+      std::nullopt);
+  EXPECT_THAT(two.devices, ElementsAre("4", "GPU-b"));
+  EXPECT_EQ(two.source, "DISTTEST_GPUS of CUDA_VISIBLE_DEVICES");
+  try {
+    MakeGpuInventory(
+        Env({{"DISTTEST_GPUS", "3"}, {"CUDA_VISIBLE_DEVICES", "4,5,x,7"}}),
+        std::nullopt);
+    ADD_FAILURE() << "three GPUs of two";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("DISTTEST_GPUS=3 asks for 3 GPUs, but "
+                                    "CUDA_VISIBLE_DEVICES='4,5,x,7' shows 2"));
+  }
+  // A list names GPUs as written.
+  EXPECT_THAT(MakeGpuInventory(Env({{"DISTTEST_GPUS", "0,1"},
+                                    {"CUDA_VISIBLE_DEVICES", "4,5"}}),
+                               std::nullopt)
+                  .devices,
+              ElementsAre("0", "1"));
+}
+
 TEST(GpuInventory, MalformedOverrideNamesTheVariable) {
   auto message = [](const char* value) {
     try {
