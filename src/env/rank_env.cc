@@ -13,6 +13,7 @@
 #include "disttest/env/names.h"
 #include "disttest/error.h"
 #include "env/knobs.h"
+#include "env/text.h"
 
 extern char** environ;
 
@@ -181,12 +182,18 @@ RankEnv RankEnv::FromEnvironment() {
                                     1, kMaxWorldSize);
   env.rank =
       ParseIntVariable(env::kRank, Require(env::kRank), 0, env.world_size - 1);
-  const char* local_size = std::getenv(env::kLocalSize);
-  if (local_size == nullptr) local_size = std::getenv(env::kLocalWorldSize);
+  // torchrun's name first, as DetectLauncherEnv reads them; an error names
+  // the variable read (trial 11: LOCAL_WORLD_SIZE=abc was "LOCAL_SIZE").
+  const char* local_name = env::kLocalWorldSize;
+  const char* local_size = std::getenv(local_name);
+  if (local_size == nullptr) {
+    local_name = env::kLocalSize;
+    local_size = std::getenv(local_name);
+  }
   env.local_size =
       local_size == nullptr
           ? env.world_size
-          : ParseIntVariable(env::kLocalSize, local_size, 1, env.world_size);
+          : ParseIntVariable(local_name, local_size, 1, env.world_size);
   const char* local_rank = std::getenv(env::kLocalRank);
   env.local_rank = local_rank == nullptr
                        ? env.rank % env.local_size
@@ -217,7 +224,9 @@ std::vector<std::string> ChildEnvironment(
     const std::vector<std::pair<std::string, std::string>>& extra) {
   std::set<std::string> replaced(std::begin(env::kRemovedFromChild),
                                  std::end(env::kRemovedFromChild));
-  if (std::getenv(env::kKeepNcclDebug) == nullptr) {
+  // "0" or "" is off (SetToOne), as for every switch; read in the parent
+  // (the test fails on another value before its ranks start).
+  if (!internal::SetToOne(env::kKeepNcclDebug)) {
     replaced.insert(env::kNcclDebug);
   }
   std::vector<std::pair<std::string, std::string>> added = rank.Variables();

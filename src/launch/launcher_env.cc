@@ -284,6 +284,20 @@ void ReadRanks(const EnvLookup& get, const Family& found,
       }
     }
   }
+  // Read from a list, not a number: in range all the same (trial 11:
+  // "local 0 of 0", and of 999999 in a world of 1).
+  if (slurm && env->local_size &&
+      (*env->local_size < 1 || *env->local_size > env->world_size)) {
+    const char* list = IsSet(get("SLURM_STEP_TASKS_PER_NODE"))
+                           ? "SLURM_STEP_TASKS_PER_NODE"
+                           : "SLURM_TASKS_PER_NODE";
+    const char* value = get(list);
+    throw ConfigError(fmt::format(
+        "{}='{}' gives this node {} tasks, out of range [1, {}] (the step's "
+        "tasks)",
+        list, value != nullptr ? value : "", *env->local_size,
+        env->world_size));
+  }
   if (IsSet(get(found.local_rank))) {
     env->local_rank =
         ReadInt(get, found.local_rank, 0,

@@ -83,6 +83,19 @@ TEST_F(RankEnvTest, ReadsTorchrunVariables) {
   EXPECT_EQ(e.Label(), "rank 1/4");
 }
 
+// torchrun's LOCAL_WORLD_SIZE first, as DetectLauncherEnv reads it, and an
+// error names the variable it read (trial 11: "LOCAL_SIZE='abc'" for a
+// LOCAL_WORLD_SIZE=abc, with LOCAL_SIZE unset).
+TEST_F(RankEnvTest, LocalWorldSizeIsReadFirstAndNamedInItsError) {
+  env_.Set("LOCAL_WORLD_SIZE", "2");
+  env_.Set("LOCAL_SIZE", "4");
+  EXPECT_EQ(RankEnv::FromEnvironment().local_size, 2);
+  env_.Set("LOCAL_WORLD_SIZE", "abc");
+  env_.Set("LOCAL_SIZE", nullptr);
+  EXPECT_EQ(ErrorOf(),
+            "environment variable LOCAL_WORLD_SIZE='abc' is not an integer");
+}
+
 TEST_F(RankEnvTest, LocalDefaultsToOneNode) {
   RankEnv e = RankEnv::FromEnvironment();
   EXPECT_EQ(e.local_rank, 1);
@@ -168,6 +181,12 @@ TEST_F(RankEnvTest, ChildEnvironmentReplacesRankAndDropsParentOnlyVariables) {
   }
   env_.Set("DISTTEST_KEEP_NCCL_DEBUG", "1");
   EXPECT_THAT(ChildEnvironment(r, {}), Contains("NCCL_DEBUG=INFO"));
+  // "0" is off, as for every switch (trial 11: it kept NCCL_DEBUG); a
+  // value that is neither says so.
+  env_.Set("DISTTEST_KEEP_NCCL_DEBUG", "0");
+  EXPECT_THAT(ChildEnvironment(r, {}), Not(Contains("NCCL_DEBUG=INFO")));
+  env_.Set("DISTTEST_KEEP_NCCL_DEBUG", "yes");
+  EXPECT_THROW(ChildEnvironment(r, {}), ConfigError);
 }
 
 // What this build is, for the factor it must scale itself by.

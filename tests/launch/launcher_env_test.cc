@@ -149,6 +149,22 @@ TEST(LauncherEnvTest, AnAllocationsVariablesOutsideAStepChooseNothing) {
   EXPECT_EQ(e.master_port, 29500);
 }
 
+// A node's task count comes from a list, not a number: out of the world's
+// range it says so (trial 11: "local 0 of 0", and 999999 in a world of 1).
+TEST(LauncherEnvTest, SlurmTasksPerNodeOutOfRangeIsAnError) {
+  for (const char* tasks : {"0", "999999"}) {
+    EXPECT_THAT(ErrorOf({{"SLURM_PROCID", "0"},
+                         {"SLURM_STEP_NUM_TASKS", "1"},
+                         {"SLURM_STEP_ID", "0"},
+                         {"SLURM_NODEID", "0"},
+                         {"SLURM_STEP_TASKS_PER_NODE", tasks},
+                         {"MASTER_ADDR", "127.0.0.1"}}),
+                HasSubstr(std::string("SLURM_STEP_TASKS_PER_NODE='") + tasks +
+                          "' gives this node " + tasks +
+                          " tasks, out of range [1, 1]"));
+  }
+}
+
 TEST(LauncherEnvTest, ConcurrentSlurmStepsGetTheirOwnPorts) {
   Vars step0 = {{"SLURM_PROCID", "0"},
                 {"SLURM_STEP_ID", "0"},

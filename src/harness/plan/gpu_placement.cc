@@ -74,7 +74,7 @@ int ListedGpusPerRank(const Options& options) {
 // rank's output, where a failure's report shows them.
 bool NcclLogsMuch() {
   const char* level = std::getenv(env::kNcclDebug);
-  if (std::getenv(env::kKeepNcclDebug) == nullptr || level == nullptr) {
+  if (!SetToOne(env::kKeepNcclDebug) || level == nullptr) {
     return false;
   }
   std::string upper(level);
