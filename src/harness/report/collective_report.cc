@@ -150,8 +150,11 @@ Line Describe(const Rank& r, std::uint64_t key, const std::string& comm,
       line.times.push_back(Ago(r, before->ended_ns));
     }
   } else {
-    line.pattern += fmt::format("{{it}} {{has}} entered no collective on {}",
-                                CommTitle(comm));
+    // In this test: a pooled rank's earlier tests entered some (trial 10:
+    // "rank 1's last collective was #1" beside "entered no collective").
+    line.pattern +=
+        fmt::format("{{it}} {{has}} entered no collective on {} in this test",
+                    CommTitle(comm));
   }
   AppendNow(r, nullptr, line);
   return line;

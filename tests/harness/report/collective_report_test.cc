@@ -166,7 +166,8 @@ TEST(CollectiveReportTest, ARankThatNeverReachedACollectiveSaysWhere) {
             "collective #0 on the world communicator never completed:\n"
             "  rank 0 is in barrier() at model_test.cc:10, for 10.0 s\n"
             "  rank 1 is not in it: it has entered no collective on the world "
-            "communicator; it is still connecting its communicator, for 5.0 s");
+            "communicator in this test; it is still connecting its "
+            "communicator, for 5.0 s");
 }
 
 TEST(CollectiveReportTest, ARankThatLeftItsBodyWhileOthersWaitSaysWhen) {
@@ -174,10 +175,12 @@ TEST(CollectiveReportTest, ARankThatLeftItsBodyWhileOthersWaitSaysWhen) {
       RankBuilder(0).Op(LedgerOp::kAllReduce, 8, 90, -1, 42).Done(),
       RankBuilder(1).Phase(RankPhase::kFinished, 97.5).Done(),
   };
-  EXPECT_THAT(CollectiveReport(ranks),
-              HasSubstr("rank 1 is not in it: it has entered no collective "
-                        "on the world communicator; its test ended 2.5 s ago "
-                        "(it waits for the others)"));
+  EXPECT_THAT(
+      CollectiveReport(ranks),
+      HasSubstr(
+          "rank 1 is not in it: it has entered no collective "
+          "on the world communicator in this test; its test ended 2.5 s ago "
+          "(it waits for the others)"));
 }
 
 TEST(CollectiveReportTest, ADeadRankAndThePeersThatGaveUp) {
@@ -190,12 +193,13 @@ TEST(CollectiveReportTest, ADeadRankAndThePeersThatGaveUp) {
           .Done(),
       RankBuilder(2).Ended("killed by signal 9 (SIGKILL)").Done(),
   };
-  EXPECT_EQ(CollectiveReport(ranks),
-            "collective #0 on the world communicator never completed:\n"
-            "  ranks 0-1 (2 ranks) failed in allreduce(8 x float32, sum) at "
-            "model_test.cc:42 after 300 ms\n"
-            "  rank 2 is not in it: it has entered no collective on the world "
-            "communicator; it ended: killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(
+      CollectiveReport(ranks),
+      "collective #0 on the world communicator never completed:\n"
+      "  ranks 0-1 (2 ranks) failed in allreduce(8 x float32, sum) at "
+      "model_test.cc:42 after 300 ms\n"
+      "  rank 2 is not in it: it has entered no collective on the world "
+      "communicator in this test; it ended: killed by signal 9 (SIGKILL)");
 }
 
 TEST(CollectiveReportTest, ARankInASendIsNamedWithIt) {
@@ -204,10 +208,12 @@ TEST(CollectiveReportTest, ARankInASendIsNamedWithIt) {
       RankBuilder(0).Op(LedgerOp::kAllReduce, 8, 90, -1, 42).Done(),
       RankBuilder(1).Op(LedgerOp::kSend, 4, 95, -1, 61, {}, 0, 0).Done(),
   };
-  EXPECT_THAT(CollectiveReport(ranks),
-              HasSubstr("rank 1 is not in it: it has entered no collective on "
-                        "the world communicator; it is in send(4 x float32 to "
-                        "rank 0, tag 0) at model_test.cc:61, for 5.0 s"));
+  EXPECT_THAT(
+      CollectiveReport(ranks),
+      HasSubstr(
+          "rank 1 is not in it: it has entered no collective on "
+          "the world communicator in this test; it is in send(4 x float32 to "
+          "rank 0, tag 0) at model_test.cc:61, for 5.0 s"));
 }
 
 TEST(CollectiveReportTest, AGroupCommunicatorIsNamedAndTheWorldIsNot) {
