@@ -83,6 +83,12 @@ TEST_P(VerdictsTest, RanksShareTheGpusThereAre) {
   EXPECT_THAT(v.run.out,
               HasSubstr("[ disttest ] note: VerdictsGpus.ShowsItsSharing/"
                         "4ranks: 4 ranks share the GPUs, up to 2 a GPU: "));
+  // Its own communicator is Gloo's: NCCL's way is for those it makes.
+  if (HostIds()) {
+    EXPECT_THAT(v.run.out, HasSubstr("up to 2 a GPU: the test's communicator "
+                                     "is gloo; NCCL communicators it makes "
+                                     "share them so: NCCL over sockets"));
+  }
   if (Threads()) {
     EXPECT_THAT(v.run.out, HasSubstr("; as processes, not threads (a host id "
                                      "is per process)"));

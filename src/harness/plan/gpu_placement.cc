@@ -106,6 +106,14 @@ void SayHowRanksShare(TestSpec& spec, int ranks_per_gpu) {
                     : host_ids ? "NCCL over sockets (a NCCL_HOSTID each), for "
                                  "correctness, not speed"
                                : "NCCL_MULTI_RANK_GPU_ENABLE=1";
+  // The test's own communicator is not NCCL's (trial 11: a Gloo test's note
+  // spoke of NCCL as if it were): NCCL's way is for those the test makes.
+  if (NcclBuilt() && spec.options.backend != Backend::kNccl) {
+    how = fmt::format(
+        "the test's communicator is {}; NCCL communicators it "
+        "makes share them so: {}",
+        Name(spec.options.backend), how);
+  }
   if (host_ids && spec.options.launch == LaunchMode::kThreads) {
     spec.options.launch = LaunchMode::kFork;
     // The ranks read the launch mode again: as processes there too.
