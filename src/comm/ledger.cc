@@ -19,6 +19,7 @@
 
 #include "base/threads.h"
 #include "comm/ledger_area.h"
+#include "disttest/comm/comm_options.h"
 #include "disttest/error.h"
 
 namespace disttest::internal {
@@ -87,6 +88,13 @@ std::uint64_t TakeCommunicatorNumber(const std::string& identity,
   Numbers& n = AllNumbers()[*numbered_as];
   n.alive.insert(n.next);
   return n.next++;
+}
+
+std::uint64_t PeekCommunicatorNumber(const std::string& identity) {
+  std::lock_guard<std::mutex> lock(NumbersMutex());
+  const auto it =
+      AllNumbers().find(fmt::format("{}\n{}", ThreadsRank(), identity));
+  return it == AllNumbers().end() ? 0 : it->second.next;
 }
 
 void GiveCommunicatorNumberBack(const std::string& numbered_as,
@@ -180,6 +188,13 @@ void Ledger::BeginTest() {
                           std::memory_order_release);
   for (auto& p : area_->phase_ns) p.store(0, std::memory_order_relaxed);
   area_->blocked.store(0, std::memory_order_relaxed);
+  // No thread of the last test makes one now (a child forked in it that
+  // died making one left it odd).
+  if (const std::uint64_t making =
+          area_->making.load(std::memory_order_relaxed);
+      (making & 1) != 0) {
+    area_->making.store(making + 1, std::memory_order_release);
+  }
   area_->caller.store(0, std::memory_order_relaxed);
   area_->threads.store(0, std::memory_order_relaxed);
   // Only the ids ever named can hold a count (a few pages at most).
@@ -365,14 +380,25 @@ bool Ledger::BeginMaking(std::string_view identity, std::string_view name,
   }
   std::lock_guard<std::mutex> lock(add_mu_);
   LedgerMemory::Area& a = *area_;
+  // A second thread that makes one is a second caller too: the rank is
+  // then never judged.
+  NoteCaller(a);
   const std::uint64_t making = a.making.load(std::memory_order_relaxed);
   if ((making & 1) != 0) return false;  // Another thread makes one.
-  NoteCaller(a);
-  a.making_key = LedgerKey(identity);
+  std::atomic_thread_fence(std::memory_order_release);
+  // The key the communicator will have once made (Communicator::SetName
+  // numbers it so): a rank whose ledger has it has come and gone.
+  a.making_key = LedgerKey(
+      fmt::format("{}\n{}", identity, PeekCommunicatorNumber(std::string(identity))));
+  a.making_pid = getpid();
   a.making_rank = rank;
   a.making_size = size;
   a.making_ns = MonotonicNs();
-  a.making_timeout_ms = timeout.count();
+  // A timeout shorter than a communicator's own may be one the test waits
+  // out on purpose (as Recorded's shortened calls): 0, never judged.
+  a.making_timeout_ms = timeout < CommOptions{}.timeout
+                            ? 0
+                            : static_cast<std::int64_t>(timeout.count());
   a.making_line = where.line();
   CopyTail(where.file_name(), a.making_file, LedgerMemory::kFileBytes);
   const std::string kept = ShortName(name, LedgerMemory::kNameBytes - 1);

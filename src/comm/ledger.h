@@ -156,8 +156,10 @@ struct RankLedgerView {
   // The communicator it waits to make (CreateCommunicator(), a backend's
   // Create()) in the test's code, until every rank of it has come.
   struct Making {
-    std::uint64_t key = 0;  // LedgerKey of its store's scope, prefix, size.
-    int rank = 0;           // This rank's rank in it.
+    // The LedgerKey it will have once made (of its store's scope, prefix,
+    // size and number).
+    std::uint64_t key = 0;
+    int rank = 0;  // This rank's rank in it.
     int size = 0;
     std::int64_t since_ns = 0;
     std::string name;  // "communicator \"mine\""
@@ -294,6 +296,8 @@ std::uint64_t TakeCommunicatorNumber(const std::string& identity,
                                      std::string* numbered_as);
 void GiveCommunicatorNumberBack(const std::string& numbered_as,
                                 std::uint64_t number);
+// The number TakeCommunicatorNumber would give `identity` now.
+std::uint64_t PeekCommunicatorNumber(const std::string& identity);
 // A new test of the calling rank (Ledger::BeginTest).
 void RestartCommunicatorNumbers();
 

@@ -83,6 +83,9 @@ struct LedgerMemory::Area {
   // keeps what it copied only when `making` read the same before and after.
   std::atomic<std::uint64_t> making{0};
   std::uint64_t making_key = 0;
+  // The process that began it: one forked from the rank (a death test's
+  // child) shares this area, and may have died making one.
+  std::int32_t making_pid = 0;
   std::int32_t making_rank = 0;
   std::int32_t making_size = 0;
   std::int64_t making_ns = 0;

@@ -280,7 +280,8 @@ RankLedgerView LedgerMemory::Read(int rank, int as_rank) const {
   view.blocked = a.blocked.load(std::memory_order_acquire);
   view.threads = a.threads.load(std::memory_order_relaxed) != 0;
   if (const std::uint64_t making = a.making.load(std::memory_order_acquire);
-      (making & 1) != 0) {
+      (making & 1) != 0 &&
+      a.making_pid == a.pid.load(std::memory_order_relaxed)) {
     const UnorderedReads seqlock;
     RankLedgerView::Making m;
     m.key = a.making_key;
@@ -346,6 +347,10 @@ Progress LedgerMemory::ProgressOf(int rank) const {
   p.timeout_ms = a.blocked_timeout_ms.load(std::memory_order_relaxed);
   p.threads = a.threads.load(std::memory_order_relaxed) != 0;
   p.making = a.making.load(std::memory_order_acquire);
+  if ((p.making & 1) != 0 &&
+      a.making_pid != a.pid.load(std::memory_order_relaxed)) {
+    p.making = 0;  // Another process's (a forked child's).
+  }
   if (p.blocked == 0 && (p.making & 1) != 0) {
     const UnorderedReads seqlock;  // Its fields stay while it is odd.
     p.timeout_ms = a.making_timeout_ms;

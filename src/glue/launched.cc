@@ -21,7 +21,6 @@
 
 #include "comm/peer_errors.h"
 #include "disttest/env/names.h"
-#include "disttest/gpu/inventory.h"
 #include "glue/launched_detection.h"
 #include "glue/launched_steps.h"
 #include "glue/rank_program.h"
@@ -39,22 +38,6 @@ namespace {
 
 using launched::Clock;
 using launched::LaunchedJob;
-
-// A test whose ranks each need a GPU, where this node has none: skipped, as
-// a spawned test is (trial 11: cudaSetDevice failed under torchrun on a
-// machine without a GPU). Every rank decides on its own node: nodes that
-// differ make a skip on some ranks only, which fails the test.
-std::string NoGpuOnThisNode(const Options& options) {
-  const int wanted =
-      options.backend == Backend::kNccl   ? options.gpus_per_rank.value_or(1)
-      : options.backend == Backend::kAuto ? 0
-                                          : options.gpus_per_rank.value_or(0);
-  if (wanted <= 0) return "";
-  const GpuInventory& gpus = Gpus();
-  if (gpus.count() > 0) return "";
-  return fmt::format("needs {} GPU{} a rank, found 0 on this node ({})", wanted,
-                     wanted == 1 ? "" : "s", gpus.source);
-}
 
 // Whether gtest's test name `name` is a distributed test's: a part of it
 // is "<N>ranks" or "invalid_world_size_..." (registration.h). Plain tests
@@ -229,9 +212,6 @@ void RunLaunched(DistributedTest& test, bool no_body) {
     return Fatal(spec, e.what());  // Sizes that split no world.
   }
   if (!misfit.empty()) return Skip(spec, misfit);
-  if (std::string none = NoGpuOnThisNode(spec.options); !none.empty()) {
-    return Skip(spec, none);
-  }
 
   // SIGTERM or SIGINT meanwhile ends this test with its report (each
   // rank's side thread takes its ledger and stacks and cuts the

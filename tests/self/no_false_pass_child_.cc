@@ -938,6 +938,19 @@ DIST_TEST_F(NoFalsePass, SlowMakerIsNoDeadlock, 3) {
   EXPECT_EQ(x, 3);
 }
 
+// Rank 0 expects its communicator of 2 to time out: rank 1 never makes it.
+// A timeout shorter than a communicator's own is one a test may wait out
+// on purpose: no deadlock (review: it was declared one after a second).
+DIST_TEST_F(NoFalsePass, MakingThatTimesOutOnPurpose, 2) {
+  if (rank() == 1) return;
+  disttest::GlooOptions options;
+  options.prefix = "alone";
+  options.timeout = milliseconds(5000);
+  EXPECT_THROW(disttest::CreateCommunicator(disttest::Backend::kGloo, store(),
+                                            0, 2, options),
+               disttest::CommError);
+}
+
 // Rank 0's main thread waits for rank 1, which waits for rank 0's other
 // thread: that one computes for 1.2 s before its first call. No deadlock.
 DIST_TEST_F(NoFalsePass, ThreadThatComputesThenSendsIsNoDeadlock, 2) {

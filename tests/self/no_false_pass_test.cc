@@ -731,7 +731,8 @@ TEST_P(NoFalsePassTest, NoDeadlockWhereARankCanStillGoOn) {
       Run("SlowSenderIsNoDeadlock/2ranks:NoFalsePass."
           "ReceiveThatTimesOutOnPurpose/2ranks:NoFalsePass."
           "ThreadThatComputesThenSendsIsNoDeadlock/2ranks:NoFalsePass."
-          "SlowMakerIsNoDeadlock/3ranks");
+          "SlowMakerIsNoDeadlock/3ranks:NoFalsePass."
+          "MakingThatTimesOutOnPurpose/2ranks");
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
   EXPECT_THAT(v.run.out, Not(HasSubstr("deadlock")));
 }

@@ -216,7 +216,11 @@ class Finder {
     int came = 0;
     for (std::size_t m = 0; m < views_.size(); ++m) {
       const RankLedgerView& other = views_[m];
-      if (other.making && other.making->key == mine.key) {
+      // Making it, or made it already (Gloo's connect ends on one side
+      // before the other).
+      if ((other.making && other.making->key == mine.key) ||
+          std::find(other.keys.begin(), other.keys.end(), mine.key) !=
+              other.keys.end()) {
         ++came;
       } else {
         w.on.push_back(m);
