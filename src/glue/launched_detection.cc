@@ -210,18 +210,17 @@ LaunchedJob& Job() {
 // store until every rank has its last verdict.
 class GoodbyeListener : public ::testing::EmptyTestEventListener {
  public:
-  void OnTestProgramEnd(const ::testing::UnitTest& unit_test) override {
-    if (used_) Job().Goodbye();
-    // Another process joined as one of the ranks after the last test's
-    // verdict: the run fails all the same, its report written.
-    if (used_ && Job().rank() == 0 && unit_test.Passed()) {
-      if (const std::string duplicate = Job().Duplicate(); !duplicate.empty()) {
-        std::fprintf(stderr, "[ disttest ] rank 0 at the end: %s\n",
-                     duplicate.c_str());
-        std::fflush(nullptr);
-        std::_Exit(1);
-      }
+  // Another process joined as one of the ranks after the last test's
+  // verdict: the run fails all the same, before gtest writes its report.
+  void OnEnvironmentsTearDownStart(const ::testing::UnitTest&) override {
+    if (!used_ || Job().rank() != 0) return;
+    if (const std::string duplicate = Job().Duplicate(); !duplicate.empty()) {
+      GTEST_MESSAGE_AT_(nullptr, -1, duplicate.c_str(),
+                        ::testing::TestPartResult::kNonFatalFailure);
     }
+  }
+  void OnTestProgramEnd(const ::testing::UnitTest&) override {
+    if (used_) Job().Goodbye();
     // After a signal (StopAfterInterrupt): once every rank has its last
     // verdict, this process ends by it.
     FinishInterrupted();

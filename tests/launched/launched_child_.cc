@@ -210,8 +210,8 @@ DIST_TEST_F(LaunchedFixtureFails, Body, 4) { comm().barrier(); }
 DIST_TEST_F(LaunchedFixtureFails, BodyOfTwo, 2) { comm().barrier(); }
 class LaunchedAfterTheFixture : public Launched {};
 
-// NCCL's ranks need a GPU each: on a node without one, skipped as a spawned
-// test is, not failed in cudaSetDevice.
+// NCCL's ranks need a GPU each: on a node without one, a failure that says
+// so, not one in cudaSetDevice.
 class LaunchedNccl : public Launched {
  protected:
   LaunchedNccl() { options().backend = disttest::Backend::kNccl; }

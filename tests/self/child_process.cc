@@ -40,10 +40,15 @@ ChildRun RunChild(const std::vector<std::string>& args,
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry = *e;
     bool replaced = false;
-    for (const auto& [k, v] : env) replaced |= entry.rfind(k + "=", 0) == 0;
+    for (const auto& [k, v] : env) {
+      const std::string name = k.rfind('!', 0) == 0 ? k.substr(1) : k;
+      replaced |= entry.rfind(name + "=", 0) == 0;
+    }
     if (!replaced) env_strings.push_back(entry);
   }
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  for (const auto& [k, v] : env) {
+    if (k.rfind('!', 0) != 0) env_strings.push_back(k + "=" + v);
+  }
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);

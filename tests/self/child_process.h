@@ -35,7 +35,8 @@ struct ChildRun {
 using OutputWatch =
     std::function<void(pid_t, const std::string&, const std::string&)>;
 
-// Safe to call from several threads at once.
+// Safe to call from several threads at once. `env` replaces the inherited
+// variables of its names; a name written "!NAME" removes NAME.
 ChildRun RunChild(
     const std::vector<std::string>& args,
     const std::vector<std::pair<std::string, std::string>>& env = {},

@@ -1,6 +1,7 @@
 // Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
 #include "driver.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -20,6 +21,16 @@ Verdict RunVerdicts(const ChildSetup& setup, const std::string& filter,
                     std::chrono::seconds timeout, const OutputWatch& watch) {
   std::string xml_path = TempPath(".xml");
   env.emplace_back("VERDICTS_LAUNCH", setup.launch);
+  // DISTTEST_GPUS stands in for the machine's GPUs: not among those an
+  // inherited CUDA_VISIBLE_DEVICES shows (a GPU runner's), unless the test
+  // gives one.
+  auto given = [&](const char* name) {
+    return std::any_of(env.begin(), env.end(),
+                       [&](const auto& kv) { return kv.first == name; });
+  };
+  if (given("DISTTEST_GPUS") && !given("CUDA_VISIBLE_DEVICES")) {
+    env.emplace_back("!CUDA_VISIBLE_DEVICES", "");
+  }
   std::vector<std::string> args = {setup.binary, "--gtest_filter=" + filter,
                                    "--gtest_output=xml:" + xml_path};
   if (*setup.extra_arg != '\0') args.push_back(setup.extra_arg);

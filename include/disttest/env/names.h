@@ -142,7 +142,7 @@ inline constexpr const char* kRemovedFromChild[] = {
     "GTEST_FILTER",       "GTEST_REPEAT",      "GTEST_SHUFFLE",
     "GTEST_BRIEF",        "GTEST_FAIL_FAST",   "GTEST_LIST_TESTS",
 };
-// Removed unless DISTTEST_KEEP_NCCL_DEBUG is set.
+// Removed unless DISTTEST_KEEP_NCCL_DEBUG is 1.
 inline constexpr char kNcclDebug[] = "NCCL_DEBUG";
 
 }  // namespace disttest::env

@@ -9,6 +9,7 @@
 #include "base/sockets.h"
 #include "comm/communicator_sockets.h"
 #include "disttest/comm/create.h"
+#include "disttest/error.h"
 #include "disttest/rendezvous/tcp_store.h"
 #include "harness/launched/keys.h"
 #include "launch/launch_internal.h"
@@ -51,6 +52,15 @@ Communicator* Communicators::For(int n, const Options& options,
     }
   }
   before = TcpSockets();
+  // Said before NCCL is asked (trial 11: "cudaSetDevice(0) failed: CUDA
+  // driver version is insufficient" on a node without a GPU). A failure,
+  // not a skip: every rank would have to skip alike, and nodes differ.
+  if (options.backend == Backend::kNccl && CudaDeviceCount() < 1) {
+    throw CommError(fmt::format(
+        "[rank {}/{}] backend nccl needs a GPU a rank, and this process sees "
+        "none on {}: run the launched NCCL tests where every rank has a GPU",
+        env_.rank, n, Hostname()));
+  }
   const int device =
       LaunchedDevice(options.backend, env_.local_rank, env_.rank);
   comm = CreateCommunicator(options.backend, connect_store, env_.rank, n, gloo,

@@ -232,6 +232,16 @@ LaunchedJob::LaunchedJob(LauncherEnv env)
 
 void LaunchedJob::ClaimRank() {
   if (store_->add(ClaimKey(rank()), 1) == 1) return;
+  // A job that has ended, whose rank 0 still serves its store a moment (the
+  // next program of a script under one launcher, on the same port): this
+  // process alone fails; that run's results stand.
+  if (store_->check({kEndKey})) {
+    throw ConfigError(fmt::format(
+        "rank {} of {} reached the store at {}:{} of a job that has ended "
+        "(its rank 0 is leaving): start again, or give each program its "
+        "own port",
+        rank(), size(), env_.master_addr, env_.master_port));
+  }
   // The one that came first has its host in the store, or soon will.
   std::string first;
   if (store_->check({JoinedKey(rank())})) {
