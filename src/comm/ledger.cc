@@ -388,8 +388,8 @@ bool Ledger::BeginMaking(std::string_view identity, std::string_view name,
   std::atomic_thread_fence(std::memory_order_release);
   // The key the communicator will have once made (Communicator::SetName
   // numbers it so): a rank whose ledger has it has come and gone.
-  a.making_key = LedgerKey(
-      fmt::format("{}\n{}", identity, PeekCommunicatorNumber(std::string(identity))));
+  a.making_key = LedgerKey(fmt::format(
+      "{}\n{}", identity, PeekCommunicatorNumber(std::string(identity))));
   a.making_pid = getpid();
   a.making_rank = rank;
   a.making_size = size;
