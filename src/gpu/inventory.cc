@@ -170,16 +170,22 @@ std::vector<std::string> ParseVisibleDevices(std::string_view value,
                                              std::optional<int> driver_count) {
   std::vector<std::string> devices;
   if (Trim(value).empty()) return devices;
-  for (std::string_view entry : SplitCommas(value)) {
-    bool identifier = entry.starts_with("GPU-") || entry.starts_with("MIG-");
+  for (std::string_view written : SplitCommas(value)) {
+    bool identifier =
+        written.starts_with("GPU-") || written.starts_with("MIG-");
+    std::string entry(written);
     if (!identifier) {
-      if (!IsDigits(entry) || entry.size() > 4) break;
-      if (driver_count && std::stoi(std::string(entry)) >= *driver_count) break;
+      if (!IsDigits(written) || written.size() > 4) break;
+      const int index = std::stoi(entry);
+      if (driver_count && index >= *driver_count) break;
+      // "00" is GPU 0: once more, it stops the list as a repeat does
+      // (trial 11: "0,00" counted two GPUs).
+      entry = std::to_string(index);
     }
     if (std::find(devices.begin(), devices.end(), entry) != devices.end()) {
       break;
     }
-    devices.emplace_back(entry);
+    devices.push_back(std::move(entry));
   }
   return devices;
 }
@@ -221,15 +227,8 @@ GpuInventory MakeGpuInventory(const EnvLookup& lookup,
     // the ranks GPUs 0 and 1). A list names GPUs as written.
     const char* visible = get(env::kCudaVisibleDevices);
     if (IsDigits(Trim(value)) && visible != nullptr) {
-      std::vector<std::string> shown;
-      for (std::string_view entry : SplitCommas(visible)) {
-        // CUDA stops at the first entry that is no GPU.
-        if (!IsDigits(entry) && !entry.starts_with("GPU-") &&
-            !entry.starts_with("MIG-")) {
-          break;
-        }
-        shown.emplace_back(entry);
-      }
+      std::vector<std::string> shown =
+          internal::ParseVisibleDevices(visible, std::nullopt);
       if (shown.size() < inventory.devices.size()) {
         throw ConfigError(fmt::format(
             "environment variable {}={} asks for {} GPUs, but {}='{}' shows "

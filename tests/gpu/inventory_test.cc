@@ -66,6 +66,10 @@ TEST(GpuInventory, VisibleDevicesStopWhereCudaStops) {
   EXPECT_THAT(ParseVisibleDevices("0,1,-1,2", 4), ElementsAre("0", "1"));
   EXPECT_THAT(ParseVisibleDevices("2,7,1", 4), ElementsAre("2"));
   EXPECT_THAT(ParseVisibleDevices("1,1,2", 4), ElementsAre("1"));
+  // One GPU written two ways is a repeat (trial 11: "0,00" was two GPUs),
+  // and an index is kept as its number.
+  EXPECT_THAT(ParseVisibleDevices("0,00,1", 4), ElementsAre("0"));
+  EXPECT_THAT(ParseVisibleDevices("01,2", 4), ElementsAre("1", "2"));
   EXPECT_THAT(ParseVisibleDevices("0,gpu0", 4), ElementsAre("0"));
   EXPECT_THAT(ParseVisibleDevices("-1", 4), IsEmpty());
   EXPECT_THAT(ParseVisibleDevices("", 4), IsEmpty());
@@ -101,6 +105,15 @@ TEST(GpuInventory, ACountIsOfTheInheritedVisibleDevices) {
       std::nullopt);
   EXPECT_THAT(two.devices, ElementsAre("4", "GPU-b"));
   EXPECT_EQ(two.source, "DISTTEST_GPUS of CUDA_VISIBLE_DEVICES");
+  // CUDA's reading: up to the first entry it rejects, a repeat included.
+  try {
+    MakeGpuInventory(
+        Env({{"DISTTEST_GPUS", "2"}, {"CUDA_VISIBLE_DEVICES", "4,04,5"}}),
+        std::nullopt);
+    ADD_FAILURE() << "two GPUs of one written twice";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("CUDA_VISIBLE_DEVICES='4,04,5' shows 1"));
+  }
   try {
     MakeGpuInventory(
         Env({{"DISTTEST_GPUS", "3"}, {"CUDA_VISIBLE_DEVICES", "4,5,x,7"}}),
