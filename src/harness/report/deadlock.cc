@@ -314,7 +314,10 @@ class Finder {
       }
     }
     std::sort(done.begin(), done.end());
-    const int absent = m.size - static_cast<int>(makers.size());
+    // As MakingWait counted them: every rank it does not wait for has come
+    // (making it, or made it already).
+    const int came = static_cast<int>(views_.size() - waits[first]->on.size());
+    const int absent = m.size - came;
     std::string text = fmt::format(
         "{} wait{} to make {}, and {} of its ranks {} not come; no other rank "
         "can come (a deadlock): ",
