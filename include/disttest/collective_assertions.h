@@ -36,6 +36,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -94,6 +95,19 @@ Agreement Elsewhere(const char* macro, const char* expression,
                     const Communicator& comm, const Communicator* on,
                     const std::vector<int>& elsewhere, const CallSite& where);
 
+// Where the ranks are threads of one process (LaunchMode::kThreads):
+// `object`'s address, which the ranks gather with their values; 0
+// elsewhere, where an address says nothing of another rank's.
+std::uintptr_t AddressWhereRanksAreThreads(const void* object);
+
+// The failure of ranks that agree because every one of them passed one
+// writable object (`addresses`, of AddressWhereRanksAreThreads): rank
+// threads share it, and comparing it compares nothing. Agreement("")
+// where they passed objects of their own, or a constant.
+Agreement OneSharedObject(const char* macro, const char* expression,
+                          const Communicator& comm, const Communicator* on,
+                          const std::vector<std::uintptr_t>& addresses);
+
 // Every rank's `value`, compared with == on every rank; a failure message
 // with the table of values when they differ. `expression` is the asserted
 // source text, `macro` names the assertion. On `on` (null: the test's).
@@ -107,17 +121,20 @@ Agreement AllEqual(const char* macro, const char* expression, const T& value,
       AssertionTag(typeid(Decoded).name(), expression, where);
   std::string mine;
   Append(mine, tag);
+  Append(mine, AddressWhereRanksAreThreads(std::addressof(value)));
   Compared::Encode(value, mine);
   const std::vector<std::string> all =
       GatherBytes(comm, mine, where, macro, expression);
   // Each distinct value with the ranks that hold it, in order of first rank.
   std::vector<std::pair<Decoded, std::vector<int>>> groups;
   std::vector<int> elsewhere;
+  std::vector<std::uintptr_t> addresses;
   for (int r = 0; r < static_cast<int>(all.size()); ++r) {
     std::optional<Decoded> theirs;
     try {
       ValueReader in(all[r]);
       if (in.Read<std::uint64_t>() == tag) {
+        addresses.push_back(in.Read<std::uintptr_t>());
         theirs = Compared::Decode(in);
         if (!in.done()) theirs.reset();
       }
@@ -141,7 +158,7 @@ Agreement AllEqual(const char* macro, const char* expression, const T& value,
   // A value that holds NaN is a group of its own on every rank; on one rank
   // alone too, as EXPECT_EQ(nan, nan) fails.
   if (groups.size() == 1 && groups[0].first == groups[0].first) {
-    return Agreement("");
+    return OneSharedObject(macro, expression, comm, on, addresses);
   }
   // One window for every row: around the first index where any value
   // differs from the first row's (from itself, where it is alone).

@@ -6,11 +6,15 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <functional>
 #include <map>
 #include <string_view>
 #include <vector>
 
+#include "base/threads.h"
 #include "disttest/error.h"
 #include "glue/current_communicator.h"
 
@@ -34,6 +38,26 @@ std::string Of(const Communicator* on) {
     return " of " + name;
   }
   return fmt::format(" of communicator \"{}\"", name);
+}
+
+// Whether `address` lies in a mapping of this process that can be written
+// (/proc/self/maps): a constant (a literal, a constexpr global) is in one
+// that cannot, and is the same on every rank in any mode. Where the maps
+// cannot be read, as if it could be.
+bool Writable(std::uintptr_t address) {
+  std::ifstream maps("/proc/self/maps");
+  if (!maps) return true;
+  std::string line;
+  while (std::getline(maps, line)) {
+    unsigned long long start = 0;
+    unsigned long long end = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%llx-%llx %4s", &start, &end, perms) != 3) {
+      continue;
+    }
+    if (address >= start && address < end) return perms[1] == 'w';
+  }
+  return true;
 }
 
 // "model_test.cc" of "/src/tests/model_test.cc".
@@ -74,6 +98,31 @@ std::string ShowFloat(double value) { return fmt::format("{}", value); }
 std::string ShowFloat(float value) { return fmt::format("{}", value); }
 std::string ShowFloat(float value, int digits) {
   return fmt::format("{:.{}g}", value, digits);
+}
+
+std::uintptr_t AddressWhereRanksAreThreads(const void* object) {
+  return RanksAreThreads() ? reinterpret_cast<std::uintptr_t>(object) : 0;
+}
+
+Agreement OneSharedObject(const char* macro, const char* expression,
+                          const Communicator& comm, const Communicator* on,
+                          const std::vector<std::uintptr_t>& addresses) {
+  if (addresses.size() < 2 || addresses[0] == 0 ||
+      std::adjacent_find(addresses.begin(), addresses.end(),
+                         std::not_equal_to<>()) != addresses.end() ||
+      !Writable(addresses[0])) {
+    return Agreement("");
+  }
+  // A program that left each rank's result in a global, or one object the
+  // ranks share, would pass here whatever it computed; as processes its
+  // ranks would each have their own and disagree.
+  return Agreement(fmt::format(
+      "{}({}): every one of the {} ranks{} passed the same object (at {:#x}, "
+      "a global, a static or one they share), so this compares nothing: the "
+      "ranks are threads of one process here (LaunchMode::kThreads) and "
+      "share it. Keep each rank's value in an object of its own (a local, "
+      "the fixture), or run the test as processes (options().process_only)",
+      macro, expression, comm.size(), Of(on), addresses[0]));
 }
 
 std::vector<std::string> GatherBytes(Communicator& comm,

@@ -175,6 +175,9 @@ template <>
 struct disttest::ComparableAcrossRanks<Pod> : std::true_type {};
 namespace {
 
+constexpr int kLayers = 12;
+constexpr char kOptimizer[] = "adam";
+
 DIST_TEST_F(NoFalsePass, ValuesThatAreEqualAgree, 3) {
   DIST_EXPECT_ALL_EQ(rank() == 1 ? -0.0 : 0.0);
   DIST_EXPECT_ALL_EQ(std::string(1000, 'x'));
@@ -193,6 +196,20 @@ DIST_TEST_F(NoFalsePass, ValuesThatAreEqualAgree, 3) {
   const int c_array[3] = {4, 5, 6};
   DIST_EXPECT_ALL_EQ(c_array);
   DIST_EXPECT_ALL_EQ_ON(comm(), world_size());
+  // Constants: one object in every mode, and the same value.
+  DIST_EXPECT_ALL_EQ(kLayers);
+  DIST_EXPECT_ALL_EQ(kOptimizer);
+}
+
+// Rank 0's result, left in a global that no collective shares: the ranks
+// disagree as processes, and as threads of one process they share the
+// object, which compares nothing.
+int g_result = 0;
+
+DIST_TEST_F(NoFalsePass, AResultLeftInAGlobal, 2) {
+  if (rank() == 0) g_result = 42;
+  comm().barrier();
+  DIST_EXPECT_ALL_EQ(g_result);  // marker-global
 }
 
 DIST_TEST_F(NoFalsePass, CharArraysThatDifferAfterANul, 2) {

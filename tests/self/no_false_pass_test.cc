@@ -226,6 +226,31 @@ TEST_P(NoFalsePassTest, AllEqOfEqualValuesPasses) {
   EXPECT_EQ(v.run.exit_code, 0) << v.run.out;
 }
 
+// As threads, the ranks share a global: that they agree says nothing.
+TEST_P(NoFalsePassTest, AllEqOfAGlobalComparesEachRanksOwnOrFails) {
+  Verdict v = Run("AResultLeftInAGlobal/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  const std::string failure = At("marker-global", "[ranks 0-1 of 2]");
+  if (Threads()) {
+    EXPECT_THAT(v.run.out,
+                HasSubstr(failure +
+                          "DIST_EXPECT_ALL_EQ(g_result): every one of the 2 "
+                          "ranks passed the same object (at 0x"))
+        << v.run.out;
+    EXPECT_THAT(v.run.out, ContainsRegex("at 0x[0-9a-f]+, a global, a static "
+                                         "or one they share\\), so this "
+                                         "compares nothing"))
+        << v.run.out;
+    EXPECT_THAT(v.run.out, HasSubstr("options().process_only")) << v.run.out;
+  } else {
+    EXPECT_THAT(v.run.out,
+                HasSubstr(failure +
+                          "DIST_EXPECT_ALL_EQ(g_result): the 2 ranks "
+                          "disagree:\n  42: rank 0\n  0: rank 1"))
+        << v.run.out;
+  }
+}
+
 // --- Requests. ---
 
 TEST_P(NoFalsePassTest, RequestDroppedWithoutWaitFailsAtItsLine) {
