@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -37,7 +38,10 @@ int ParseIntVariable(const char* name, const char* value, int min, int max) {
   errno = 0;
   char* end = nullptr;
   long long parsed = std::strtoll(value, &end, 10);
-  if (*value == '\0' || end == value || *end != '\0' || errno == ERANGE) {
+  // strtoll skips leading white space, which a trailing one is not: both
+  // are refused, as the whole value must be the number.
+  if (*value == '\0' || std::isspace(static_cast<unsigned char>(*value)) ||
+      end == value || *end != '\0' || errno == ERANGE) {
     throw ConfigError(fmt::format(
         "environment variable {}='{}' is not an integer", name, value));
   }
@@ -55,7 +59,8 @@ std::optional<std::chrono::milliseconds> SecondsVariable(const char* name) {
   errno = 0;
   char* end = nullptr;
   double seconds = std::strtod(value, &end);
-  if (end == value || *end != '\0' || std::isnan(seconds) || seconds <= 0) {
+  if (std::isspace(static_cast<unsigned char>(*value)) || end == value ||
+      *end != '\0' || std::isnan(seconds) || seconds <= 0) {
     throw ConfigError(fmt::format(
         "environment variable {}='{}' is not a positive number of seconds",
         name, value));
@@ -73,9 +78,14 @@ std::optional<std::chrono::milliseconds> SecondsVariable(const char* name) {
 }
 
 std::chrono::milliseconds HeartbeatInterval() {
+  // 0 turns it off, however it is written ("0", "0.0", "0e0").
   const char* value = std::getenv(env::kHeartbeat);
-  if (value != nullptr && std::string_view(value) == "0") {
-    return std::chrono::milliseconds(0);
+  if (value != nullptr && *value != '\0' &&
+      !std::isspace(static_cast<unsigned char>(*value))) {
+    char* end = nullptr;
+    if (std::strtod(value, &end) == 0 && end != value && *end == '\0') {
+      return std::chrono::milliseconds(0);
+    }
   }
   return SecondsVariable(env::kHeartbeat).value_or(std::chrono::seconds(5));
 }

@@ -119,6 +119,9 @@ TEST_F(RankEnvTest, MalformedValuesAreNamedWithTheValue) {
   EXPECT_THAT(ErrorOf(), HasSubstr("MASTER_PORT=65536 is out of range"));
   env_.Set("MASTER_PORT", "12 ");
   EXPECT_THAT(ErrorOf(), HasSubstr("MASTER_PORT='12 ' is not an integer"));
+  // A space before is refused as one after (strtoll would skip it).
+  env_.Set("MASTER_PORT", " 12");
+  EXPECT_THAT(ErrorOf(), HasSubstr("MASTER_PORT=' 12' is not an integer"));
 }
 
 TEST_F(RankEnvTest, MissingVariableIsNamed) {
@@ -133,7 +136,7 @@ TEST_F(RankEnvTest, SecondsVariable) {
   env_.Set("DISTTEST_TIMEOUT", "2.5");
   EXPECT_EQ(SecondsVariable("DISTTEST_TIMEOUT"),
             std::chrono::milliseconds(2500));
-  for (const char* bad : {"abc", "0", "-3", "1s", "nan", "inf"}) {
+  for (const char* bad : {"abc", "0", "-3", "1s", "nan", "inf", " 2", "2 "}) {
     env_.Set("DISTTEST_TIMEOUT", bad);
     EXPECT_THROW(SecondsVariable("DISTTEST_TIMEOUT"), ConfigError) << bad;
   }
@@ -153,6 +156,23 @@ TEST_F(RankEnvTest, SecondsVariable) {
   env_.Set("DISTTEST_TIMEOUT", "1e7");
   EXPECT_EQ(SecondsVariable("DISTTEST_TIMEOUT"),
             std::chrono::milliseconds(10'000'000'000LL));
+}
+
+// 0 turns the heartbeat off however it is written (trial 11: "0.0" failed
+// every test as "not a positive number of seconds").
+TEST_F(RankEnvTest, HeartbeatIsOffAtZeroHoweverWritten) {
+  for (const char* off : {"0", "0.0", "0e0", "-0"}) {
+    env_.Set("DISTTEST_HEARTBEAT", off);
+    EXPECT_EQ(HeartbeatInterval(), std::chrono::milliseconds(0)) << off;
+  }
+  env_.Set("DISTTEST_HEARTBEAT", "0.5");
+  EXPECT_EQ(HeartbeatInterval(), std::chrono::milliseconds(500));
+  env_.Set("DISTTEST_HEARTBEAT", nullptr);
+  EXPECT_EQ(HeartbeatInterval(), std::chrono::seconds(5));
+  for (const char* bad : {" 0", "0 ", "-1", "off"}) {
+    env_.Set("DISTTEST_HEARTBEAT", bad);
+    EXPECT_THROW(HeartbeatInterval(), ConfigError) << bad;
+  }
 }
 
 TEST_F(RankEnvTest, ChildEnvironmentReplacesRankAndDropsParentOnlyVariables) {
