@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace disttest::internal {
 namespace {
@@ -56,25 +57,49 @@ std::string CheckDirectory(const std::string& dir, bool follow) {
   return "";
 }
 
-// mkdir(2) of `dir` unless it exists; "" or why not.
-std::string MakeOne(const std::filesystem::path& dir) {
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+// mkdir(2) of `dir` unless it exists, noted in `made` when made here; ""
+// or why not.
+std::string MakeOne(const std::filesystem::path& dir,
+                    std::vector<std::filesystem::path>& made) {
+  if (mkdir(dir.c_str(), 0700) == 0) {
+    made.push_back(dir);
+  } else if (errno != EEXIST) {
     return fmt::format("cannot create {}: {}", dir.string(),
                        std::strerror(errno));
   }
   return "";
 }
 
+std::string MakeOwnDirectoryOrSome(const std::string& root,
+                                   const std::string& below,
+                                   std::vector<std::filesystem::path>& made);
+
 }  // namespace
 
 std::string MakeOwnDirectory(const std::string& root,
                              const std::string& below) {
+  // Where a part cannot be made (a name too long, a file in the way), the
+  // directories made for it go again, newest first: nothing is left for a
+  // path that was refused.
+  std::vector<std::filesystem::path> made;
+  std::string why = MakeOwnDirectoryOrSome(root, below, made);
+  if (!why.empty()) {
+    for (auto it = made.rbegin(); it != made.rend(); ++it) rmdir(it->c_str());
+  }
+  return why;
+}
+
+namespace {
+
+std::string MakeOwnDirectoryOrSome(const std::string& root,
+                                   const std::string& below,
+                                   std::vector<std::filesystem::path>& made) {
   // New directories are this user's alone: logs and traces hold what tests
   // printed. Above `root` only what is missing is made; nothing is judged.
   std::filesystem::path p;
   for (const std::filesystem::path& part : std::filesystem::path(root)) {
     p /= part;
-    if (std::string why = MakeOne(p); !why.empty()) return why;
+    if (std::string why = MakeOne(p, made); !why.empty()) return why;
   }
   if (std::string why = CheckDirectory(root, /*follow=*/true); !why.empty()) {
     return why;
@@ -83,7 +108,7 @@ std::string MakeOwnDirectory(const std::string& root,
     if (part.empty() || part == ".") continue;
     if (part == "..") return fmt::format("{}: \"..\" is refused", below);
     p /= part;
-    if (std::string why = MakeOne(p); !why.empty()) return why;
+    if (std::string why = MakeOne(p, made); !why.empty()) return why;
     if (std::string why = CheckDirectory(p.string(), /*follow=*/false);
         !why.empty()) {
       return why;
@@ -91,6 +116,8 @@ std::string MakeOwnDirectory(const std::string& root,
   }
   return "";
 }
+
+}  // namespace
 
 int CreateOwnFile(const std::string& path, bool append, std::string* error) {
   const int fd = open(path.c_str(),

@@ -179,6 +179,21 @@ TEST(PlantedFilesTest, LogsAndTracesAreCreatedNeverFollowed) {
   std::filesystem::remove_all(dir);
 }
 
+// A log directory that cannot be made (a name past NAME_MAX) fails the
+// test naming it, and the directories made on the way to it go again
+// (trial 11: a 4857-character DISTTEST_LOG_DIR left them).
+TEST(PlantedFilesTest, ALogDirectoryThatCannotBeMadeLeavesNothing) {
+  const std::string dir = TempPath(".unmade");
+  std::filesystem::create_directories(dir);
+  const std::string name(300, 'n');
+  Verdict v = RunVerdicts(kForkSetup, "Verdicts.Passes/1ranks",
+                          {{"DISTTEST_LOG_DIR", dir + "/a/b/" + name + "/c"}});
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out << v.run.err;
+  EXPECT_THAT(v.run.out, HasSubstr(name + ": File name too long")) << v.run.out;
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "left " << dir << "/a";
+  std::filesystem::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(LaunchModes, NeighboursTest,
                          ::testing::Values(kForkSetup, kExecSetup),
                          [](const auto& info) { return info.param.name; });
