@@ -335,6 +335,20 @@ Context LaunchWithStore(internal::LaunchRequest request,
     }
   }
   rendezvous->client = std::make_unique<TcpStore>(host, port, request.timeout);
+  // Each process counts itself in as its rank on this launch's store: a
+  // second with the same rank (RANK given twice, or a rank of another job
+  // on the port) ends here saying so, where Gloo would fail to connect or
+  // wait out its timeout several times over (trial 11).
+  if (rendezvous->client->add(fmt::format("launch/claims/{}", request.rank),
+                              1) != 1) {
+    throw ConfigError(fmt::format(
+        "launch(): two processes came to the store at {}:{} as rank {} of "
+        "{}: this one (process {} on {}) came second and ends here: give "
+        "each process its own rank (RANK), each job its own port, and call "
+        "launch() again only once every rank has left the last one",
+        host, port, request.rank, request.world_size, getpid(),
+        internal::Hostname()));
+  }
   request.keep_alive = rendezvous;
   return internal::LaunchOnStore(request, *rendezvous->client, nullptr);
 }

@@ -8,7 +8,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -128,6 +130,53 @@ TEST(LaunchTest, RanksGivenAnotherConfigOrSeedFailNamingIt) {
     for (int r = 0; r < 2; ++r) {
       EXPECT_THAT(errors[r], HasSubstr(c.says)) << "rank " << r;
     }
+  }
+}
+
+// A second process as rank 1 (RANK given twice) ends at once saying so: it
+// failed to connect, or waited out five times the timeout (trial 11).
+TEST(LaunchTest, ASecondProcessAsOneRankEndsSayingSo) {
+  // Without the check the duplicate waits out the timeout: a short one.
+  const char* had = std::getenv("DISTTEST_TIMEOUT");
+  const std::string timeout = had != nullptr ? had : "";
+  setenv("DISTTEST_TIMEOUT", "10", 1);
+  const int port = FreePort();
+  std::promise<void> duplicate_done;
+  std::shared_future<void> done = duplicate_done.get_future().share();
+  std::vector<std::string> errors(2, "no error");
+  std::atomic<int> launched{0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        Context ctx = launch(Config{}, r, 2, "127.0.0.1", port, Backend::kGloo);
+        ++launched;
+        done.wait();  // Rank 0 serves the store till the duplicate is done.
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+        ++launched;
+      }
+    });
+  }
+  while (launched.load() < 2) std::this_thread::yield();
+  std::string duplicate = "no error";
+  try {
+    launch(Config{}, 1, 2, "127.0.0.1", port, Backend::kGloo);
+  } catch (const std::exception& e) {
+    duplicate = e.what();
+  }
+  duplicate_done.set_value();
+  for (std::thread& t : ranks) t.join();
+  EXPECT_THAT(duplicate,
+              HasSubstr("launch(): two processes came to the store at "
+                        "127.0.0.1:" +
+                        std::to_string(port) +
+                        " as rank 1 of 2: this one (process "));
+  EXPECT_THAT(errors, ::testing::Each(std::string("no error")));
+  if (had != nullptr) {
+    setenv("DISTTEST_TIMEOUT", timeout.c_str(), 1);
+  } else {
+    unsetenv("DISTTEST_TIMEOUT");
   }
 }
 
