@@ -12,6 +12,7 @@
 
 #include "base/threads.h"
 #include "comm/ledger.h"
+#include "comm/peer_errors.h"
 #include "disttest/error.h"
 
 namespace disttest {
@@ -42,13 +43,18 @@ Communicator::Recorded::Recorded(Communicator& comm, bool collective,
       what.count = call.count;
       what.peer = call.peer;
       what.tag = call.tag;
-      throw CommError(fmt::format(
-          "[rank {}/{}] {} on {}: another thread of this rank is in a "
-          "collective of this communicator: its collectives must come from "
-          "one thread at a time (its backend serves one caller, and two "
-          "interleave each other's data); give each thread a communicator of "
-          "its own (split(), CreateCommunicator())",
-          comm.rank(), comm.size(), what.str(), comm.name_));
+      // A test that catches it and goes on fails all the same.
+      throw internal::BugOfTheProgram(
+          fmt::format(
+              "[rank {}/{}] {} on {}: another thread of this rank is in a "
+              "collective of this communicator: its collectives must come "
+              "from one thread at a time (its backend serves one caller, and "
+              "two interleave each other's data); give each thread a "
+              "communicator of its own (split(), CreateCommunicator())",
+              comm.rank(), comm.size(), what.str(), comm.name_),
+          "Collectives of one communicator from two threads at once are a "
+          "bug of the program",
+          where.file_name(), where.line(), comm.rank());
     }
   }
   if (ledger_ == nullptr) return;

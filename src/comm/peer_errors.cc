@@ -17,6 +17,9 @@ namespace {
 // a rank that keeps calling after that adds the same text again.
 constexpr std::size_t kMaxNoted = 64;
 
+constexpr std::string_view kCallsDoNotMatch =
+    "Calls that do not match across the ranks are a bug of the program";
+
 // By rank: rank threads of one process (LaunchMode::kThreads) each note
 // their own (base/threads.h); -1 is a process's one rank.
 struct Noted {
@@ -79,7 +82,30 @@ CommError MismatchOfCalls(std::string what, int rank_of_comm) {
     std::vector<Noted::Mismatch>& mismatches =
         n.mismatches[MismatchOwner(rank_of_comm)];
     if (mismatches.size() < kMaxNoted) {
-      mismatches.push_back({what, {"", 0, what}, false, false, ""});
+      mismatches.push_back({what,
+                            {"", 0, what, std::string(kCallsDoNotMatch)},
+                            false,
+                            false,
+                            ""});
+    }
+  }
+  return CommError(what);
+}
+
+CommError BugOfTheProgram(std::string what, std::string bug, const char* file,
+                          unsigned line, int rank_of_comm) {
+  Noted& n = TheNoted();
+  {
+    std::lock_guard<std::mutex> lock(n.mu);
+    std::vector<Noted::Mismatch>& mismatches =
+        n.mismatches[MismatchOwner(rank_of_comm)];
+    if (mismatches.size() < kMaxNoted) {
+      mismatches.push_back(
+          {what,
+           {file != nullptr ? file : "", line, what, std::move(bug)},
+           /*placed=*/true,
+           false,
+           ""});
     }
   }
   return CommError(what);
@@ -94,12 +120,14 @@ void PlaceMismatch(std::string_view error, std::string_view cut_reason,
   for (Noted::Mismatch& m : it->second) {
     if (m.placed) continue;
     if (error.find(m.what) != std::string_view::npos) {
-      m.thrown = {file != nullptr ? file : "", line, std::string(error)};
+      m.thrown = {file != nullptr ? file : "", line, std::string(error),
+                  m.thrown.bug};
     } else if (!cut_reason.empty() &&
                cut_reason.find(m.what) != std::string_view::npos) {
       m.thrown = {file != nullptr ? file : "", line,
                   fmt::format("{} (disttest cut the communicators: {})", error,
-                              cut_reason)};
+                              cut_reason),
+                  m.thrown.bug};
       m.thrown_as = std::string(error);
     } else {
       continue;

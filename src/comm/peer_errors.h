@@ -50,6 +50,15 @@ bool ReportsAnErrorOfAPeer(std::string_view failure_text);
 // `rank_of_comm`'s (its communicator's rank: its ledger's slot).
 CommError MismatchOfCalls(std::string what, int rank_of_comm = -1);
 
+// A CommError saying `what`, of another bug of the program that a test
+// may catch and go on (a send buffer changed before its wait(), two
+// threads in collectives of one communicator): noted as a mismatch is,
+// with `bug` the sentence that says why the test fails all the same ("A
+// send buffer changed before its wait() returned is a bug of the
+// program"), placed at `file`:`line`, the call that found it.
+CommError BugOfTheProgram(std::string what, std::string bug, const char* file,
+                          unsigned line, int rank_of_comm = -1);
+
 // The call made at `file`:`line` threw `error`: a MismatchOfCalls of this
 // rank that `error` quotes, not placed yet, is placed there; so is one that
 // `cut_reason` quotes, the reason disttest cut the communicators while the
@@ -84,6 +93,9 @@ struct MismatchThrown {
   std::string file;
   unsigned line = 0;
   std::string error;
+  // Why a test that caught it fails: "Calls that do not match across the
+  // ranks are a bug of the program", or BugOfTheProgram's `bug`.
+  std::string bug;
 };
 // This rank's mismatches since the last ForgetErrorsOfPeers() that no
 // failure of its test quoted (NoteSaid), in the order thrown: those the

@@ -17,6 +17,7 @@
 #include "base/threads.h"
 #include "comm/communicator_recorded.h"
 #include "comm/ledger.h"
+#include "comm/peer_errors.h"
 #include "comm/request_account.h"
 #include "comm/self_messages.h"
 #include "disttest/comm/communicator.h"
@@ -253,15 +254,20 @@ void Communicator::WaitFor(Request& request) {
   if (request.sent_ != nullptr &&
       Fingerprint(request.sent_, request.count_ * SizeOf(request.type_)) !=
           request.sent_fingerprint_) {
-    throw CommError(fmt::format(
-        "{} made at {}:{}: its buffer changed before its wait() returned; "
-        "the receiver may get the old contents or the new (a backend may "
-        "read it until then, as NCCL and Gloo do): change it only after "
-        "wait()",
-        DescribeRequest(true, request.count_, request.type_, request.peer_,
-                        request.tag_, name_),
-        std::filesystem::path(request.file_).filename().string(),
-        request.line_));
+    // A test that catches it (a retry around wait()) fails all the same.
+    throw internal::BugOfTheProgram(
+        fmt::format(
+            "{} made at {}:{}: its buffer changed before its wait() "
+            "returned; the receiver may get the old contents or the new (a "
+            "backend may read it until then, as NCCL and Gloo do): change it "
+            "only after wait()",
+            DescribeRequest(true, request.count_, request.type_, request.peer_,
+                            request.tag_, name_),
+            std::filesystem::path(request.file_).filename().string(),
+            request.line_),
+        "A send buffer changed before its wait() returned is a bug of the "
+        "program",
+        request.file_, request.line_, rank());
   }
 }
 

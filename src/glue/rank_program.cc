@@ -346,16 +346,16 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
                       p.message.c_str(),
                       ::testing::TestPartResult::kNonFatalFailure);
   }
-  // A call that did not match its peers' is a bug of the program: the
+  // A call that did not match its peers' is a bug of the program (as is
+  // each of BugOfTheProgram's, peer_errors.h): the
   // test fails with it even where it caught the error, and even where it
   // skipped afterwards. One that a failure already quotes (it left the
   // body, or the test reported it) is not said twice.
   for (const MismatchThrown& m : MismatchesNotSaid(reporter.failed())) {
     const std::string message = fmt::format(
-        "the test caught disttest::CommError: {}\nCalls that do not match "
-        "across the ranks are a bug of the program, not of its environment: "
-        "the test fails even though it caught the error",
-        m.error);
+        "the test caught disttest::CommError: {}\n{}, not of its "
+        "environment: the test fails even though it caught the error",
+        m.error, m.bug);
     GTEST_MESSAGE_AT_(m.file.empty() ? file() : m.file.c_str(),
                       m.file.empty() ? line() : static_cast<int>(m.line),
                       message.c_str(),

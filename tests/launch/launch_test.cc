@@ -167,11 +167,11 @@ TEST(LaunchTest, ASecondProcessAsOneRankEndsSayingSo) {
   }
   duplicate_done.set_value();
   for (std::thread& t : ranks) t.join();
-  EXPECT_THAT(duplicate,
-              HasSubstr("launch(): two processes came to the store at "
-                        "127.0.0.1:" +
-                        std::to_string(port) +
-                        " as rank 1 of 2: this one (process "));
+  EXPECT_THAT(
+      duplicate,
+      HasSubstr("launch(): two processes came to the store at "
+                "127.0.0.1:" +
+                std::to_string(port) + " as rank 1 of 2: this one (process "));
   EXPECT_THAT(errors, ::testing::Each(std::string("no error")));
   if (had != nullptr) {
     setenv("DISTTEST_TIMEOUT", timeout.c_str(), 1);

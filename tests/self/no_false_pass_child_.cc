@@ -466,6 +466,46 @@ DIST_TEST_F(NoFalsePass, SendBufferChangedBeforeItsWait, 2) {
   }
 }
 
+// The same, and the test catches the error (a retry around wait()): it
+// fails all the same.
+DIST_TEST_F(NoFalsePass, SendBufferChangedAndTheErrorCaught, 2) {
+  std::vector<int> x(4, 1);
+  if (rank() == 0) {
+    disttest::Request r =
+        comm().isend(x.data(), x.size(), 1, 4);  // marker-changed-caught
+    std::fill(x.begin(), x.end(), 2);
+    try {
+      r.wait();
+    } catch (const disttest::CommError&) {
+    }
+  } else {
+    comm().recv(x.data(), x.size(), 0, 4);
+  }
+}
+
+// Two threads of rank 0 in collectives of one communicator at once, and
+// the test catches the refusal. Rank 1 comes once a call was refused: the
+// first call is in the allreduce till then, so the second is refused.
+DIST_TEST_F(NoFalsePass, TwoThreadsInCollectivesAndTheErrorCaught, 2) {
+  int x = 1;
+  if (rank() == 1) {
+    store().wait({"refused"});
+    comm().allreduce(&x, 1, disttest::ReduceOp::kSum);
+    return;
+  }
+  auto call = [this](int* v) {
+    try {
+      comm().allreduce(v, 1, disttest::ReduceOp::kSum);  // marker-two-threads
+    } catch (const disttest::CommError&) {
+      store().set("refused", "1");
+    }
+  };
+  int y = 1;
+  std::thread helper(call, &y);
+  call(&x);
+  helper.join();
+}
+
 DIST_TEST_F(NoFalsePass, IrecvNobodySendsTo, 2) {
   static int y = 0;
   if (rank() == 1) {

@@ -232,10 +232,10 @@ TEST_P(NoFalsePassTest, AllEqOfAGlobalComparesEachRanksOwnOrFails) {
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
   const std::string failure = At("marker-global", "[ranks 0-1 of 2]");
   if (Threads()) {
-    EXPECT_THAT(v.run.out,
-                HasSubstr(failure +
-                          "DIST_EXPECT_ALL_EQ(g_result): every one of the 2 "
-                          "ranks passed the same object (at 0x"))
+    EXPECT_THAT(
+        v.run.out,
+        HasSubstr(failure + "DIST_EXPECT_ALL_EQ(g_result): every one of the 2 "
+                            "ranks passed the same object (at 0x"))
         << v.run.out;
     EXPECT_THAT(v.run.out, ContainsRegex("at 0x[0-9a-f]+, a global, a static "
                                          "or one they share\\), so this "
@@ -244,9 +244,8 @@ TEST_P(NoFalsePassTest, AllEqOfAGlobalComparesEachRanksOwnOrFails) {
     EXPECT_THAT(v.run.out, HasSubstr("options().process_only")) << v.run.out;
   } else {
     EXPECT_THAT(v.run.out,
-                HasSubstr(failure +
-                          "DIST_EXPECT_ALL_EQ(g_result): the 2 ranks "
-                          "disagree:\n  42: rank 0\n  0: rank 1"))
+                HasSubstr(failure + "DIST_EXPECT_ALL_EQ(g_result): the 2 ranks "
+                                    "disagree:\n  42: rank 0\n  0: rank 1"))
         << v.run.out;
   }
 }
@@ -377,6 +376,46 @@ TEST_P(NoFalsePassTest, SendBufferChangedBeforeItsWaitFails) {
                   ": its buffer changed before its wait() returned"))
         << v.run.out;
   }
+}
+
+// Bugs of the program that the test catches fail it all the same, as a
+// mismatch of calls does (trial 12: a retry around wait() passed).
+TEST_P(NoFalsePassTest, SendBufferChangedFailsWhereTheTestCatchesIt) {
+  for (const char* no_arena : {"0", "1"}) {
+    Verdict v = Run("SendBufferChangedAndTheErrorCaught/2ranks",
+                    {{"DISTTEST_NO_HOST_ARENA", no_arena}});
+    EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+    EXPECT_THAT(v.run.out,
+                HasSubstr(At("marker-changed-caught", "[rank 0/2]") +
+                          "the test caught disttest::CommError: isend(4 x "
+                          "int32 to rank 1, tag 4) on world made at " +
+                          Line("marker-changed-caught") +
+                          ": its buffer changed before its wait() returned"))
+        << v.run.out;
+    EXPECT_THAT(v.run.out,
+                HasSubstr("A send buffer changed before its wait() returned "
+                          "is a bug of the program, not of its environment: "
+                          "the test fails even though it caught the error"))
+        << v.run.out;
+  }
+}
+
+TEST_P(NoFalsePassTest, TwoThreadsInCollectivesFailWhereTheTestCatchesIt) {
+  Verdict v = Run("TwoThreadsInCollectivesAndTheErrorCaught/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(At("marker-two-threads", "[rank 0/2]") +
+                        "the test caught disttest::CommError: [rank 0/2] "
+                        "allreduce(1 x int32, sum) on world: another thread "
+                        "of this rank is in a collective of this "
+                        "communicator"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("Collectives of one communicator from two threads at "
+                        "once are a bug of the program, not of its "
+                        "environment"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 1/2]"))) << v.run.out;
 }
 
 // Isends kept in flight past what a CPU backend holds at once, received in
