@@ -30,7 +30,8 @@
 #
 # The cases: the NCCL example (every collective, device and host buffers)
 # at 1, 2, 4 and 8 ranks and in rank threads; collectives of 0 to 2^22
-# elements against a serial reference; a mismatch (on the world and on a
+# elements against a serial reference; inputs that overlap their outputs
+# otherwise than in place (device buffers); a mismatch (on the world and on a
 # split communicator), a crash and a hang at 2 and 4 ranks, a crash while a
 # peer waits in a receive, a hang and a crash in NCCL itself (a split
 # communicator), and what NCCL runs without a word (a send received as
@@ -569,6 +570,8 @@ print(v.value)' "$nccl_lib" 2>/dev/null)
   echo "== collectives of 0 to 2^22 elements against a serial reference"
   check "collectives of 0 to 2^22 elements, 1, 2 and 4 ranks" pass 180 gpu_check_child_ \
     "$(printf 'GpuCheck.CollectivesAtEverySize/%sranks:' 1 2 4)" "${share[@]}"
+  check "inputs that overlap their outputs (device buffers), 2 and 4 ranks" pass 120 \
+    gpu_check_child_ "GpuCheck.OverlappingBuffers/*" "${share[@]}"
   echo "== which GPU each rank sees"
   if ((count > 0)); then
     check "by index (DISTTEST_GPUS=$indices), 1, 2 and 4 ranks" pass 120 gpu_check_child_ \

@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "comm/buffer_overlap.h"
 #include "comm/host_arena.h"
 #include "comm/nccl_communicator_impl.h"
 #include "disttest/error.h"
@@ -107,10 +108,19 @@ void NcclCommunicator::Impl::allgather(const void* in, void* out,
   char* out_buffer =
       static_cast<char*>(staged_out ? Scratch(what, total) : out);
   const void* in_buffer = in;
+  char* mine = out_buffer + static_cast<std::size_t>(rank_) * bytes;
   if (!OnDevice(in)) {
     // In place: NCCL reads this rank's part of the output buffer.
-    in_buffer = out_buffer + static_cast<std::size_t>(rank_) * bytes;
-    Copy(what, const_cast<void*>(in_buffer), in, bytes, cudaMemcpyHostToDevice);
+    in_buffer = mine;
+    Copy(what, mine, in, bytes, cudaMemcpyHostToDevice);
+  } else if (!staged_out && internal::OverlapsOtherThanInPlace(
+                                in, bytes, out, total,
+                                reinterpret_cast<std::uintptr_t>(mine))) {
+    // An input that overlaps the output elsewhere than at this rank's part
+    // (in == out on rank 1): read from a copy, as the CPU backends read it.
+    in_buffer = Scratch(what, bytes);
+    Copy(what, const_cast<void*>(in_buffer), in, bytes,
+         cudaMemcpyDeviceToDevice);
   }
   Enqueue(what, [&](ncclComm_t comm) {
     return ncclAllGather(in_buffer, out_buffer, count, NcclType(type), comm,
@@ -136,12 +146,20 @@ void NcclCommunicator::Impl::CheckCall(const std::string& what,
 void NcclCommunicator::Impl::Run(
     const std::string& what, DataType type, const CollectiveCall& call,
     const void* in, std::size_t in_bytes, void* out, std::size_t out_bytes,
-    const std::function<ncclResult_t(ncclComm_t, const char*, char*)>& body) {
+    const std::function<ncclResult_t(ncclComm_t, const char*, char*)>& body,
+    std::uintptr_t in_place) {
   CheckType(what, type);
   Begin(what);
   CheckCall(what, call);
-  const bool stage_in = in != nullptr && in_bytes > 0 && !OnDevice(in);
+  const bool host_in = in != nullptr && in_bytes > 0 && !OnDevice(in);
   const bool stage_out = out != nullptr && out_bytes > 0 && !OnDevice(out);
+  // Both on the device: an input that overlaps the output otherwise than
+  // in place is read from a copy (the CPU backends read it so too).
+  const bool overlapping = !host_in && !stage_out && in != nullptr &&
+                           in_bytes > 0 && out != nullptr && out_bytes > 0 &&
+                           internal::OverlapsOtherThanInPlace(
+                               in, in_bytes, out, out_bytes, in_place);
+  const bool stage_in = host_in || overlapping;
   const std::size_t out_at = stage_in ? (in_bytes + 255) / 256 * 256 : 0;
   char* scratch = nullptr;
   if (stage_in || stage_out) {
@@ -150,7 +168,10 @@ void NcclCommunicator::Impl::Run(
   }
   const char* din = stage_in ? scratch : static_cast<const char*>(in);
   char* dout = stage_out ? scratch + out_at : static_cast<char*>(out);
-  if (stage_in) Copy(what, scratch, in, in_bytes, cudaMemcpyHostToDevice);
+  if (stage_in) {
+    Copy(what, scratch, in, in_bytes,
+         host_in ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice);
+  }
   Enqueue(what, [&](ncclComm_t comm) { return body(comm, din, dout); });
   Wait(what);
   if (stage_out) {
@@ -181,12 +202,15 @@ void NcclCommunicator::Impl::allreduce(const void* in, void* out,
   const std::size_t bytes = count * SizeOf(type);
   const std::string what = fmt::format(
       "{} ({}) failed", DescribeNcclOp("allreduce", count, type), Name(op));
-  Run(what, type, CollectiveCall::AllReduce(count, type, op), in, bytes, out,
-      bytes, [&](ncclComm_t comm, const char* din, char* dout) {
+  Run(
+      what, type, CollectiveCall::AllReduce(count, type, op), in, bytes, out,
+      bytes,
+      [&](ncclComm_t comm, const char* din, char* dout) {
         if (count == 0) return ncclSuccess;
         return ncclAllReduce(din, dout, count, NcclType(type), NcclOp(type, op),
                              comm, stream_);
-      });
+      },
+      reinterpret_cast<std::uintptr_t>(out));
 }
 
 void NcclCommunicator::Impl::broadcast(const void* in, void* out,
@@ -197,12 +221,14 @@ void NcclCommunicator::Impl::broadcast(const void* in, void* out,
       "{} from rank {} failed", DescribeNcclOp("broadcast", count, type), root);
   CheckRootFor(what, "broadcast", call, root);
   const std::size_t bytes = count * SizeOf(type);
-  Run(what, type, call, rank_ == root ? in : nullptr, bytes, out, bytes,
+  Run(
+      what, type, call, rank_ == root ? in : nullptr, bytes, out, bytes,
       [&](ncclComm_t comm, const char* din, char* dout) {
         if (count == 0) return ncclSuccess;
         return ncclBroadcast(din, dout, count, NcclType(type), root, comm,
                              stream_);
-      });
+      },
+      reinterpret_cast<std::uintptr_t>(out));
 }
 
 void NcclCommunicator::Impl::reduce(const void* in, void* out,
@@ -214,12 +240,14 @@ void NcclCommunicator::Impl::reduce(const void* in, void* out,
                   DescribeNcclOp("reduce", count, type), Name(op), root);
   CheckRootFor(what, "reduce", call, root);
   const std::size_t bytes = count * SizeOf(type);
-  Run(what, type, call, in, bytes, rank_ == root ? out : nullptr, bytes,
+  Run(
+      what, type, call, in, bytes, rank_ == root ? out : nullptr, bytes,
       [&](ncclComm_t comm, const char* din, char* dout) {
         if (count == 0) return ncclSuccess;
         return ncclReduce(din, dout, count, NcclType(type), NcclOp(type, op),
                           root, comm, stream_);
-      });
+      },
+      reinterpret_cast<std::uintptr_t>(out));
 }
 
 void NcclCommunicator::Impl::reduce_scatter(const void* in, void* out,
@@ -229,13 +257,17 @@ void NcclCommunicator::Impl::reduce_scatter(const void* in, void* out,
   const std::string what =
       fmt::format("{} ({}) failed",
                   DescribeNcclOp("reduce_scatter", count, type), Name(op));
-  Run(what, type, CollectiveCall::ReduceScatter(count, type, op), in,
+  Run(
+      what, type, CollectiveCall::ReduceScatter(count, type, op), in,
       bytes * static_cast<std::size_t>(size_), out, bytes,
       [&](ncclComm_t comm, const char* din, char* dout) {
         if (count == 0) return ncclSuccess;
         return ncclReduceScatter(din, dout, count, NcclType(type),
                                  NcclOp(type, op), comm, stream_);
-      });
+      },
+      // In place, the output is this rank's part of the input.
+      reinterpret_cast<std::uintptr_t>(out) -
+          bytes * static_cast<std::size_t>(rank_));
 }
 
 }  // namespace disttest

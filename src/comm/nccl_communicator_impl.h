@@ -145,11 +145,16 @@ class NcclCommunicator::Impl {
   // Runs one operation: `in` (in_bytes) on the device, copied there first
   // when it is host memory, `out` (out_bytes) likewise, copied back after;
   // `body` enqueues the NCCL calls on the device buffers. Either may be
-  // null or empty (a rank that does not use it).
+  // null or empty (a rank that does not use it). A device `in` that
+  // overlaps a device `out` is read from a copy, unless it starts at
+  // `in_place` (NCCL's in-place form of the operation; 0: it has none):
+  // NCCL reads the input while it writes the output, and every backend
+  // reads the input as it was at the call, however the two overlap.
   void Run(
       const std::string& what, DataType type, const CollectiveCall& call,
       const void* in, std::size_t in_bytes, void* out, std::size_t out_bytes,
-      const std::function<ncclResult_t(ncclComm_t, const char*, char*)>& body);
+      const std::function<ncclResult_t(ncclComm_t, const char*, char*)>& body,
+      std::uintptr_t in_place = 0);
   // Calls cudaMemcpyAsync on the stream; breaks on failure.
   void Copy(const std::string& what, void* to, const void* from,
             std::size_t bytes, cudaMemcpyKind kind);

@@ -1308,7 +1308,55 @@ ncclResult_t CheckBuffers(const Op& op, const State& s, int device) {
       r != ncclSuccess) {
     return r;
   }
-  return CheckBuffer("receive", op.out, out, device);
+  if (const ncclResult_t r = CheckBuffer("receive", op.out, out, device);
+      r != ncclSuccess) {
+    return r;
+  }
+  // NCCL reads the send buffer while it writes the receive buffer: the two
+  // may overlap only as its in-place forms (sendbuff == recvbuff; an
+  // allgather's sendbuff at recvbuff + rank * count, a reduce-scatter's
+  // recvbuff at sendbuff + rank * count). Another overlap gives garbage on
+  // a GPU; the stand-in refuses it, so that a harness that passed one
+  // through fails here too.
+  if (in == 0 || out == 0) return ncclSuccess;
+  const auto send = reinterpret_cast<std::uintptr_t>(op.in);
+  const auto receive = reinterpret_cast<std::uintptr_t>(op.out);
+  if (send + in <= receive || receive + out <= send) return ncclSuccess;
+  const std::uintptr_t mine = bytes * static_cast<std::size_t>(s.rank);
+  const bool in_place = op.kind == Op::kAllGather       ? send == receive + mine
+                        : op.kind == Op::kReduceScatter ? receive == send + mine
+                                                        : send == receive;
+  if (in_place) return ncclSuccess;
+  return NcclFail(ncclInvalidArgument,
+                  "fake NCCL: the send and receive buffers overlap otherwise "
+                  "than in place (NCCL would read what it has overwritten)");
+}
+
+// A group's sends read while its receives write: on one rank they must
+// not overlap (an alltoall in place, run as sends and receives, would send
+// what it has received).
+ncclResult_t CheckGroupBuffers(const std::vector<Op>& ops, const State& s) {
+  for (const Op& a : ops) {
+    if (a.kind != Op::kSend) continue;
+    const auto send = reinterpret_cast<std::uintptr_t>(a.in);
+    const std::size_t in = a.count * TypeBytes(a.type);
+    for (const Op& b : ops) {
+      if (b.kind != Op::kRecv) continue;
+      const auto receive = reinterpret_cast<std::uintptr_t>(b.out);
+      const std::size_t out = b.count * TypeBytes(b.type);
+      if (in == 0 || out == 0 || send + in <= receive ||
+          receive + out <= send) {
+        continue;
+      }
+      // A rank's send to itself from where it receives from itself moves
+      // nothing.
+      if (a.root == s.rank && b.root == s.rank && send == receive) continue;
+      return NcclFail(ncclInvalidArgument,
+                      "fake NCCL: a send and a receive of one group overlap "
+                      "(NCCL would send what it has received)");
+    }
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t Submit(ncclComm_t comm, cudaStream_t stream, const Op& op) {
@@ -1545,6 +1593,12 @@ ncclResult_t ncclGroupEnd() {
   std::vector<Grouped> groups = std::move(*tl_grouped);
   tl_grouped->clear();
   if (failed != ncclSuccess) return failed;  // Nothing of it runs.
+  for (const Grouped& g : groups) {
+    if (const ncclResult_t e = CheckGroupBuffers(g.ops, *g.state);
+        e != ncclSuccess) {
+      return e;
+    }
+  }
   ncclResult_t result = ncclSuccess;
   for (Grouped& g : groups) {
     OnStream(g.stream, [state = g.state, ops = std::move(g.ops)] {

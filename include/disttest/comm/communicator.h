@@ -142,7 +142,11 @@ class Communicator {
 
   // The collectives below are MPI's and NCCL's. Buffers of the form
   // size() * count hold one part of `count` elements per rank, rank r's at
-  // offset r * count. `in` and `out` may be the same buffer (in place).
+  // offset r * count. `in` and `out` may be the same buffer, or overlap in
+  // any way: every backend reads the input as it was at the call. NCCL's
+  // in-place forms need no copy (in == out; an allgather's in at out +
+  // rank() * count; a reduce_scatter's out at in + rank() * count); on
+  // NCCL, device buffers that overlap otherwise are read from a copy.
   // A buffer a rank does not use may be null there.
   //
   // root's out (count) = op over every rank's in (count); out is unused on
