@@ -23,6 +23,10 @@ std::string MissingFromCollective(const LedgerMemory& memory, int self,
   // What each missing rank did last on the communicator, with its ranks.
   std::map<std::string, std::vector<int>> last;
   std::vector<std::string> order;
+  // Where those not in it are now, when in a call of another communicator
+  // (trial 12: "rank 2 has entered no collective" of a rank that waited in
+  // the world's barrier all along).
+  std::vector<std::string> elsewhere;
   for (int q = 0; q < memory.ranks(); ++q) {
     if (q == self) continue;
     const RankLedgerView v = memory.Read(q);
@@ -38,6 +42,11 @@ std::string MissingFromCollective(const LedgerMemory& memory, int self,
       if (newest == nullptr || r.seq > newest->seq) newest = &r;
     }
     if (newest != nullptr && newest->seq >= seq) continue;  // It is in it.
+    for (const LedgerRecord& r : v.records) {
+      if (r.index + 1 != v.blocked || v.comm_key(r.comm) == key) continue;
+      elsewhere.push_back(fmt::format("rank {} is in {} on {} {}", q, r.str(),
+                                      v.comm_name(r.comm), r.where()));
+    }
     const std::string what =
         newest == nullptr ? std::string()
                           : fmt::format("#{} {}", newest->seq, newest->str());
@@ -53,10 +62,12 @@ std::string MissingFromCollective(const LedgerMemory& memory, int self,
     if (i > 0) text += "; ";
     const std::string who = RanksText(ranks);
     text += what.empty()
-                ? fmt::format("{} {} entered no collective", who,
-                              ranks.size() == 1 ? "has" : "have")
+                ? fmt::format("{} {} entered no collective{}", who,
+                              ranks.size() == 1 ? "has" : "have",
+                              " of this communicator")
                 : fmt::format("{}'s last collective was {}", who, what);
   }
+  for (const std::string& where : elsewhere) text += "; " + where;
   return text;
 }
 

@@ -192,6 +192,48 @@ TEST_F(LedgerTest, ATimeoutNamesThePeersThatDidNotArrive) {
             "x int32, root 0)");
 }
 
+// A rank not in a communicator's collective that waits in another's says
+// where (trial 12: "rank 2 has entered no collective" of a rank in the
+// world's barrier all along).
+TEST_F(LedgerTest, ARankMissingFromACollectiveSaysWhereItIs) {
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Ledger::Install(memory_, 0);
+    Ledger::Current()->BeginTest();
+    EnterPhase(RankPhase::kBody);
+    FakeCommunicator world("world");
+    world.during = [&] {
+      char c;
+      (void)!read(go[0], &c, 1);  // Till the parent has looked.
+    };
+    world.barrier();  // The line below names it.
+    _exit(0);
+  }
+  const int line = __LINE__ - 3;  // The child's barrier.
+  // Wait till the child is in its barrier.
+  while (memory_->Read(0).blocked == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  FakeCommunicator group("grads", "grads/", "test/");
+  group.barrier();
+  const RankLedgerView mine = memory_->Read(1);
+  const std::uint64_t key = mine.comm_key(mine.records[0].comm);
+  ASSERT_NE(key, 0u);
+  EXPECT_EQ(MissingFromCollective(*memory_, 1, key, 0, /*every_rank=*/true),
+            fmt::format("waiting for rank 0: rank 0 has entered no collective "
+                        "of this communicator; rank 0 is in barrier() on "
+                        "world at ledger_test.cc:{}",
+                        line));
+  ASSERT_EQ(write(go[1], "g", 1), 1);
+  close(go[0]);
+  close(go[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+}
+
 TEST_F(LedgerTest, EachCommunicatorHasItsOwnNumbersAndName) {
   FakeCommunicator world("world"), group;
   world.barrier();

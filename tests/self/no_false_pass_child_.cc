@@ -919,6 +919,18 @@ DIST_TEST_F(NoFalsePass, DeadlockOnASplitCommunicator, 4) {
   KeepUntilExit(std::move(pair));
 }
 
+// A broadcast on a split of 3 ranks that rank 2 never enters: rank 1 has
+// its data once the root sent it, and goes on to the world's barrier,
+// where rank 2 waits; the root waits for rank 2 (trial 12: the wait was
+// not seen while one rank was past the broadcast).
+DIST_TEST_F(NoFalsePass, BroadcastThatOneRankSkipsWhileAnotherIsDone, 3) {
+  std::unique_ptr<disttest::Communicator> all = comm().split(0);
+  int x = 1;
+  if (rank() != 2) all->broadcast(&x, 1, 0);  // marker-broadcast-skipped
+  comm().barrier();                           // marker-barrier-after
+  KeepUntilExit(std::move(all));
+}
+
 // Rank 0 sends; rank 1 is in an allreduce that rank 0 never enters.
 DIST_TEST_F(NoFalsePass, DeadlockOfASendAndACollective, 2) {
   int x = 1;

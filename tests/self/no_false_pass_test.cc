@@ -751,6 +751,29 @@ TEST_P(NoFalsePassTest, MakingACommunicatorThatARankNeverMakesEnds) {
                      "come (a deadlock): rank 2 has finished its test");
 }
 
+// One member past the collective (a broadcast's non-root has its data) is
+// no reason to stop looking: the root still waits for rank 2, which waits
+// in the world's barrier for the root (trial 12: 90% of the timeout).
+TEST_P(NoFalsePassTest, DeadlockWhileAnotherRankIsPastTheCollectiveEnds) {
+  const Verdict v = Run("BroadcastThatOneRankSkipsWhileAnotherIsDone/3ranks");
+  ExpectDeadlock(v,
+                 "ranks 0, 2 wait for each other and none can go on (a "
+                 "deadlock): rank 0 waits in broadcast(1 x int32, root 0) on "
+                 "world split 0 (color 0) at " +
+                     Line("marker-broadcast-skipped") +
+                     ", which rank 2 has not entered; rank 2 waits in "
+                     "barrier() at " +
+                     Line("marker-barrier-after") +
+                     ", which rank 0 has not entered");
+  // The rank that never came is in the split's paragraph, saying where.
+  EXPECT_THAT(v.run.out,
+              HasSubstr("rank 2 is not in it: it has entered no collective on "
+                        "world split 0 (color 0) in this test; it is in #2 "
+                        "barrier() on the world communicator at " +
+                        Line("marker-barrier-after")))
+      << v.run.out;
+}
+
 TEST_P(NoFalsePassTest, DeadlockOfASendAndACollectiveEnds) {
   ExpectDeadlock(Run("DeadlockOfASendAndACollective/2ranks"),
                  "rank 1 waits in allreduce(1 x int32, sum) at " +

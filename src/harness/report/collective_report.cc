@@ -166,10 +166,16 @@ void ReportCommunicator(const std::vector<RankState>& states,
                         const std::vector<Rank>& ranks, std::uint64_t key,
                         const std::string& comm, bool world,
                         std::vector<std::string>* out) {
-  // Members: every rank for the world; for another, those that used it.
+  // Members: every rank for the world; for another, those that used it or
+  // made it (trial 12: the rank that never entered a split's broadcast,
+  // the cause, was left out of its paragraph).
   std::vector<const Rank*> members;
   for (const Rank& r : ranks) {
-    if (world || r.comms.count(key) != 0) members.push_back(&r);
+    const std::vector<std::uint64_t>& made = r.view->keys;
+    if (world || r.comms.count(key) != 0 ||
+        std::find(made.begin(), made.end(), key) != made.end()) {
+      members.push_back(&r);
+    }
   }
   // The numbers may go on from earlier tests (a pooled rank, a launched
   // one): a rank without this test's records of it is where the test

@@ -250,13 +250,21 @@ class Finder {
         continue;  // In it too.
       }
       // Not in it: certainly not past it, when its ledger holds a
-      // collective of the communicator before it and none from it on.
-      bool before = false;
+      // collective of the communicator before it and none from it on. One
+      // past it is waited for no more: a broadcast's, a scatter's or a
+      // reduce's member may be done before another has come (trial 12: the
+      // root waited for a rank that never came while a third had its data,
+      // and the wait was not seen).
+      bool before = false, past = false;
       for (const LedgerRecord& r : v.records) {
         if (!r.collective() || v.comm_key(r.comm) != key) continue;
-        if (r.seq >= call.seq) return std::nullopt;
+        if (r.seq >= call.seq) {
+          past = true;
+          break;
+        }
         before = true;
       }
+      if (past) continue;
       if (!before && v.dropped > 0) return std::nullopt;
       w.on.push_back(m);
       absent.push_back(RankOf(m));
