@@ -287,6 +287,11 @@ void Communicator::set_timeout(std::chrono::milliseconds timeout) {
   DoSetTimeout(timeout_);
 }
 
+void Communicator::restore_timeout() {
+  timeout_ = made_timeout_;
+  DoSetTimeout(timeout_);
+}
+
 void Communicator::InitTimeout(std::chrono::milliseconds timeout) {
   timeout_ = std::min(timeout, kLongestTimeout);
   made_timeout_ = timeout_;

@@ -1266,6 +1266,9 @@ class VerdictsPooled : public Verdicts {
     EXPECT_TRUE(set_up_);
     EXPECT_EQ(member_++, 0);
     EXPECT_LE(store().add("tests", 1), world_size());
+    // An earlier test's set_timeout() (First's) is not this one's.
+    EXPECT_NE(comm().timeout(), std::chrono::seconds(31))
+        << "marker-pool-timeout";
     int one = 1;
     comm().allreduce(&one, 1, disttest::ReduceOp::kSum);
     EXPECT_EQ(one, world_size());
@@ -1278,7 +1281,10 @@ class VerdictsPooled : public Verdicts {
   int member_ = 0;
 };
 
-DIST_TEST_F(VerdictsPooled, First) { PrintProcess("First"); }
+DIST_TEST_F(VerdictsPooled, First) {
+  PrintProcess("First");
+  comm().set_timeout(std::chrono::seconds(31));
+}
 DIST_TEST_F(VerdictsPooled, Second) { PrintProcess("Second"); }
 DIST_TEST_F(VerdictsPooled, FailsOnRank1) {
   PrintProcess("FailsOnRank1");

@@ -209,6 +209,9 @@ class Communicator {
   // test's timeout). For one operation, a ScopedTimeout. One longer than
   // about 115 days (milliseconds::max() for none) is cut to that.
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // The timeout it was made with again, undoing set_timeout(): a pooled
+  // rank's communicator starts each test so.
+  void restore_timeout();
   void set_timeout(std::chrono::milliseconds timeout);
 
   // Typed conveniences.

@@ -135,8 +135,10 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
             fmt::format("this binary has no distributed test {}", *test));
       }
       PrefixStore own(PoolKey(n), store);
-      // The errors peers caused in an earlier test are not this one's.
+      // The errors peers caused in an earlier test are not this one's, nor
+      // is a timeout it set (trial 12: a later test failed at 50 ms).
       ForgetErrorsOfPeers();
+      if (comm != nullptr) comm->restore_timeout();
       verdict = RunProgram(*next, env, comm, own, report);
       EnterPhase(RankPhase::kFinished);
     } catch (const std::exception& e) {
