@@ -466,7 +466,13 @@ void GtestRankProgram::Guarded(const std::string& where, F&& f) {
     message = fmt::format("{} threw {}: {}", where, Demangle(typeid(e).name()),
                           e.what());
   } catch (...) {
-    message = fmt::format("{} threw an exception of unknown type", where);
+    // Not a std::exception: its type is known all the same (trial 12:
+    // `throw 42` read "of unknown type").
+    const std::type_info* type = abi::__cxa_current_exception_type();
+    message = type != nullptr
+                  ? fmt::format("{} threw {} (not a std::exception)", where,
+                                Demangle(type->name()))
+                  : fmt::format("{} threw an exception of unknown type", where);
   }
   if (getpid() != pid_) {
     // A child of fork() in the test's code that came back here would run

@@ -168,6 +168,13 @@ DIST_TEST_F(Verdicts, Throws) {
   if (rank() == 1) throw std::runtime_error("marker-throw");
 }
 
+// Exceptions that are not std::exceptions: named by their type.
+struct NotAStdException {};
+DIST_TEST_F(Verdicts, ThrowsAnIntAndAStruct, 3) {
+  if (rank() == 1) throw 42;
+  if (rank() == 2) throw NotAStdException{};
+}
+
 DIST_TEST_F(Verdicts, CallsExit3) {
   if (rank() == 1) std::exit(3);
 }

@@ -164,6 +164,19 @@ TEST_P(VerdictsTest, ExceptionIsAFatalFailureOfItsRank) {
   EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 0/2]")));
 }
 
+// trial 12: "threw an exception of unknown type" for `throw 42`.
+TEST_P(VerdictsTest, AnExceptionOfAnotherKindIsNamedByItsType) {
+  Verdict v = Run("Verdicts.ThrowsAnIntAndAStruct/3ranks");
+  EXPECT_EQ(v.run.exit_code, 1);
+  EXPECT_THAT(v.run.out, HasSubstr("[rank 1/3] the test body threw int (not "
+                                   "a std::exception)"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("[rank 2/3] the test body threw (anonymous "
+                        "namespace)::NotAStdException (not a std::exception)"))
+      << v.run.out;
+}
+
 TEST_P(VerdictsTest, ExitInTheBodyIsReportedWithItsStatus) {
   Verdict v = Run("Verdicts.CallsExit3/2ranks");
   EXPECT_EQ(v.run.exit_code, 1);
