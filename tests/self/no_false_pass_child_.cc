@@ -1345,6 +1345,24 @@ class NoFalsePassPatient : public NoFalsePass {
   NoFalsePassPatient() { options().failure_grace = std::chrono::seconds(20); }
 };
 
+// Rank 1 reduces with max where rank 0 sums, on a communicator of the
+// test's own (compared at the end), then ends as the test expects: its
+// calls before the end are compared all the same (trial 12).
+DIST_TEST_F(NoFalsePass, CallThatDiffersBeforeAnExpectedEnd, 2) {
+  disttest::GlooOptions o;
+  o.name = "mine";
+  std::unique_ptr<disttest::Communicator> mine = disttest::CreateCommunicator(
+      disttest::Backend::kGloo, store(), rank(), world_size(), o);
+  ExpectRankToEnd(1, disttest::RankEnd::ExitsWith(3));
+  int v = rank() + 1;
+  const auto op =
+      rank() == 0 ? disttest::ReduceOp::kSum : disttest::ReduceOp::kMax;
+  mine->allreduce(&v, 1, op);  // marker-before-end
+  comm().barrier();
+  if (rank() == 1) _exit(3);
+  KeepUntilExit(std::move(mine));
+}
+
 // Rank 1 dies at once; rank 0 declares that end 200 ms later.
 DIST_TEST_F(NoFalsePassPatient, EndExpectedAfterItCame, 2) {
   if (rank() == 1) std::raise(SIGKILL);

@@ -1322,6 +1322,30 @@ TEST_P(NoFalsePassTest, SigtermWhileReportingFinishesTheReportAndTheXml) {
 
 // --- Expected ends. ---
 
+// A rank that ends as expected made a call that differed before its end:
+// compared all the same (trial 12: it passed, its calls no one's to
+// compare).
+TEST_P(NoFalsePassTest, CallThatDifferedBeforeAnExpectedEndFails) {
+  if (Threads()) {
+    GTEST_SKIP() << "cannot apply to ranks that are threads: a thread cannot "
+                    "end alone (ExpectRankToEnd is refused)";
+  }
+  Verdict v = Run("CallThatDiffersBeforeAnExpectedEnd/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("collective #0 on mine did not match across the "
+                        "ranks, though every call returned (the data is not "
+                        "what the test meant):\n  rank 0 called allreduce(1 x "
+                        "int32, sum) at " +
+                        Line("marker-before-end") +
+                        "\n  rank 1 called allreduce(1 x int32, max) at " +
+                        Line("marker-before-end")))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, HasSubstr("exited with status 3, as the test "
+                                   "expected"))
+      << v.run.out;
+}
+
 TEST_P(NoFalsePassTest, EndDeclaredAfterItCameFailsTheTest) {
   if (Threads()) {
     GTEST_SKIP() << "cannot apply to ranks that are threads: a thread cannot "

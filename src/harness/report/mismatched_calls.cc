@@ -78,6 +78,42 @@ std::vector<CallMember> ReturnedMembers(const std::vector<RankState>& states,
   return members;
 }
 
+// The ranks that ended as the test expected and made collectives on
+// communicator `key` that returned: those calls, which their survivors'
+// must match (trial 12: a dead rank's call that differed passed, as its
+// digest of fewer calls is no one's to compare).
+std::vector<CallMember> EndedMembers(const std::vector<RankState>& states,
+                                     std::uint64_t key) {
+  std::vector<CallMember> members;
+  for (const RankState& s : states) {
+    if (!s.ledger || !s.ended_as_expected) continue;
+    const RankLedgerView& v = *s.ledger;
+    CallMember m{s.rank, {}, {}};
+    for (const LedgerRecord& r : v.records) {
+      if (v.comm_key(r.comm) != key || !r.collective() ||
+          r.state != LedgerState::kCompleted) {
+        continue;
+      }
+      m.records.push_back(&r);
+    }
+    if (!m.records.empty()) members.push_back(std::move(m));
+  }
+  return members;
+}
+
+// Whether two of `members` made different calls as one collective of
+// those their ledgers kept.
+bool RecordsDiffer(const std::vector<CallMember>& members) {
+  std::map<std::uint64_t, const LedgerRecord*> first;
+  for (const CallMember& m : members) {
+    for (const LedgerRecord* r : m.records) {
+      const auto [it, made] = first.try_emplace(r->seq, r);
+      if (!made && !r->SameCall(*it->second)) return true;
+    }
+  }
+  return false;
+}
+
 // Where the calls of `members` on `comm` part: the first collective, among
 // those the ledgers kept, with each rank's call; or each rank's count and
 // digest when the difference is older than that.
@@ -196,14 +232,25 @@ std::string MismatchedCalls(const std::vector<RankState>& states) {
       out.push_back(std::move(twins));
       continue;
     }
-    const std::vector<CallMember> members = ReturnedMembers(states, key);
-    if (members.size() < 2) continue;
+    std::vector<CallMember> members = ReturnedMembers(states, key);
     const bool agree =
         std::all_of(members.begin(), members.end(), [&](const CallMember& m) {
           return m.digest == members.front().digest;
         });
-    if (agree) continue;
-    DescribeFirstDifference(members, comm, &out);
+    if (members.size() >= 2 && !agree) {
+      DescribeFirstDifference(members, comm, &out);
+      continue;
+    }
+    // Ranks that ended as expected: their calls before the end, one by
+    // one, against the others'.
+    std::vector<CallMember> ended = EndedMembers(states, key);
+    if (ended.empty() || members.empty()) continue;
+    for (CallMember& m : ended) members.push_back(std::move(m));
+    std::sort(members.begin(), members.end(),
+              [](const CallMember& a, const CallMember& b) {
+                return a.rank < b.rank;
+              });
+    if (RecordsDiffer(members)) DescribeFirstDifference(members, comm, &out);
   }
   return fmt::format("{}", fmt::join(out, "\n"));
 }
