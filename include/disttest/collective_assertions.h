@@ -111,9 +111,13 @@ Agreement OneSharedObject(const char* macro, const char* expression,
 // Every rank's `value`, compared with == on every rank; a failure message
 // with the table of values when they differ. `expression` is the asserted
 // source text, `macro` names the assertion. On `on` (null: the test's).
+// `constant`: the asserted expression names a const object (a parameter
+// of DIST_TEST_P, a `const` global), which the ranks may share as threads
+// without comparing nothing.
 template <typename T>
 Agreement AllEqual(const char* macro, const char* expression, const T& value,
-                   Communicator* on, CallSite where = CallSite::current()) {
+                   Communicator* on, bool constant = false,
+                   CallSite where = CallSite::current()) {
   using Compared = ComparedValue<std::remove_cv_t<T>>;
   using Decoded = typename Compared::Decoded;
   Communicator& comm = on != nullptr ? *on : CurrentCommunicator();
@@ -121,7 +125,8 @@ Agreement AllEqual(const char* macro, const char* expression, const T& value,
       AssertionTag(typeid(Decoded).name(), expression, where);
   std::string mine;
   Append(mine, tag);
-  Append(mine, AddressWhereRanksAreThreads(std::addressof(value)));
+  Append(mine,
+         constant ? 0 : AddressWhereRanksAreThreads(std::addressof(value)));
   Compared::Encode(value, mine);
   const std::vector<std::string> all =
       GatherBytes(comm, mine, where, macro, expression);
@@ -202,9 +207,12 @@ Agreement AllTrue(const char* macro, const char* expression, bool value,
 
 // One assertion: `macro` and `text` (the asserted source, stringized by the
 // public macro) for the message, on `comm` (null: the test's comm()).
-#define DISTTEST_ALL_EQ_(macro, text, value, comm, on_failure) \
-  DISTTEST_COLLECTIVE_(                                        \
-      ::disttest::internal::AllEqual(macro, text, value, comm), on_failure)
+#define DISTTEST_ALL_EQ_(macro, text, value, comm, on_failure)              \
+  DISTTEST_COLLECTIVE_(                                                     \
+      ::disttest::internal::AllEqual(                                       \
+          macro, text, value, comm,                                         \
+          std::is_const_v<std::remove_reference_t<decltype((value))>>),     \
+      on_failure)
 #define DISTTEST_ALL_TRUE_(macro, text, condition, comm, on_failure)         \
   DISTTEST_COLLECTIVE_(::disttest::internal::AllTrue(                        \
                            macro, text, static_cast<bool>(condition), comm), \

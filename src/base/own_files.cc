@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -70,9 +71,12 @@ std::string MakeOne(const std::filesystem::path& dir,
   return "";
 }
 
+// MakeOwnDirectory's work; `made` gets what it made, `root_made` how many
+// of those are root's and above once root stands.
 std::string MakeOwnDirectoryOrSome(const std::string& root,
                                    const std::string& below,
-                                   std::vector<std::filesystem::path>& made);
+                                   std::vector<std::filesystem::path>& made,
+                                   std::size_t& root_made);
 
 }  // namespace
 
@@ -82,9 +86,16 @@ std::string MakeOwnDirectory(const std::string& root,
   // directories made for it go again, newest first: nothing is left for a
   // path that was refused.
   std::vector<std::filesystem::path> made;
-  std::string why = MakeOwnDirectoryOrSome(root, below, made);
+  std::size_t root_made = SIZE_MAX;
+  std::string why = MakeOwnDirectoryOrSome(root, below, made, root_made);
   if (!why.empty()) {
-    for (auto it = made.rbegin(); it != made.rend(); ++it) rmdir(it->c_str());
+    // Where `root` itself stands, only what was made below it goes: another
+    // process of the run may be making its own part there (ctest -j with
+    // one DISTTEST_LOG_DIR).
+    const std::size_t keep = root_made == SIZE_MAX ? 0 : root_made;
+    for (std::size_t i = made.size(); i > keep; --i) {
+      rmdir(made[i - 1].c_str());
+    }
   }
   return why;
 }
@@ -93,7 +104,8 @@ namespace {
 
 std::string MakeOwnDirectoryOrSome(const std::string& root,
                                    const std::string& below,
-                                   std::vector<std::filesystem::path>& made) {
+                                   std::vector<std::filesystem::path>& made,
+                                   std::size_t& root_made) {
   // New directories are this user's alone: logs and traces hold what tests
   // printed. Above `root` only what is missing is made; nothing is judged.
   std::filesystem::path p;
@@ -104,6 +116,7 @@ std::string MakeOwnDirectoryOrSome(const std::string& root,
   if (std::string why = CheckDirectory(root, /*follow=*/true); !why.empty()) {
     return why;
   }
+  root_made = made.size();
   for (const std::filesystem::path& part : std::filesystem::path(below)) {
     if (part.empty() || part == ".") continue;
     if (part == "..") return fmt::format("{}: \"..\" is refused", below);

@@ -12,8 +12,12 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
+#include <string_view>
+#include <span>
 
 #include "base/threads.h"
+#include "comm/buffer_overlap.h"
 #include "comm/communicator_recorded.h"
 #include "comm/ledger.h"
 #include "comm/rank_thread_check.h"
@@ -50,6 +54,33 @@ void CheckReduceOp(const Communicator& comm, const char* op, DataType type,
       "bfloat16, float32, float64), not {}",
       comm.rank(), comm.size(), op, Name(type), Name(type)));
 }
+// `in`, or a copy of it where it overlaps `out` (as `in == out` too,
+// where `same` is no in-place form): a backend that reads host memory then
+// reads the input as it was at the call, however the buffers overlap
+// (Gloo's allgather copies its input into the output first, which an
+// overlap would garble; MPI forbids one). NCCL's buffers may be device
+// memory: it copies its own (nccl_collectives.cc).
+const void* Unaliased(const Communicator& comm, const void* in,
+                      std::size_t in_bytes, const void* out,
+                      std::size_t out_bytes, std::vector<unsigned char>& copy,
+                      bool same = false) {
+  if (in == nullptr || out == nullptr || (same && in == out) ||
+      !internal::OverlapsOtherThanInPlace(in, in_bytes, out, out_bytes, 0) ||
+      std::string_view(comm.backend_name()) == "nccl") {
+    return in;
+  }
+  const auto* bytes = static_cast<const unsigned char*>(in);
+  copy.assign(bytes, bytes + in_bytes);
+  return copy.data();
+}
+
+// The elements of `counts`, summed.
+std::size_t Sum(std::span<const std::size_t> counts) {
+  std::size_t sum = 0;
+  for (std::size_t c : counts) sum += c;
+  return sum;
+}
+
 }  // namespace
 
 namespace internal {
@@ -141,7 +172,10 @@ void Communicator::allreduce(const void* in, void* out, std::size_t count,
     if (in == out) {
       DoAllReduce(out, count, type, op);
     } else {
-      DoAllReduceOutOfPlace(in, out, count, type, op);
+      const std::size_t bytes = count * SizeOf(type);
+      std::vector<unsigned char> copy;
+      DoAllReduceOutOfPlace(Unaliased(*this, in, bytes, out, bytes, copy), out,
+                            count, type, op);
     }
   });
 }
@@ -163,7 +197,11 @@ void Communicator::broadcast(const void* in, void* out, std::size_t count,
     if (in == out) {
       DoBroadcast(out, count, type, root);
     } else {
-      DoBroadcastOutOfPlace(in, out, count, type, root);
+      const std::size_t bytes = count * SizeOf(type);
+      std::vector<unsigned char> copy;
+      DoBroadcastOutOfPlace(
+          rank() == root ? Unaliased(*this, in, bytes, out, bytes, copy) : in,
+          out, count, type, root);
     }
   });
 }
@@ -172,7 +210,12 @@ void Communicator::allgather(const void* in, void* out, std::size_t count,
                              DataType type, Where where) {
   Recorded r(*this, true,
              {LedgerOp::kAllGather, type, ReduceOp::kSum, count, -1, 0}, where);
-  r.Run([&] { DoAllGather(in, out, count, type); });
+  r.Run([&] {
+    const std::size_t bytes = count * SizeOf(type);
+    std::vector<unsigned char> copy;
+    DoAllGather(Unaliased(*this, in, bytes, out, bytes * size(), copy), out,
+                count, type);
+  });
 }
 
 void Communicator::send(const void* data, std::size_t count, DataType type,
@@ -194,7 +237,12 @@ void Communicator::reduce(const void* in, void* out, std::size_t count,
   Recorded r(*this, true, {LedgerOp::kReduce, type, op, count, root, 0}, where);
   r.Run([&] {
     CheckReduceOp(*this, "reduce", type, op);
-    DoReduce(in, out, count, type, op, root);
+    const std::size_t bytes = count * SizeOf(type);
+    std::vector<unsigned char> copy;
+    DoReduce(rank() == root
+                 ? Unaliased(*this, in, bytes, out, bytes, copy, /*same=*/true)
+                 : in,
+             out, count, type, op, root);
   });
 }
 
@@ -204,7 +252,10 @@ void Communicator::reduce_scatter(const void* in, void* out, std::size_t count,
              where);
   r.Run([&] {
     CheckReduceOp(*this, "reduce_scatter", type, op);
-    DoReduceScatter(in, out, count, type, op);
+    const std::size_t bytes = count * SizeOf(type);
+    std::vector<unsigned char> copy;
+    DoReduceScatter(Unaliased(*this, in, bytes * size(), out, bytes, copy), out,
+                    count, type, op);
   });
 }
 
@@ -212,21 +263,39 @@ void Communicator::gather(const void* in, void* out, std::size_t count,
                           DataType type, int root, Where where) {
   Recorded r(*this, true,
              {LedgerOp::kGather, type, ReduceOp::kSum, count, root, 0}, where);
-  r.Run([&] { DoGather(in, out, count, type, root); });
+  r.Run([&] {
+    const std::size_t bytes = count * SizeOf(type);
+    std::vector<unsigned char> copy;
+    DoGather(rank() == root
+                 ? Unaliased(*this, in, bytes, out, bytes * size(), copy)
+                 : in,
+             out, count, type, root);
+  });
 }
 
 void Communicator::scatter(const void* in, void* out, std::size_t count,
                            DataType type, int root, Where where) {
   Recorded r(*this, true,
              {LedgerOp::kScatter, type, ReduceOp::kSum, count, root, 0}, where);
-  r.Run([&] { DoScatter(in, out, count, type, root); });
+  r.Run([&] {
+    const std::size_t bytes = count * SizeOf(type);
+    std::vector<unsigned char> copy;
+    DoScatter(rank() == root
+                  ? Unaliased(*this, in, bytes * size(), out, bytes, copy)
+                  : in,
+              out, count, type, root);
+  });
 }
 
 void Communicator::alltoall(const void* in, void* out, std::size_t count,
                             DataType type, Where where) {
   Recorded r(*this, true,
              {LedgerOp::kAllToAll, type, ReduceOp::kSum, count, -1, 0}, where);
-  r.Run([&] { DoAllToAll(in, out, count, type); });
+  r.Run([&] {
+    const std::size_t bytes = count * SizeOf(type) * size();
+    std::vector<unsigned char> copy;
+    DoAllToAll(Unaliased(*this, in, bytes, out, bytes, copy), out, count, type);
+  });
 }
 
 void Communicator::allgatherv(const void* in, void* out,
@@ -241,7 +310,16 @@ void Communicator::allgatherv(const void* in, void* out,
               static_cast<std::uint32_t>(hash ^ (hash >> 32)), counts.data(),
               counts.size()},
              where);
-  r.Run([&] { DoAllGatherV(in, out, counts, type); });
+  r.Run([&] {
+    const std::size_t mine =
+        counts.size() == static_cast<std::size_t>(size())
+            ? counts[static_cast<std::size_t>(rank())] * SizeOf(type)
+            : 0;
+    std::vector<unsigned char> copy;
+    DoAllGatherV(Unaliased(*this, in, mine, out, Sum(counts) * SizeOf(type),
+                           copy),
+                 out, counts, type);
+  });
 }
 
 void Communicator::alltoallv(const void* in,
@@ -252,7 +330,12 @@ void Communicator::alltoallv(const void* in,
   for (std::size_t c : in_counts) sent += c;
   Recorded r(*this, true,
              {LedgerOp::kAllToAllV, type, ReduceOp::kSum, sent, -1, 0}, where);
-  r.Run([&] { DoAllToAllV(in, in_counts, out, out_counts, type); });
+  r.Run([&] {
+    std::vector<unsigned char> copy;
+    DoAllToAllV(Unaliased(*this, in, Sum(in_counts) * SizeOf(type), out,
+                          Sum(out_counts) * SizeOf(type), copy),
+                in_counts, out, out_counts, type);
+  });
 }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key,

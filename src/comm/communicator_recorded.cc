@@ -54,7 +54,10 @@ Communicator::Recorded::Recorded(Communicator& comm, bool collective,
               comm.rank(), comm.size(), what.str(), comm.name_),
           "Collectives of one communicator from two threads at once are a "
           "bug of the program",
-          where.file_name(), where.line(), comm.rank());
+          where.file_name(), where.line(),
+          // Its ledger's slot: the world rank whose it is (the
+          // communicator's rank is another on a split).
+          ledger_ != nullptr ? ledger_->slot() : -1);
     }
   }
   if (ledger_ == nullptr) return;

@@ -26,7 +26,8 @@ std::string MissingFromCollective(const LedgerMemory& memory, int self,
   // Where those not in it are now, when in a call of another communicator
   // (trial 12: "rank 2 has entered no collective" of a rank that waited in
   // the world's barrier all along).
-  std::vector<std::string> elsewhere;
+  std::map<std::string, std::vector<int>> elsewhere;  // Where: its ranks.
+  std::vector<std::string> elsewhere_order;
   for (int q = 0; q < memory.ranks(); ++q) {
     if (q == self) continue;
     const RankLedgerView v = memory.Read(q);
@@ -44,8 +45,12 @@ std::string MissingFromCollective(const LedgerMemory& memory, int self,
     if (newest != nullptr && newest->seq >= seq) continue;  // It is in it.
     for (const LedgerRecord& r : v.records) {
       if (r.index + 1 != v.blocked || v.comm_key(r.comm) == key) continue;
-      elsewhere.push_back(fmt::format("rank {} is in {} on {} {}", q, r.str(),
-                                      v.comm_name(r.comm), r.where()));
+      const std::string where =
+          fmt::format("{} on {} {}", r.str(), v.comm_name(r.comm), r.where());
+      if (elsewhere.find(where) == elsewhere.end()) {
+        elsewhere_order.push_back(where);
+      }
+      elsewhere[where].push_back(q);
     }
     const std::string what =
         newest == nullptr ? std::string()
@@ -67,7 +72,11 @@ std::string MissingFromCollective(const LedgerMemory& memory, int self,
                               " of this communicator")
                 : fmt::format("{}'s last collective was {}", who, what);
   }
-  for (const std::string& where : elsewhere) text += "; " + where;
+  for (const std::string& where : elsewhere_order) {
+    const std::vector<int>& ranks = elsewhere[where];
+    text += fmt::format("; {} {} in {}", RanksText(ranks),
+                        ranks.size() == 1 ? "is" : "are", where);
+  }
   return text;
 }
 

@@ -267,7 +267,8 @@ void Communicator::WaitFor(Request& request) {
             request.line_),
         "A send buffer changed before its wait() returned is a bug of the "
         "program",
-        request.file_, request.line_, rank());
+        request.file_, request.line_,
+        ledger_ != nullptr ? ledger_->slot() : -1);
   }
 }
 

@@ -83,7 +83,10 @@ std::chrono::milliseconds HeartbeatInterval() {
   if (value != nullptr && *value != '\0' &&
       !std::isspace(static_cast<unsigned char>(*value))) {
     char* end = nullptr;
-    if (std::strtod(value, &end) == 0 && end != value && *end == '\0') {
+    errno = 0;
+    // (1e-400 is no 0: strtod's underflow, ERANGE, goes to the error.)
+    if (std::strtod(value, &end) == 0 && end != value && *end == '\0' &&
+        errno != ERANGE) {
       return std::chrono::milliseconds(0);
     }
   }
@@ -122,7 +125,8 @@ double TimeoutScale() {
   if (value == nullptr || *value == '\0') return SlowBuildScale();
   char* end = nullptr;
   const double scale = std::strtod(value, &end);
-  if (end == value || *end != '\0' || !(scale > 0) || scale > 100) {
+  if (std::isspace(static_cast<unsigned char>(*value)) || end == value ||
+      *end != '\0' || !(scale > 0) || scale > 100) {
     throw ConfigError(fmt::format(
         "environment variable {}='{}' is invalid: it must be a number "
         "greater than 0 and at most 100 (a factor for every disttest "

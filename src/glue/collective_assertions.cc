@@ -118,7 +118,8 @@ Agreement OneSharedObject(const char* macro, const char* expression,
   // ranks would each have their own and disagree.
   return Agreement(fmt::format(
       "{}({}): every one of the {} ranks{} passed the same object (at {:#x}, "
-      "a global, a static or one they share), so this compares nothing: the "
+      "a global, a static or one they share, not const), so this compares "
+      "nothing: the "
       "ranks are threads of one process here (LaunchMode::kThreads) and "
       "share it. Keep each rank's value in an object of its own (a local, "
       "the fixture), or run the test as processes (options().process_only)",

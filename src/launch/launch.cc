@@ -339,8 +339,14 @@ Context LaunchWithStore(internal::LaunchRequest request,
   // second with the same rank (RANK given twice, or a rank of another job
   // on the port) ends here saying so, where Gloo would fail to connect or
   // wait out its timeout several times over (trial 11).
-  if (rendezvous->client->add(fmt::format("launch/claims/{}", request.rank),
-                              1) != 1) {
+  // The same process again (a launch() retried while the store lives)
+  // keeps its claim.
+  TcpStore& client = *rendezvous->client;
+  const std::string me = fmt::format("{}@{}", getpid(), internal::Hostname());
+  const std::string claimer = fmt::format("launch/claimer/{}", request.rank);
+  if (client.add(fmt::format("launch/claims/{}", request.rank), 1) == 1) {
+    client.set(claimer, std::string_view(me));
+  } else if (!client.check({claimer}) || client.get_string(claimer) != me) {
     throw ConfigError(fmt::format(
         "launch(): two processes came to the store at {}:{} as rank {} of "
         "{}: this one (process {} on {}) came second and ends here: give "

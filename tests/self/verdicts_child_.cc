@@ -1221,21 +1221,22 @@ DIST_TEST_F(VerdictsAuto, ChoosesTheBackend) {
 // (A rank thread's own count: one per test, in a process per test.)
 thread_local int g_tests_in_this_process = 0;
 
-// Reused ranks in a shuffled order: Second fails on rank 1 when First ran
-// before it in that rank's process (only shuffled: a full run passes it).
-bool g_first_in_this_process[2] = {};  // By rank: threads share globals.
+// Reused ranks in a shuffled order: the second of the two tests to run in
+// rank 1's process fails there, whichever it is (only shuffled: a full run
+// passes it; the order a seed gives changes with the tests registered).
+bool g_ran_in_this_process[2][2] = {};  // By test, then rank.
 class VerdictsPooledShuffle : public Verdicts {
  protected:
   VerdictsPooledShuffle() { options().reuse_workers = true; }
+  void Ran(int test) {
+    g_ran_in_this_process[test][rank()] = true;
+    EXPECT_FALSE(rank() == 1 && g_ran_in_this_process[1 - test][1] &&
+                 GTEST_FLAG_GET(shuffle))
+        << "marker-after-first-in-this-process";
+  }
 };
-DIST_TEST_F(VerdictsPooledShuffle, First, 2) {
-  g_first_in_this_process[rank()] = true;
-}
-DIST_TEST_F(VerdictsPooledShuffle, Second, 2) {
-  EXPECT_FALSE(rank() == 1 && g_first_in_this_process[1] &&
-               GTEST_FLAG_GET(shuffle))
-      << "marker-after-first-in-this-process";
-}
+DIST_TEST_F(VerdictsPooledShuffle, First, 2) { Ran(0); }
+DIST_TEST_F(VerdictsPooledShuffle, Second, 2) { Ran(1); }
 
 // A suite's SetUpTestSuite() runs in the parent before its first test:
 // its ranks must come after it, not from the pool of the suite before, nor

@@ -99,7 +99,7 @@ TEST_P(VerdictsTest, PooledRerunOfAShuffleIsTheWholeRun) {
   }
   std::string user_args =
       *GetParam().extra_arg ? " " + std::string(GetParam().extra_arg) : "";
-  // Seed 2 runs First before Second.
+  // The second test to run fails, in either order.
   Verdict v = Run("VerdictsPooledShuffle.*",
                   {{"GTEST_SHUFFLE", "1"}, {"GTEST_RANDOM_SEED", "2"}});
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;

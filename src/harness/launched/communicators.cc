@@ -27,7 +27,12 @@ Communicator* Communicators::For(int n, const Options& options,
       fmt::format("{}/{}/{}", n, Name(options.backend), timeout.count());
   Made& made = comms_[key];
   std::unique_ptr<Communicator>& comm = made.comm;
-  if (comm) return comm.get();
+  if (comm) {
+    // A test starts with the timeout it asked for, not the one an earlier
+    // test set (set_timeout()), as a pooled rank's does.
+    comm->restore_timeout();
+    return comm.get();
+  }
   GlooOptions gloo;
   gloo.hostname = BindHostFor(env_.master_addr);
   gloo.name = "world";

@@ -172,8 +172,11 @@ void ReportCommunicator(const std::vector<RankState>& states,
   std::vector<const Rank*> members;
   for (const Rank& r : ranks) {
     const std::vector<std::uint64_t>& made = r.view->keys;
+    // (One whose older records are gone is left out: its count of them
+    // would not be whole.)
     if (world || r.comms.count(key) != 0 ||
-        std::find(made.begin(), made.end(), key) != made.end()) {
+        (r.view->dropped == 0 &&
+         std::find(made.begin(), made.end(), key) != made.end())) {
       members.push_back(&r);
     }
   }
