@@ -177,6 +177,7 @@ namespace {
 
 constexpr int kLayers = 12;
 constexpr char kOptimizer[] = "adam";
+const std::string kMadeAtRunTime = std::string(kOptimizer) + "w";
 
 DIST_TEST_F(NoFalsePass, ValuesThatAreEqualAgree, 3) {
   DIST_EXPECT_ALL_EQ(rank() == 1 ? -0.0 : 0.0);
@@ -196,9 +197,11 @@ DIST_TEST_F(NoFalsePass, ValuesThatAreEqualAgree, 3) {
   const int c_array[3] = {4, 5, 6};
   DIST_EXPECT_ALL_EQ(c_array);
   DIST_EXPECT_ALL_EQ_ON(comm(), world_size());
-  // Constants: one object in every mode, and the same value.
+  // Constants: one object in every mode, and the same value; one made at
+  // run time is writable memory, and const all the same.
   DIST_EXPECT_ALL_EQ(kLayers);
   DIST_EXPECT_ALL_EQ(kOptimizer);
+  DIST_EXPECT_ALL_EQ(kMadeAtRunTime);
 }
 
 // Rank 0's result, left in a global that no collective shares: the ranks
@@ -504,6 +507,32 @@ DIST_TEST_F(NoFalsePass, TwoThreadsInCollectivesAndTheErrorCaught, 2) {
   std::thread helper(call, &y);
   call(&x);
   helper.join();
+}
+
+// The same on a split that numbers the ranks the other way: the bug is
+// rank 0's (its thread's), not the split's rank 0's.
+DIST_TEST_F(NoFalsePass, TwoThreadsInCollectivesOfASplitAndTheErrorCaught, 2) {
+  std::unique_ptr<disttest::Communicator> reversed =
+      comm().split(0, world_size() - rank());
+  int x = 1;
+  if (rank() == 1) {
+    store().wait({"refused"});
+    reversed->allreduce(&x, 1, disttest::ReduceOp::kSum);
+    KeepUntilExit(std::move(reversed));
+    return;
+  }
+  auto call = [&](int* v) {
+    try {
+      reversed->allreduce(v, 1, disttest::ReduceOp::kSum);  // marker-split-two
+    } catch (const disttest::CommError&) {
+      store().set("refused", "1");
+    }
+  };
+  int y = 1;
+  std::thread helper(call, &y);
+  call(&x);
+  helper.join();
+  KeepUntilExit(std::move(reversed));
 }
 
 DIST_TEST_F(NoFalsePass, IrecvNobodySendsTo, 2) {
@@ -1198,6 +1227,8 @@ class NoFalsePassParamOfItsProcess : public NoFalsePass,
 };
 DIST_TEST_P(NoFalsePassParamOfItsProcess, RunsTheTestsValue, 2) {
   std::printf("marker-param %d\n", GetParam());
+  // One object gtest keeps for every rank thread, const: no shared result.
+  DIST_EXPECT_ALL_EQ(GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(NoFalsePassPid, NoFalsePassParamOfItsProcess,
                          ::testing::Values(static_cast<int>(getpid())));

@@ -238,8 +238,8 @@ TEST_P(NoFalsePassTest, AllEqOfAGlobalComparesEachRanksOwnOrFails) {
                             "ranks passed the same object (at 0x"))
         << v.run.out;
     EXPECT_THAT(v.run.out, ContainsRegex("at 0x[0-9a-f]+, a global, a static "
-                                         "or one they share\\), so this "
-                                         "compares nothing"))
+                                         "or one they share, not const\\), "
+                                         "so this compares nothing"))
         << v.run.out;
     EXPECT_THAT(v.run.out, HasSubstr("options().process_only")) << v.run.out;
   } else {
@@ -416,6 +416,19 @@ TEST_P(NoFalsePassTest, TwoThreadsInCollectivesFailWhereTheTestCatchesIt) {
                         "environment"))
       << v.run.out;
   EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 1/2]"))) << v.run.out;
+}
+
+TEST_P(NoFalsePassTest, TwoThreadsOnASplitFailTheRankWhoseThreadsTheyAre) {
+  Verdict v = Run("TwoThreadsInCollectivesOfASplitAndTheErrorCaught/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(At("marker-split-two", "[rank 0/2]") +
+                        "the test caught disttest::CommError: [rank 1/2] "
+                        "allreduce(1 x int32, sum) on world split 0 (color "
+                        "0): another thread of this rank is in a collective"))
+      << v.run.out;
+  EXPECT_THAT(v.run.out, Not(HasSubstr("[rank 1/2] the test caught")))
+      << v.run.out;
 }
 
 // Isends kept in flight past what a CPU backend holds at once, received in
