@@ -11,10 +11,10 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <string>
-#include <vector>
-#include <string_view>
 #include <span>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "base/threads.h"
 #include "comm/buffer_overlap.h"
@@ -316,9 +316,9 @@ void Communicator::allgatherv(const void* in, void* out,
             ? counts[static_cast<std::size_t>(rank())] * SizeOf(type)
             : 0;
     std::vector<unsigned char> copy;
-    DoAllGatherV(Unaliased(*this, in, mine, out, Sum(counts) * SizeOf(type),
-                           copy),
-                 out, counts, type);
+    DoAllGatherV(
+        Unaliased(*this, in, mine, out, Sum(counts) * SizeOf(type), copy), out,
+        counts, type);
   });
 }
 
