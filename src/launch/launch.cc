@@ -339,10 +339,12 @@ Context LaunchWithStore(internal::LaunchRequest request,
   // second with the same rank (RANK given twice, or a rank of another job
   // on the port) ends here saying so, where Gloo would fail to connect or
   // wait out its timeout several times over (trial 11).
-  // The same process again (a launch() retried while the store lives)
-  // keeps its claim.
+  // The same thread of the same process again (a launch() retried while
+  // the store lives) keeps its claim; another thread is another rank's
+  // (ranks as threads of one program).
   TcpStore& client = *rendezvous->client;
-  const std::string me = fmt::format("{}@{}", getpid(), internal::Hostname());
+  const std::string me =
+      fmt::format("{}@{}/{}", getpid(), internal::Hostname(), gettid());
   const std::string claimer = fmt::format("launch/claimer/{}", request.rank);
   if (client.add(fmt::format("launch/claims/{}", request.rank), 1) == 1) {
     client.set(claimer, std::string_view(me));

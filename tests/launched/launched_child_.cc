@@ -59,6 +59,17 @@ DIST_TEST_F(Launched, Passes, 1, 2, 4) {
   RecordProperty("marker-property", rank());
 }
 
+// A timeout one test sets on its communicator, which a launched process
+// keeps for the next test of its size: that test starts with its own.
+DIST_TEST_F(Launched, SetsATimeout, 2) {
+  comm().set_timeout(std::chrono::seconds(31));
+}
+DIST_TEST_F(Launched, StartsWithItsOwnTimeout, 2) {
+  EXPECT_NE(comm().timeout(), std::chrono::seconds(31))
+      << "marker-launched-timeout";
+  comm().barrier();
+}
+
 // What the launcher set, read before any test runs.
 const std::string kLaunchedRank = Env("RANK");
 const std::string kLaunchedWorldSize = Env("WORLD_SIZE");

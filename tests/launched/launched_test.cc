@@ -194,6 +194,17 @@ TEST_P(LaunchedTest, AGpuTestOnANodeWithoutAGpuFailsSayingSo) {
   EXPECT_THAT(r.all, Not(HasSubstr("marker-nccl-ran-without-a-gpu")));
 }
 
+// The communicator a launched process keeps from test to test starts
+// each with the test's timeout (review: an earlier test's set_timeout()
+// stayed).
+TEST_P(LaunchedTest, EachTestStartsWithItsOwnTimeout) {
+  Report r =
+      Launch("Launched.SetsATimeout/*:Launched.StartsWithItsOwnTimeout/*");
+  EXPECT_EQ(r.run.exit_code, 0) << r.all;
+  EXPECT_THAT(r.all, Not(HasSubstr("marker-launched-timeout"))) << r.all;
+  EXPECT_THAT(r.run.out, HasSubstr("[  PASSED  ] 2 tests.")) << r.all;
+}
+
 TEST_P(LaunchedTest, PassingRunExitsZeroEverywhere) {
   Report r = Launch("Launched.Passes/*");
   EXPECT_EQ(r.run.exit_code, 0) << r.all;
