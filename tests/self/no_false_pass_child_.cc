@@ -486,21 +486,22 @@ DIST_TEST_F(NoFalsePass, SendBufferChangedAndTheErrorCaught, 2) {
   }
 }
 
-// Two threads of rank 0 in collectives of one communicator at once, and
-// the test catches the refusal. Rank 1 comes once a call was refused: the
-// first call is in the allreduce till then, so the second is refused.
-DIST_TEST_F(NoFalsePass, TwoThreadsInCollectivesAndTheErrorCaught, 2) {
+// Two threads of rank 0 in collectives of `c` at once, and the test
+// catches the refusal. Rank 1 comes once a call was refused: the first
+// call is in the allreduce till then, so the second is refused.
+void TwoThreadsInCollectivesOf(disttest::Communicator& c,
+                               disttest::Store& store, int rank) {
   int x = 1;
-  if (rank() == 1) {
-    store().wait({"refused"});
-    comm().allreduce(&x, 1, disttest::ReduceOp::kSum);
+  if (rank == 1) {
+    store.wait({"refused"});
+    c.allreduce(&x, 1, disttest::ReduceOp::kSum);
     return;
   }
-  auto call = [this](int* v) {
+  auto call = [&](int* v) {
     try {
-      comm().allreduce(v, 1, disttest::ReduceOp::kSum);  // marker-two-threads
+      c.allreduce(v, 1, disttest::ReduceOp::kSum);  // marker-two-threads
     } catch (const disttest::CommError&) {
-      store().set("refused", "1");
+      store.set("refused", "1");
     }
   };
   int y = 1;
@@ -509,29 +510,16 @@ DIST_TEST_F(NoFalsePass, TwoThreadsInCollectivesAndTheErrorCaught, 2) {
   helper.join();
 }
 
+DIST_TEST_F(NoFalsePass, TwoThreadsInCollectivesAndTheErrorCaught, 2) {
+  TwoThreadsInCollectivesOf(comm(), store(), rank());
+}
+
 // The same on a split that numbers the ranks the other way: the bug is
 // rank 0's (its thread's), not the split's rank 0's.
 DIST_TEST_F(NoFalsePass, TwoThreadsInCollectivesOfASplitAndTheErrorCaught, 2) {
   std::unique_ptr<disttest::Communicator> reversed =
       comm().split(0, world_size() - rank());
-  int x = 1;
-  if (rank() == 1) {
-    store().wait({"refused"});
-    reversed->allreduce(&x, 1, disttest::ReduceOp::kSum);
-    KeepUntilExit(std::move(reversed));
-    return;
-  }
-  auto call = [&](int* v) {
-    try {
-      reversed->allreduce(v, 1, disttest::ReduceOp::kSum);  // marker-split-two
-    } catch (const disttest::CommError&) {
-      store().set("refused", "1");
-    }
-  };
-  int y = 1;
-  std::thread helper(call, &y);
-  call(&x);
-  helper.join();
+  TwoThreadsInCollectivesOf(*reversed, store(), rank());
   KeepUntilExit(std::move(reversed));
 }
 

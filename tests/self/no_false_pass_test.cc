@@ -423,7 +423,7 @@ TEST_P(NoFalsePassTest, TwoThreadsOnASplitFailTheRankWhoseThreadsTheyAre) {
   Verdict v = Run("TwoThreadsInCollectivesOfASplitAndTheErrorCaught/2ranks");
   EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
   EXPECT_THAT(v.run.out,
-              HasSubstr(At("marker-split-two", "[rank 0/2]") +
+              HasSubstr(At("marker-two-threads", "[rank 0/2]") +
                         "the test caught disttest::CommError: [rank 1/2] "
                         "allreduce(1 x int32, sum) on world split 0 (color "
                         "0): another thread of this rank is in a collective"))
