@@ -512,6 +512,23 @@ DIST_TEST_F(Verdicts, HangsForSignalTests) {
   pause();
 }
 
+// The same, once rank 1 has started a daemon (it leaves the ranks' group
+// and session) and a process that stays in their group.
+DIST_TEST_F(Verdicts, HangsForSignalTestsWithADaemon) {
+  if (rank() == 1) {
+    StartDaemon();
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      execl("/bin/sleep", "sleep", "1001", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  std::printf("marker-running rank %d\n", rank());
+  std::fflush(stdout);
+  pause();
+}
+
 DIST_TEST_F(Verdicts, WaitsForADebugger) {
   int one = 1;
   comm().allreduce(&one, 1, disttest::ReduceOp::kSum);

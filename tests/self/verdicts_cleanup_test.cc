@@ -201,6 +201,42 @@ TEST_P(VerdictsTest, HangAfterTheVerdictsFailsTheTest) {
       << v.run.out;
 }
 
+// What the ranks started goes too when the test process is killed with
+// SIGKILL, though no code of that process can end it: its ranks stop (not
+// die) with it, so that a daemon stays their descendant, and its keeper
+// ends them all and says so. KillOrphans() fails for anything left (this
+// process is a subreaper: it would have come here).
+TEST_P(VerdictsTest, ParentKilledMidTestTakesWhatItsRanksStarted) {
+  bool sent = false;
+  std::vector<std::string> args = {
+      GetParam().binary,
+      "--gtest_filter=Verdicts.HangsForSignalTestsWithADaemon/2ranks"};
+  if (*GetParam().extra_arg != '\0') args.push_back(GetParam().extra_arg);
+  ChildRun run = RunChild(
+      args, {{"VERDICTS_LAUNCH", GetParam().launch}}, std::chrono::seconds(60),
+      [&](pid_t pid, const std::string& out, const std::string&) {
+        if (!sent && out.find("marker-running rank 0") != std::string::npos &&
+            out.find("marker-running rank 1") != std::string::npos) {
+          kill(pid, SIGKILL);
+          sent = true;
+        }
+      });
+  EXPECT_EQ(run.signal, SIGKILL) << run.out << run.err;
+  EXPECT_THAT(KillOrphans(), ::testing::IsEmpty());
+  EXPECT_THAT(ShmLeftovers(run.pid), ::testing::IsEmpty());
+  EXPECT_THAT(
+      run.err,
+      ::testing::ContainsRegex(
+          "\\[ disttest \\] the test process " + std::to_string(run.pid) +
+          " ended while its ranks ran \\(killed from outside, or it "
+          "crashed\\); its keeper ended " +
+          (Threads() ? "1 process of its ranks \\([0-9]+\\)"
+                     : "2 processes of its ranks \\([0-9]+, [0-9]+\\)") +
+          " and 2 processes they had started: [0-9]+ \\(sleep\\), "
+          "[0-9]+ \\(sleep\\)\n"))
+      << run.err;
+}
+
 TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // The own-main binary's ranks are forked and re-executed as the other
   // binary's are (each case runs under it alone): a whole run of it adds
@@ -225,7 +261,7 @@ TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {
   // options().process_only.
   Verdict v = RunVerdicts(
       GetParam(),
-      std::string("*-Verdicts.HangsForSignalTests/*:Close/*:"
+      std::string("*-Verdicts.HangsForSignalTests*:Close/*:"
                   "VerdictsShortTimeout.AllHangInTwoPlaces/32ranks:"
                   "VerdictsShortTimeout.AllHangInTwoPlaces/128ranks") +
           (Threads() ? ":Verdicts.DeathTest*" : ""),

@@ -30,6 +30,7 @@
 #include "harness/process/descendants.h"
 #include "harness/process/emergency_cleanup.h"
 #include "harness/process/interrupt.h"
+#include "harness/process/keeper.h"
 #include "harness/process/resources.h"
 #include "harness/process/stack_dump.h"
 #include "harness/rank_outcome.h"
@@ -196,6 +197,8 @@ pid_t RankSpawner::Spawn(const SpawnRequest& request) {
   std::cout.flush();
   std::cerr.flush();
   pid_t parent = getpid();
+  // Before the fork: the child takes its slot with no lock.
+  const int keeper_slot = keeper::Reserve();
   pid_t pid = fork();
   if (pid < 0) {
     const int error = errno;
@@ -204,7 +207,7 @@ pid_t RankSpawner::Spawn(const SpawnRequest& request) {
                                  std::strerror(error),
                                  error == EAGAIN ? ProcessLimitsText() : ""));
   }
-  if (pid == 0) StartChild(request, parent);
+  if (pid == 0) StartChild(request, parent, keeper_slot);
   // Also set the group from the parent, so that it is in place before the
   // parent could signal it, whichever process runs first.
   setpgid(pid, request.pgid == 0 ? pid : request.pgid);
@@ -271,10 +274,12 @@ std::vector<std::string> RankSpawner::Stacks(
   return DumpStacks(pids, deadline);
 }
 
-void RankSpawner::StartChild(const SpawnRequest& request, pid_t parent) {
+void RankSpawner::StartChild(const SpawnRequest& request, pid_t parent,
+                             int keeper_slot) {
   setpgid(0, request.pgid);
-  // A parent killed by SIGKILL or by ctest's timeout takes its ranks along.
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
+  // A parent killed by SIGKILL or by ctest's timeout takes its ranks along
+  // (its keeper ends them and what they started; harness/process/keeper.h).
+  if (!keeper::DieWithParent(parent, keeper_slot)) {
     _exit(kExitHarnessError);
   }
   // Ranks never read the terminal: several processes would race for it.

@@ -116,7 +116,8 @@ class RankSpawner {
   [[noreturn]] virtual void RunChild(const SpawnRequest& request) = 0;
 
  private:
-  [[noreturn]] void StartChild(const SpawnRequest& request, pid_t parent);
+  [[noreturn]] void StartChild(const SpawnRequest& request, pid_t parent,
+                               int keeper_slot);
 };
 
 // The rank's code, run in the forked child (kFork only), given the host

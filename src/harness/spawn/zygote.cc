@@ -32,6 +32,7 @@
 #include "disttest/error.h"
 #include "env/internal_names.h"
 #include "env/text.h"
+#include "harness/process/keeper.h"
 #include "harness/rank_outcome.h"
 #include "harness/spawn/zygote_wire.h"
 
@@ -41,7 +42,8 @@ namespace {
 using namespace zygote_wire;  // NOLINT: the protocol's own names.
 
 // Reads the zygote's answer from `socket` and, for a rank it started,
-// tells that rank to go. False when there is none.
+// tells that rank to go: kGoAndStop once this process's keeper knows it,
+// else kGo. False when there is none.
 bool TakeAnswer(int socket, int flags, Answer* answer) {
   iovec iov{answer, sizeof *answer};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))]{};
@@ -60,7 +62,10 @@ bool TakeAnswer(int socket, int flags, Answer* answer) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     int go = -1;
     std::memcpy(&go, CMSG_DATA(c), sizeof go);
-    const char byte = 1;
+    const int slot = keeper::Reserve();
+    const char byte = slot >= 0 && keeper::Record(slot, answer->pid)
+                          ? kGoAndStopWithParent
+                          : kGo;
     if (send(go, &byte, 1, MSG_NOSIGNAL) != 1) {
       // The rank is gone already (killed from outside); its end tells.
     }

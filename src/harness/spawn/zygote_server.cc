@@ -33,6 +33,7 @@
 #include "disttest/error.h"
 #include "env/internal_names.h"
 #include "env/text.h"
+#include "harness/process/keeper.h"
 #include "harness/rank_outcome.h"
 #include "harness/spawn/zygote.h"
 #include "harness/spawn/zygote_wire.h"
@@ -135,7 +136,8 @@ void TakeTheRank(const Message& m, pid_t parent, int go, int argc,
   }
   close(go);
   if (got != 1) _exit(kExitHarnessError);
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
+  if (!keeper::DieWithParent(
+          parent, byte == kGoAndStopWithParent ? keeper::kRecorded : -1)) {
     _exit(kExitHarnessError);
   }
   // As RankSpawner::StartChild does for a rank it forks.

@@ -37,6 +37,12 @@ struct Answer {
   std::int32_t pid;
 };
 
+// The byte the test process sends a rank the zygote forked when it may go:
+// to die with the test process (SIGKILL), or to stop, for the test
+// process's keeper (harness/process/keeper.h) to end with what it started.
+constexpr char kGo = 1;
+constexpr char kGoAndStopWithParent = 2;
+
 // How long the zygote may take to answer (the first time, it is still
 // being loaded).
 constexpr int kAnswerMs = 10'000;

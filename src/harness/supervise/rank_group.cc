@@ -22,6 +22,7 @@
 #include "env/internal_names.h"
 #include "env/text.h"
 #include "harness/process/descendants.h"
+#include "harness/process/keeper.h"
 #include "harness/process/process_hygiene.h"
 #include "harness/process/resources.h"
 #include "harness/report/trace.h"
@@ -169,7 +170,12 @@ void RankGroup::Start() {
   // not to init: End ends them.
   if (!started_) {
     started_ = true;
-    if (LiveGroups().empty()) prctl(PR_SET_CHILD_SUBREAPER, 1);
+    if (LiveGroups().empty()) {
+      // First the keeper (harness/process/keeper.h), which is then no
+      // child of this process.
+      keeper::Start();
+      prctl(PR_SET_CHILD_SUBREAPER, 1);
+    }
     LiveGroups().insert(this);
     children_before_.clear();
     descendants_of_killed_.clear();

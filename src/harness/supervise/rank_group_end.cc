@@ -20,6 +20,7 @@
 #include "disttest/env/names.h"
 #include "env/internal_names.h"
 #include "harness/process/descendants.h"
+#include "harness/process/keeper.h"
 #include "harness/report/trace.h"
 #include "harness/spawn/zygote.h"
 #include "harness/supervise/rank_group.h"
@@ -173,7 +174,7 @@ void RankGroup::EndOrphans() {
       spec_.options.launch != LaunchMode::kExec || ThreadCount() == 1;
   const auto pick = [&](pid_t pid) {
     if (children_before_.count(pid) != 0 || LiveRanks().count(pid) != 0 ||
-        pid == Zygote::Get().pid()) {
+        pid == Zygote::Get().pid() || pid == keeper::Pid()) {
       return false;
     }
     // A process a rank forked without exec started with the environment

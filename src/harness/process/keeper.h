@@ -1,0 +1,55 @@
+// Copyright 2026 The disttest Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The keeper: ends what a test process leaves running when it is killed
+// with SIGKILL (`kill -9`, `timeout -s KILL`, the OOM killer), which no
+// handler of its own sees. Its ranks then stop (PR_SET_PDEATHSIG with
+// SIGSTOP, not SIGKILL) and so stay the child subreapers of every process
+// they started, a setsid() daemon included; the keeper, a small process of
+// its own group that watches the test process (a pidfd), finds them all,
+// kills them and says so on stderr.
+//
+//   keeper::Start();                      // before the first rank group
+//   // In the test process, before fork():
+//   const int slot = keeper::Reserve();  // -1: no keeper
+//   const pid_t parent = getpid();
+//   if (fork() == 0 && !keeper::DieWithParent(parent, slot)) _exit(1);
+//
+// A rank that another process forks for the test process (the zygote's) is
+// recorded by the test process instead (Record()) before it may run, and
+// asks with kRecorded. Without a keeper (no pidfd_open, no memory, no
+// process left), a child dies with its parent (SIGKILL), as before.
+#ifndef DISTTEST_SRC_HARNESS_PROCESS_KEEPER_H_
+#define DISTTEST_SRC_HARNESS_PROCESS_KEEPER_H_
+
+#include <sys/types.h>
+
+namespace disttest::internal::keeper {
+
+// DieWithParent()'s slot for a child the test process recorded.
+inline constexpr int kRecorded = -2;
+
+// In the test process, while it is no subreaper (before its first rank
+// group): starts its keeper unless one runs. Thread-safe.
+void Start();
+
+// In the test process: a slot of the keeper's table for the next child; -1
+// when no keeper runs. Thread-safe.
+int Reserve();
+
+// In the test process, for a child another process forked (its pid known
+// before it runs): records it in `slot`. False when it could not be.
+bool Record(int slot, pid_t pid);
+
+// In the child, between fork and exec (async-signal-safe): records this
+// process in `slot` (unless kRecorded) and asks to be stopped when
+// `parent` ends, for the keeper to end; with slot -1, to be killed. False
+// when `parent` has ended already.
+bool DieWithParent(pid_t parent, int slot);
+
+// This process's keeper (-1: none), which is no rank and no orphan of one
+// (a child of this process if it was a subreaper when it started it).
+pid_t Pid();
+
+}  // namespace disttest::internal::keeper
+
+#endif  // DISTTEST_SRC_HARNESS_PROCESS_KEEPER_H_
