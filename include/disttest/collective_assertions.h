@@ -35,6 +35,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -97,8 +98,25 @@ Agreement Elsewhere(const char* macro, const char* expression,
 
 // Where the ranks are threads of one process (LaunchMode::kThreads):
 // `object`'s address, which the ranks gather with their values; 0
-// elsewhere, where an address says nothing of another rank's.
+// elsewhere, where an address says nothing of another rank's, and for an
+// object within the test's parameter (GetParam()), which the ranks share
+// by design.
 std::uintptr_t AddressWhereRanksAreThreads(const void* object);
+
+// The parameter of the DIST_TEST_P test being made (`size` bytes at
+// `object`), which every rank thread of it reads through GetParam().
+void NoteTestParameter(const void* object, std::size_t size);
+
+// Whether an asserted expression names a const object, or a member of one
+// (`kName`, `kConfig.seed`): `Declared` is its decltype(e), `Expression`
+// its decltype((e)). A reference or a call's result (`std::as_const(g)`,
+// a `const int&` bound to a global) may view a writable object the rank
+// threads share: not such a name.
+template <typename Declared, typename Expression>
+constexpr bool NamesAConstObject() {
+  return !std::is_reference_v<Declared> &&
+         std::is_const_v<std::remove_reference_t<Expression>>;
+}
 
 // The failure of ranks that agree because every one of them passed one
 // writable object (`addresses`, of AddressWhereRanksAreThreads): rank
@@ -111,9 +129,9 @@ Agreement OneSharedObject(const char* macro, const char* expression,
 // Every rank's `value`, compared with == on every rank; a failure message
 // with the table of values when they differ. `expression` is the asserted
 // source text, `macro` names the assertion. On `on` (null: the test's).
-// `constant`: the asserted expression names a const object (a parameter
-// of DIST_TEST_P, a `const` global), which the ranks may share as threads
-// without comparing nothing.
+// `constant`: the asserted expression names a const object (a `const`
+// global, a member of one: NamesAConstObject), which the ranks may share as
+// threads without comparing nothing.
 template <typename T>
 Agreement AllEqual(const char* macro, const char* expression, const T& value,
                    Communicator* on, bool constant = false,
@@ -211,7 +229,8 @@ Agreement AllTrue(const char* macro, const char* expression, bool value,
   DISTTEST_COLLECTIVE_(                                                 \
       ::disttest::internal::AllEqual(                                   \
           macro, text, value, comm,                                     \
-          std::is_const_v<std::remove_reference_t<decltype((value))>>), \
+          ::disttest::internal::NamesAConstObject<decltype(value),      \
+                                                  decltype((value))>()), \
       on_failure)
 #define DISTTEST_ALL_TRUE_(macro, text, condition, comm, on_failure)         \
   DISTTEST_COLLECTIVE_(::disttest::internal::AllTrue(                        \

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "disttest/collective_assertions.h"
 #include "disttest/distributed_test.h"
 #include "disttest/internal/registration.h"
 
@@ -67,6 +68,7 @@ class DistParamTestFactory : public ::testing::internal::TestFactoryBase {
     const MakingWorldSize making(n_);
     auto* test = static_cast<Test*>(inner_.CreateTest());
     TestAccess::Configure(*test, n_, file_, line_, error_);
+    NoteTestParameter(&Test::GetParam(), sizeof(typename Test::ParamType));
     return test;
   }
 

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -100,8 +101,26 @@ std::string ShowFloat(float value, int digits) {
   return fmt::format("{:.{}g}", value, digits);
 }
 
+namespace {
+// NoteTestParameter's, read by every rank thread.
+std::atomic<std::uintptr_t> g_parameter{0};
+std::atomic<std::size_t> g_parameter_size{0};
+}  // namespace
+
+void NoteTestParameter(const void* object, std::size_t size) {
+  g_parameter_size.store(size);
+  g_parameter.store(reinterpret_cast<std::uintptr_t>(object));
+}
+
 std::uintptr_t AddressWhereRanksAreThreads(const void* object) {
-  return RanksAreThreads() ? reinterpret_cast<std::uintptr_t>(object) : 0;
+  if (!RanksAreThreads()) return 0;
+  const auto address = reinterpret_cast<std::uintptr_t>(object);
+  const std::uintptr_t parameter = g_parameter.load();
+  if (parameter != 0 && address >= parameter &&
+      address < parameter + g_parameter_size.load()) {
+    return 0;
+  }
+  return address;
 }
 
 Agreement OneSharedObject(const char* macro, const char* expression,
@@ -118,8 +137,8 @@ Agreement OneSharedObject(const char* macro, const char* expression,
   // ranks would each have their own and disagree.
   return Agreement(fmt::format(
       "{}({}): every one of the {} ranks{} passed the same object (at {:#x}, "
-      "a global, a static or one they share, not const), so this compares "
-      "nothing: the "
+      "a global, a static or one they share, or a const view of one), so "
+      "this compares nothing: the "
       "ranks are threads of one process here (LaunchMode::kThreads) and "
       "share it. Keep each rank's value in an object of its own (a local, "
       "the fixture), or run the test as processes (options().process_only)",

@@ -215,6 +215,17 @@ DIST_TEST_F(NoFalsePass, AResultLeftInAGlobal, 2) {
   DIST_EXPECT_ALL_EQ(g_result);  // marker-global
 }
 
+// The same global through const views of it (trial 13): as threads the
+// ranks still pass one writable object.
+DIST_TEST_F(NoFalsePass, AResultLeftInAGlobalViewedAsConst, 2) {
+  if (rank() == 0) g_result = 42;
+  if (rank() == 1) g_result = 0;
+  comm().barrier();
+  DIST_EXPECT_ALL_EQ(std::as_const(g_result));  // marker-global-as-const
+  const int& result = g_result;
+  DIST_EXPECT_ALL_EQ(result);  // marker-global-const-ref
+}
+
 DIST_TEST_F(NoFalsePass, CharArraysThatDifferAfterANul, 2) {
   char buf[8] = {};
   if (rank() == 1) buf[5] = 'x';
@@ -1275,8 +1286,11 @@ class NoFalsePassParamOfItsProcess : public NoFalsePass,
 };
 DIST_TEST_P(NoFalsePassParamOfItsProcess, RunsTheTestsValue, 2) {
   std::printf("marker-param %d\n", GetParam());
-  // One object gtest keeps for every rank thread, const: no shared result.
+  // One object gtest keeps for every rank thread, the test's parameter: no
+  // shared result, through a reference to it or to a member of it too.
   DIST_EXPECT_ALL_EQ(GetParam());
+  const int& param = GetParam();
+  DIST_EXPECT_ALL_EQ(param);
 }
 INSTANTIATE_TEST_SUITE_P(NoFalsePassPid, NoFalsePassParamOfItsProcess,
                          ::testing::Values(static_cast<int>(getpid())));

@@ -239,14 +239,34 @@ TEST_P(NoFalsePassTest, AllEqOfAGlobalComparesEachRanksOwnOrFails) {
                             "ranks passed the same object (at 0x"))
         << v.run.out;
     EXPECT_THAT(v.run.out, ContainsRegex("at 0x[0-9a-f]+, a global, a static "
-                                         "or one they share, not const\\), "
-                                         "so this compares nothing"))
+                                         "or one they share, or a const view "
+                                         "of one\\), so this compares nothing"))
         << v.run.out;
     EXPECT_THAT(v.run.out, HasSubstr("options().process_only")) << v.run.out;
   } else {
     EXPECT_THAT(v.run.out,
                 HasSubstr(failure + "DIST_EXPECT_ALL_EQ(g_result): the 2 ranks "
                                     "disagree:\n  42: rank 0\n  0: rank 1"))
+        << v.run.out;
+  }
+}
+
+// The same through a const view of the global (std::as_const, a const
+// reference): as threads, one writable object all the same.
+TEST_P(NoFalsePassTest, AllEqOfAConstViewOfAGlobalFailsToo) {
+  Verdict v = Run("AResultLeftInAGlobalViewedAsConst/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  for (const auto& [marker, expression] :
+       {std::pair<std::string, std::string>{"marker-global-as-const",
+                                            "std::as_const(g_result)"},
+        {"marker-global-const-ref", "result"}}) {
+    const std::string failure = At(marker, "[ranks 0-1 of 2]") +
+                                "DIST_EXPECT_ALL_EQ(" + expression + "): ";
+    EXPECT_THAT(v.run.out,
+                HasSubstr(failure + (Threads() ? "every one of the 2 ranks "
+                                                 "passed the same object"
+                                               : "the 2 ranks disagree:\n"
+                                                 "  42: rank 0\n  0: rank 1")))
         << v.run.out;
   }
 }
