@@ -325,8 +325,8 @@ Context LaunchWithStore(internal::LaunchRequest request,
   auto rendezvous = std::make_shared<Rendezvous>();
   if (request.rank == 0) {
     try {
-      rendezvous->server =
-          std::make_unique<internal::StoreServerThread>(host, port);
+      rendezvous->server = std::make_unique<internal::StoreServerThread>(
+          host, port, request.store_token);
     } catch (const std::exception& e) {
       throw StoreError(fmt::format(
           "launch: rank 0 cannot host the store on {}:{} (another job on "
@@ -334,7 +334,8 @@ Context LaunchWithStore(internal::LaunchRequest request,
           host, port, e.what()));
     }
   }
-  rendezvous->client = std::make_unique<TcpStore>(host, port, request.timeout);
+  rendezvous->client = std::make_unique<TcpStore>(host, port, request.timeout,
+                                                  request.store_token);
   // Each process counts itself in as its rank on this launch's store: a
   // second with the same rank (RANK given twice, or a rank of another job
   // on the port) ends here saying so, where Gloo would fail to connect or
@@ -387,6 +388,7 @@ Context launch_from_env(const Config& config, Backend backend,
   request.local_size = env.local_size;
   request.backend = backend;
   request.seed = seed;
+  request.store_token = env.store_token;
   return LaunchWithStore(std::move(request), env.master_addr, env.master_port);
 }
 

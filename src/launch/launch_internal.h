@@ -27,6 +27,9 @@ struct LaunchRequest {
   std::uint64_t seed = 1024;
   std::string bind_host = "127.0.0.1";  // Where Gloo's sockets bind.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  // What every client of the store presents, and the store asks of each
+  // ("": the store takes any client).
+  std::string store_token;
   bool log = true;  // Global rank 0 prints the "initialised" line.
   // Kept by the Context until after its communicators are gone.
   std::shared_ptr<void> keep_alive;

@@ -17,6 +17,7 @@
 
 #include "disttest/comm/create.h"
 #include "disttest/disttest.h"
+#include "disttest/rendezvous/tcp_store.h"
 #include "launch/launch_internal.h"
 #include "support/loopback_socket.h"
 
@@ -246,6 +247,35 @@ TEST(LaunchTest, FromEnvReadsTheLauncher) {
                   HasSubstr("ParallelMode 9 is none of kGlobal")));
   for (const char* name :
        {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
+    unsetenv(name);
+  }
+}
+
+// launch_from_env() asks every client of its store for the job's token
+// (DISTTEST_STORE_TOKEN), as the launched harness does: one without it is
+// refused.
+TEST(LaunchTest, FromEnvGuardsTheStoreWithTheToken) {
+  const int port = FreePort();
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  setenv("DISTTEST_STORE_TOKEN", "launch-test-secret", 1);
+  const LauncherEnv env = DetectLauncherEnv();
+  {
+    Context ctx = launch_from_env(Config{}, Backend::kGloo);
+    TcpStore outsider(env.master_addr, env.master_port,
+                      std::chrono::seconds(10));
+    EXPECT_THAT([&] { outsider.set("outside", std::string_view("x")); },
+                ::testing::ThrowsMessage<StoreError>(
+                    HasSubstr("closed the connection during set of key "
+                              "'outside' (a store that requires a token")));
+    TcpStore member(env.master_addr, env.master_port, std::chrono::seconds(10),
+                    "launch-test-secret");
+    EXPECT_NO_THROW(member.set("inside", std::string_view("x")));
+  }
+  for (const char* name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                           "DISTTEST_STORE_TOKEN"}) {
     unsetenv(name);
   }
 }
