@@ -67,9 +67,10 @@ std::string MissingFromCollective(const LedgerMemory& memory, int self,
     if (i > 0) text += "; ";
     const std::string who = RanksText(ranks);
     text += what.empty()
-                ? fmt::format("{} {} entered no collective{}", who,
-                              ranks.size() == 1 ? "has" : "have",
-                              " of this communicator")
+                ? fmt::format(
+                      "{} {} entered no collective of this "
+                      "communicator",
+                      who, ranks.size() == 1 ? "has" : "have")
                 : fmt::format("{}'s last collective was {}", who, what);
   }
   for (const std::string& where : elsewhere_order) {
