@@ -225,11 +225,11 @@ Agreement AllTrue(const char* macro, const char* expression, bool value,
 
 // One assertion: `macro` and `text` (the asserted source, stringized by the
 // public macro) for the message, on `comm` (null: the test's comm()).
-#define DISTTEST_ALL_EQ_(macro, text, value, comm, on_failure)          \
-  DISTTEST_COLLECTIVE_(                                                 \
-      ::disttest::internal::AllEqual(                                   \
-          macro, text, value, comm,                                     \
-          ::disttest::internal::NamesAConstObject<decltype(value),      \
+#define DISTTEST_ALL_EQ_(macro, text, value, comm, on_failure)           \
+  DISTTEST_COLLECTIVE_(                                                  \
+      ::disttest::internal::AllEqual(                                    \
+          macro, text, value, comm,                                      \
+          ::disttest::internal::NamesAConstObject<decltype(value),       \
                                                   decltype((value))>()), \
       on_failure)
 #define DISTTEST_ALL_TRUE_(macro, text, condition, comm, on_failure)         \
