@@ -3,6 +3,7 @@
 
 #include <cxxabi.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest-spi.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@
 #include "harness/rank/run_rank.h"
 #include "harness/rank/spawned_rank_host.h"
 #include "harness/report/trace.h"
+#include "harness/spec.h"
 #include "launch/launch_internal.h"
 
 namespace disttest::internal {
@@ -313,6 +315,10 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
       set_up = true;
       Guarded("SetUp()", [&] { TestAccess::SetUp(test_); });
     }
+    // options() is read where the test is set up, before its ranks
+    // start: one a rank changes has no effect, and a test that expects it
+    // to (trial 13: a skip policy set in SetUpRank()) fails saying so.
+    const Options as_started = TestAccess::options(test_);
     if (!reporter.stops_body()) {
       Guarded("SetUpRank()", [&] { TestAccess::SetUpRank(test_); });
     }
@@ -322,6 +328,19 @@ RankVerdict GtestRankProgram::Run(const RankEnv& env, Communicator* comm,
     }
     EnterPhase(RankPhase::kTearDown);
     Guarded("TearDownRank()", [&] { TestAccess::TearDownRank(test_); });
+    const std::vector<std::string> changed =
+        ChangedOptions(as_started, TestAccess::options(test_));
+    if (!changed.empty()) {
+      const std::string message = fmt::format(
+          "options().{} changed in a rank (in SetUpRank(), the body or "
+          "TearDownRank()), where it has no effect: disttest reads options() "
+          "where it sets the test up, before any rank starts; set {} in the "
+          "fixture's constructor",
+          fmt::join(changed, ", options()."),
+          changed.size() == 1 ? "it" : "them");
+      GTEST_MESSAGE_AT_(file(), line(), message.c_str(),
+                        ::testing::TestPartResult::kNonFatalFailure);
+    }
     if (set_up) {
       Guarded("TearDown()", [&] { TestAccess::TearDown(test_); });
     }

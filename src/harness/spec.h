@@ -42,6 +42,11 @@ struct TestSpec {
 // "[rank 1/4]", or "[SavedShards rank 1/2]" for a fixture's rank.
 std::string RankLabel(const TestSpec& spec, int rank);
 
+// The fields of `after` that differ from `before` ("timeout",
+// "skip_policy"), in declaration order.
+std::vector<std::string> ChangedOptions(const Options& before,
+                                        const Options& after);
+
 }  // namespace disttest::internal
 
 #endif  // DISTTEST_SRC_HARNESS_SPEC_H_

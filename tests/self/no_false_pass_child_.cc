@@ -215,6 +215,23 @@ DIST_TEST_F(NoFalsePass, AResultLeftInAGlobal, 2) {
   DIST_EXPECT_ALL_EQ(g_result);  // marker-global
 }
 
+// Options set in a rank (trial 13): the parent read them before the ranks
+// started; the test fails saying where options belong. Another test sets
+// two in its body.
+class NoFalsePassLateOptions : public NoFalsePass {
+ protected:
+  void SetUpRank() override {
+    options().skip_policy = disttest::SkipPolicy::kAllowPartial;
+  }
+};
+DIST_TEST_F(NoFalsePassLateOptions, SkipsOnOneRank, 2) {  // marker-late
+  if (rank() == 1) GTEST_SKIP() << "skips on rank 1";
+}
+DIST_TEST_F(NoFalsePass, SetsATimeoutInItsBody, 2) {  // marker-late-body
+  options().timeout = std::chrono::seconds(1);
+  options().compare_calls = false;
+}
+
 // The same global through const views of it (trial 13): as threads the
 // ranks still pass one writable object.
 DIST_TEST_F(NoFalsePass, AResultLeftInAGlobalViewedAsConst, 2) {

@@ -251,6 +251,27 @@ TEST_P(NoFalsePassTest, AllEqOfAGlobalComparesEachRanksOwnOrFails) {
   }
 }
 
+// Options a rank changes have no effect: the test fails saying so, and
+// where to set them.
+TEST_P(NoFalsePassTest, OptionsChangedInARankFailTheTest) {
+  Verdict v = Run("SkipsOnOneRank/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr("options().skip_policy changed in a rank (in "
+                        "SetUpRank(), the body or TearDownRank()), where it "
+                        "has no effect: disttest reads options() where it "
+                        "sets the test up, before any rank starts; set it in "
+                        "the fixture's constructor"))
+      << v.run.out;
+  v = Run("SetsATimeoutInItsBody/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(v.run.out,
+              HasSubstr(At("marker-late-body", "[ranks 0-1 of 2]") +
+                        "options().timeout, options().compare_calls changed "
+                        "in a rank"))
+      << v.run.out;
+}
+
 // The same through a const view of the global (std::as_const, a const
 // reference): as threads, one writable object all the same.
 TEST_P(NoFalsePassTest, AllEqOfAConstViewOfAGlobalFailsToo) {
@@ -1301,6 +1322,12 @@ TEST_P(NoFalsePassTest, PartialSkipComesBeforeWhatItCaused) {
                                      "while the other ranks ran\n"))
         << v.run.out;
   }
+  // Where the policy is set (trial 13 set it in SetUpRank(), too late).
+  EXPECT_THAT(v.run.out,
+              HasSubstr("set options().skip_policy = "
+                        "disttest::SkipPolicy::kAllowPartial in the fixture's "
+                        "constructor to allow it"))
+      << v.run.out;
   const std::size_t skip = v.run.out.find("rank 1 of 2 skipped");
   const std::size_t consequence = v.run.out.find("[rank 0/2] ");
   ASSERT_NE(skip, std::string::npos) << v.run.out;

@@ -148,7 +148,7 @@ void JudgeSkips(const TestSpec& spec, const std::vector<RankReport>& ranks,
          line,
          which + "; a test must skip on every rank or on none (set "
                  "options().skip_policy = disttest::SkipPolicy::kAllowPartial "
-                 "to allow it)",
+                 "in the fixture's constructor to allow it)",
          {}});
   }
 }
