@@ -445,8 +445,8 @@ void Supervise(DistributedTest& test) {
     spec.options = EffectiveOptions(test);
     // The switches are read where they apply (some only in one mode): a
     // value that is neither 1 nor 0 fails every test, not only those.
-    for (const char* name : {env::kNoReuse, env::kNoZygote, env::kNoHostArena,
-                             env::kKeepNcclDebug}) {
+    for (const char* name : {env::kNoReuse, env::kNoZygote, env::kNoKeeper,
+                             env::kNoHostArena, env::kKeepNcclDebug}) {
       SetToOne(name);
     }
     if (std::string why = WhyNotUnderThisSanitizer(); !why.empty()) {

@@ -512,9 +512,9 @@ DIST_TEST_F(Verdicts, HangsForSignalTests) {
   pause();
 }
 
-// The same, once rank 1 has started a daemon (it leaves the ranks' group
-// and session) and a process that stays in their group.
-DIST_TEST_F(Verdicts, HangsForSignalTestsWithADaemon) {
+// The same with 8 ranks, once rank 1 has started a daemon (it leaves the
+// ranks' group and session) and a process that stays in their group.
+DIST_TEST_F(Verdicts, HangsForSignalTestsWithADaemon, 8) {
   if (rank() == 1) {
     StartDaemon();
     const pid_t child = fork();

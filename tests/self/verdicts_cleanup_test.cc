@@ -205,18 +205,20 @@ TEST_P(VerdictsTest, HangAfterTheVerdictsFailsTheTest) {
 // SIGKILL, though no code of that process can end it: its ranks stop (not
 // die) with it, so that a daemon stays their descendant, and its keeper
 // ends them all and says so. KillOrphans() fails for anything left (this
-// process is a subreaper: it would have come here).
+// process is a subreaper: it would have come here). The test process runs
+// in a session of its own (setsid), as under ctest its ranks' new parent
+// is outside it: the kernel then sends the stopped group SIGHUP and
+// SIGCONT, which ended one of 8 ranks, its daemon left to init.
 TEST_P(VerdictsTest, ParentKilledMidTestTakesWhatItsRanksStarted) {
   bool sent = false;
   std::vector<std::string> args = {
-      GetParam().binary,
-      "--gtest_filter=Verdicts.HangsForSignalTestsWithADaemon/2ranks"};
+      "/usr/bin/setsid", GetParam().binary,
+      "--gtest_filter=Verdicts.HangsForSignalTestsWithADaemon/8ranks"};
   if (*GetParam().extra_arg != '\0') args.push_back(GetParam().extra_arg);
   ChildRun run = RunChild(
       args, {{"VERDICTS_LAUNCH", GetParam().launch}}, std::chrono::seconds(60),
       [&](pid_t pid, const std::string& out, const std::string&) {
-        if (!sent && out.find("marker-running rank 0") != std::string::npos &&
-            out.find("marker-running rank 1") != std::string::npos) {
+        if (!sent && Occurrences(out, "marker-running rank ") == 8) {
           kill(pid, SIGKILL);
           sent = true;
         }
@@ -228,10 +230,10 @@ TEST_P(VerdictsTest, ParentKilledMidTestTakesWhatItsRanksStarted) {
       run.err,
       ::testing::ContainsRegex(
           "\\[ disttest \\] the test process " + std::to_string(run.pid) +
-          " ended while its ranks ran \\(killed from outside, or it "
-          "crashed\\); its keeper ended " +
+          " ended while its ranks ran \\(it was killed, crashed, or exited "
+          "without ending them\\); its keeper ended " +
           (Threads() ? "1 process of its ranks \\([0-9]+\\)"
-                     : "2 processes of its ranks \\([0-9]+, [0-9]+\\)") +
+                     : "8 processes of its ranks \\(([0-9]+, ){7}[0-9]+\\)") +
           " and 2 processes they had started: [0-9]+ \\(sleep\\), "
           "[0-9]+ \\(sleep\\)\n"))
       << run.err;

@@ -125,6 +125,9 @@ inline constexpr char kNoReuse[] = "DISTTEST_NO_REUSE";
 // from the zygote (the binary exec'd once and stopped before its static
 // initialisers, harness/spawn/zygote.h).
 inline constexpr char kNoZygote[] = "DISTTEST_NO_ZYGOTE";
+// "1": no keeper (harness/process/keeper.h): ranks die with a test process
+// killed by SIGKILL, and what they started outlives it.
+inline constexpr char kNoKeeper[] = "DISTTEST_NO_KEEPER";
 // "1": spawned ranks send every collective's data through Gloo, not through
 // the same-host arena (src/comm/host_arena.h); the arena still checks
 // that the ranks agree on each collective.

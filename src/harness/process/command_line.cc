@@ -107,12 +107,12 @@ std::string CommandOfThisRun(bool keep_gpus, Keep keep) {
   // (DISTTEST_SANITIZE), not DISTTEST_DEBUG_RANK (a rerun is not always at
   // a debugger).
   std::vector<const char*> kept = {
-      env::kLaunch,          env::kMpiexecFlags, env::kTimeout,
-      env::kHeartbeat,       env::kLogDir,       env::kTrace,
-      env::kLauncher,        env::kRequireGpus,  env::kShareGpus,
-      env::kNoReuse,         env::kNoZygote,     env::kNoHostArena,
-      env::kKeepNcclDebug,   env::kCompareCalls, env::kTimeoutScale,
-      "DISTTEST_MASTER_PORT"};
+      env::kLaunch,       env::kMpiexecFlags,    env::kTimeout,
+      env::kHeartbeat,    env::kLogDir,          env::kTrace,
+      env::kLauncher,     env::kRequireGpus,     env::kShareGpus,
+      env::kNoReuse,      env::kNoZygote,        env::kNoKeeper,
+      env::kNoHostArena,  env::kKeepNcclDebug,   env::kCompareCalls,
+      env::kTimeoutScale, "DISTTEST_MASTER_PORT"};
   if (keep_gpus) kept.push_back(env::kGpus);
   for (const char* name : kept) {
     const char* value = std::getenv(name);

@@ -17,6 +17,9 @@
 #include <cstring>
 #include <mutex>
 
+#include "disttest/env/names.h"
+#include "env/text.h"
+
 namespace disttest::internal::keeper {
 namespace {
 
@@ -40,6 +43,7 @@ Slot* g_table = nullptr;
 pid_t g_owner = -1;  // The process whose keeper g_keeper is.
 pid_t g_keeper = -1;
 int g_keeper_fd = -1;  // A pidfd of g_keeper.
+bool g_cannot_start = false;
 int g_cursor = 0;
 std::mutex g_mutex;
 
@@ -88,8 +92,10 @@ ssize_t ReadSmall(const char* path, char* buffer, std::size_t size) {
 }
 
 // The state letter and the start time (clock ticks since boot) of `pid`'s
-// /proc/<pid>/stat ("self" when pid is 0); false when it is gone.
-bool ReadStat(pid_t pid, char* state, unsigned long long* start) {
+// /proc/<pid>/stat ("self" when pid is 0); false when it cannot be read,
+// with *gone set when that is because there is no such process.
+bool ReadStat(pid_t pid, char* state, unsigned long long* start,
+              bool* gone = nullptr) {
   char path[64];
   if (pid == 0) {
     std::strcpy(path, "/proc/self/stat");
@@ -97,7 +103,11 @@ bool ReadStat(pid_t pid, char* state, unsigned long long* start) {
     ProcPath(path, pid, "/stat");
   }
   char stat[512];
-  if (ReadSmall(path, stat, sizeof stat) <= 0) return false;
+  errno = 0;
+  if (ReadSmall(path, stat, sizeof stat) <= 0) {
+    if (gone != nullptr) *gone = errno == ENOENT || errno == ESRCH;
+    return false;
+  }
   // The name, in parentheses, may hold anything: the fields follow the
   // last ')'. The state is the first of them, the start time the 20th.
   const char* p = std::strrchr(stat, ')');
@@ -269,8 +279,8 @@ char g_names[kNamed][17];
   for (int i = 0; i < g_found_count; ++i) kill(g_found[i], SIGKILL);
   Say("[ disttest ] the test process ");
   SayNumber(parent);
-  Say(" ended while its ranks ran (killed from outside, or it crashed); "
-      "its keeper ended ");
+  Say(" ended while its ranks ran (it was killed, crashed, or exited "
+      "without ending them); its keeper ended ");
   SayNumber(g_ranks_found);
   Say(g_ranks_found == 1 ? " process of its ranks ("
                          : " processes of its ranks (");
@@ -363,7 +373,11 @@ bool StartKeeper() {
     // keeper's will be init's, or a subreaper's).
     const int parent_fd = static_cast<int>(syscall(SYS_pidfd_open, parent, 0));
     if (parent_fd < 0 || getppid() != parent) _exit(1);
-    const pid_t keeper = fork();
+    // The raw system call: fork() would run the handlers that libraries
+    // registered with pthread_atfork, in a copy of a process whose other
+    // threads may have held their locks.
+    const pid_t keeper =
+        static_cast<pid_t>(syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
     if (keeper == 0) Keep(parent, parent_fd);
     started.store(keeper, std::memory_order_release);
     _exit(keeper > 0 ? 0 : 1);
@@ -389,10 +403,16 @@ bool Alive() {
   if (g_keeper_fd < 0) return false;
   pollfd ended{g_keeper_fd, POLLIN, 0};
   if (poll(&ended, 1, 0) == 0) return true;
-  // Ended (killed from outside): the next rank group starts another.
+    // Ended (killed from outside): the next rank group starts another.
+#ifdef P_PIDFD
+  // Reaped if it is this process's child (it started while this process
+  // was a subreaper); by its pidfd, as its pid may be another's by now.
+  siginfo_t info{};
+  waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(g_keeper_fd), &info,
+         WEXITED | WNOHANG);
+#endif
   close(g_keeper_fd);
   g_keeper_fd = -1;
-  waitpid(g_keeper, nullptr, WNOHANG);  // This process's, if a subreaper's.
   g_keeper = -1;
   return false;
 }
@@ -406,6 +426,7 @@ void ForgetTheParents() {
   g_keeper_fd = -1;
   g_table = nullptr;
   g_cursor = 0;
+  g_cannot_start = false;
 }
 
 }  // namespace
@@ -413,10 +434,22 @@ void ForgetTheParents() {
 void Start() {
   std::lock_guard<std::mutex> lock(g_mutex);
   ForgetTheParents();
-  if (!Alive()) StartKeeper();
+  if (Alive() || g_cannot_start || SetToOne(env::kNoKeeper)) return;
+  // Not in a process that is a subreaper already (a rank whose test starts
+  // ranks of its own): the keeper would be its child, which it ends as one
+  // its test left running.
+  int subreaper = 0;
+  if (prctl(PR_GET_CHILD_SUBREAPER, &subreaper) != 0 || subreaper != 0) return;
+  // Where it cannot start once (no pidfd_open), it cannot again.
+  if (!StartKeeper()) g_cannot_start = true;
 }
 
 int Reserve() {
+  // PR_SET_PDEATHSIG follows the thread that forks: a child of another
+  // thread than the main one would stop when that thread ends, while this
+  // process runs on (a pool's rank, parked, given the next test). It dies
+  // then, as before.
+  if (gettid() != getpid()) return -1;
   std::lock_guard<std::mutex> lock(g_mutex);
   ForgetTheParents();
   if (!Alive()) return -1;
@@ -424,9 +457,16 @@ int Reserve() {
     const int slot = g_cursor;
     g_cursor = (g_cursor + 1) % kSlots;
     const pid_t pid = g_table[slot].pid.load(std::memory_order_acquire);
-    // Free, or its process gone (this process reaped it).
+    // Free, or its process gone (this process reaped it): not one whose
+    // /proc could not be read (no descriptor left), which may still run.
+    char state = 0;
+    unsigned long long start = 0;
+    bool gone = false;
+    const bool read = pid != 0 && ReadStat(pid, &state, &start, &gone);
     if (pid == 0 ||
-        StartTime(pid) != g_table[slot].start.load(std::memory_order_relaxed)) {
+        (read &&
+         start != g_table[slot].start.load(std::memory_order_relaxed)) ||
+        (!read && gone)) {
       g_table[slot].pid.store(0, std::memory_order_release);
       return slot;
     }
@@ -443,6 +483,48 @@ bool Record(int slot, pid_t pid) {
   return true;
 }
 
+namespace {
+
+pid_t g_hangup_parent = -1;
+pid_t g_hangup_owner = -1;
+
+void OnHangup(int) {
+  const int saved_errno = errno;
+  if (getpid() != g_hangup_owner || getppid() == g_hangup_parent) {
+    // A child of the rank, or a rank whose parent runs: SIGHUP's own end.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGHUP, &dfl, nullptr);
+    raise(SIGHUP);  // Taken once this handler returns.
+  }
+  errno = saved_errno;
+}
+
+}  // namespace
+
+void GuardAgainstOrphanedHangup(pid_t parent) {
+  int on_parent_death = 0;
+  if (prctl(PR_GET_PDEATHSIG, &on_parent_death) != 0 ||
+      on_parent_death != SIGSTOP) {
+    return;
+  }
+  struct sigaction now {};
+  if (sigaction(SIGHUP, nullptr, &now) != 0 ||
+      (now.sa_handler != SIG_DFL && now.sa_handler != OnHangup) ||
+      (now.sa_flags & SA_SIGINFO) != 0) {
+    return;
+  }
+  g_hangup_parent = parent;
+  g_hangup_owner = getpid();
+  struct sigaction guard {};
+  guard.sa_handler = OnHangup;
+  // Nothing else while it runs: a SIGHUP it raises again is taken first.
+  sigfillset(&guard.sa_mask);
+  guard.sa_flags = SA_RESTART;
+  sigaction(SIGHUP, &guard, nullptr);
+}
+
 bool DieWithParent(pid_t parent, int slot) {
   int signal = SIGKILL;
   if (slot == kRecorded) {
@@ -455,7 +537,9 @@ bool DieWithParent(pid_t parent, int slot) {
       signal = SIGSTOP;
     }
   }
-  return prctl(PR_SET_PDEATHSIG, signal) == 0 && getppid() == parent;
+  if (prctl(PR_SET_PDEATHSIG, signal) != 0) return false;
+  GuardAgainstOrphanedHangup(parent);
+  return getppid() == parent;
 }
 
 pid_t Pid() {

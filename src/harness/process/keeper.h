@@ -33,7 +33,8 @@ inline constexpr int kRecorded = -2;
 void Start();
 
 // In the test process: a slot of the keeper's table for the next child; -1
-// when no keeper runs. Thread-safe.
+// when no keeper runs, or on another thread than the main one (a child
+// stops when the thread that forked it ends). Thread-safe.
 int Reserve();
 
 // In the test process, for a child another process forked (its pid known
@@ -45,6 +46,15 @@ bool Record(int slot, pid_t pid);
 // `parent` ends, for the keeper to end; with slot -1, to be killed. False
 // when `parent` has ended already.
 bool DieWithParent(pid_t parent, int slot);
+
+// In a rank that stops when `parent` ends: a SIGHUP that comes after the
+// parent ended (the kernel's, with a SIGCONT, to a process group of
+// stopped processes that the parent's end orphaned) leaves the rank to the
+// keeper instead of ending it, which would leave what it started to init;
+// while the parent runs, and in the rank's children, SIGHUP ends the
+// process as by default. Nothing where the program chose its own SIGHUP
+// disposition, or the rank dies with its parent. Async-signal-safe.
+void GuardAgainstOrphanedHangup(pid_t parent);
 
 // This process's keeper (-1: none), which is no rank and no orphan of one
 // (a child of this process if it was a subreaper when it started it).

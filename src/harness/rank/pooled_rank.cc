@@ -105,7 +105,8 @@ RankVerdict ServePool(RankProgram& first, const RankEnv& env,
     // 10 ms (and taking CPU from the tests that run meanwhile).
     if (comm != nullptr) comm->Park();
     // Waiting for the next test has no deadline: the parent decides, and a
-    // parent that dies takes this process with it (PR_SET_PDEATHSIG).
+    // parent that dies takes this process with it (its keeper, or
+    // PR_SET_PDEATHSIG).
     std::optional<std::string> test;
     if (arena != nullptr) test = arena->AwaitTest(static_cast<unsigned>(n));
     if (!test) {

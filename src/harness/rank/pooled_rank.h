@@ -21,8 +21,9 @@
 //   - a pool ends at a failure (the parent starts over with fresh ranks at
 //     the next test), when there are too many, and when the process exits
 //     (they outlive --gtest_repeat's iterations). A process that ends with
-//     _exit or a signal leaves its pools to PR_SET_PDEATHSIG, and their
-//     queues to the next run's clean-up of dead processes' queues.
+//     _exit or a signal leaves its pools to its keeper (or, without one,
+//     to PR_SET_PDEATHSIG: harness/process/keeper.h), and their queues to
+//     the next run's clean-up of dead processes' queues.
 #ifndef DISTTEST_SRC_HARNESS_RANK_POOLED_RANK_H_
 #define DISTTEST_SRC_HARNESS_RANK_POOLED_RANK_H_
 

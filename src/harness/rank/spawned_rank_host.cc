@@ -31,6 +31,7 @@
 #include "env/knobs.h"
 #include "env/text.h"
 #include "harness/process/descendants.h"
+#include "harness/process/keeper.h"
 #include "harness/process/stack_dump.h"
 #include "harness/rank/pooled_rank.h"
 #include "harness/rank/rank_control.h"
@@ -263,6 +264,8 @@ class SpawnedRankHost : public RankHost {
     // Orphans of the processes the test starts come to this rank, not to
     // init: Leave ends them.
     prctl(PR_SET_CHILD_SUBREAPER, 1);
+    // An exec'd rank lost the guard its fork had (harness/process/keeper.h).
+    keeper::GuardAgainstOrphanedHangup(getppid());
     // Only a rank with a communicator resets its connections at the end.
     // A forked rank has the list its parent made; an exec'd one (a fresh
     // process, or a fork of the zygote) has none, and makes its own.

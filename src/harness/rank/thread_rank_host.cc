@@ -28,6 +28,7 @@
 #include "env/internal_names.h"
 #include "env/knobs.h"
 #include "env/text.h"
+#include "harness/process/keeper.h"
 #include "harness/process/stack_dump.h"
 #include "harness/rank/spawned_rank_host.h"
 #include "harness/rank_outcome.h"
@@ -350,6 +351,7 @@ void RunThreadRanks(const ProgramMaker& make, const Options& options,
   std::signal(SIGPIPE, SIG_IGN);
   InstallStackSignalHandler();
   prctl(PR_SET_CHILD_SUBREAPER, 1);
+  keeper::GuardAgainstOrphanedHangup(getppid());
   Shared s{&make, &options, std::move(arena), nullptr, {}, "", "", file, line,
            {},    {}};
   try {
