@@ -107,15 +107,14 @@ std::uintptr_t AddressWhereRanksAreThreads(const void* object);
 // `object`), which every rank thread of it reads through GetParam().
 void NoteTestParameter(const void* object, std::size_t size);
 
-// Whether an asserted expression names a const object, or a member of one
-// (`kName`, `kConfig.seed`): `Declared` is its decltype(e), `Expression`
-// its decltype((e)). A reference or a call's result (`std::as_const(g)`,
-// a `const int&` bound to a global) may view a writable object the rank
-// threads share: not such a name.
-template <typename Declared, typename Expression>
+// Whether an asserted expression names an object declared const (`kName`,
+// a const member): `Declared` is its decltype(e). A reference or a call's
+// result (`std::as_const(g)`, a `const int&` bound to a global), or a
+// member reached through one (`view.value`), may be a writable object the
+// rank threads share: not such a name.
+template <typename Declared>
 constexpr bool NamesAConstObject() {
-  return !std::is_reference_v<Declared> &&
-         std::is_const_v<std::remove_reference_t<Expression>>;
+  return !std::is_reference_v<Declared> && std::is_const_v<Declared>;
 }
 
 // The failure of ranks that agree because every one of them passed one
@@ -129,9 +128,9 @@ Agreement OneSharedObject(const char* macro, const char* expression,
 // Every rank's `value`, compared with == on every rank; a failure message
 // with the table of values when they differ. `expression` is the asserted
 // source text, `macro` names the assertion. On `on` (null: the test's).
-// `constant`: the asserted expression names a const object (a `const`
-// global, a member of one: NamesAConstObject), which the ranks may share as
-// threads without comparing nothing.
+// `constant`: the asserted expression names an object declared const (a
+// `const` global: NamesAConstObject), which the ranks may share as threads
+// without comparing nothing.
 template <typename T>
 Agreement AllEqual(const char* macro, const char* expression, const T& value,
                    Communicator* on, bool constant = false,
@@ -225,12 +224,11 @@ Agreement AllTrue(const char* macro, const char* expression, bool value,
 
 // One assertion: `macro` and `text` (the asserted source, stringized by the
 // public macro) for the message, on `comm` (null: the test's comm()).
-#define DISTTEST_ALL_EQ_(macro, text, value, comm, on_failure)           \
-  DISTTEST_COLLECTIVE_(                                                  \
-      ::disttest::internal::AllEqual(                                    \
-          macro, text, value, comm,                                      \
-          ::disttest::internal::NamesAConstObject<decltype(value),       \
-                                                  decltype((value))>()), \
+#define DISTTEST_ALL_EQ_(macro, text, value, comm, on_failure)         \
+  DISTTEST_COLLECTIVE_(                                                \
+      ::disttest::internal::AllEqual(                                  \
+          macro, text, value, comm,                                    \
+          ::disttest::internal::NamesAConstObject<decltype(value)>()), \
       on_failure)
 #define DISTTEST_ALL_TRUE_(macro, text, condition, comm, on_failure)         \
   DISTTEST_COLLECTIVE_(::disttest::internal::AllTrue(                        \

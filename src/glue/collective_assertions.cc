@@ -141,7 +141,9 @@ Agreement OneSharedObject(const char* macro, const char* expression,
       "this compares nothing: the "
       "ranks are threads of one process here (LaunchMode::kThreads) and "
       "share it. Keep each rank's value in an object of its own (a local, "
-      "the fixture), or run the test as processes (options().process_only)",
+      "the fixture), or run the test as processes (options().process_only); "
+      "a value every rank shares by design (a table made at run time, what "
+      "the test's parameter holds) needs no comparing",
       macro, expression, comm.size(), Of(on), addresses[0]));
 }
 

@@ -232,15 +232,23 @@ DIST_TEST_F(NoFalsePass, SetsATimeoutInItsBody, 2) {  // marker-late-body
   options().compare_calls = false;
 }
 
-// The same global through const views of it (trial 13): as threads the
-// ranks still pass one writable object.
+// The same global through const views of it (trial 13), and a member of
+// one through a const reference (the review): as threads the ranks still
+// pass one writable object.
+struct Totals {
+  int value = 0;
+};
+Totals g_totals;
+
 DIST_TEST_F(NoFalsePass, AResultLeftInAGlobalViewedAsConst, 2) {
-  if (rank() == 0) g_result = 42;
-  if (rank() == 1) g_result = 0;
+  g_result = rank() == 0 ? 42 : 0;
+  g_totals.value = rank() == 0 ? 42 : 0;
   comm().barrier();
   DIST_EXPECT_ALL_EQ(std::as_const(g_result));  // marker-global-as-const
   const int& result = g_result;
   DIST_EXPECT_ALL_EQ(result);  // marker-global-const-ref
+  const Totals& totals = g_totals;
+  DIST_EXPECT_ALL_EQ(totals.value);  // marker-global-member
 }
 
 DIST_TEST_F(NoFalsePass, CharArraysThatDifferAfterANul, 2) {
