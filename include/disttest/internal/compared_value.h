@@ -105,6 +105,10 @@ std::string ShowElement(const X& x) {
   } else if constexpr (std::is_same_v<X, _Float16>) {
     return ShowFloat(static_cast<float>(x), 5);
 #endif
+#ifdef __BFLT16_MANT_DIG__
+  } else if constexpr (std::is_same_v<X, __bf16>) {
+    return ShowFloat(static_cast<float>(x), 4);
+#endif
   } else if constexpr (std::is_same_v<X, std::optional<std::string>>) {
     return x ? ::testing::PrintToString(*x) : std::string("NULL");
   } else if constexpr (requires {
@@ -173,7 +177,15 @@ struct IsSentAsBytes
     : std::bool_constant<
           std::is_arithmetic_v<T> || std::is_enum_v<T> ||
           std::is_same_v<T, float16> || std::is_same_v<T, bfloat16> ||
-          std::is_same_v<T, ::__half> || std::is_same_v<T, ::__nv_bfloat16>> {};
+          std::is_same_v<T, ::__half> || std::is_same_v<T, ::__nv_bfloat16>
+#ifdef __FLT16_MANT_DIG__
+          || std::is_same_v<T, _Float16>
+#endif
+#ifdef __BFLT16_MANT_DIG__
+          || std::is_same_v<T, __bf16>
+#endif
+          > {
+};
 
 }  // namespace disttest::internal
 
