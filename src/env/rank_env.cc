@@ -32,6 +32,19 @@ const char* Require(const char* name) {
   return value;
 }
 
+// Whether `value` is written as a decimal number ("2.5", "1e3"): strtod
+// also reads hexadecimal ("0x10", trial 13), "inf" and "nan", which no one
+// means as seconds or as a factor.
+bool Decimal(const char* value) {
+  for (const char* c = value; *c != '\0'; ++c) {
+    if (!std::isdigit(static_cast<unsigned char>(*c)) && *c != '.' &&
+        *c != 'e' && *c != 'E' && *c != '+' && *c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int ParseIntVariable(const char* name, const char* value, int min, int max) {
@@ -59,8 +72,8 @@ std::optional<std::chrono::milliseconds> SecondsVariable(const char* name) {
   errno = 0;
   char* end = nullptr;
   double seconds = std::strtod(value, &end);
-  if (std::isspace(static_cast<unsigned char>(*value)) || end == value ||
-      *end != '\0' || std::isnan(seconds) || seconds <= 0) {
+  if (!Decimal(value) || end == value || *end != '\0' || std::isnan(seconds) ||
+      seconds <= 0) {
     throw ConfigError(fmt::format(
         "environment variable {}='{}' is not a positive number of seconds",
         name, value));
@@ -80,8 +93,7 @@ std::optional<std::chrono::milliseconds> SecondsVariable(const char* name) {
 std::chrono::milliseconds HeartbeatInterval() {
   // 0 turns it off, however it is written ("0", "0.0", "0e0").
   const char* value = std::getenv(env::kHeartbeat);
-  if (value != nullptr && *value != '\0' &&
-      !std::isspace(static_cast<unsigned char>(*value))) {
+  if (value != nullptr && *value != '\0' && Decimal(value)) {
     char* end = nullptr;
     errno = 0;
     // (1e-400 is no 0: strtod's underflow, ERANGE, goes to the error.)
@@ -90,7 +102,17 @@ std::chrono::milliseconds HeartbeatInterval() {
       return std::chrono::milliseconds(0);
     }
   }
-  return SecondsVariable(env::kHeartbeat).value_or(std::chrono::seconds(5));
+  const std::chrono::milliseconds every =
+      SecondsVariable(env::kHeartbeat).value_or(std::chrono::seconds(5));
+  // Shorter would print a line at every turn of the parent's poll loop
+  // (trial 13: 1e-9).
+  if (every < std::chrono::milliseconds(100)) {
+    throw ConfigError(fmt::format(
+        "environment variable {}='{}' is too short: at least 0.1 seconds "
+        "between progress lines, or 0 to turn them off",
+        env::kHeartbeat, value));
+  }
+  return every;
 }
 
 }  // namespace disttest
@@ -125,8 +147,8 @@ double TimeoutScale() {
   if (value == nullptr || *value == '\0') return SlowBuildScale();
   char* end = nullptr;
   const double scale = std::strtod(value, &end);
-  if (std::isspace(static_cast<unsigned char>(*value)) || end == value ||
-      *end != '\0' || !(scale > 0) || scale > 100) {
+  if (!Decimal(value) || end == value || *end != '\0' || !(scale > 0) ||
+      scale > 100) {
     throw ConfigError(fmt::format(
         "environment variable {}='{}' is invalid: it must be a number "
         "greater than 0 and at most 100 (a factor for every disttest "

@@ -136,7 +136,8 @@ TEST_F(RankEnvTest, SecondsVariable) {
   env_.Set("DISTTEST_TIMEOUT", "2.5");
   EXPECT_EQ(SecondsVariable("DISTTEST_TIMEOUT"),
             std::chrono::milliseconds(2500));
-  for (const char* bad : {"abc", "0", "-3", "1s", "nan", "inf", " 2", "2 "}) {
+  for (const char* bad :
+       {"abc", "0", "-3", "1s", "nan", "inf", " 2", "2 ", "0x10", "0X1p4"}) {
     env_.Set("DISTTEST_TIMEOUT", bad);
     EXPECT_THROW(SecondsVariable("DISTTEST_TIMEOUT"), ConfigError) << bad;
   }
@@ -169,10 +170,18 @@ TEST_F(RankEnvTest, HeartbeatIsOffAtZeroHoweverWritten) {
   EXPECT_EQ(HeartbeatInterval(), std::chrono::milliseconds(500));
   env_.Set("DISTTEST_HEARTBEAT", nullptr);
   EXPECT_EQ(HeartbeatInterval(), std::chrono::seconds(5));
-  for (const char* bad : {" 0", "0 ", "-1", "off"}) {
+  for (const char* bad : {" 0", "0 ", "-1", "off", "0x0", "0x1"}) {
     env_.Set("DISTTEST_HEARTBEAT", bad);
     EXPECT_THROW(HeartbeatInterval(), ConfigError) << bad;
   }
+  // A line at every turn of the parent's loop is no heartbeat (trial 13).
+  env_.Set("DISTTEST_HEARTBEAT", "1e-9");
+  EXPECT_THAT([] { HeartbeatInterval(); },
+              ::testing::ThrowsMessage<ConfigError>(HasSubstr(
+                  "DISTTEST_HEARTBEAT='1e-9' is too short: at least 0.1 "
+                  "seconds between progress lines, or 0 to turn them off")));
+  env_.Set("DISTTEST_HEARTBEAT", "0.1");
+  EXPECT_EQ(HeartbeatInterval(), std::chrono::milliseconds(100));
 }
 
 TEST_F(RankEnvTest, ChildEnvironmentReplacesRankAndDropsParentOnlyVariables) {
@@ -259,7 +268,8 @@ TEST_F(RankEnvTest, TimeoutScaleOfASlowBuildIsItsOwn) {
 }
 
 TEST_F(RankEnvTest, MalformedTimeoutScaleIsNamed) {
-  for (const char* bad : {"0", "-1", "fast", "2x", "101", "nan", "inf"}) {
+  for (const char* bad :
+       {"0", "-1", "fast", "2x", "101", "nan", "inf", "0x2"}) {
     env_.Set("DISTTEST_TIMEOUT_SCALE", bad);
     try {
       TimeoutScale();
