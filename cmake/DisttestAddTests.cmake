@@ -47,22 +47,41 @@ foreach(line IN LISTS lines)
   if(line STREQUAL "")
     continue()
   endif()
+  # gtest's comment after a name starts with two spaces and '#'; a name may
+  # hold spaces and '#' (a typed test's name generator), so the name ends
+  # where the first such comment starts.
+  string(FIND "${line}" "  # " comment)
+  if(comment GREATER_EQUAL 0)
+    string(SUBSTRING "${line}" 0 ${comment} named)
+  else()
+    set(named "${line}")
+  endif()
   if(NOT line MATCHES "^ ")
-    # A suite: "Suite.", "Conv/unsigned int.  # TypeParam = unsigned int"
-    # (a typed test's name may hold spaces). Another line (gtest_main's
-    # "Running main() from ...") ends the suite before it.
+    # A suite: "Suite.", "Conv/unsigned int.  # TypeParam = unsigned int".
+    # Another line (gtest_main's "Running main() from ...") ends the suite
+    # before it.
     set(suite "")
-    if(line MATCHES "^([^#]*[^ #])\\.( +# .*)?$")
+    set(suite_line "${line}")
+    if(named MATCHES "^(.*[^ ])\\.$")
       set(suite "${CMAKE_MATCH_1}")
     endif()
-  elseif(line MATCHES "^  ([^ #][^#]*[^ #]|[^ #])( +# .*)?$")
+  elseif(named MATCHES "^  ([^ ].*[^ ]|[^ ])$")
     if(suite STREQUAL "")
       message(FATAL_ERROR
         "disttest_discover_tests: ${TEST_EXECUTABLE} --gtest_list_tests "
-        "lists the test \"${CMAKE_MATCH_1}\" under no suite it can read; "
-        "its listing:\n${listing}")
+        "lists the test \"${CMAKE_MATCH_1}\" under no suite it can read "
+        "(the line before it: \"${suite_line}\"); its listing:\n${listing}")
     endif()
     set(test "${suite}.${CMAKE_MATCH_1}")
+    if(test MATCHES ";")
+      # A CMake list would cut it in two, each a filter that matches no test:
+      # a run of no test passes.
+      message(FATAL_ERROR
+        "disttest_discover_tests: the test \"${test}\" of ${TEST_EXECUTABLE} "
+        "has a ';' in its name, which CMake cannot register as one test "
+        "(it would run none): rename it (a typed or parameterized test's "
+        "name generator)")
+    endif()
     list(APPEND tests "${test}")
     # "Name/4ranks", and a DIST_TEST_P's "Name/4ranks/param".
     if(test MATCHES "/[0-9]+ranks(/[^/]+)?$")
