@@ -3,10 +3,84 @@
 // What a rank inherits and what it leaves: processes and daemons it started,
 // descriptors and connections, resource limits, /dev/shm, a store of its
 // own, and a whole run that leaves nothing behind (verdicts.h).
+#include <poll.h>
+#include <signal.h>
+
 #include "verdicts.h"
 
 namespace disttest::testing {
 namespace {
+
+// The disttest-keeper of the session `session` (the test process runs in
+// one of its own: setsid), or -1.
+pid_t KeeperOfSession(pid_t session) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string stat = ReadFile(entry.path().string() + "/stat");
+    const std::size_t close = stat.rfind(')');
+    if (stat.find("(disttest-keeper)") == std::string::npos ||
+        close == std::string::npos) {
+      continue;
+    }
+    std::istringstream fields(stat.substr(close + 2));
+    std::string state;
+    long parent = 0, group = 0, its_session = 0;
+    fields >> state >> parent >> group >> its_session;
+    if (its_session == session && state != "Z") {
+      return static_cast<pid_t>(std::stol(entry.path().filename().string()));
+    }
+  }
+  return -1;
+}
+
+// Runs 8 ranks, rank 1 of which starts a daemon and a child, in a session
+// of their own, and SIGKILLs the test process mid-test (after its keeper,
+// with `keeper_first`, once another has taken its place); nothing may be
+// left, and the keeper says what it ended.
+void KillMidTestAndCheckNothingIsLeft(const ChildSetup& setup, bool threads,
+                                      bool keeper_first) {
+  bool sent = false;
+  std::vector<std::string> args = {
+      "/usr/bin/setsid", setup.binary,
+      "--gtest_filter=Verdicts.HangsForSignalTestsWithADaemon/8ranks"};
+  if (*setup.extra_arg != '\0') args.push_back(setup.extra_arg);
+  ChildRun run = RunChild(
+      args, {{"VERDICTS_LAUNCH", setup.launch}}, std::chrono::seconds(60),
+      [&](pid_t pid, const std::string& out, const std::string&) {
+        if (sent || Occurrences(out, "marker-running rank ") != 8) return;
+        sent = true;
+        if (keeper_first) {
+          const pid_t first = KeeperOfSession(pid);
+          ASSERT_GT(first, 0) << "no keeper in session " << pid;
+          kill(first, SIGKILL);
+          // Until the test process has started another.
+          const auto deadline =
+              std::chrono::steady_clock::now() + std::chrono::seconds(30);
+          pid_t next = KeeperOfSession(pid);
+          while ((next <= 0 || next == first) &&
+                 std::chrono::steady_clock::now() < deadline) {
+            poll(nullptr, 0, 10);
+            next = KeeperOfSession(pid);
+          }
+          EXPECT_GT(next, 0) << "no keeper took the place of " << first;
+          EXPECT_NE(next, first);
+        }
+        kill(pid, SIGKILL);
+      });
+  EXPECT_EQ(run.signal, SIGKILL) << run.out << run.err;
+  EXPECT_THAT(KillOrphans(), ::testing::IsEmpty());
+  EXPECT_THAT(ShmLeftovers(run.pid), ::testing::IsEmpty());
+  EXPECT_THAT(
+      run.err,
+      ::testing::ContainsRegex(
+          "\\[ disttest \\] the test process " + std::to_string(run.pid) +
+          " ended while its ranks ran \\(it was killed, crashed, or exited "
+          "without ending them\\); its keeper ended " +
+          (threads ? "1 process of its ranks \\([0-9]+\\)"
+                   : "8 processes of its ranks \\(([0-9]+, ){7}[0-9]+\\)") +
+          " and 2 processes they had started: [0-9]+ \\(sleep\\), "
+          "[0-9]+ \\(sleep\\)\n"))
+      << run.err;
+}
 
 TEST_P(VerdictsTest, ProcessesStartedByARankEndWithTheTest) {
   // Run() fails if the `sleep 600` a rank started is still alive.
@@ -210,33 +284,15 @@ TEST_P(VerdictsTest, HangAfterTheVerdictsFailsTheTest) {
 // is outside it: the kernel then sends the stopped group SIGHUP and
 // SIGCONT, which ended one of 8 ranks, its daemon left to init.
 TEST_P(VerdictsTest, ParentKilledMidTestTakesWhatItsRanksStarted) {
-  bool sent = false;
-  std::vector<std::string> args = {
-      "/usr/bin/setsid", GetParam().binary,
-      "--gtest_filter=Verdicts.HangsForSignalTestsWithADaemon/8ranks"};
-  if (*GetParam().extra_arg != '\0') args.push_back(GetParam().extra_arg);
-  ChildRun run = RunChild(
-      args, {{"VERDICTS_LAUNCH", GetParam().launch}}, std::chrono::seconds(60),
-      [&](pid_t pid, const std::string& out, const std::string&) {
-        if (!sent && Occurrences(out, "marker-running rank ") == 8) {
-          kill(pid, SIGKILL);
-          sent = true;
-        }
-      });
-  EXPECT_EQ(run.signal, SIGKILL) << run.out << run.err;
-  EXPECT_THAT(KillOrphans(), ::testing::IsEmpty());
-  EXPECT_THAT(ShmLeftovers(run.pid), ::testing::IsEmpty());
-  EXPECT_THAT(
-      run.err,
-      ::testing::ContainsRegex(
-          "\\[ disttest \\] the test process " + std::to_string(run.pid) +
-          " ended while its ranks ran \\(it was killed, crashed, or exited "
-          "without ending them\\); its keeper ended " +
-          (Threads() ? "1 process of its ranks \\([0-9]+\\)"
-                     : "8 processes of its ranks \\(([0-9]+, ){7}[0-9]+\\)") +
-          " and 2 processes they had started: [0-9]+ \\(sleep\\), "
-          "[0-9]+ \\(sleep\\)\n"))
-      << run.err;
+  KillMidTestAndCheckNothingIsLeft(GetParam(), Threads(),
+                                   /*keeper_first=*/false);
+}
+
+// The keeper killed on its own first: the test process starts another
+// (trial 14: the ranks stayed stopped once the test process was killed).
+TEST_P(VerdictsTest, ParentKilledAfterItsKeeperTakesWhatItsRanksStarted) {
+  KillMidTestAndCheckNothingIsLeft(GetParam(), Threads(),
+                                   /*keeper_first=*/true);
 }
 
 TEST_P(VerdictsTest, FullRunLeavesNothingBehind) {

@@ -44,6 +44,7 @@ pid_t g_owner = -1;  // The process whose keeper g_keeper is.
 pid_t g_keeper = -1;
 int g_keeper_fd = -1;  // A pidfd of g_keeper.
 bool g_cannot_start = false;
+bool g_started = false;  // A keeper of this process ran.
 int g_cursor = 0;
 std::mutex g_mutex;
 
@@ -427,6 +428,7 @@ void ForgetTheParents() {
   g_table = nullptr;
   g_cursor = 0;
   g_cannot_start = false;
+  g_started = false;
 }
 
 }  // namespace
@@ -441,7 +443,24 @@ void Start() {
   int subreaper = 0;
   if (prctl(PR_GET_CHILD_SUBREAPER, &subreaper) != 0 || subreaper != 0) return;
   // Where it cannot start once (no pidfd_open), it cannot again.
+  if (StartKeeper()) {
+    g_started = true;
+  } else {
+    g_cannot_start = true;
+  }
+}
+
+void Revive() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  ForgetTheParents();
+  if (!g_started || g_cannot_start || Alive()) return;
+  // The table is this process's: the new keeper maps it as the old did.
   if (!StartKeeper()) g_cannot_start = true;
+}
+
+int Fd() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_owner == getpid() ? g_keeper_fd : -1;
 }
 
 int Reserve() {

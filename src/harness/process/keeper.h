@@ -32,6 +32,16 @@ inline constexpr int kRecorded = -2;
 // group): starts its keeper unless one runs. Thread-safe.
 void Start();
 
+// In a test process whose keeper ran: starts another if it has ended
+// (killed from outside), which takes over its table, so that the ranks
+// that run now, set to stop when their parent ends, are not left stopped.
+// A child of this process where it is a subreaper. Thread-safe.
+void Revive();
+
+// A pidfd of the keeper, readable once it has ended (-1: none): for a
+// poll loop to call Revive() at once.
+int Fd();
+
 // In the test process: a slot of the keeper's table for the next child; -1
 // when no keeper runs, or on another thread than the main one (a child
 // stops when the thread that forked it ends). Thread-safe.

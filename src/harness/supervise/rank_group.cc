@@ -175,6 +175,9 @@ void RankGroup::Start() {
       // child of this process.
       keeper::Start();
       prctl(PR_SET_CHILD_SUBREAPER, 1);
+    } else {
+      // One killed from outside meanwhile (pooled ranks wait for this test).
+      keeper::Revive();
     }
     LiveGroups().insert(this);
     children_before_.clear();

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "disttest/error.h"
+#include "harness/process/keeper.h"
 #include "harness/process/resources.h"
 #include "harness/supervise/rank_group.h"
 
@@ -33,6 +34,10 @@ void RankGroup::Serve(int timeout_ms) {
       fds_.push_back({rank.pidfd, POLLIN, 0});
     }
   }
+  // A keeper killed from outside is replaced at once: the ranks that run
+  // stop when this process ends, for a keeper to end.
+  const int keeper = keeper::Fd();
+  if (keeper >= 0) fds_.push_back({keeper, POLLIN, 0});
   int n = poll(fds_.data(), fds_.size(), timeout_ms);
   if (n < 0 && errno != EINTR) {
     throw Error(fmt::format("poll failed: {}", std::strerror(errno)));
@@ -52,6 +57,7 @@ void RankGroup::Serve(int timeout_ms) {
       }
     }
   }
+  if (keeper >= 0 && n > 0 && fds_.back().revents != 0) keeper::Revive();
   if (results_ready_[0] >= 0) {
     char bytes[4096];
     while (read(results_ready_[0], bytes, sizeof bytes) > 0) {
