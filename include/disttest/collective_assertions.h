@@ -101,17 +101,23 @@ Agreement Elsewhere(const char* macro, const char* expression,
 // elsewhere, where an address says nothing of another rank's, and for an
 // object within the test's parameter (GetParam()), which the ranks share
 // by design.
-std::uintptr_t AddressWhereRanksAreThreads(const void* object);
+std::uintptr_t AddressWhereRanksAreThreads(const volatile void* object);
+
+// Whether the asserted source text is a plain name ("kName",
+// "ns::kName"): not a member access, a call, a subscript or a
+// dereference, which may reach a writable object through a const one.
+bool IsPlainName(const char* expression);
 
 // The parameter of the DIST_TEST_P test being made (`size` bytes at
 // `object`), which every rank thread of it reads through GetParam().
 void NoteTestParameter(const void* object, std::size_t size);
 
-// Whether an asserted expression names an object declared const (`kName`,
-// a const member): `Declared` is its decltype(e). A reference or a call's
-// result (`std::as_const(g)`, a `const int&` bound to a global), or a
-// member reached through one (`view.value`), may be a writable object the
-// rank threads share: not such a name.
+// Whether an asserted expression's type is that of an object declared
+// const (`Declared` is its decltype(e)): with IsPlainName, a `const` global
+// named as such. A reference or a call's result (`std::as_const(g)`, a
+// `const int&` bound to a global), or a member (`view.total`,
+// `g_holder->sum` of a const member), may be a writable object the rank
+// threads share: not such a name.
 template <typename Declared>
 constexpr bool NamesAConstObject() {
   return !std::is_reference_v<Declared> && std::is_const_v<Declared>;
@@ -128,13 +134,16 @@ Agreement OneSharedObject(const char* macro, const char* expression,
 // Every rank's `value`, compared with == on every rank; a failure message
 // with the table of values when they differ. `expression` is the asserted
 // source text, `macro` names the assertion. On `on` (null: the test's).
-// `constant`: the asserted expression names an object declared const (a
-// `const` global: NamesAConstObject), which the ranks may share as threads
-// without comparing nothing.
+// `constant`: the asserted expression's type is that of an object declared
+// const (NamesAConstObject); one that is also a plain name (a `const`
+// global) the ranks may share as threads without comparing nothing.
 template <typename T>
 Agreement AllEqual(const char* macro, const char* expression, const T& value,
                    Communicator* on, bool constant = false,
                    CallSite where = CallSite::current()) {
+  static_assert(!std::is_volatile_v<T>,
+                "a collective assertion of a volatile object: copy it into a "
+                "local (int seen = g_flag;) and compare that");
   using Compared = ComparedValue<std::remove_cv_t<T>>;
   using Decoded = typename Compared::Decoded;
   Communicator& comm = on != nullptr ? *on : CurrentCommunicator();
@@ -142,8 +151,9 @@ Agreement AllEqual(const char* macro, const char* expression, const T& value,
       AssertionTag(typeid(Decoded).name(), expression, where);
   std::string mine;
   Append(mine, tag);
-  Append(mine,
-         constant ? 0 : AddressWhereRanksAreThreads(std::addressof(value)));
+  Append(mine, constant && IsPlainName(expression)
+                   ? 0
+                   : AddressWhereRanksAreThreads(std::addressof(value)));
   Compared::Encode(value, mine);
   const std::vector<std::string> all =
       GatherBytes(comm, mine, where, macro, expression);
@@ -210,8 +220,26 @@ Agreement AllEqual(const char* macro, const char* expression, const T& value,
 }
 
 // Gathers every rank's `value`; a failure naming the ranks where it is false.
+// `address`: of AddressWhereRanksAreThreads, for an object the condition
+// names (0: a value computed, or a constant); rank threads that all pass
+// one writable object fail as AllEqual's do.
 Agreement AllTrue(const char* macro, const char* expression, bool value,
-                  Communicator* comm, CallSite where = CallSite::current());
+                  Communicator* comm, std::uintptr_t address = 0,
+                  CallSite where = CallSite::current());
+
+// AllTrue of `condition`, evaluated once: the object it names, where it is
+// one (`lvalue`: a `bool` global), goes with it.
+template <typename T>
+Agreement AllTrueOf(const char* macro, const char* expression,
+                    const T& condition, Communicator* comm, bool constant,
+                    bool lvalue, CallSite where = CallSite::current()) {
+  const std::uintptr_t address =
+      lvalue && !(constant && IsPlainName(expression))
+          ? AddressWhereRanksAreThreads(std::addressof(condition))
+          : 0;
+  return AllTrue(macro, expression, static_cast<bool>(condition), comm, address,
+                 where);
+}
 
 }  // namespace disttest::internal
 
@@ -230,10 +258,13 @@ Agreement AllTrue(const char* macro, const char* expression, bool value,
           macro, text, value, comm,                                    \
           ::disttest::internal::NamesAConstObject<decltype(value)>()), \
       on_failure)
-#define DISTTEST_ALL_TRUE_(macro, text, condition, comm, on_failure)         \
-  DISTTEST_COLLECTIVE_(::disttest::internal::AllTrue(                        \
-                           macro, text, static_cast<bool>(condition), comm), \
-                       on_failure)
+#define DISTTEST_ALL_TRUE_(macro, text, condition, comm, on_failure)      \
+  DISTTEST_COLLECTIVE_(                                                   \
+      ::disttest::internal::AllTrueOf(                                    \
+          macro, text, condition, comm,                                   \
+          ::disttest::internal::NamesAConstObject<decltype(condition)>(), \
+          std::is_lvalue_reference_v<decltype((condition))>),             \
+      on_failure)
 #define DISTTEST_ON_(comm) &static_cast<::disttest::Communicator&>(comm)
 
 // Every rank's `value` must be equal (==).

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -112,7 +113,21 @@ void NoteTestParameter(const void* object, std::size_t size) {
   g_parameter.store(reinterpret_cast<std::uintptr_t>(object));
 }
 
-std::uintptr_t AddressWhereRanksAreThreads(const void* object) {
+bool IsPlainName(const char* expression) {
+  if (expression == nullptr || *expression == '\0' ||
+      std::isdigit(static_cast<unsigned char>(*expression))) {
+    return false;
+  }
+  for (const char* c = expression; *c != '\0'; ++c) {
+    if (!std::isalnum(static_cast<unsigned char>(*c)) && *c != '_' &&
+        *c != ':') {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::uintptr_t AddressWhereRanksAreThreads(const volatile void* object) {
   if (!RanksAreThreads()) return 0;
   const auto address = reinterpret_cast<std::uintptr_t>(object);
   const std::uintptr_t parameter = g_parameter.load();
@@ -230,32 +245,39 @@ Agreement Disagreement(
 }
 
 Agreement AllTrue(const char* macro, const char* expression, bool value,
-                  Communicator* on, CallSite where) {
+                  Communicator* on, std::uintptr_t address, CallSite where) {
   Communicator& comm = on != nullptr ? *on : CurrentCommunicator();
   // Where it is, then the value: ranks at another assertion fail saying so.
   // Gathered as every assertion's value is (GatherBytes), so that ranks at
   // another kind of assertion get here too, not a mismatch of allgathers.
   const std::uint64_t tag = AssertionTag("bool", expression, where);
-  std::string mine(sizeof(tag) + 1, '\0');
+  std::string mine(sizeof(tag) + 1 + sizeof(address), '\0');
   std::memcpy(mine.data(), &tag, sizeof(tag));
   mine[sizeof(tag)] = value ? 1 : 0;
+  std::memcpy(mine.data() + sizeof(tag) + 1, &address, sizeof(address));
   const std::vector<std::string> all =
       GatherBytes(comm, mine, where, macro, expression);
   std::vector<int> false_on;
   std::vector<int> elsewhere;
+  std::vector<std::uintptr_t> addresses;
   for (int r = 0; r < comm.size(); ++r) {
     const std::string& theirs = all[r];
     if (theirs.size() != mine.size() ||
         std::memcmp(theirs.data(), &tag, sizeof(tag)) != 0) {
       elsewhere.push_back(r);
-    } else if (theirs[sizeof(tag)] == 0) {
-      false_on.push_back(r);
+      continue;
     }
+    if (theirs[sizeof(tag)] == 0) false_on.push_back(r);
+    std::uintptr_t theirs_at = 0;
+    std::memcpy(&theirs_at, theirs.data() + sizeof(tag) + 1, sizeof(theirs_at));
+    addresses.push_back(theirs_at);
   }
   if (!elsewhere.empty()) {
     return Elsewhere(macro, expression, comm, on, elsewhere, where);
   }
-  if (false_on.empty()) return Agreement("");
+  if (false_on.empty()) {
+    return OneSharedObject(macro, expression, comm, on, addresses);
+  }
   return Agreement(fmt::format("{}({}) is false on {} of {}{}{}", macro,
                                expression, Ranks(false_on),
                                on != nullptr ? "the " : "", comm.size(),

@@ -178,6 +178,7 @@ namespace {
 constexpr int kLayers = 12;
 constexpr char kOptimizer[] = "adam";
 const std::string kMadeAtRunTime = std::string(kOptimizer) + "w";
+const bool kNamedAtRunTime = !kMadeAtRunTime.empty();
 
 DIST_TEST_F(NoFalsePass, ValuesThatAreEqualAgree, 3) {
   DIST_EXPECT_ALL_EQ(rank() == 1 ? -0.0 : 0.0);
@@ -202,6 +203,7 @@ DIST_TEST_F(NoFalsePass, ValuesThatAreEqualAgree, 3) {
   DIST_EXPECT_ALL_EQ(kLayers);
   DIST_EXPECT_ALL_EQ(kOptimizer);
   DIST_EXPECT_ALL_EQ(kMadeAtRunTime);
+  DIST_EXPECT_ALL_TRUE(kNamedAtRunTime);
 }
 
 // Rank 0's result, left in a global that no collective shares: the ranks
@@ -239,6 +241,11 @@ struct Totals {
   int value = 0;
 };
 Totals g_totals;
+// A member declared const, of an object a global holds (trial 14).
+struct Sum {
+  const int value;
+};
+std::optional<Sum> g_held;
 
 DIST_TEST_F(NoFalsePass, AResultLeftInAGlobalViewedAsConst, 2) {
   g_result = rank() == 0 ? 42 : 0;
@@ -249,6 +256,19 @@ DIST_TEST_F(NoFalsePass, AResultLeftInAGlobalViewedAsConst, 2) {
   DIST_EXPECT_ALL_EQ(result);  // marker-global-const-ref
   const Totals& totals = g_totals;
   DIST_EXPECT_ALL_EQ(totals.value);  // marker-global-member
+  g_held.emplace(Sum{rank() == 0 ? 42 : 0});
+  comm().barrier();
+  DIST_EXPECT_ALL_EQ(g_held->value);  // marker-global-const-member
+}
+
+// A flag left in a global (trial 14): as threads every rank passes the one
+// object to DIST_EXPECT_ALL_TRUE, which the last writer made true.
+bool g_flag = false;
+
+DIST_TEST_F(NoFalsePass, AFlagLeftInAGlobal, 2) {
+  g_flag = rank() == 1;
+  comm().barrier();
+  DIST_EXPECT_ALL_TRUE(g_flag);  // marker-global-flag
 }
 
 DIST_TEST_F(NoFalsePass, CharArraysThatDifferAfterANul, 2) {

@@ -255,6 +255,22 @@ TEST_P(NoFalsePassTest, AllEqOfAGlobalComparesEachRanksOwnOrFails) {
   }
 }
 
+// DIST_EXPECT_ALL_TRUE of a global flag: as threads, one object that the
+// last writer set; as processes, false on rank 0.
+TEST_P(NoFalsePassTest, AllTrueOfAGlobalFlagComparesEachRanksOwnOrFails) {
+  Verdict v = Run("AFlagLeftInAGlobal/2ranks");
+  EXPECT_EQ(v.run.exit_code, 1) << v.run.out;
+  EXPECT_THAT(
+      v.run.out,
+      HasSubstr(Threads() ? At("marker-global-flag", "[ranks 0-1 of 2]") +
+                                "DIST_EXPECT_ALL_TRUE(g_flag): every one "
+                                "of the 2 ranks passed the same object"
+                          : At("marker-global-flag", "[ranks 0-1 of 2]") +
+                                "DIST_EXPECT_ALL_TRUE(g_flag) is false on "
+                                "rank 0 of 2"))
+      << v.run.out;
+}
+
 // Options a rank changes have no effect: the test fails saying so, and
 // where to set them.
 TEST_P(NoFalsePassTest, OptionsChangedInARankFailTheTest) {
@@ -285,7 +301,8 @@ TEST_P(NoFalsePassTest, AllEqOfAConstViewOfAGlobalFailsToo) {
        {std::pair<std::string, std::string>{"marker-global-as-const",
                                             "std::as_const(g_result)"},
         {"marker-global-const-ref", "result"},
-        {"marker-global-member", "totals.value"}}) {
+        {"marker-global-member", "totals.value"},
+        {"marker-global-const-member", "g_held->value"}}) {
     const std::string failure = At(marker, "[ranks 0-1 of 2]") +
                                 "DIST_EXPECT_ALL_EQ(" + expression + "): ";
     EXPECT_THAT(v.run.out,
