@@ -248,16 +248,24 @@ struct Sum {
 std::optional<Sum> g_held;
 
 DIST_TEST_F(NoFalsePass, AResultLeftInAGlobalViewedAsConst, 2) {
-  g_result = rank() == 0 ? 42 : 0;
-  g_totals.value = rank() == 0 ? 42 : 0;
+  // One writer at a time: rank 1 last.
+  if (rank() == 0) {
+    g_result = 42;
+    g_totals.value = 42;
+    g_held.emplace(Sum{42});
+  }
+  comm().barrier();
+  if (rank() == 1) {
+    g_result = 0;
+    g_totals.value = 0;
+    g_held.emplace(Sum{0});
+  }
   comm().barrier();
   DIST_EXPECT_ALL_EQ(std::as_const(g_result));  // marker-global-as-const
   const int& result = g_result;
   DIST_EXPECT_ALL_EQ(result);  // marker-global-const-ref
   const Totals& totals = g_totals;
-  DIST_EXPECT_ALL_EQ(totals.value);  // marker-global-member
-  g_held.emplace(Sum{rank() == 0 ? 42 : 0});
-  comm().barrier();
+  DIST_EXPECT_ALL_EQ(totals.value);   // marker-global-member
   DIST_EXPECT_ALL_EQ(g_held->value);  // marker-global-const-member
 }
 
@@ -266,7 +274,10 @@ DIST_TEST_F(NoFalsePass, AResultLeftInAGlobalViewedAsConst, 2) {
 bool g_flag = false;
 
 DIST_TEST_F(NoFalsePass, AFlagLeftInAGlobal, 2) {
-  g_flag = rank() == 1;
+  // One writer at a time: rank 1 last.
+  if (rank() == 0) g_flag = false;
+  comm().barrier();
+  if (rank() == 1) g_flag = true;
   comm().barrier();
   DIST_EXPECT_ALL_TRUE(g_flag);  // marker-global-flag
 }
